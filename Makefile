@@ -1,0 +1,31 @@
+# Set-up and main jobs. Each target creates its own virtual environment in .venv if it is missing.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean venv
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "torch==2.13.0"
+	$(BIN)/pip install -q -e ".[torch,test]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+## demo: plan the bundled MoE model on the default hardware profile
+demo: $(STAMP)
+	$(BIN)/plan-inspect --model experiments/models/moe.onnx --hw hardware_profiles/cpu-4.yaml
+
+## test: the fast test suite (slow and gpu tests are opt-in markers)
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2
+
+## bench: speed and quality measurements, written to CSV under bench/results/
+bench: $(STAMP)
+	$(BIN)/python -m experiments.bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info
