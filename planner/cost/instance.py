@@ -1,8 +1,8 @@
 """`SchedulingInstance`: what every formulation, heuristic, coarsener, validator and simulator works on.
 
 A set of tasks (ops, clusters, or pipeline units), each with an integer duration in ticks on each device, and
-precedence edges whose transfer time depends on the pair of devices chosen.  All times are integer ticks of
-`tick_s` seconds (or of the task-graph file's own time unit: then `tick_s` is None and `time_unit` names it).
+precedence edges whose transfer time depends on the pair of devices chosen.  All times are integer ticks; one tick
+is `tick_s` of `time_unit` ('s' for ONNX models, the file's own unit for task graphs; `tick_s` None means 1).
 
 Communication.  Edge e carries the tensors `edge_tensors[e]` (sizes in `tensor_bytes`) plus a given fixed delay
 `edge_fixed_tick[e]` (task-graph `comm`).  Devices a != b talk over a link of class `link_class[a, b]` (0 only on
@@ -53,7 +53,7 @@ class SchedulingInstance:
     activation_bytes: np.ndarray  # int64 [n_tasks]
     peak_internal_bytes: np.ndarray  # int64 [n_tasks]
     capacity_bytes: np.ndarray  # int64 [n_devices]
-    tick_s: float | None = None  # seconds per tick; None for task graphs in an abstract unit
+    tick_s: float | None = None  # time units per tick (seconds for ONNX models); None means 1
     time_unit: str = "tick"
     task_ops: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # task -> member op names, if coarsened
     link_names: tuple[str, ...] = ()  # per link class, for reports

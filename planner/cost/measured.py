@@ -1,0 +1,71 @@
+"""Measured per-op times that override the roofline: an onnxruntime profile, or a CSV of op name -> seconds.
+
+* CSV: a header row with the columns `op` and `seconds` (extra columns ignored); one row per op name.
+* onnxruntime profiling JSON (from `SessionOptions.enable_profiling`): a list of Chrome-trace events; the
+  `Node` category events named `<node name>_kernel_time` carry `dur` in microseconds.  Repeated runs are averaged.
+
+Both return a mapping op name -> seconds.  Names that are not ops of the graph are reported, not ignored.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from planner.errors import InputError
+
+
+def load_measured_times(path: str | Path) -> dict[str, float]:
+    """Read a measured profile (CSV or onnxruntime JSON, chosen by extension) into op name -> seconds."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("measured profile not found", path=str(path), fix="pass an existing .csv or .json file")
+    if path.suffix.lower() == ".csv":
+        return _load_csv(path)
+    if path.suffix.lower() == ".json":
+        return _load_ort_profile(path)
+    raise InputError(f"unknown profile format {path.suffix!r}", path=str(path),
+                     fix="use a .csv with columns op,seconds or an onnxruntime profiling .json")
+
+
+def _load_csv(path: Path) -> dict[str, float]:
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames or "op" not in reader.fieldnames or "seconds" not in reader.fieldnames:
+            raise InputError(f"header is {reader.fieldnames}, expected columns 'op' and 'seconds'", path=str(path))
+        out: dict[str, float] = {}
+        for line, row in enumerate(reader, start=2):
+            try:
+                seconds = float(row["seconds"])
+            except (TypeError, ValueError):
+                raise InputError(f"line {line}: seconds={row['seconds']!r} is not a number", path=str(path)) from None
+            if seconds < 0:
+                raise InputError(f"line {line}: negative time {seconds} for op {row['op']!r}", path=str(path))
+            out[row["op"]] = seconds
+    return out
+
+
+def _load_ort_profile(path: Path) -> dict[str, float]:
+    try:
+        events = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON ({exc.msg} at line {exc.lineno})", path=str(path)) from None
+    if isinstance(events, dict):
+        events = events.get("traceEvents", [])
+    sums: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    for ev in events:
+        if not isinstance(ev, dict) or ev.get("cat") != "Node":
+            continue
+        name = str(ev.get("name", ""))
+        if not name.endswith("_kernel_time"):
+            continue
+        node = name[: -len("_kernel_time")]
+        sums[node] += float(ev.get("dur", 0.0)) * 1e-6
+        counts[node] += 1
+    if not sums:
+        raise InputError("no Node kernel_time events found", path=str(path),
+                         fix="profile with onnxruntime SessionOptions.enable_profiling = True")
+    return {k: sums[k] / counts[k] for k in sums}

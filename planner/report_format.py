@@ -1,0 +1,59 @@
+"""Terminal rendering of reports with rich (kept apart from the pure summaries in report.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n}"
+
+
+def human_time(t: float, unit: str) -> str:
+    if unit != "s":
+        return f"{t:g} {unit}"
+    for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if t >= scale:
+            return f"{t / scale:.3f} {name}"
+    return f"{t / 1e-9:.1f} ns"
+
+
+def human_count(n: float) -> str:
+    for scale, name in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= scale:
+            return f"{n / scale:.3f} {name}"
+    return f"{n:.0f}"
+
+
+def print_inspect_table(summary: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    unit = summary["hardware"]["time_unit"]
+    totals = Table(title=f"Model {summary['model']}", show_header=False)
+    totals.add_row("ops", str(summary["num_ops"]))
+    totals.add_row("edges", str(summary["num_edges"]))
+    totals.add_row("FLOPs (2 x MACs)", human_count(summary["total_flops"]))
+    totals.add_row("parameters", human_bytes(summary["param_bytes"]))
+    totals.add_row("activations (all outputs)", human_bytes(summary["activation_bytes"]))
+    totals.add_row("devices", f"{len(summary['hardware']['devices'])}")
+    totals.add_row("critical path (fastest device, free links)", human_time(summary["critical_path"], unit))
+    totals.add_row("work bound (total work / total speed)", human_time(summary["work_bound"], unit))
+    totals.add_row("serial time on fastest device", human_time(summary["serial_time_fastest_device"], unit))
+    console.print(totals)
+    heavy = Table(title="Heaviest ops")
+    for col in ("op", "type", "time", "FLOPs"):
+        heavy.add_column(col)
+    for row in summary["heaviest_ops"]:
+        heavy.add_row(row["name"], row["op_type"], human_time(row["time"], unit), human_count(row["flops"]))
+    console.print(heavy)
+    if summary["estimated_op_types"]:
+        est = ", ".join(f"{k} x{v}" for k, v in summary["estimated_op_types"].items())
+        console.print(f"[yellow]estimated (costed by bytes moved, no FLOP rule):[/] {est}")
+    else:
+        console.print("every op type has a cost rule (nothing estimated)")
