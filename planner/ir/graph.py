@@ -35,8 +35,10 @@ class TensorInfo:
 class Op:
     """One schedulable operator with its workload.
 
-    `estimated` is True when no cost rule knows the op type: its time then comes from the bytes it moves only,
-    and reports list it as estimated (never silently zero).  `duration` is set only for task-graph inputs.
+    `inputs` and `outputs` are tensor names in the op's own argument order ('' for an omitted optional input), so
+    that a pass can rewire an op and the ONNX writer can rebuild the node.  `estimated` is True when no cost rule
+    knows the op type: its time then comes from the bytes it moves only, and reports list it as estimated (never
+    silently zero).  `duration` is set only for task-graph inputs.
     """
 
     name: str
@@ -52,6 +54,7 @@ class Op:
     duration: float | None = None
     domain: str = ""
     dtype: str = "float"
+    origin: str = ""  # for a clone made by a pass: the name of the op it copies ("" for original ops)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +183,26 @@ class OpGraph:
         for s, d in self.edge_src_dst:
             out[d].add(s)
         return tuple(tuple(sorted(x)) for x in out)
+
+    def subgraph(self, keep: Iterable[str], *, extra_initializers: Iterable[str] = ()) -> OpGraph:
+        """The ops named in `keep` with the edges among them; tensors no kept op touches are dropped.
+
+        `extra_initializers` names tensors that become constants (e.g. outputs of folded ops).
+        """
+        keep = set(keep)
+        ops = [op for op in self.ops if op.name in keep]
+        used = {t for op in ops for t in (*op.inputs, *op.outputs)} | set(self.graph_outputs) | set(self.graph_inputs)
+        initializers = (set(self.initializers) | set(extra_initializers)) & used
+        return OpGraph.build(
+            self.name,
+            ops,
+            (e for e in self.edges if e.src in keep and e.dst in keep),
+            tensors={k: v for k, v in self.tensors.items() if k in used},
+            graph_inputs=self.graph_inputs,
+            graph_outputs=self.graph_outputs,
+            initializers=initializers,
+            source=self.source,
+        )
 
     def op(self, name: str) -> Op:
         return self.ops[self.index[name]]
