@@ -1,0 +1,115 @@
+"""`make bench`: speed and quality measurements, each section written to `bench/results/<section>.csv`.
+
+Timings on this machine are noisy (shared vCPUs): compare ratios measured side by side in one run, never
+absolute seconds across runs.  Sections:
+
+* `import`   - ONNX import + inspection of stacked MoE models of ~10k and ~100k ops (and per-op time).
+* `coarsen`  - linear clustering of random layered DAGs of 10k and 100k tasks, and of the stacked MoE.
+* `heft`     - HEFT list scheduling of random layered DAGs of 10k and 100k tasks on 8 devices.
+* `stg`      - the STG development set (80 instances with proven optima), at most 10 s per instance.
+
+Run one section with `python -m experiments.bench --only stg`; `--quick` shrinks the sizes for a smoke run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+SHARED_STG = REPO.parent / "shared" / "benchmarks" / "stg-dev"
+
+
+def _stacked_moe(layers: int, path: Path) -> Path:
+    from planner.ir.moe_model import MoEConfig, write_moe_model
+
+    config = MoEConfig(layers=layers, experts=4, hidden=16, ffn=32, heads=2, seq_len=8, vocab=32)
+    return write_moe_model(path, config)
+
+
+def bench_import(quick: bool) -> list[dict]:
+    """Import + inspect stacked MoE models; per-op microseconds should stay flat from 10k to 100k ops."""
+    from planner.cost.model import build_instance
+    from planner.ir.hardware import DEFAULT_PROFILE, load_topology
+    from planner.ir.onnx_import import load_onnx
+    from planner.report import inspect_summary
+
+    topology = load_topology(DEFAULT_PROFILE)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for layers in ((8, 80) if quick else (80, 800)):
+            path = _stacked_moe(layers, Path(tmp) / f"moe{layers}.onnx")
+            t0 = time.perf_counter()
+            graph = load_onnx(path)
+            t1 = time.perf_counter()
+            instance = build_instance(graph, topology)
+            inspect_summary(graph, instance)
+            t2 = time.perf_counter()
+            rows.append({"model": f"moe-{layers}-layers", "num_ops": graph.num_ops, "import_s": round(t1 - t0, 3),
+                         "cost_and_inspect_s": round(t2 - t1, 3),
+                         "us_per_op": round(1e6 * (t2 - t0) / graph.num_ops, 2)})
+    return rows
+
+
+def bench_coarsen(quick: bool) -> list[dict]:
+    from planner.coarsen.bench import bench_coarsen as run
+
+    return run([1_000, 10_000] if quick else [10_000, 100_000])
+
+
+def bench_heft(quick: bool) -> list[dict]:
+    from planner.heuristics.bench import bench_heft as run
+
+    return run([1_000, 10_000] if quick else [10_000, 100_000])
+
+
+def bench_stg(quick: bool) -> list[dict]:
+    from formulations.stg_bench import run_stg_benchmark
+
+    return run_stg_benchmark(SHARED_STG, time_limit_s=10, limit=8 if quick else None)
+
+
+SECTIONS: dict[str, Callable[[bool], list[dict]]] = {
+    "import": bench_import,
+    "coarsen": bench_coarsen,
+    "heft": bench_heft,
+    "stg": bench_stg,
+}
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fields: list[str] = []
+    for row in rows:
+        fields.extend(k for k in row if k not in fields)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    args = parser.parse_args(argv)
+    for name in args.only.split(","):
+        if name not in SECTIONS:
+            parser.error(f"unknown section {name!r}; choose from {', '.join(SECTIONS)}")
+        print(f"== {name}", flush=True)
+        rows = SECTIONS[name](args.quick)
+        out = RESULTS / f"{name}{'-quick' if args.quick else ''}.csv"
+        write_csv(out, rows)
+        for row in rows:
+            print("  ", row, flush=True)
+        print(f"   -> {out.relative_to(REPO)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,367 @@
+"""Hardware profile (YAML) -> `Topology`.
+
+The schema is written once as pydantic models (`Profile` and its parts, all `extra='forbid'`); the key reference
+for users is `hardware_profiles/README.md`.  `load_topology(path)` reads the file, checks it, and builds the
+immutable `Topology` the rest of the planner sees: devices numbered 0..n-1 in listing order (hosts in order, groups
+in order, `count` expanded), named ``<host>/<name_prefix><index>`` with the index counted per prefix within a host
+(so a host's GPUs are gpu0..gpu7 however many groups list them), and a link for every ordered device pair:
+
+* the same device: `LOCAL` (free);
+* two devices of one group that sets `intra_group`: that link;
+* two devices of one host: the host's `intra_host` if it sets one, else `links.intra_host`;
+* two hosts: `links.inter_host`.
+
+Bandwidths are per direction for one device pair transferring alone (see the README): contention between
+concurrent transfers is not modelled here.
+
+Every problem with the file is an `InputError` with a one-line message ``<file>: <key path>: <what is wrong>``.
+"""
+
+import difflib
+import hashlib
+import types
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, ValidationError
+
+from planner.errors import InputError
+from planner.ir.topology import LOCAL, Device, Link, Topology
+from planner.ir.units import UnitError, to_bytes, to_bytes_per_s, to_flops_per_s, to_seconds
+
+__all__ = ["DEFAULT_PROFILE", "PROFILES_DIR", "Profile", "load_topology", "topology_from_profile"]
+
+PROFILES_DIR = Path(__file__).resolve().parents[2] / "hardware_profiles"
+DEFAULT_PROFILE: Path = PROFILES_DIR / "cpu-4.yaml"
+"""The local default: one host, four CPU processes talking over gloo."""
+
+
+# --- field types: a unit string (or plain SI number) checked and converted on the way in ------------------------
+
+
+def _quantity(convert: Callable[[object], Any], *, positive: bool) -> Callable[[object], Any]:
+    def check(value: object) -> Any:
+        out = convert(value)  # UnitError is a ValueError: pydantic reports it at the field's location
+        if positive and out <= 0:
+            raise UnitError(f"must be positive, got {value!r}")
+        return out
+
+    return check
+
+
+Size = Annotated[int, BeforeValidator(_quantity(to_bytes, positive=True))]
+Bandwidth = Annotated[float, BeforeValidator(_quantity(to_bytes_per_s, positive=True))]
+Flops = Annotated[float, BeforeValidator(_quantity(to_flops_per_s, positive=True))]
+Duration = Annotated[float, BeforeValidator(_quantity(to_seconds, positive=False))]
+Name = Annotated[str, Field(min_length=1, pattern=r"^[^/\s]+$")]
+Count = Annotated[StrictInt, Field(gt=0)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PeakFlops(_Model):
+    """Peak FLOP/s per ONNX element type name.  `float` (fp32) is required; a missing type falls back to it.
+
+    `float` is fp32 on ordinary (non-tensor-core) units: what an ONNX float MatMul gets under PyTorch's default
+    (``torch.backends.cuda.matmul.allow_tf32 = False``).  `tfloat32` is not an ONNX type: it is the TF32
+    tensor-core rate that float MatMuls get when TF32 is switched on; a cost model may use it when asked to.
+    """
+
+    float: Flops
+    double: Flops | None = None
+    tfloat32: Flops | None = None
+    float16: Flops | None = None
+    bfloat16: Flops | None = None
+    float8e4m3fn: Flops | None = None
+    float8e5m2: Flops | None = None
+    int8: Flops | None = None
+    uint8: Flops | None = None
+
+
+class LinkSpec(_Model):
+    """A point-to-point path: time(n bytes) = latency + n / bandwidth, bandwidth per direction."""
+
+    name: str | None = None
+    latency: Duration
+    bandwidth: Bandwidth
+
+
+class DeviceGroup(_Model):
+    """`count` identical devices."""
+
+    kind: str = Field(min_length=1)
+    count: Count = 1
+    name_prefix: Name = "dev"
+    peak_flops: PeakFlops
+    memory: Size
+    memory_bandwidth: Bandwidth
+    launch_overhead: Duration
+    intra_group: LinkSpec | None = None
+
+
+class Host(_Model):
+    name: Name
+    devices: list[DeviceGroup] = Field(min_length=1)
+    intra_host: LinkSpec | None = None
+
+
+class Links(_Model):
+    intra_host: LinkSpec | None = None
+    inter_host: LinkSpec | None = None
+
+
+class Profile(_Model):
+    """The whole hardware file."""
+
+    name: str = Field(min_length=1)
+    description: str | None = None
+    source: str | None = None
+    hosts: list[Host] = Field(min_length=1)
+    links: Links = Links()
+
+
+# --- reading the file ------------------------------------------------------------------------------------------
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML would silently keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first on line {seen[key] + 1})", key_node.start_mark
+                )
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _read_yaml(path: Path, shown: str) -> tuple[object, str]:
+    if not path.exists():
+        raise InputError("hardware profile not found", path=shown, fix=f"bundled profiles are in {PROFILES_DIR}")
+    if path.is_dir():
+        raise InputError("is a directory, expected a hardware profile (.yaml)", path=shown)
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise InputError(f"cannot read the hardware profile: {err.strerror or err}", path=shown) from None
+    digest = hashlib.sha256(raw).hexdigest()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"not UTF-8 text (byte {err.start}); expected a YAML hardware profile", path=shown) from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        problem = getattr(err, "problem", None) or str(err)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise InputError(f"not valid YAML{where}: {' '.join(str(problem).split())}", path=shown) from None
+    return data, digest
+
+
+# --- pydantic errors -> one line ------------------------------------------------------------------------------
+
+_DTYPE_ALIASES = {
+    "fp32": "float", "float32": "float", "f32": "float", "fp64": "double", "float64": "double",
+    "fp16": "float16", "half": "float16", "bf16": "bfloat16", "tf32": "tfloat32", "fp8": "float8e4m3fn",
+    "e4m3": "float8e4m3fn", "e5m2": "float8e5m2",
+}
+
+
+def _loc_text(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _strip(tp: object) -> object:
+    """Optional[X] -> X, Annotated[X, ...] -> X."""
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType):
+            tp = next(a for a in typing.get_args(tp) if a is not type(None))
+        else:
+            return tp
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The model class validating the mapping at `loc` (for listing its valid keys)."""
+    tp: object = Profile
+    for part in loc:
+        tp = _strip(tp)
+        if isinstance(part, int) and typing.get_origin(tp) is list:
+            tp = typing.get_args(tp)[0]
+        elif isinstance(tp, type) and issubclass(tp, BaseModel) and part in tp.model_fields:
+            tp = tp.model_fields[part].annotation
+        else:
+            return None
+    tp = _strip(tp)
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    key = str(loc[-1])
+    model = _model_at(loc[:-1])
+    valid = list(model.model_fields) if model is not None else []
+    if model is PeakFlops and key.lower() in _DTYPE_ALIASES:
+        return f"unknown key (did you mean '{_DTYPE_ALIASES[key.lower()]}'? peak_flops uses ONNX type names)"
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    if close:
+        return f"unknown key (did you mean '{close[0]}'?)"
+    return f"unknown key (valid keys: {', '.join(valid)})" if valid else "unknown key"
+
+
+def _shown_input(value: object) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
+def _describe(error: dict) -> str:
+    kind, loc = error["type"], tuple(error["loc"])
+    if kind == "missing":
+        return "missing required key"
+    if kind == "extra_forbidden":
+        return _unknown_key(loc)
+    if kind == "value_error":
+        return str(error["ctx"]["error"])
+    if kind == "too_short":
+        return "must not be empty"
+    if kind == "model_type":
+        return f"expected a mapping of keys, got {_shown_input(error['input'])}"
+    if kind == "string_pattern_mismatch":
+        return f"must be a non-empty name without '/' or spaces, got {error['input']!r}"
+    message = error["msg"].replace("Input should be", "should be")
+    return f"{message}, got {_shown_input(error['input'])}"
+
+
+def _one_line(err: ValidationError, shown: str) -> InputError:
+    errors = err.errors(include_url=False)
+    # A misspelt key also makes its correct spelling "missing": report the misspelling, it names the fix.
+    errors.sort(key=lambda e: e["type"] != "extra_forbidden")
+    first = errors[0]
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return InputError(f"{_loc_text(tuple(first['loc']))}: {_describe(first)}{more}", path=shown)
+
+
+# --- profile -> Topology --------------------------------------------------------------------------------------
+
+
+def _link(spec: LinkSpec, default_name: str) -> Link:
+    return Link(spec.name or default_name, spec.latency, spec.bandwidth)
+
+
+def topology_from_profile(profile: Profile, *, source_path: str = "", source_sha256: str = "") -> Topology:
+    """Build the `Topology` of a validated profile.  Raises `InputError` for cross-key problems."""
+    shown = source_path or profile.name
+
+    def fail(loc: str, message: str) -> InputError:
+        return InputError(f"{loc}: {message}", path=shown)
+
+    host_seen: dict[str, int] = {}
+    for h, host in enumerate(profile.hosts):
+        if host.name in host_seen:
+            raise fail(f"hosts[{h}].name", f"duplicate host name {host.name!r} (also hosts[{host_seen[host.name]}])")
+        host_seen[host.name] = h
+    if len(profile.hosts) > 1 and profile.links.inter_host is None:
+        raise fail("links.inter_host", f"missing required key (the profile lists {len(profile.hosts)} hosts)")
+
+    top_intra = _link(profile.links.intra_host, "intra_host") if profile.links.intra_host else None
+    inter = _link(profile.links.inter_host, "inter_host") if profile.links.inter_host else None
+
+    devices: list[Device] = []
+    host_of: list[int] = []
+    group_of: list[tuple[int, int]] = []
+    group_links: dict[tuple[int, int], Link] = {}
+    host_links: dict[int, Link | None] = {}
+    names: dict[str, str] = {}
+    for h, host in enumerate(profile.hosts):
+        host_links[h] = _link(host.intra_host, f"hosts[{h}].intra_host") if host.intra_host else top_intra
+        next_index: dict[str, int] = {}
+        for g, group in enumerate(host.devices):
+            where = f"hosts[{h}].devices[{g}]"
+            if group.intra_group is not None:
+                group_links[h, g] = _link(group.intra_group, f"{where}.intra_group")
+            peak = {dtype: rate for dtype, rate in group.peak_flops.model_dump().items() if rate is not None}
+            for _ in range(group.count):
+                index = next_index.get(group.name_prefix, 0)
+                next_index[group.name_prefix] = index + 1
+                name = f"{host.name}/{group.name_prefix}{index}"
+                if name in names:
+                    raise fail(f"{where}.name_prefix", f"device name {name!r} is used twice (also {names[name]})")
+                names[name] = where
+                devices.append(
+                    Device(
+                        name=name,
+                        kind=group.kind,
+                        host=host.name,
+                        peak_flops_per_s=dict(peak),  # a plain dict: Topology must pickle (execute/ ships it to workers)
+                        memory_bytes=group.memory,
+                        memory_bandwidth_bytes_per_s=group.memory_bandwidth,
+                        launch_overhead_s=group.launch_overhead,
+                    )
+                )
+                host_of.append(h)
+                group_of.append((h, g))
+
+    def pair_link(i: int, j: int) -> Link:
+        if i == j:
+            return LOCAL
+        if host_of[i] != host_of[j]:
+            assert inter is not None  # checked above
+            return inter
+        if group_of[i] == group_of[j] and group_of[i] in group_links:
+            return group_links[group_of[i]]
+        link = host_links[host_of[i]]
+        if link is None:
+            h = host_of[i]
+            raise fail(
+                "links.intra_host",
+                f"missing required key (host {profile.hosts[h].name!r} has several devices; "
+                f"or set hosts[{h}].intra_host)",
+            )
+        return link
+
+    n = len(devices)
+    links = tuple(tuple(pair_link(i, j) for j in range(n)) for i in range(n))
+    notes = {key: value for key, value in (("description", profile.description), ("source", profile.source)) if value}
+    return Topology(
+        name=profile.name,
+        devices=tuple(devices),
+        links=links,
+        source_path=source_path,
+        source_sha256=source_sha256,
+        notes=notes,
+    )
+
+
+def load_topology(path: str | Path) -> Topology:
+    """Read a hardware profile and build its `Topology`.  Every problem with the file is a one-line `InputError`."""
+    shown = str(path)
+    data, digest = _read_yaml(Path(path), shown)
+    if data is None:
+        raise InputError("file is empty; expected a hardware profile with keys name, hosts, links", path=shown)
+    if not isinstance(data, dict):
+        raise InputError(
+            f"expected a mapping with keys name, hosts, links at the top level, got {_shown_input(data)}", path=shown
+        )
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as err:
+        raise _one_line(err, shown) from None
+    return topology_from_profile(profile, source_path=shown, source_sha256=digest)
