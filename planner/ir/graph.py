@@ -55,6 +55,17 @@ class Op:
     domain: str = ""
     dtype: str = "float"
     origin: str = ""  # for a clone made by a pass: the name of the op it copies ("" for original ops)
+    implicit_inputs: tuple[str, ...] = ()  # tensors read by a subgraph (If/Loop/Scan body) from the outer scope
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """Every distinct tensor the op reads: its inputs without '' and repeats, then its implicit inputs."""
+        return tuple(dict.fromkeys(t for t in (*self.inputs, *self.implicit_inputs) if t))
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        """Every tensor the op produces (omitted optional outputs left out)."""
+        return tuple(t for t in self.outputs if t)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +202,7 @@ class OpGraph:
         """
         keep = set(keep)
         ops = [op for op in self.ops if op.name in keep]
-        used = {t for op in ops for t in (*op.inputs, *op.outputs)} | set(self.graph_outputs) | set(self.graph_inputs)
+        used = {t for op in ops for t in (*op.reads, *op.writes)} | set(self.graph_outputs) | set(self.graph_inputs)
         initializers = (set(self.initializers) | set(extra_initializers)) & used
         return OpGraph.build(
             self.name,
@@ -231,7 +242,7 @@ class OpGraph:
         seen: set[str] = set()
         total = 0
         for op in self.ops:
-            for t in op.inputs:
+            for t in op.reads:
                 if t in self.initializers and t not in seen:
                     seen.add(t)
                     info = self.tensors.get(t)

@@ -80,7 +80,7 @@ def export_onnx(graph: OpGraph, model_path: str | Path) -> onnx.ModelProto:
         del node.output[:]
         node.output.extend(op.outputs)
         nodes.append(node)
-        reads.update(t for t in op.inputs if t)
+        reads.update(op.reads)
     wanted = {t for t in reads if t in graph.initializers and t not in init_by_name}
     values = _evaluate_constants(model, names, wanted, graph)
     inits = [init_by_name[t] for t in sorted(reads) if t in init_by_name]
@@ -88,6 +88,9 @@ def export_onnx(graph: OpGraph, model_path: str | Path) -> onnx.ModelProto:
     kept_inits = {init.name for init in inits}
     # Old IR versions list initializers among the inputs too: keep only real inputs and kept initializers.
     inputs = [i for i in model.graph.input if i.name not in init_by_name or i.name in kept_inits]
+    if model.ir_version < 4:  # before IR 4 every initializer must also be a graph input
+        inputs += [helper.make_tensor_value_info(t, helper.np_dtype_to_tensor_dtype(values[t].dtype),
+                                                 values[t].shape) for t in sorted(values)]
     out_graph = helper.make_graph(nodes, model.graph.name, inputs, list(model.graph.output), initializer=inits)
     out = helper.make_model(out_graph, opset_imports=model.opset_import, ir_version=model.ir_version)
     return out

@@ -3,7 +3,8 @@
 For an op v in cluster A whose outputs are read by ops of another cluster C, a clone of v placed in C removes the
 edge v -> C (a transfer, when A and C land on different devices) and adds v's compute to C.  We clone when
 
-* v is cheap: cost(v) <= `max_cost`, and
+* v is cheap: cost(v) <= `max_cost`, and its outputs feed several clusters (an op read by one other cluster only
+  would simply migrate, undoing the clustering), and
 * the clone adds no new cross-cluster edge: every op that v reads from is already in C, or v reads only constants
   and graph inputs (a Shape, Constant, Range, or a broadcast of an input), and
 * it shortens C's path: the estimated transfer time of the edge saved exceeds cost(v), the time the clone adds.
@@ -35,7 +36,7 @@ def clone_cheap_ops(
     `op_cost` and `edge_transfer(bytes)` are estimates in one time unit (e.g. seconds on a typical device and
     link).  The returned map covers every op of the returned graph.
     """
-    producer = {t: op.name for op in graph.ops for t in op.outputs}
+    producer = {t: op.name for op in graph.ops for t in op.writes}
     consumers: dict[str, list[str]] = {}
     for e in graph.edges:
         lst = consumers.setdefault(e.src, [])
@@ -51,11 +52,14 @@ def clone_cheap_ops(
         if op.duration is not None or op_cost.get(op.name, float("inf")) > max_cost:
             continue
         home = cluster_of[op.name]
-        sources = {producer[t] for t in op.inputs if t in producer}
+        sources = {producer[t] for t in op.reads if t in producer}
         by_cluster: dict[int, list[str]] = {}
         for dst in consumers.get(op.name, []):
             if cluster_of[dst] != home:
                 by_cluster.setdefault(cluster_of[dst], []).append(dst)
+        consumer_clusters = {cluster_of[dst] for dst in consumers.get(op.name, [])}
+        if len(consumer_clusters) < 2:
+            continue
         for cluster, dsts in sorted(by_cluster.items()):
             if any(cluster_of[s] != cluster for s in sources):
                 continue  # the clone would need a transfer of its own inputs
@@ -63,7 +67,7 @@ def clone_cheap_ops(
             if saved <= op_cost[op.name]:
                 continue
             suffix = f"~c{cluster}"
-            clone_outputs = tuple(t + suffix for t in op.outputs)
+            clone_outputs = tuple(t + suffix if t else t for t in op.outputs)
             clone = replace(op, name=op.name + suffix, outputs=clone_outputs, origin=op.origin or op.name)
             new_ops.append(clone)
             cluster_map[clone.name] = cluster
@@ -79,8 +83,12 @@ def clone_cheap_ops(
                                  if e.src == op.name and e.dst == dst)
     if not new_ops:
         return graph, dict(cluster_of)
-    ops = [replace(op, inputs=tuple(renamed_inputs[op.name].get(t, t) for t in op.inputs))
-           if op.name in renamed_inputs else op for op in graph.ops]
+    def rewire(op: Op) -> Op:
+        names = renamed_inputs[op.name]
+        return replace(op, inputs=tuple(names.get(t, t) for t in op.inputs),
+                       implicit_inputs=tuple(names.get(t, t) for t in op.implicit_inputs))
+
+    ops = [rewire(op) if op.name in renamed_inputs else op for op in graph.ops]
     edges = [e for e in graph.edges if (e.src, e.dst) not in removed_edges] + new_edges
     rebuilt = OpGraph.build(graph.name, ops + new_ops, edges, tensors=tensors, graph_inputs=graph.graph_inputs,
                             graph_outputs=graph.graph_outputs, initializers=graph.initializers, source=graph.source)

@@ -16,9 +16,9 @@ def eliminate_dead_code(graph: OpGraph) -> OpGraph:
     live = [False] * graph.num_ops
     for i in range(graph.num_ops - 1, -1, -1):  # reverse topological order: consumers before producers
         op = graph.ops[i]
-        if any(t in wanted_tensors for t in op.outputs):
+        if any(t in wanted_tensors for t in op.writes):
             live[i] = True
-            wanted_tensors.update(t for t in op.inputs if t)
+            wanted_tensors.update(op.reads)
     if all(live):
         return graph
     return graph.subgraph(op.name for op, alive in zip(graph.ops, live) if alive)

@@ -4,7 +4,8 @@ An op folds when
 * every input it reads is a constant (an initializer, or the output of an op already folded), or
 * it is `Shape` or `Size`: shapes are static after import, so their result never depends on data,
 and it is deterministic (no Random* op), produces no graph output, and its result is not much larger than what it
-reads (at most max(input bytes, `MAX_GROWTH_BYTES`)): folding an Expand of a scalar into a large tensor would trade
+reads (at most max(input bytes, `MAX_GROWTH_BYTES`); `Constant` and `ConstantOfShape` are exempt, they are
+weights by another name): folding an Expand of a scalar into a large tensor would trade
 a cheap op for a large weight.  Chains of shape arithmetic (Shape -> Gather -> Concat -> Reshape's shape input) fold
 entirely.  Consumers of a folded tensor now read a constant: it is added to their `param_bytes`.
 
@@ -22,6 +23,9 @@ NONDETERMINISTIC = frozenset(
     {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
 SHAPE_ONLY = frozenset({"Shape", "Size"})
+# Ops whose whole purpose is to produce a constant tensor (the onnx light models build every weight with
+# ConstantOfShape): they fold whatever their size, and their outputs become the consumers' weights.
+CONSTANT_MAKERS = frozenset({"Constant", "ConstantOfShape"})
 MAX_GROWTH_BYTES = 64 * 1024
 
 
@@ -31,18 +35,19 @@ def foldable_ops(graph: OpGraph) -> list[str]:
     outputs = set(graph.graph_outputs)
     folded: list[str] = []
     for op in graph.ops:
-        if op.op_type in NONDETERMINISTIC or op.duration is not None or not op.outputs:
+        if op.op_type in NONDETERMINISTIC or op.duration is not None or not op.writes:
             continue
-        if any(t in outputs for t in op.outputs):
+        if any(t in outputs for t in op.writes):
             continue
-        reads = [t for t in op.inputs if t]
+        reads = list(op.reads)
         if op.op_type not in SHAPE_ONLY and not all(t in constant for t in reads):
             continue
         read_bytes = sum(graph.tensors[t].size_bytes for t in reads if t in graph.tensors)
-        if op.op_type not in SHAPE_ONLY and op.output_bytes > max(read_bytes, MAX_GROWTH_BYTES):
+        exempt = op.op_type in SHAPE_ONLY or op.op_type in CONSTANT_MAKERS
+        if not exempt and op.output_bytes > max(read_bytes, MAX_GROWTH_BYTES):
             continue
         folded.append(op.name)
-        constant.update(op.outputs)
+        constant.update(op.writes)
     return folded
 
 
@@ -51,12 +56,12 @@ def fold_constants(graph: OpGraph) -> OpGraph:
     folded = set(foldable_ops(graph))
     if not folded:
         return graph
-    new_constants = {t for op in graph.ops if op.name in folded for t in op.outputs}
+    new_constants = {t for op in graph.ops if op.name in folded for t in op.writes}
     keep: list = []
     for op in graph.ops:
         if op.name in folded:
             continue
-        gained = {t for t in op.inputs if t in new_constants}
+        gained = {t for t in op.reads if t in new_constants}
         if gained:
             extra = sum(graph.tensors[t].size_bytes for t in gained if t in graph.tensors)
             op = replace(op, param_bytes=op.param_bytes + extra)

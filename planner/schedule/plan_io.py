@@ -1,0 +1,212 @@
+"""The plan file: versioned JSON, written atomically, reloadable by every command.
+
+Format version 1 (keys at the top level)::
+
+    format            "opplan-plan"
+    format_version    1
+    instance          the instance's name
+    method, solver, solver_version, status, solve_time_s
+    makespan, lower_bound, gap       objective, bound, (makespan - bound) / makespan; makespan/bound in `time_unit`
+    makespan_tick, lower_bound_tick  the same in integer ticks (exact)
+    time_unit         unit of every `makespan`, `lower_bound`, `start`, `end`: "s" when `tick_s` is set (ONNX
+                      inputs: seconds = tick * tick_s), else the task graph's own unit (ticks)
+    tick_s            seconds per tick, or null
+    tick_unit         the plan's own `time_unit` (what one tick is called)
+    model_path, model_sha256, hardware_path, hardware_sha256
+    devices           device names, in index order
+    tasks             list of {id, device (name), device_index, stage, start, end, start_tick, end_tick}
+    task_ops          {task: [op, ...]} for coarsened inputs (clusters -> ops), else {}
+
+On load the `*_tick` fields are authoritative (exact); `start`/`end`/`makespan` are for readers.  A file without
+`start_tick` (hand-written) has its times converted back: round(start / tick_s), or start itself when tick_s is null.
+`load_plan` raises `InputError` naming the file and the key for a missing file, bad JSON, an unknown
+`format_version` or a missing or mistyped key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+from planner.errors import InputError
+from planner.schedule.atomic import atomic_write_text
+from planner.schedule.plan import Plan, TaskPlacement
+
+FORMAT = "opplan-plan"
+FORMAT_VERSION = 1
+SUPPORTED_VERSIONS = frozenset({1})
+
+
+def _to_unit(tick: int, tick_s: float | None) -> float | int:
+    return tick * tick_s if tick_s is not None else tick
+
+
+def plan_to_dict(plan: Plan) -> dict[str, Any]:
+    """The JSON object of a plan (format version 1)."""
+    ts = plan.tick_s
+    tasks = []
+    for p in plan.placements:
+        tasks.append({
+            "id": p.task,
+            "device": plan.device_names[p.device] if 0 <= p.device < len(plan.device_names) else str(p.device),
+            "device_index": p.device,
+            "stage": p.stage,
+            "start": _to_unit(p.start_tick, ts),
+            "end": _to_unit(p.end_tick, ts),
+            "start_tick": p.start_tick,
+            "end_tick": p.end_tick,
+        })
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "instance": plan.instance_name,
+        "method": plan.method,
+        "solver": plan.solver,
+        "solver_version": plan.solver_version,
+        "status": plan.status,
+        "solve_time_s": plan.solve_time_s,
+        "makespan": _to_unit(plan.makespan_tick, ts),
+        "lower_bound": _to_unit(plan.lower_bound_tick, ts),
+        "gap": plan.gap,
+        "makespan_tick": plan.makespan_tick,
+        "lower_bound_tick": plan.lower_bound_tick,
+        "time_unit": "s" if ts is not None else plan.time_unit,
+        "tick_s": ts,
+        "tick_unit": plan.time_unit,
+        "model_path": plan.model_path,
+        "model_sha256": plan.model_sha256,
+        "hardware_path": plan.hardware_path,
+        "hardware_sha256": plan.hardware_sha256,
+        "devices": list(plan.device_names),
+        "tasks": tasks,
+        "task_ops": {k: list(v) for k, v in plan.task_ops.items()},
+    }
+
+
+def save_plan(plan: Plan, path: str | os.PathLike[str]) -> None:
+    """Write `plan` as JSON to `path` atomically (a crash never leaves half a file)."""
+    atomic_write_text(path, json.dumps(plan_to_dict(plan), indent=1, allow_nan=False) + "\n")
+
+
+class _Reader:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, key: str, what: str) -> InputError:
+        return InputError(f"plan key {key!r}: {what}", path=self.path)
+
+    def get(self, obj: dict, key: str, types: tuple[type, ...], where: str = "", *, default: Any = ...) -> Any:
+        full = f"{where}{key}"
+        if key not in obj:
+            if default is not ...:
+                return default
+            raise self.fail(full, "missing")
+        value = obj[key]
+        if value is None and type(None) in types:
+            return None
+        if isinstance(value, bool) and bool not in types:
+            raise self.fail(full, f"expected {'/'.join(t.__name__ for t in types)}, got {value!r}")
+        if not isinstance(value, types):
+            raise self.fail(full, f"expected {'/'.join(t.__name__ for t in types)}, got {type(value).__name__}")
+        return value
+
+    def tick(self, obj: dict, key: str, where: str, tick_s: float | None) -> int:
+        """`<key>_tick` if present, else `<key>` converted back to ticks."""
+        if f"{key}_tick" in obj:
+            return self.get(obj, f"{key}_tick", (int,), where)
+        value = self.get(obj, key, (int, float), where)
+        if tick_s is None:
+            if float(value) != int(value):
+                raise self.fail(f"{where}{key}", f"{value!r} is not a whole number of ticks")
+            return int(value)
+        return int(round(value / tick_s))
+
+
+def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
+    """Parse a plan JSON object; raises `InputError` naming `path` and the offending key."""
+    r = _Reader(path)
+    if not isinstance(data, dict):
+        raise InputError("a plan file must hold a JSON object", path=path)
+    version = r.get(data, "format_version", (int,))
+    if version not in SUPPORTED_VERSIONS:
+        raise r.fail("format_version", f"unknown version {version} (this opplan reads {sorted(SUPPORTED_VERSIONS)})")
+    fmt = data.get("format", FORMAT)
+    if fmt != FORMAT:
+        raise r.fail("format", f"expected {FORMAT!r}, got {fmt!r}")
+    tick_s = r.get(data, "tick_s", (int, float, type(None)), default=None)
+    if tick_s is not None and not (math.isfinite(tick_s) and tick_s > 0):
+        raise r.fail("tick_s", f"must be a positive number, got {tick_s!r}")
+    tick_s = float(tick_s) if tick_s is not None else None
+    rows = r.get(data, "tasks", (list,))
+    devices = r.get(data, "devices", (list,), default=None)
+    if devices is None:  # hand-written file: devices in index order (or first appearance)
+        seen: dict[str, int] = {}
+        for i, row in enumerate(rows):
+            if isinstance(row, dict):
+                name = r.get(row, "device", (str,), f"tasks[{i}].")
+                idx = row.get("device_index", len(seen))
+                seen.setdefault(name, idx if isinstance(idx, int) else len(seen))
+        devices = sorted(seen, key=lambda k: seen[k])
+    if not all(isinstance(d, str) for d in devices):
+        raise r.fail("devices", "must be a list of device names")
+    dev_index = {name: i for i, name in enumerate(devices)}
+    placements = []
+    for i, row in enumerate(rows):
+        where = f"tasks[{i}]."
+        if not isinstance(row, dict):
+            raise r.fail(f"tasks[{i}]", "must be an object")
+        task = r.get(row, "id", (str,), where)
+        device = r.get(row, "device", (str,), where)
+        if device not in dev_index:
+            raise r.fail(f"{where}device", f"{device!r} is not one of the plan's devices {devices[:8]}")
+        d = r.get(row, "device_index", (int,), where, default=dev_index[device])
+        if d != dev_index[device]:
+            raise r.fail(f"{where}device_index", f"{d} does not match device {device!r} (index {dev_index[device]})")
+        stage = r.get(row, "stage", (int, type(None)), where, default=None)
+        start = r.tick(row, "start", where, tick_s)
+        end = r.tick(row, "end", where, tick_s)
+        placements.append(TaskPlacement(task, d, start, end, stage))
+    task_ops_raw = r.get(data, "task_ops", (dict,), default={})
+    task_ops: dict[str, tuple[str, ...]] = {}
+    for k, v in task_ops_raw.items():
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise r.fail(f"task_ops.{k}", "must be a list of op names")
+        task_ops[k] = tuple(v)
+    return Plan(
+        instance_name=r.get(data, "instance", (str,), default=""),
+        placements=tuple(placements),
+        device_names=tuple(devices),
+        makespan_tick=r.tick(data, "makespan", "", tick_s),
+        lower_bound_tick=r.tick(data, "lower_bound", "", tick_s),
+        status=r.get(data, "status", (str,)),
+        method=r.get(data, "method", (str,), default=""),
+        solver=r.get(data, "solver", (str,), default=""),
+        solver_version=r.get(data, "solver_version", (str,), default=""),
+        solve_time_s=float(r.get(data, "solve_time_s", (int, float), default=0.0)),
+        tick_s=tick_s,
+        time_unit=r.get(data, "tick_unit", (str,), default=r.get(data, "time_unit", (str,), default="tick")),
+        model_path=r.get(data, "model_path", (str,), default=""),
+        model_sha256=r.get(data, "model_sha256", (str,), default=""),
+        hardware_path=r.get(data, "hardware_path", (str,), default=""),
+        hardware_sha256=r.get(data, "hardware_sha256", (str,), default=""),
+        task_ops=task_ops,
+    )
+
+
+def load_plan(path: str | os.PathLike[str]) -> Plan:
+    """Read a plan file written by `save_plan` (or by hand, following the format above)."""
+    p = str(path)
+    try:
+        with open(p, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise InputError("plan file not found", path=p, fix="check the path, or create it with plan-solve") from None
+    except OSError as exc:
+        raise InputError(f"cannot read plan file: {exc.strerror or exc}", path=p) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})", path=p) from None
+    return plan_from_dict(data, p)

@@ -1,0 +1,236 @@
+"""Discrete-event replay of per-device task orders on a `SchedulingInstance`.
+
+Model.  Each device has one compute stream that runs its tasks in the given order, each as early as possible:
+
+    start(t) = max(end of the previous task on t's device, max over edges (u, t) of arrival(u -> t))
+    arrival(u -> t) = end(u)                                    if u and t share a device
+                    = leave(u -> t) + comm(edge, dev(u), dev(t))  otherwise
+
+Communication overlaps with compute (a separate stream per link).  Without contention (default) every transfer
+leaves when its source ends.  With `link_contention=True` transfers on the same **directed device pair**
+(src device -> dst device) serialize, first-come first-served in the order their sources end (ties: the order in
+which the simulator processes those end events, deterministic); different pairs, and the two directions of a pair,
+never interfere, and a device may send on several links at once (no send-port limit).  A transfer occupies its link
+for its whole `comm` (latency included).
+
+Orders inconsistent with precedence (a device must run t before u although t needs u, directly or through other
+devices) raise `DeadlockError` naming the tasks each device is stuck on and what they wait for.
+
+`retime_plan` keeps a plan's device assignment and per-device order and recomputes the times on an instance
+(possibly of other hardware): the library side of ``plan-simulate --plan plan.json --hw other.yaml``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections.abc import Mapping, Sequence
+
+from planner.cost.instance import SchedulingInstance
+from planner.schedule.errors import DeadlockError, SimulationError
+from planner.schedule.plan import Plan
+from planner.schedule.program import Schedule, schedule_to_instance_order
+from planner.schedule.timeline import Timeline, build_timeline
+
+
+def _resolve_orders(instance: SchedulingInstance, orders: Sequence[Sequence[int | str]]) -> list[list[int]]:
+    if len(orders) > instance.num_devices:
+        raise SimulationError(
+            f"orders name {len(orders)} devices, instance {instance.name!r} has {instance.num_devices}"
+        )
+    index = instance.task_index
+    out: list[list[int]] = []
+    seen: dict[int, int] = {}
+    problems: list[str] = []
+    for d, row in enumerate(orders):
+        res: list[int] = []
+        for x in row:
+            if isinstance(x, str):
+                if x not in index:
+                    problems.append(f"unknown task {x!r} on device {instance.device_names[d]}")
+                    continue
+                t = index[x]
+            else:
+                t = int(x)
+                if not 0 <= t < instance.num_tasks:
+                    problems.append(f"task index {t} out of range on device {instance.device_names[d]}")
+                    continue
+            if t in seen:
+                problems.append(
+                    f"task {instance.task_names[t]!r} ordered twice (devices {instance.device_names[seen[t]]} and "
+                    f"{instance.device_names[d]})"
+                )
+                continue
+            if not instance.eligible(t, d):
+                problems.append(f"task {instance.task_names[t]!r} cannot run on device {instance.device_names[d]}")
+            seen[t] = d
+            res.append(t)
+        out.append(res)
+    out.extend([] for _ in range(instance.num_devices - len(out)))
+    missing = [instance.task_names[t] for t in range(instance.num_tasks) if t not in seen]
+    if missing:
+        problems.append(f"tasks {missing[:8]} are in no device's order" + (" ..." if len(missing) > 8 else ""))
+    if problems:
+        raise SimulationError(f"cannot simulate instance {instance.name!r}: " + "; ".join(problems[:6]))
+    return out
+
+
+def simulate(
+    instance: SchedulingInstance,
+    orders: Sequence[Sequence[int | str]],
+    *,
+    link_contention: bool = False,
+    stages: Mapping[str, int | None] | None = None,
+) -> Timeline:
+    """Replay `orders[d]` (task indices or names, in execution order) on device d; return the `Timeline`."""
+    seq = _resolve_orders(instance, orders)
+    n, num_dev = instance.num_tasks, instance.num_devices
+    device_of = [-1] * n
+    for d, row in enumerate(seq):
+        for t in row:
+            device_of[t] = d
+    dur = instance.duration_tick
+    pending = [len(p) for p in instance.predecessors]
+    ready_at = [0] * n
+    start = [-1] * n
+    end = [-1] * n
+    pos = [0] * num_dev
+    dev_free = [0] * num_dev
+    busy = [False] * num_dev
+    link_free: dict[tuple[int, int], int] = {}
+    transfer_times: dict[int, tuple[int, int]] = {}
+    heap: list[tuple[int, int, int]] = []
+    counter = 0
+
+    def try_start(d: int) -> None:
+        nonlocal counter
+        if busy[d] or pos[d] >= len(seq[d]):
+            return
+        t = seq[d][pos[d]]
+        if pending[t]:
+            return
+        s = max(dev_free[d], ready_at[t])
+        start[t], end[t] = s, s + int(dur[t, d])
+        busy[d] = True
+        heapq.heappush(heap, (end[t], counter, t))
+        counter += 1
+
+    for d in range(num_dev):
+        try_start(d)
+    while heap:
+        now, _, u = heapq.heappop(heap)
+        du = device_of[u]
+        busy[du] = False
+        dev_free[du] = now
+        pos[du] += 1
+        touched = {du}
+        for v, e in instance.successors[u]:
+            dv = device_of[v]
+            if dv == du:
+                arrive = now
+            else:
+                leave = max(now, link_free.get((du, dv), now)) if link_contention else now
+                arrive = leave + instance.comm(e, du, dv)
+                if link_contention:
+                    link_free[(du, dv)] = arrive
+                transfer_times[e] = (leave, arrive)
+            ready_at[v] = max(ready_at[v], arrive)
+            pending[v] -= 1
+            if pending[v] == 0:
+                touched.add(dv)
+        for d in sorted(touched):
+            try_start(d)
+
+    if any(s < 0 for s in start):
+        raise _deadlock(instance, seq, pos, device_of, start)
+    return build_timeline(instance, device_of, start, end, transfer_times=transfer_times, stages=stages,
+                          link_contention=link_contention)
+
+
+def _deadlock(instance, seq, pos, device_of, start) -> DeadlockError:
+    names, devs = instance.task_names, instance.device_names
+    parts: list[str] = []
+    stuck: list[str] = []
+    for d, row in enumerate(seq):
+        if pos[d] >= len(row):
+            continue
+        t = row[pos[d]]
+        stuck.append(names[t])
+        waits = [f"{names[u]} (on {devs[device_of[u]]})" for u, _ in instance.predecessors[t] if start[u] < 0]
+        parts.append(f"{devs[d]} is stuck at {names[t]}, which waits for {', '.join(waits[:4])}")
+    never = sum(1 for s in start if s < 0)
+    return DeadlockError(
+        f"deadlock in instance {instance.name!r}: the per-device orders contradict precedence; {never} tasks never "
+        f"run; " + "; ".join(parts[:8]),
+        tuple(stuck),
+    )
+
+
+def plan_orders(instance: SchedulingInstance, plan: Plan) -> tuple[tuple[int, ...], ...]:
+    """Per instance device, the plan's tasks on it sorted by (start, end, topological position)."""
+    if len(plan.device_names) != instance.num_devices:
+        raise SimulationError(
+            f"plan for {plan.instance_name!r} uses {len(plan.device_names)} devices, instance {instance.name!r} has "
+            f"{instance.num_devices}"
+        )
+    index = instance.task_index
+    topo_pos = {t: i for i, t in enumerate(instance.topological_order)}
+    rows: list[list[tuple[int, int, int, int]]] = [[] for _ in range(instance.num_devices)]
+    unknown = [p.task for p in plan.placements if p.task not in index]
+    if unknown:
+        raise SimulationError(f"plan names tasks {unknown[:8]} that instance {instance.name!r} does not have")
+    for p in plan.placements:
+        if not 0 <= p.device < instance.num_devices:
+            raise SimulationError(f"plan puts task {p.task!r} on device index {p.device}, out of range")
+        t = index[p.task]
+        rows[p.device].append((p.start_tick, p.end_tick, topo_pos[t], t))
+    return tuple(tuple(t for *_, t in sorted(row)) for row in rows)
+
+
+def simulate_plan(instance: SchedulingInstance, plan: Plan, *, link_contention: bool = False) -> Timeline:
+    """Replay a plan's device assignment and per-device order (its times are recomputed, not trusted)."""
+    stages = {p.task: p.stage for p in plan.placements}
+    return simulate(instance, plan_orders(instance, plan), link_contention=link_contention, stages=stages)
+
+
+def simulate_schedule(instance: SchedulingInstance, schedule: Schedule, *, link_contention: bool = False) -> Timeline:
+    """Replay a pipeline `Schedule` on an instance whose tasks are named by action strings."""
+    from planner.schedule.actions import try_parse_action
+
+    orders = schedule_to_instance_order(schedule, instance)
+    stages: dict[str, int | None] = {}
+    for name in instance.task_names:
+        a = try_parse_action(name)
+        stages[name] = a.stages[0] if a is not None else None
+    return simulate(instance, orders, link_contention=link_contention, stages=stages)
+
+
+def retime_plan(
+    plan: Plan,
+    instance: SchedulingInstance,
+    *,
+    link_contention: bool = False,
+    method: str | None = None,
+    **provenance,
+) -> Plan:
+    """Keep the plan's devices and per-device order, recompute its times on `instance` (e.g. other hardware).
+
+    The result has status 'heuristic' (nothing is proven on the new instance), lower bound = the instance's
+    trivial bound, and the plan's provenance with any `provenance` fields (e.g. `hardware_path`,
+    `hardware_sha256`) replaced.
+    """
+    timeline = simulate_plan(instance, plan, link_contention=link_contention)
+    lb = instance.trivial_lower_bound_tick()
+    out = dataclasses.replace(
+        plan,
+        instance_name=instance.name,
+        placements=timeline.placements,
+        device_names=tuple(instance.device_names),
+        makespan_tick=timeline.makespan_tick,
+        lower_bound_tick=min(lb, timeline.makespan_tick),
+        status="heuristic",
+        method=method if method is not None else f"{plan.method}+retime",
+        tick_s=instance.tick_s,
+        time_unit=instance.time_unit,
+    )
+    return dataclasses.replace(out, **provenance) if provenance else out

@@ -1,0 +1,83 @@
+"""Pictures: a Gantt PNG with a memory panel, and a Chrome trace that parses with the right events per device."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from planner.plot import default_group, plot_gantt
+from planner.schedule.examples import pipeline_instance, random_instance, round_robin_orders
+from planner.schedule.program import Schedule
+from planner.schedule.simulate import simulate, simulate_schedule
+from planner.schedule.timeline import timeline_of_plan
+from planner.schedule.trace import chrome_trace, write_chrome_trace
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _pipeline_timeline():
+    inst = pipeline_instance(3, 4, activation_bytes=3 * 2**20)
+    rows = []
+    for s in range(3):
+        fw = [f"{s}F{m}" for m in range(4)]
+        bw = [x for m in range(4) for x in (f"{s}B{m}", f"{s}W{m}")]
+        rows.append(fw + bw)  # GPipe-like with split backward
+    return inst, simulate_schedule(inst, Schedule.build(rows))
+
+
+def test_gantt_png_for_a_pipeline(tmp_path):
+    _, tl = _pipeline_timeline()
+    out = plot_gantt(tl, tmp_path / "gantt.png")
+    data = out.read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 20_000
+
+
+def test_gantt_png_for_a_random_dag_with_custom_groups(tmp_path):
+    inst = random_instance(5, 40, 4)
+    tl = simulate(inst, round_robin_orders(inst, 1), link_contention=True)
+    out = plot_gantt(tl, tmp_path / "g.png", group=lambda name: f"g{int(name[1:]) % 5}", show_memory=True)
+    assert out.read_bytes().startswith(PNG_MAGIC) and out.stat().st_size > 20_000
+    out2 = plot_gantt(tl, tmp_path / "g2.png", show_memory=False, show_comm=False)
+    assert out2.stat().st_size > 10_000
+
+
+def test_default_groups():
+    assert default_group("3F4") == "F" and default_group("0BW1") == "BW" and default_group("1F0&2B1") == "F&B"
+    assert default_group("/layer1/attn/MatMul") == "layer1"
+    assert default_group("t12") == "t" and default_group("cluster_3") == "cluster"
+
+
+def test_chrome_trace_events_per_device(tmp_path):
+    inst, tl = _pipeline_timeline()
+    path = tmp_path / "trace.json"
+    write_chrome_trace(tl, path)
+    trace = json.loads(path.read_text())
+    events = trace["traceEvents"]
+    complete = [e for e in events if e["ph"] == "X"]
+    compute = Counter(e["pid"] for e in complete if e["tid"] == 0)
+    comm = Counter(e["pid"] for e in complete if e["tid"] == 1)
+    assert compute == Counter({0: 12, 1: 12, 2: 12})  # 4 micro-batches x (F, B, W) per stage
+    # transfers: F of stages 0, 1 forward and B of stages 1, 2 backward, 4 each
+    assert comm == Counter({0: 4, 1: 8, 2: 4})
+    for e in complete:
+        assert {"name", "ts", "dur", "pid", "tid"} <= set(e) and e["dur"] >= 0
+    meta = {(e["pid"], e["name"], e.get("tid")): e["args"] for e in events if e["ph"] == "M"}
+    assert meta[(1, "process_name", 0)] == {"name": "p1"}
+    assert meta[(1, "thread_name", 1)] == {"name": "communication"}
+    by_name = {e["name"]: e for e in complete if e["tid"] == 0}
+    p = tl.by_task()["2B3"]
+    assert by_name["2B3"]["ts"] == p.start_tick and by_name["2B3"]["dur"] == p.end_tick - p.start_tick
+    assert by_name["2B3"]["cat"] == "B" and by_name["2B3"]["args"]["stage"] == 2
+
+
+def test_trace_in_microseconds_when_ticks_have_seconds():
+    import dataclasses
+
+    inst = dataclasses.replace(random_instance(2, 6, 2), tick_s=1e-3)
+    tl = simulate(inst, round_robin_orders(inst))
+    plan = tl.to_plan(method="rr")
+    trace = chrome_trace(timeline_of_plan(inst, plan))
+    xs = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]
+    by = tl.by_task()
+    for e in xs:
+        assert abs(e["ts"] - by[e["name"]].start_tick * 1000) < 1e-6
