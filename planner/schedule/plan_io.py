@@ -8,10 +8,9 @@ Format version 1 (keys at the top level)::
     method, solver, solver_version, status, solve_time_s
     makespan, lower_bound, gap       objective, bound, (makespan - bound) / makespan; makespan/bound in `time_unit`
     makespan_tick, lower_bound_tick  the same in integer ticks (exact)
-    time_unit         unit of every `makespan`, `lower_bound`, `start`, `end`: "s" when `tick_s` is set (ONNX
-                      inputs: seconds = tick * tick_s), else the task graph's own unit (ticks)
-    tick_s            seconds per tick, or null
-    tick_unit         the plan's own `time_unit` (what one tick is called)
+    time_unit         unit of every `makespan`, `lower_bound`, `start`, `end`: "s" for ONNX models, the task
+                      graph's own unit otherwise; value = tick * tick_s
+    tick_s            time units per tick (seconds per tick for ONNX models), or null for 1
     model_path, model_sha256, hardware_path, hardware_sha256
     devices           device names, in index order
     tasks             list of {id, device (name), device_index, stage, start, end, start_tick, end_tick}
@@ -72,9 +71,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "gap": plan.gap,
         "makespan_tick": plan.makespan_tick,
         "lower_bound_tick": plan.lower_bound_tick,
-        "time_unit": "s" if ts is not None else plan.time_unit,
+        "time_unit": plan.time_unit,
         "tick_s": ts,
-        "tick_unit": plan.time_unit,
         "model_path": plan.model_path,
         "model_sha256": plan.model_sha256,
         "hardware_path": plan.hardware_path,
@@ -186,7 +184,7 @@ def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
         solver_version=r.get(data, "solver_version", (str,), default=""),
         solve_time_s=float(r.get(data, "solve_time_s", (int, float), default=0.0)),
         tick_s=tick_s,
-        time_unit=r.get(data, "tick_unit", (str,), default=r.get(data, "time_unit", (str,), default="tick")),
+        time_unit=r.get(data, "time_unit", (str,), default="tick"),
         model_path=r.get(data, "model_path", (str,), default=""),
         model_sha256=r.get(data, "model_sha256", (str,), default=""),
         hardware_path=r.get(data, "hardware_path", (str,), default=""),
