@@ -71,5 +71,265 @@ def inspect_main(argv: Sequence[str] | None = None) -> int:
     return _run(_inspect, parser, argv)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(inspect_main())
+
+
+# ------------------------------------------------------------------------------------------------ plan-solve
+def _parse_rules(items: Sequence[str], flag: str) -> dict[str, str]:
+    from planner.errors import InputError
+
+    rules = {}
+    for item in items:
+        pattern, sep, device = item.rpartition("=")
+        if not sep or not pattern or not device:
+            raise InputError(f"{flag} {item!r}: expected OP_PATTERN=DEVICE_NAME, e.g. 'layer0/expert*=node0/gpu1'")
+        rules[pattern] = device
+    return rules
+
+
+def _add_solve_args(parser: argparse.ArgumentParser) -> None:
+    from planner.solve import Method
+
+    parser.add_argument("--method", choices=[m.value for m in Method], default="milp")
+    parser.add_argument("--backend", default="cpsat", help="cpsat (default), scip, cbc or highs")
+    parser.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="total budget in seconds")
+    parser.add_argument("--gap", type=float, default=0.0, help="stop at this relative gap (0.01 = 1%%)")
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--clusters", type=int, default=None, help="target number of clusters for the MILP")
+    parser.add_argument("--rounds", type=int, default=4, help="most refinement rounds of the bi-level loop")
+
+
+def _options(args: argparse.Namespace):
+    from planner.errors import InputError
+    from planner.solve import Method, SolveOptions
+
+    if args.time_limit <= 0:
+        raise InputError(f"--time-limit {args.time_limit}: must be positive")
+    return SolveOptions(method=Method(args.method), backend=args.backend, time_limit_s=args.time_limit,
+                        rel_gap=args.gap, threads=args.threads, seed=args.seed, target_clusters=args.clusters,
+                        max_rounds=args.rounds)
+
+
+def _progress_printer(quiet: bool):
+    if quiet:
+        return None
+    start = __import__("time").monotonic()
+
+    def say(message: str) -> None:
+        elapsed = __import__("time").monotonic() - start
+        print(f"[{elapsed:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def _write_outputs(outcome, plan_path: Path, *, pictures: bool, provenance: dict) -> dict:
+    """Save the plan (atomically) and, next to it, the Gantt PNG and the Chrome trace of the op-level timeline."""
+    import dataclasses
+
+    from planner.schedule.plan_io import save_plan
+    from planner.schedule.simulate import simulate_plan
+
+    plan = dataclasses.replace(outcome.plan, **provenance)
+    plan_path.parent.mkdir(parents=True, exist_ok=True)
+    save_plan(plan, plan_path)
+    written = {"plan": str(plan_path)}
+    timeline = simulate_plan(outcome.fine, outcome.op_plan)
+    if pictures:
+        from planner.plot import plot_gantt
+        from planner.schedule.trace import write_chrome_trace
+
+        stem = plan_path.with_suffix("")
+        gantt = plot_gantt(timeline, f"{stem}.gantt.png", title=f"{plan.instance_name}: {plan.method}")
+        trace = Path(f"{stem}.trace.json")
+        write_chrome_trace(timeline, trace)
+        written.update(gantt=str(gantt), trace=str(trace))
+    return {"timeline": timeline, "written": written, "plan": plan}
+
+
+def _solve(args: argparse.Namespace) -> int:
+    from planner.errors import InputError
+    from planner.ir.hardware import DEFAULT_PROFILE, load_topology
+    from planner.ir.topology import Topology
+    from planner.report import plan_summary
+    from planner.solve import plan_instance, prepare
+
+    if args.graph is not None:
+        if args.model is not None:
+            raise InputError("give either --model or --graph, not both")
+        if args.devices is None and args.hw is None:
+            raise InputError("--graph needs --devices N (identical, fully connected devices) or --hw")
+        topology = load_topology(args.hw) if args.hw else Topology.identical(args.devices)
+        model_path = args.graph
+    else:
+        if args.devices is not None:
+            raise InputError("--devices applies to --graph task graphs; an ONNX model takes its devices from --hw")
+        topology = load_topology(args.hw or DEFAULT_PROFILE)
+        model_path = args.model or DEFAULT_MODEL
+    from planner.cost.measured import load_measured_times
+    from planner.ir.units import parse_bytes
+
+    capacity = parse_bytes(args.memory, where="--memory") if args.memory else None
+    measured = load_measured_times(args.measured) if args.measured else None
+    shapes = dict(__import__("planner.ir.load", fromlist=["x"]).parse_input_shape(s) for s in args.input_shape)
+    prepared = prepare(model_path, topology, input_shapes=shapes or None, capacity_bytes=capacity,
+                       measured_s=measured, pins=_parse_rules(args.pin, "--pin"),
+                       forbids=_parse_rules(args.forbid, "--forbid"))
+    say = _progress_printer(args.quiet)
+    if say:
+        say(f"{model_path}: {prepared.ops_before_passes} ops, {prepared.instance.num_tasks} after constant folding "
+            f"and dead-code elimination; {topology.num_devices} devices ({topology.name})")
+    outcome = plan_instance(prepared.instance, _options(args), progress=say)
+    source = prepared.graph.source
+    provenance = {
+        "model_path": str(Path(model_path).resolve()), "model_sha256": source.sha256 if source else "",
+        "hardware_path": str(Path(topology.source_path).resolve()) if topology.source_path else "",
+        "hardware_sha256": topology.source_sha256,
+    }
+    out = _write_outputs(outcome, args.out, pictures=not args.no_pictures, provenance=provenance)
+    extra = {"written": out["written"]}
+    if outcome.rounds:
+        tick = prepared.instance.tick_s or 1.0
+        extra.update(clusters=outcome.coarse.num_tasks, rounds=len(outcome.rounds),
+                     cluster_bound=outcome.cluster_bound_tick * tick)
+    summary = plan_summary(out["plan"], out["timeline"], prepared.instance, baselines=dict(outcome.baselines),
+                           extra=extra)
+    if args.format == "json":
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        from planner.report_format import print_plan_table
+
+        print_plan_table(summary)
+        for kind, path in out["written"].items():
+            print(f"wrote {kind}: {path}")
+    return 0
+
+
+def solve_main(argv: Sequence[str] | None = None) -> int:
+    """plan-solve: place and order every op on the devices (bi-level MILP by default); write plan, Gantt, trace."""
+    parser = argparse.ArgumentParser(prog="plan-solve", description=solve_main.__doc__)
+    _add_model_args(parser)
+    parser.add_argument("--graph", type=Path, default=None, help="a task-graph JSON file instead of a model")
+    parser.add_argument("--devices", type=int, default=None, help="with --graph: N identical devices")
+    parser.add_argument("--out", type=Path, default=Path("out/plan.json"), help="plan file (default out/plan.json)")
+    parser.add_argument("--memory", default=None, help="override every device's memory, e.g. 16GiB")
+    parser.add_argument("--measured", type=Path, default=None, help="measured op times (.csv op,seconds or ORT .json)")
+    parser.add_argument("--pin", action="append", default=[], metavar="PATTERN=DEVICE", help="run matching ops there")
+    parser.add_argument("--forbid", action="append", default=[], metavar="PATTERN=DEVICE", help="never there")
+    parser.add_argument("--no-pictures", action="store_true", help="skip the Gantt PNG and the trace")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    _add_solve_args(parser)
+    return _run(_solve, parser, argv)
+
+
+# --------------------------------------------------------------------------------------------- plan-simulate
+def _simulate(args: argparse.Namespace) -> int:
+    import hashlib
+
+    from planner.coarsen import contract
+    from planner.errors import InputError
+    from planner.ir.hardware import load_topology
+    from planner.ir.topology import Topology
+    from planner.report import plan_summary
+    from planner.schedule.plan_io import load_plan
+    from planner.schedule.simulate import retime_plan, simulate_plan
+    from planner.solve import prepare
+
+    plan = load_plan(args.plan)
+    model = Path(plan.model_path)
+    if not model.is_file():
+        raise InputError(f"the plan's model {model} is missing", path=str(args.plan), fix="re-plan with plan-solve")
+    if plan.model_sha256 and hashlib.sha256(model.read_bytes()).hexdigest() != plan.model_sha256:
+        raise InputError(f"the model {model} changed since this plan was made (hash mismatch)", path=str(args.plan),
+                         fix="re-plan with plan-solve")
+    hw = args.hw or (Path(plan.hardware_path) if plan.hardware_path else None)
+    topology = load_topology(hw) if hw else Topology.identical(len(plan.device_names))
+    if topology.num_devices != len(plan.device_names):
+        raise InputError(f"the plan uses {len(plan.device_names)} devices, {hw} has {topology.num_devices}",
+                         path=str(args.plan), fix="simulate on hardware with the same number of devices")
+    fine = prepare(model, topology).instance
+    if plan.task_ops:
+        index = fine.task_index
+        try:
+            clusters = [[index[op] for op in plan.task_ops[name]] for name in (p.task for p in plan.placements)]
+        except KeyError as exc:
+            raise InputError(f"the plan names op {exc.args[0]!r}, which the model does not have",
+                             path=str(args.plan)) from None
+        names = tuple(p.task for p in plan.placements)
+        coarse = __import__("dataclasses").replace(contract(fine, clusters), task_names=names,
+                                                   task_ops={n: tuple(plan.task_ops[n]) for n in names})
+    else:
+        coarse = fine
+    retimed = retime_plan(plan, coarse, link_contention=args.contention,
+                          hardware_path=str(hw or ""), hardware_sha256=topology.source_sha256)
+    timeline = simulate_plan(coarse, retimed, link_contention=args.contention)
+    summary = plan_summary(retimed, timeline, coarse, extra={"planned_makespan": plan.makespan_tick * (plan.tick_s or 1)})
+    if args.out:
+        from planner.plot import plot_gantt
+        from planner.schedule.plan_io import save_plan
+        from planner.schedule.trace import write_chrome_trace
+
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        save_plan(retimed, args.out)
+        stem = args.out.with_suffix("")
+        plot_gantt(timeline, f"{stem}.gantt.png", title=f"{plan.instance_name} re-timed")
+        write_chrome_trace(timeline, f"{stem}.trace.json")
+    if args.format == "json":
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        from planner.report_format import human_time, print_plan_table
+
+        print(f"planned makespan {human_time(summary['planned_makespan'], summary['time_unit'])}; re-timed on "
+              f"{hw or 'the same devices'}:")
+        print_plan_table(summary)
+    return 0
+
+
+def simulate_main(argv: Sequence[str] | None = None) -> int:
+    """plan-simulate: replay a plan (same devices and orders) on its hardware or other hardware (--hw)."""
+    parser = argparse.ArgumentParser(prog="plan-simulate", description=simulate_main.__doc__)
+    parser.add_argument("--plan", type=Path, required=True)
+    parser.add_argument("--hw", type=Path, default=None, help="other hardware profile (same number of devices)")
+    parser.add_argument("--contention", action="store_true", help="serialize transfers on each directed link")
+    parser.add_argument("--out", type=Path, default=None, help="write the re-timed plan (+ Gantt and trace) here")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    return _run(_simulate, parser, argv)
+
+
+# ------------------------------------------------------------------------------------------------ plan-whatif
+def _whatif(args: argparse.Namespace) -> int:
+    from planner.ir.hardware import DEFAULT_PROFILE, load_topology
+    from planner.report_format import human_bytes, human_time
+    from planner.solve import prepare
+    from planner.whatif import memory_sweep, parse_memory_range, write_whatif
+
+    capacities = parse_memory_range(args.memory)
+    topology = load_topology(args.hw or DEFAULT_PROFILE)
+    prepared = prepare(args.model or DEFAULT_MODEL, topology)
+    say = _progress_printer(args.quiet)
+    result = memory_sweep(prepared.instance, capacities, _options(args), progress=say)
+    csv_path, png_path = write_whatif(result, args.out_dir)
+    unit = prepared.instance.time_unit
+    for row in result.rows:
+        shown = human_time(row.makespan_s, unit) if row.feasible else f"infeasible: {row.reason}"
+        print(f"{human_bytes(row.capacity_bytes):>12}  {shown}")
+    print(f"smallest capacity that can fit at all (lower bound): {human_bytes(result.capacity_lower_bound_bytes)} "
+          f"({result.capacity_lower_bound_reason})")
+    if result.smallest_feasible_bytes is not None:
+        print(f"smallest feasible capacity in the sweep: {human_bytes(result.smallest_feasible_bytes)}")
+    else:
+        print("no capacity in the sweep is feasible")
+    print(f"wrote {csv_path} and {png_path}")
+    return 0
+
+
+def whatif_main(argv: Sequence[str] | None = None) -> int:
+    """plan-whatif: plan under each memory capacity; CSV and plot of makespan against memory."""
+    parser = argparse.ArgumentParser(prog="plan-whatif", description=whatif_main.__doc__)
+    _add_model_args(parser)
+    parser.add_argument("--memory", required=True, metavar="FROM:TO:STEP", help="e.g. 8GiB:80GiB:8GiB, or a list a,b,c")
+    parser.add_argument("--out-dir", type=Path, default=Path("out/whatif"))
+    parser.add_argument("--quiet", action="store_true")
+    _add_solve_args(parser)
+    parser.set_defaults(time_limit=20.0)
+    return _run(_whatif, parser, argv)

@@ -182,3 +182,35 @@ def _plot_memory(ax, timeline: Timeline, scale: float, unit: str, x_end: float) 
     if off_scale:
         ax.text(0.995, 0.97, "capacity off scale: " + ", ".join(off_scale[:4]), transform=ax.transAxes,
                 ha="right", va="top", fontsize=7, color="0.3")
+
+
+def plot_whatif(result, path: str | os.PathLike[str], *, dpi: int = 120) -> Path:
+    """Makespan against per-device memory capacity (a `planner.whatif.WhatIfResult`); infeasible capacities are
+    marked along the bottom and the smallest capacity that can fit at all is a dashed line."""
+    fig = Figure(figsize=(8, 4.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    gib = 2**30
+    feasible = [r for r in result.rows if r.feasible]
+    infeasible = [r for r in result.rows if not r.feasible]
+    scale, unit = (1e3, "ms") if result.time_unit == "s" else (1.0, result.time_unit)
+    if feasible:
+        ax.step([r.capacity_bytes / gib for r in feasible], [r.makespan_s * scale for r in feasible], where="post",
+                marker="o", label="planned makespan")
+        ax.plot([r.capacity_bytes / gib for r in feasible], [r.lower_bound_s * scale for r in feasible], ":",
+                color="grey", label="lower bound (critical path, work)")
+    if infeasible:
+        ymin = min((r.makespan_s * scale for r in feasible), default=1.0)
+        ax.scatter([r.capacity_bytes / gib for r in infeasible], [ymin * 0.95] * len(infeasible), marker="x",
+                   color="red", label="infeasible")
+    ax.axvline(result.capacity_lower_bound_bytes / gib, ls="--", color="red", alpha=0.6,
+               label="smallest capacity that can fit")
+    ax.set_xlabel("memory per device (GiB)")
+    ax.set_ylabel(f"makespan ({unit})")
+    ax.set_title("Memory what-if")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=dpi)
+    return out

@@ -39,3 +39,46 @@ def inspect_summary(graph: OpGraph, instance: SchedulingInstance, *, top: int = 
         ],
         "estimated_op_types": dict(estimated.most_common()),
     }
+
+
+def plan_summary(plan, timeline, instance: SchedulingInstance, *, baselines: dict[str, int] | None = None,
+                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What `plan-solve` and `plan-simulate` print: quality, per-device busy time and memory, bytes per link.
+
+    Times are in the instance's unit (seconds for ONNX models).  `gap` = (makespan - bound) / makespan, with the
+    bound max(critical path, total work / total speed) of the op graph unless the plan proves better.
+    """
+    tick = instance.tick_s or 1.0
+    devices = []
+    for d, name in enumerate(instance.device_names):
+        devices.append({
+            "device": name,
+            "tasks": sum(1 for p in timeline.placements if p.device == d),
+            "busy": timeline.busy_tick[d] * tick,
+            "busy_fraction": timeline.busy_tick[d] / timeline.makespan_tick if timeline.makespan_tick else 0.0,
+            "peak_memory_bytes": int(timeline.peak_memory_bytes[d]) if hasattr(timeline, "peak_memory_bytes") else 0,
+            "capacity_bytes": int(instance.capacity_bytes[d]),
+        })
+    links = [{"src": instance.device_names[a], "dst": instance.device_names[b], "bytes": int(n)}
+             for (a, b), n in sorted(timeline.link_bytes.items()) if n]
+    out = {
+        "method": plan.method,
+        "solver": plan.solver,
+        "status": plan.status,
+        "time_unit": instance.time_unit,
+        "makespan": plan.makespan_tick * tick,
+        "lower_bound": plan.lower_bound_tick * tick,
+        "gap": plan.gap,
+        "makespan_tick": plan.makespan_tick,
+        "lower_bound_tick": plan.lower_bound_tick,
+        "solve_time_s": plan.solve_time_s,
+        "bubble_ratio": timeline.bubble_ratio,
+        "devices": devices,
+        "bytes_across_links": int(sum(link["bytes"] for link in links)),
+        "links": links,
+    }
+    if baselines:
+        out["baselines"] = {k: v * tick for k, v in baselines.items()}
+    if extra:
+        out.update(extra)
+    return out

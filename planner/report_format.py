@@ -57,3 +57,30 @@ def print_inspect_table(summary: dict[str, Any], console: Console | None = None)
         console.print(f"[yellow]estimated (costed by bytes moved, no FLOP rule):[/] {est}")
     else:
         console.print("every op type has a cost rule (nothing estimated)")
+
+
+def print_plan_table(summary: dict[str, Any], console: Console | None = None) -> None:
+    """The plan-solve / plan-simulate summary: quality line, per-device table, links, baselines."""
+    console = console or Console()
+    unit = summary["time_unit"]
+    console.print(
+        f"[bold]{summary['method']}[/] ({summary['solver'] or 'no solver'}, {summary['status']}): makespan "
+        f"[bold]{human_time(summary['makespan'], unit)}[/], lower bound {human_time(summary['lower_bound'], unit)}, "
+        f"gap {100 * summary['gap']:.1f}%, bubble ratio {summary['bubble_ratio']:.2f} (idle / (devices x makespan))"
+    )
+    if "cluster_bound" in summary:
+        console.print(f"  on {summary['clusters']} clusters: solver bound {human_time(summary['cluster_bound'], unit)}"
+                      f" ({summary['rounds']} rounds, {summary['solve_time_s']:.1f} s)")
+    table = Table()
+    for col in ("device", "tasks", "busy", "busy %", "peak memory", "capacity"):
+        table.add_column(col, justify="right" if col != "device" else "left")
+    for d in summary["devices"]:
+        cap = d["capacity_bytes"]
+        table.add_row(d["device"], str(d["tasks"]), human_time(d["busy"], unit), f"{100 * d['busy_fraction']:.0f}",
+                      human_bytes(d["peak_memory_bytes"]), human_bytes(cap) if cap < 2**61 else "unbounded")
+    console.print(table)
+    console.print(f"bytes across links: {human_bytes(summary['bytes_across_links'])} over "
+                  f"{len(summary['links'])} device pairs")
+    if summary.get("baselines"):
+        parts = [f"{k} {human_time(v, unit)}" for k, v in summary["baselines"].items()]
+        console.print("baselines on the op graph: " + ", ".join(parts))
