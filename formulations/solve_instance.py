@@ -1,0 +1,252 @@
+"""`solve_placement`: build the placement-and-ordering formulation on a backend, solve it, return a `Plan`.
+
+Steps: check what can be seen without a solver (a task without an eligible device, a task or the parameters that
+cannot fit in memory: `InfeasibleError`); pick the horizon from the best *valid* known schedule (the warm start,
+a simple list schedule) or else the serial bound (any optimal schedule without a moment where nothing runs and
+nothing is in flight is at most sum(slowest durations) + sum(slowest transfers) long, and removing such a moment
+never hurts memory); hint the best known schedule; solve; extract (booleans read as > 0.5) and check the plan.
+
+Result.  `status` 'optimal' when the solver proved optimality and the bound meets the makespan (with secondary
+objective terms: when the solver proved the weighted objective optimal); else 'feasible'.  `lower_bound_tick` =
+max(solver bound rounded up, `instance.trivial_lower_bound_tick()`) for a makespan-only objective, the trivial
+bound otherwise, never above the makespan.  Without an incumbent but with a valid warm start (or list schedule),
+that schedule comes back as 'feasible' with the solver's bound; a warm start better than the solver's incumbent
+wins too.  Never returns None: no plan at all raises `InfeasibleError` (proven infeasible, with the reason) or
+`OpplanError` (time limit too short to find one).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from formulations.backends import get_backend
+from formulations.list_schedule import TimedAssignment, list_schedule, serial_bound_tick
+from formulations.model_api import ProgressCallback, SolveParams, SolveStatus
+from formulations.placement import MAKESPAN, Objective, build_placement_model, hint_schedule, memory_may_bind
+from planner.cost.instance import INELIGIBLE, SchedulingInstance
+from planner.errors import InfeasibleError, OpplanError
+from planner.schedule.memory import memory_intervals, memory_profile
+from planner.schedule.plan import Plan, TaskPlacement
+
+METHOD = "placement"
+
+
+# ------------------------------------------------------------------------------------------------ checks
+def schedule_problems(instance: SchedulingInstance, device: Sequence[int], start: Sequence[int],
+                      end: Sequence[int], *, limit: int = 5) -> list[str]:
+    """What is wrong with a timed assignment (empty when it is a valid schedule, memory included)."""
+    out: list[str] = []
+    n = instance.num_tasks
+    names = instance.task_names
+    for t in range(n):
+        d = device[t]
+        if not 0 <= d < instance.num_devices or not instance.eligible(t, d):
+            out.append(f"task {names[t]} on ineligible device {d}")
+            continue
+        if end[t] - start[t] != int(instance.duration_tick[t, d]) or start[t] < 0:
+            out.append(f"task {names[t]} runs [{start[t]}, {end[t]}) but takes {instance.duration_tick[t, d]}")
+    if out:
+        return out[:limit]
+    for k, (u, v) in enumerate(instance.edges):
+        arrive = end[u] + instance.comm(k, device[u], device[v])
+        if start[v] < arrive:
+            out.append(f"{names[v]} starts at {start[v]} before {names[u]}'s data arrives at {arrive}")
+    for d in range(instance.num_devices):
+        runs = sorted((start[t], end[t], t) for t in range(n) if device[t] == d and end[t] > start[t])
+        for (s0, e0, a), (s1, _e1, b) in zip(runs, runs[1:]):
+            if s1 < e0:
+                out.append(f"{names[a]} and {names[b]} overlap on device {d}")
+    prof = memory_profile(instance, memory_intervals(instance, device, start, end))
+    for d in range(instance.num_devices):
+        exc = prof.first_excess(d)
+        if exc is not None:
+            out.append(f"device {d} holds {exc[1]} bytes at tick {exc[0]}, capacity {instance.capacity_bytes[d]}")
+    return out[:limit]
+
+
+def _from_plan(instance: SchedulingInstance, plan: Plan) -> TimedAssignment | None:
+    by = plan.by_task()
+    if any(name not in by for name in instance.task_names):
+        return None
+    rows = [by[name] for name in instance.task_names]
+    return TimedAssignment(tuple(r.device for r in rows), tuple(r.start_tick for r in rows),
+                           tuple(r.end_tick for r in rows))
+
+
+def _valid(instance: SchedulingInstance, sched: TimedAssignment | None) -> bool:
+    return sched is not None and not schedule_problems(instance, sched.device, sched.start, sched.end, limit=1)
+
+
+# ------------------------------------------------------------------------------------------------ infeasibility
+def _task_alone_bytes(instance: SchedulingInstance) -> np.ndarray:
+    """Per task, bytes its device holds while it runs, whatever else happens: its params, its working memory,
+    its output (live from its start) and its inputs (live until it ends)."""
+    act = instance.activation_bytes
+    need = instance.param_bytes + instance.peak_internal_bytes + act
+    need = need.copy()
+    for t in range(instance.num_tasks):
+        need[t] += sum(int(act[u]) for u, _ in instance.predecessors[t])
+    return need
+
+
+def _fmt_bytes(b: int) -> str:
+    return f"{b} bytes" if b < 2**20 else f"{b} bytes ({b / 2**30:.3g} GiB)"
+
+
+def memory_report(instance: SchedulingInstance, *, proven: bool, note: str = "") -> str:
+    need = _task_alone_bytes(instance)
+    nd = instance.num_devices
+    total_params = int(instance.param_bytes.sum())
+    by_params = -(-total_params // nd) if nd else 0
+    smallest = max(int(need.max(initial=0)), by_params)
+    top = np.argsort(-need, kind="stable")[:3]
+    largest = ", ".join(f"{instance.task_names[t]} ({_fmt_bytes(int(need[t]))})" for t in top)
+    caps = sorted({int(c) for c in instance.capacity_bytes})
+    cap_txt = ", ".join(_fmt_bytes(c) for c in caps)
+    head = "no plan fits in device memory" if proven else "the device memory cannot hold this model"
+    msg = (f"{head} (capacity {cap_txt}); the smallest capacity that could fit is at least "
+           f"{_fmt_bytes(smallest)} per device (largest single task {_fmt_bytes(int(need.max(initial=0)))}, "
+           f"parameters {_fmt_bytes(total_params)} over {nd} devices = {_fmt_bytes(by_params)} each); "
+           f"largest tasks by memory: {largest}")
+    return msg + (f"; {note}" if note else "")
+
+
+def precheck(instance: SchedulingInstance) -> None:
+    """Raise InfeasibleError for what needs no solver: no eligible device, a task or the parameters too big."""
+    for t in range(instance.num_tasks):
+        if not (instance.duration_tick[t] < INELIGIBLE).any():
+            raise InfeasibleError(f"task {instance.task_names[t]!r} may run on no device (pinned or excluded "
+                                  f"everywhere)", fix="remove a pin or an exclusion")
+    need = _task_alone_bytes(instance)
+    for t in range(instance.num_tasks):
+        room = max(int(instance.capacity_bytes[d]) for d in range(instance.num_devices) if instance.eligible(t, d))
+        if need[t] > room:
+            raise InfeasibleError(memory_report(instance, proven=True,
+                                                note=f"task {instance.task_names[t]} alone needs "
+                                                     f"{_fmt_bytes(int(need[t]))}, {_fmt_bytes(int(need[t]) - room)}"
+                                                     f" more than its largest eligible device"))
+    total_params = int(instance.param_bytes.sum())
+    total_cap = int(instance.capacity_bytes.astype(object).sum())
+    if total_params > total_cap:
+        raise InfeasibleError(memory_report(instance, proven=True,
+                                            note=f"parameters exceed all memory together by "
+                                                 f"{_fmt_bytes(total_params - total_cap)}"))
+
+
+# ------------------------------------------------------------------------------------------------ entry point
+def _plan(instance: SchedulingInstance, sched: TimedAssignment, *, status: str, lower_bound: int, solver: str,
+          version: str, elapsed: float) -> Plan:
+    # Makespan is first start to last end: shift so the first task starts at tick 0 (a uniform shift changes
+    # nothing else, memory included).
+    shift = min(sched.start, default=0)
+    makespan = sched.makespan_tick - shift
+    placements = tuple(TaskPlacement(instance.task_names[t], int(sched.device[t]), int(sched.start[t] - shift),
+                                     int(sched.end[t] - shift)) for t in range(instance.num_tasks))
+    return Plan(instance_name=instance.name, placements=placements, device_names=tuple(instance.device_names),
+                makespan_tick=int(makespan), lower_bound_tick=int(min(lower_bound, makespan)), status=status,
+                method=METHOD, solver=solver, solver_version=version, solve_time_s=float(elapsed),
+                tick_s=instance.tick_s, time_unit=instance.time_unit,
+                task_ops={k: tuple(v) for k, v in instance.task_ops.items()})
+
+
+def solve_placement(
+    instance: SchedulingInstance,
+    *,
+    backend: str = "cpsat",
+    time_limit_s: float = 60.0,
+    rel_gap: float = 0.0,
+    threads: int = 8,
+    seed: int = 0,
+    warm_start: Plan | None = None,
+    objective: Objective = MAKESPAN,
+    progress: ProgressCallback | None = None,
+    deterministic: bool = True,
+    symmetry_breaking: bool = True,
+) -> Plan:
+    """Place and order every task of `instance` (see the module docstring for the result's meaning)."""
+    t0 = time.monotonic()
+    be = get_backend(backend)
+    trivial = instance.trivial_lower_bound_tick()
+    if instance.num_tasks == 0:
+        return _plan(instance, TimedAssignment((), (), ()), status="optimal", lower_bound=0, solver=be.name,
+                     version=be.version, elapsed=time.monotonic() - t0)
+    precheck(instance)
+
+    # Known schedules: the warm start and a list schedule; the valid ones bound the horizon.
+    warm = _from_plan(instance, warm_start) if warm_start is not None else None
+    warm_ok = _valid(instance, warm)
+    listed = list_schedule(instance)
+    listed_ok = _valid(instance, listed)
+    valid = [s for s, ok in ((warm, warm_ok), (listed, listed_ok)) if ok and s is not None]
+    best_known = min(valid, key=lambda s: s.makespan_tick) if valid else None
+    if best_known is not None and objective.makespan_only:
+        horizon = best_known.makespan_tick
+    else:
+        serial = serial_bound_tick(instance, slowest=bool(memory_may_bind(instance)))
+        horizon = max([serial] + [s.makespan_tick for s in valid])
+
+    builder = be.new_builder()
+    model = build_placement_model(instance, builder, horizon=horizon, lower_bound=trivial, objective=objective,
+                                  symmetry_breaking=symmetry_breaking)
+    hint = best_known or warm or listed
+    hint_schedule(model, hint.device, hint.start)
+
+    remaining = max(0.1, time_limit_s - (time.monotonic() - t0))
+    result = builder.solve(SolveParams(time_limit_s=remaining, rel_gap=rel_gap, threads=threads, seed=seed,
+                                       deterministic=deterministic, progress=progress))
+    elapsed = time.monotonic() - t0
+    solver_bound = result.best_bound
+    if objective.makespan_only and solver_bound is not None and math.isfinite(solver_bound):
+        bound = max(trivial, math.ceil(solver_bound / objective.makespan_weight - 1e-6))
+    else:
+        bound = trivial
+
+    if result.status is SolveStatus.MODEL_INVALID:
+        raise RuntimeError(f"{be.name} rejected the placement model of {instance.name!r} (a formulation bug)")
+    if result.status is SolveStatus.INFEASIBLE and not be.exact_cumulative and best_known is not None:
+        # The MILP memory bound is conservative: a valid known schedule beats its "infeasible".
+        return _plan(instance, best_known, status="feasible", lower_bound=trivial, solver=be.name,
+                     version=be.version, elapsed=elapsed)
+    if result.status is SolveStatus.INFEASIBLE:
+        if memory_may_bind(instance):
+            note = "" if be.exact_cumulative else (f"the {be.name} backend bounds memory conservatively "
+                                                   f"(all buffers at once); the cpsat backend models it exactly")
+            raise InfeasibleError(memory_report(instance, proven=True, note=note))
+        raise InfeasibleError(f"the placement model of {instance.name!r} is infeasible within horizon {horizon} "
+                              f"ticks (constraint families: {sorted(builder.family_counts())})")
+
+    if result.has_solution:
+        device = []
+        for t in range(instance.num_tasks):
+            on = [d for d in model.eligible[t] if result.bool_value(model.x[t, d])]
+            if len(on) != 1:
+                raise RuntimeError(f"{be.name}: task {instance.task_names[t]} placed on {on}")
+            device.append(on[0])
+        start = [result.int_value(model.start[t]) for t in range(instance.num_tasks)]
+        end = [start[t] + int(instance.duration_tick[t, device[t]]) for t in range(instance.num_tasks)]
+        sched = TimedAssignment(tuple(device), tuple(start), tuple(end))
+        problems = schedule_problems(instance, device, start, end)
+        if problems:
+            raise RuntimeError(f"{be.name} returned an invalid schedule for {instance.name!r}: {problems}")
+        if best_known is not None and objective.makespan_only and best_known.makespan_tick < sched.makespan_tick:
+            sched = best_known
+        if result.status is SolveStatus.OPTIMAL and (not objective.makespan_only or bound >= sched.makespan_tick):
+            status = "optimal"
+        else:
+            status = "feasible"
+        if objective.makespan_only and status == "optimal":
+            bound = max(bound, sched.makespan_tick)
+        return _plan(instance, sched, status=status, lower_bound=bound, solver=be.name, version=be.version,
+                     elapsed=elapsed)
+
+    fallback = warm if warm_ok else (listed if listed_ok else None)
+    if fallback is not None:
+        status = "optimal" if bound >= fallback.makespan_tick else "feasible"
+        return _plan(instance, fallback, status=status, lower_bound=bound, solver=be.name, version=be.version,
+                     elapsed=elapsed)
+    raise OpplanError(f"{be.name} found no plan for {instance.name!r} within {time_limit_s:g} s and no valid warm "
+                      f"start was given", fix="raise the time limit or pass a warm start")
