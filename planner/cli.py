@@ -38,21 +38,25 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _load_model_and_hw(args: argparse.Namespace):
-    from planner.cost.model import build_instance
+    """The model after the same passes plan-solve runs (constant folding, dead code), costed on the hardware."""
     from planner.ir.hardware import DEFAULT_PROFILE, load_topology
-    from planner.ir.load import load_model, parse_input_shape
+    from planner.ir.load import parse_input_shape
+    from planner.solve import prepare
 
     shapes = dict(parse_input_shape(s) for s in args.input_shape)
-    graph = load_model(args.model or DEFAULT_MODEL, shapes or None)
     topology = load_topology(args.hw or DEFAULT_PROFILE)
-    return graph, topology, build_instance(graph, topology)
+    prepared = prepare(args.model or DEFAULT_MODEL, topology, input_shapes=shapes or None)
+    return prepared, topology, prepared.instance
 
 
 def _inspect(args: argparse.Namespace) -> int:
     from planner.report import inspect_summary
 
-    graph, _topology, instance = _load_model_and_hw(args)
-    summary = inspect_summary(graph, instance, top=args.top)
+    prepared, _topology, instance = _load_model_and_hw(args)
+    if args.clusters or args.dot:
+        return _inspect_clusters(args, instance)
+    summary = inspect_summary(prepared.graph, instance, top=args.top)
+    summary["num_ops_before_passes"] = prepared.ops_before_passes
     if args.format == "json":
         print(json.dumps(summary, indent=2))
     else:
@@ -62,12 +66,36 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inspect_clusters(args: argparse.Namespace, instance) -> int:
+    from planner.coarsen import coarsen
+    from planner.coarsen.dot import cluster_graph_dot
+    from planner.report import clustering_summary
+
+    result = coarsen(instance, target_clusters=args.target_clusters)
+    summary = clustering_summary(result)
+    if args.dot:
+        from planner.schedule.atomic import atomic_write_text
+
+        atomic_write_text(args.dot, cluster_graph_dot(result.instance, result.sizes))
+        summary["dot"] = str(args.dot)
+    if args.format == "json":
+        print(json.dumps(summary, indent=2))
+    else:
+        from planner.report_format import print_clustering
+
+        print_clustering(summary)
+    return 0
+
+
 def inspect_main(argv: Sequence[str] | None = None) -> int:
     """plan-inspect: op count, FLOPs, parameter and activation bytes, bounds on the hardware, heaviest ops."""
     parser = argparse.ArgumentParser(prog="plan-inspect", description=inspect_main.__doc__)
     _add_model_args(parser)
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument("--top", type=int, default=10, help="how many of the heaviest ops to list")
+    parser.add_argument("--clusters", action="store_true", help="report the coarsening (linear clustering + merge)")
+    parser.add_argument("--target-clusters", type=int, default=None, help="with --clusters: how many clusters")
+    parser.add_argument("--dot", type=Path, default=None, help="write the cluster graph as Graphviz DOT here")
     return _run(_inspect, parser, argv)
 
 

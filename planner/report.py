@@ -82,3 +82,27 @@ def plan_summary(plan, timeline, instance: SchedulingInstance, *, baselines: dic
     if extra:
         out.update(extra)
     return out
+
+
+def clustering_summary(result) -> dict[str, Any]:
+    """What `plan-inspect --clusters` prints about a `CoarseningResult` (times in the instance's unit).
+
+    Critical paths use the coarsener's estimates: each task at its mean duration over eligible devices and every
+    edge at the most common cross-device link (so 'before' is the op graph with every edge cut).
+    """
+    tick = result.fine.tick_s or 1.0
+    sizes = sorted(result.sizes, reverse=True)
+    return {
+        "num_ops": result.fine.num_tasks,
+        "num_linear_clusters": result.num_linear_clusters,
+        "num_clusters_after_repair": result.num_repaired_clusters,
+        "num_clusters": result.num_clusters,
+        "largest_clusters": sizes[:10],
+        "mean_cluster_size": sum(sizes) / len(sizes) if sizes else 0,
+        "cut_bytes": int(result.cut_bytes),
+        "total_edge_bytes": int(result.fine.edge_bytes.sum()) if result.fine.edges else 0,
+        "critical_path_before": result.critical_path_before_tick * tick,
+        "critical_path_after": result.critical_path_after_tick * tick,
+        "time_unit": result.fine.time_unit,
+        "clusters": {name: len(ops) for name, ops in result.instance.task_ops.items()},
+    }

@@ -36,7 +36,8 @@ def print_inspect_table(summary: dict[str, Any], console: Console | None = None)
     console = console or Console()
     unit = summary["hardware"]["time_unit"]
     totals = Table(title=f"Model {summary['model']}", show_header=False)
-    totals.add_row("ops", str(summary["num_ops"]))
+    before = summary.get("num_ops_before_passes", summary["num_ops"])
+    totals.add_row("ops (after folding, dead code)", f"{summary['num_ops']} (of {before})")
     totals.add_row("edges", str(summary["num_edges"]))
     totals.add_row("FLOPs (2 x MACs)", human_count(summary["total_flops"]))
     totals.add_row("parameters", human_bytes(summary["param_bytes"]))
@@ -84,3 +85,21 @@ def print_plan_table(summary: dict[str, Any], console: Console | None = None) ->
     if summary.get("baselines"):
         parts = [f"{k} {human_time(v, unit)}" for k, v in summary["baselines"].items()]
         console.print("baselines on the op graph: " + ", ".join(parts))
+
+
+def print_clustering(summary: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    unit = summary["time_unit"]
+    table = Table(title="Coarsening", show_header=False)
+    table.add_row("ops", str(summary["num_ops"]))
+    table.add_row("linear clusters / after cycle repair", f"{summary['num_linear_clusters']} / "
+                  f"{summary['num_clusters_after_repair']}")
+    table.add_row("clusters after merging", str(summary["num_clusters"]))
+    table.add_row("largest clusters (ops)", ", ".join(map(str, summary["largest_clusters"])))
+    table.add_row("bytes cut / all edge bytes", f"{human_bytes(summary['cut_bytes'])} / "
+                  f"{human_bytes(summary['total_edge_bytes'])}")
+    table.add_row("critical path estimate, ops -> clusters", f"{human_time(summary['critical_path_before'], unit)} -> "
+                  f"{human_time(summary['critical_path_after'], unit)}")
+    console.print(table)
+    if "dot" in summary:
+        console.print(f"wrote the cluster graph: {summary['dot']}")

@@ -109,3 +109,14 @@ def test_console_script_exit_status_and_no_traceback(tmp_path):
                           timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_inspect_clusters_reports_and_writes_dot(tmp_path, capsys):
+    dot = tmp_path / "clusters.dot"
+    assert inspect_main(["--model", str(MOE), "--clusters", "--dot", str(dot), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["num_ops"] == 255 and 1 < out["num_clusters"] < 255
+    assert sum(out["clusters"].values()) == 255
+    assert 0 < out["cut_bytes"] < out["total_edge_bytes"]
+    text = dot.read_text()
+    assert text.startswith("digraph") and text.count("[label=") >= out["num_clusters"]

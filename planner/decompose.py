@@ -1,0 +1,290 @@
+"""Bottleneck decomposition: split an op graph at the ops every path runs through, solve the pieces exactly,
+add up their optima into a lower bound, and join their schedules into one plan.
+
+Definitions.  A *bottleneck* is a task b such that every other task is an ancestor or a descendant of b (a
+transformer layer's residual add, an Inception module's concat).  Bottlenecks are totally ordered by precedence:
+b_1 < ... < b_k.  The *segments* are
+
+    S_0 = anc(b_1) ∪ {b_1}                      (only when b_1 has ancestors)
+    S_i = (desc(b_i) ∩ anc(b_{i+1})) ∪ {b_i, b_{i+1}}   for i = 1..k-1
+    S_k = desc(b_k) ∪ {b_k}                     (only when b_k has descendants)
+
+and, without any bottleneck, the whole graph is one segment.  Every task lies in one segment, except the inner
+bottlenecks, which lie in the two segments they separate.  Each segment is solved as its own instance
+(`induced_instance`: the tasks and the edges between them; edges that jump over a bottleneck are left out).
+
+Lower bound.  In any schedule, every task of S_i lies within [start of S_i's first task, end of its last task]
+(its unique source and sink, when they are bottlenecks), and those windows of consecutive segments overlap exactly
+in the shared bottleneck's run.  So
+
+    makespan = Σ_i span(S_i) - Σ_{shared b} duration(b)  >=  Σ_i OPT(S_i) - Σ_{shared b} max_d p[b, d]
+
+where span(S_i) >= OPT(S_i) because the schedule restricted to S_i is a schedule of the segment instance (dropping
+tasks and edges only removes constraints, memory included).  `OPT(S_i)` is replaced by any proven lower bound on
+it (the solver's bound, or the trivial bound where no solver ran), so the sum stays a valid bound.  It is usually
+far stronger than max(critical path, work / speed): a segment's optimum includes the transfers its forks and joins
+cannot avoid, which the critical path ignores.
+
+Stitched plan.  The segments' schedules are joined device by device in segment order; the bottleneck shared by
+two segments must sit on one device, so the later segment's devices are relabelled by swapping two
+interchangeable devices (equal durations, capacities and links: a symmetry of the instance, which maps a schedule
+to a schedule of equal makespan).  When the two devices are not interchangeable the plan is not stitched.  The
+joined per-device orders are replayed by the simulator on the whole instance (edges that jump over bottlenecks may
+delay a task) and the result is checked by the validator (memory included); a plan that fails is dropped.
+Identical segments (same durations, edges, delays and bytes, in the same local order; e.g. repeated layers) are
+solved once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.cost.instance import INELIGIBLE, SchedulingInstance
+from planner.heuristics.list_schedule import heft
+from planner.schedule.errors import PlanInvalidError, SimulationError
+from planner.schedule.plan import Plan
+from planner.schedule.simulate import plan_orders, simulate
+from planner.schedule.validate import validate_plan
+
+ProgressFn = Callable[[str], None]
+
+SEGMENT_MAX_TASKS = 400
+"""Segments larger than this are not given to the solver (their trivial bound and HEFT schedule are used)."""
+EXACT_BOTTLENECK_TASKS = 20_000
+
+
+# ------------------------------------------------------------------------------------------------ structure
+def bottleneck_tasks(instance: SchedulingInstance) -> list[int]:
+    """The bottlenecks in precedence order.
+
+    Exact (ancestor and descendant sets as bit sets, O(tasks x edges / word size)) up to `EXACT_BOTTLENECK_TASKS`
+    tasks.  Above that, a linear-time subset: in a topological order, a task b with no edge jumping over its
+    position, no source after it and no sink before it is a bottleneck (a later task that were not b's
+    descendant would lead, walking back over predecessors, all after b, to a source after b; likewise before).
+    The subset misses bottlenecks that a skip connection jumps over; fewer cuts only give larger segments.
+    """
+    order = instance.topological_order
+    n = len(order)
+    if n == 0:
+        return []
+    if n <= EXACT_BOTTLENECK_TASKS:
+        desc = [0] * n
+        for t in reversed(order):
+            m = 0
+            for v, _ in instance.successors[t]:
+                m |= (1 << v) | desc[v]
+            desc[t] = m
+        anc = [0] * n
+        for t in order:
+            m = 0
+            for u, _ in instance.predecessors[t]:
+                m |= (1 << u) | anc[u]
+            anc[t] = m
+        return [t for t in order if anc[t].bit_count() + desc[t].bit_count() == n - 1]
+    pos = np.empty(n, dtype=np.int64)
+    pos[np.asarray(order, dtype=np.int64)] = np.arange(n)
+    jump = np.zeros(n + 1, dtype=np.int64)  # jump[p] counts edges (a, b) with pos a < p < pos b
+    for u, v in instance.edges:
+        a, b = int(pos[u]), int(pos[v])
+        if b - a > 1:
+            jump[a + 1] += 1
+            jump[b] -= 1
+    jumping = np.cumsum(jump)[:n]
+    is_source = np.array([not instance.predecessors[t] for t in order])
+    is_sink = np.array([not instance.successors[t] for t in order])
+    last_source = int(np.flatnonzero(is_source).max())
+    first_sink = int(np.flatnonzero(is_sink).min())
+    return [order[p] for p in range(n) if jumping[p] == 0 and last_source <= p <= first_sink]
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Tasks (global indices, topological order) between two consecutive bottlenecks, both included; `first`
+    and `last` are the bottlenecks it shares with the previous and next segment (None at the ends)."""
+
+    tasks: tuple[int, ...]
+    first: int | None
+    last: int | None
+
+
+def segments(instance: SchedulingInstance) -> list[Segment]:
+    """The segments of the module docstring, in precedence order."""
+    order = instance.topological_order
+    if not order:
+        return []
+    pos = {t: i for i, t in enumerate(order)}
+    cuts = [pos[b] for b in bottleneck_tasks(instance)]
+    # A bottleneck is never preceded by a task that is not its ancestor, so the segments are position ranges.
+    bounds = sorted({0, len(order) - 1, *cuts})
+    out: list[Segment] = []
+    for a, b in zip(bounds, bounds[1:]):
+        tasks = tuple(order[a:b + 1])
+        out.append(Segment(tasks, order[a] if a in cuts and a != 0 else None,
+                           order[b] if b in cuts and b != len(order) - 1 else None))
+    if len(bounds) == 1:
+        out.append(Segment(tuple(order), None, None))
+    # a bottleneck at position 0 (the only source) or at the end (the only sink) is shared with nothing
+    shared = set(cuts) - {0, len(order) - 1}
+    return [Segment(s.tasks, s.first if s.first is not None and pos[s.first] in shared else None,
+                    s.last if s.last is not None and pos[s.last] in shared else None) for s in out]
+
+
+def induced_instance(instance: SchedulingInstance, tasks: Sequence[int], name: str) -> SchedulingInstance:
+    """The tasks (in the given order) and the edges among them; devices, links and memory as in `instance`."""
+    tasks = list(tasks)
+    local = {t: i for i, t in enumerate(tasks)}
+    keep = [k for k, (u, v) in enumerate(instance.edges) if u in local and v in local]
+    idx = np.asarray(tasks, dtype=np.int64)
+    return dataclasses.replace(
+        instance,
+        name=name,
+        task_names=tuple(instance.task_names[t] for t in tasks),
+        duration_tick=instance.duration_tick[idx],
+        edges=tuple((local[instance.edges[k][0]], local[instance.edges[k][1]]) for k in keep),
+        edge_tensors=tuple(instance.edge_tensors[k] for k in keep),
+        edge_fixed_tick=instance.edge_fixed_tick[np.asarray(keep, dtype=np.int64)],
+        param_bytes=instance.param_bytes[idx],
+        activation_bytes=instance.activation_bytes[idx],
+        peak_internal_bytes=instance.peak_internal_bytes[idx],
+        task_ops={instance.task_names[t]: instance.task_ops[instance.task_names[t]] for t in tasks
+                  if instance.task_names[t] in instance.task_ops},
+    )
+
+
+def _signature(sub: SchedulingInstance) -> tuple:
+    """Equal signatures: the same instance up to task names (solved once)."""
+    return (sub.duration_tick.tobytes(), sub.duration_tick.shape, sub.edges, sub.comm_tick.tobytes(),
+            sub.param_bytes.tobytes(), sub.activation_bytes.tobytes(), sub.peak_internal_bytes.tobytes())
+
+
+# ------------------------------------------------------------------------------------------------ solving
+@dataclass(frozen=True)
+class SegmentResult:
+    segment: Segment
+    instance: SchedulingInstance
+    device: tuple[int, ...]  # per local task
+    start: tuple[int, ...]
+    makespan_tick: int
+    bound_tick: int
+    how: str  # 'heft' (proved optimal by the trivial bound), 'solver', 'cached', 'too large', 'no time'
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """`bound_tick`: a lower bound on the whole instance's makespan; `plan`: the stitched, validated op plan
+    (None when it could not be stitched or failed validation)."""
+
+    segments: tuple[SegmentResult, ...]
+    bound_tick: int
+    plan: Plan | None
+    seconds: float
+
+    @property
+    def solved(self) -> int:
+        return sum(1 for r in self.segments if r.how in ("solver", "cached"))
+
+
+def _timed(plan: Plan, sub: SchedulingInstance) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    by = plan.by_task()
+    rows = [by[name] for name in sub.task_names]
+    return tuple(r.device for r in rows), tuple(r.start_tick for r in rows)
+
+
+def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, backend: str = "cpsat",
+                        threads: int = 8, seed: int = 0, progress: ProgressFn | None = None) -> Decomposition:
+    """Solve every segment (time shared by size; identical segments once), add up the bound, stitch the plan."""
+    from formulations.solve_instance import solve_placement
+
+    say = progress or (lambda _msg: None)
+    t0 = time.monotonic()
+    segs = segments(instance)
+    subs = [induced_instance(instance, s.tasks, f"{instance.name}[seg{i}]") for i, s in enumerate(segs)]
+    results: list[SegmentResult | None] = [None] * len(segs)
+    todo: list[int] = []
+    for i, sub in enumerate(subs):
+        plan = heft(sub)
+        dev, start = _timed(plan, sub)
+        trivial = sub.trivial_lower_bound_tick()
+        how = "heft" if plan.makespan_tick <= trivial else ("too large" if sub.num_tasks > SEGMENT_MAX_TASKS
+                                                             else "no time")
+        results[i] = SegmentResult(segs[i], sub, dev, start, plan.makespan_tick, min(trivial, plan.makespan_tick),
+                                   how)
+        if how == "no time":
+            todo.append(i)
+    cache: dict[tuple, int] = {}
+    sizes = {_signature(subs[i]): subs[i].num_tasks for i in todo}
+    left_size = sum(sizes.values())
+    for i in todo:
+        sub, prev = subs[i], results[i]
+        assert prev is not None
+        sig = _signature(sub)
+        if sig in cache:
+            src = results[cache[sig]]
+            assert src is not None
+            results[i] = dataclasses.replace(src, segment=segs[i], instance=sub,
+                                             how="cached" if src.how == "solver" else src.how)
+            continue
+        remaining = time_limit_s - (time.monotonic() - t0)
+        share = remaining * sub.num_tasks / max(1, left_size)
+        left_size -= sub.num_tasks
+        cache[sig] = i
+        if share < 0.2:
+            continue
+        warm = heft(sub)
+        plan = solve_placement(sub, backend=backend, time_limit_s=share, threads=threads, seed=seed,
+                               warm_start=warm)
+        dev, start = _timed(plan, sub)
+        results[i] = SegmentResult(segs[i], sub, dev, start, plan.makespan_tick,
+                                   max(prev.bound_tick, min(plan.lower_bound_tick, plan.makespan_tick)), "solver")
+        say(f"segment {i} ({sub.num_tasks} tasks): makespan {plan.makespan_tick}, bound {plan.lower_bound_tick} "
+            f"(trivial {sub.trivial_lower_bound_tick()}, HEFT {warm.makespan_tick}), {plan.status}")
+    final = [r for r in results if r is not None]
+    dur = instance.duration_tick
+    shared = {s.first for s in segs if s.first is not None}
+    overlap = sum(int(np.where(dur[b] < INELIGIBLE, dur[b], 0).max()) for b in shared)
+    bound = max(0, sum(r.bound_tick for r in final) - overlap)
+    plan = _stitch(instance, final)
+    return Decomposition(tuple(final), bound, plan, time.monotonic() - t0)
+
+
+def _stitch(instance: SchedulingInstance, results: Sequence[SegmentResult]) -> Plan | None:
+    """Join the segment schedules (module docstring); None when devices cannot be matched or the plan is invalid."""
+    from formulations.placement import interchangeable_classes
+
+    cls = {d: i for i, c in enumerate(interchangeable_classes(instance)) for d in c}
+    nd = instance.num_devices
+    device_of: dict[int, int] = {}
+    rows: list[list[int]] = [[] for _ in range(nd)]
+    for r in results:
+        seg = r.segment
+        perm = list(range(nd))
+        if seg.first is not None and seg.first in device_of:
+            want, have = device_of[seg.first], r.device[seg.tasks.index(seg.first)]
+            if want != have:
+                if cls[want] != cls[have]:
+                    return None
+                perm[want], perm[have] = have, want
+        local = sorted(range(len(seg.tasks)), key=lambda i: (r.start[i], i))
+        for i in local:
+            t = seg.tasks[i]
+            if t in device_of:
+                continue
+            d = perm[r.device[i]]
+            device_of[t] = d
+            rows[d].append(t)
+    try:
+        timeline = simulate(instance, rows)
+        plan = timeline.to_plan(method="decomposition", lower_bound_tick=0)
+        validate_plan(instance, plan)
+    except (SimulationError, PlanInvalidError):
+        return None
+    return plan
+
+
+__all__ = ["Decomposition", "Segment", "SegmentResult", "bottleneck_tasks", "decompose_and_solve",
+           "induced_instance", "plan_orders", "segments"]
