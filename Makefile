@@ -15,9 +15,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## demo: plan the bundled MoE model on the default hardware profile
+## demo: inspect and plan the bundled MoE model on the default hardware profile (writes out/plan.json, .gantt.png, .trace.json)
 demo: $(STAMP)
-	$(BIN)/plan-inspect --model experiments/models/moe.onnx --hw hardware_profiles/cpu-4.yaml
+	$(BIN)/plan-inspect
+	$(BIN)/plan-solve --out out/plan.json
 
 ## test: the fast test suite (slow and gpu tests are opt-in markers)
 test: $(STAMP)

@@ -55,7 +55,8 @@ Constraint families (name: what, built by)
          param_cap[d]: Σ_t π[t] x[t,d] <= cap[d]
          mem[d]: cumulative over  (s[t], h[t]) demand α[t] present x[t,d];  (r[t,d], q[t,d]) demand α[t] present
                  y[t,d];  (s[t], e[t]) demand ι[t] present x[t,d];  capacity cap[d] - Σ_t π[t] x[t,d]
-                 (and P·unit - Σ_t π[t] x[t,d] with a peak weight, family peak[d])
+                 (with a peak weight: capacity room[d], room[d] <= cap[d] - Σ_t π[t] x[t,d] and
+                 peak[d]: room[d] + Σ_t π[t] x[t,d] <= P·unit)
        This is exactly the memory model of `planner.schedule.memory` (params held all step, outputs until the last
        local consumer ends and the last transfer has arrived, received copies from the first arrival to the last
        consumer there).  The inequalities on h, r, q only let buffers grow, so any solution is memory-safe and
@@ -71,8 +72,15 @@ Constraint families (name: what, built by)
        class goes to d_1).  Every solution has an equivalent one (relabel the class in order of first use), so
        no optimum is lost.  `_symmetry`
 
-Size: |x| = Σ_t |D_t|; intervals Σ_t |D_t|; same/w literals only on edges with a delay (none for zero-comm graphs
-such as STG); colocation 2·|D| rows per such edge, levels 2·|K_e|·|D| rows; symmetry k·n literals per class.
+Size: |x| = Σ_t |D_t| booleans; one optional interval per (t, d); same/w literals only on edges with a delay
+(none on zero-communication graphs such as STG); 2·|D| colocation rows per such edge, 2·|K_e|·|D| level rows;
+k·n symmetry literals and rows per class of k devices.  Measured: STG rand0001 (52 tasks, 238 edges) has 259
+variables / 450 named constraints on 2 devices and 1,701 / 1,920 on 16 (symmetry rows dominate); on the MILP
+backends the no-overlap pairs not ordered by the DAG add an order binary and two big-M rows each (16 devices:
+8,469 columns, 15,439 rows).
+
+Warm starts: `hint_schedule` hints every variable from a timed assignment after `canonical_devices` relabels
+interchangeable devices in order of first use (so the hint satisfies family 10).
 """
 
 from __future__ import annotations
