@@ -57,9 +57,27 @@ def bench_import(quick: bool) -> list[dict]:
 
 
 def bench_coarsen(quick: bool) -> list[dict]:
+    """Random layered DAGs (10k, 100k) and the stacked MoE (a real model's structure at 10k and 100k ops)."""
+    from planner.coarsen import coarsen
     from planner.coarsen.bench import bench_coarsen as run
+    from planner.ir.hardware import load_topology
+    from planner.solve import prepare
 
-    return run([1_000, 10_000] if quick else [10_000, 100_000])
+    rows = [{"graph": "random-layered", **row} for row in run([1_000, 10_000] if quick else [10_000, 100_000])]
+    topology = load_topology(REPO / "hardware_profiles" / "h100-8-nvlink.yaml")
+    with tempfile.TemporaryDirectory() as tmp:
+        for layers in ((8, 80) if quick else (80, 800)):
+            inst = prepare(_stacked_moe(layers, Path(tmp) / f"moe{layers}.onnx"), topology).instance
+            t0 = time.perf_counter()
+            result = coarsen(inst)
+            seconds = time.perf_counter() - t0
+            rows.append({"graph": f"moe-{layers}-layers", "n_tasks": inst.num_tasks, "n_edges": len(inst.edges),
+                         "coarsen_s": round(seconds, 3), "us_per_task": round(1e6 * seconds / inst.num_tasks, 2),
+                         "linear_clusters": result.num_linear_clusters, "clusters": result.num_clusters,
+                         "critical_path_before_tick": result.critical_path_before_tick,
+                         "critical_path_after_tick": result.critical_path_after_tick,
+                         "cut_bytes": result.cut_bytes})
+    return rows
 
 
 def bench_heft(quick: bool) -> list[dict]:
