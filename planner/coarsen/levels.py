@@ -29,11 +29,7 @@ from planner.cost.instance import INELIGIBLE, SchedulingInstance
 
 def task_cost_estimate(inst: SchedulingInstance) -> np.ndarray:
     """float64 [n_tasks]: each task's mean duration over its eligible devices (0 where none), in ticks."""
-    dur = inst.duration_tick
-    ok = dur < INELIGIBLE
-    count = ok.sum(axis=1)
-    total = np.where(ok, dur, 0).sum(axis=1).astype(np.float64)
-    return np.divide(total, count, out=np.zeros(len(total)), where=count > 0)
+    return inst.mean_duration_tick()
 
 
 def eligibility_masks(inst: SchedulingInstance) -> list[int]:

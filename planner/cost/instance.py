@@ -153,6 +153,13 @@ class SchedulingInstance:
         return tuple(order)
 
     # ----- bounds -----
+    def mean_duration_tick(self) -> np.ndarray:
+        """float64 [n_tasks]: each task's mean duration over its eligible devices (0 where none)."""
+        ok = self.duration_tick < INELIGIBLE
+        count = ok.sum(axis=1)
+        total = np.where(ok, self.duration_tick, 0).sum(axis=1).astype(np.float64)
+        return np.divide(total, count, out=np.zeros(len(total)), where=count > 0)
+
     def min_duration_tick(self) -> np.ndarray:
         """Per task, its duration on its fastest eligible device."""
         return self.duration_tick.min(axis=1)

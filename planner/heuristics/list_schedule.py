@@ -85,11 +85,7 @@ class Rank(Enum):
 
 def mean_duration(instance: SchedulingInstance) -> np.ndarray:
     """float64 [n_tasks]: mean duration over the eligible devices (0 where none)."""
-    dur = instance.duration_tick
-    ok = dur < INELIGIBLE
-    count = ok.sum(axis=1)
-    total = np.where(ok, dur, 0).sum(axis=1).astype(np.float64)
-    return np.divide(total, count, out=np.zeros(len(total)), where=count > 0)
+    return instance.mean_duration_tick()
 
 
 def mean_comm(instance: SchedulingInstance) -> np.ndarray:
