@@ -48,7 +48,7 @@ from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.heuristics.list_schedule import heft
 from planner.schedule.errors import PlanInvalidError, SimulationError
 from planner.schedule.plan import Plan
-from planner.schedule.simulate import plan_orders, simulate
+from planner.schedule.simulate import simulate
 from planner.schedule.validate import validate_plan
 
 ProgressFn = Callable[[str], None]
@@ -287,4 +287,4 @@ def _stitch(instance: SchedulingInstance, results: Sequence[SegmentResult]) -> P
 
 
 __all__ = ["Decomposition", "Segment", "SegmentResult", "bottleneck_tasks", "decompose_and_solve",
-           "induced_instance", "plan_orders", "segments"]
+           "induced_instance", "segments"]

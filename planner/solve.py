@@ -1,18 +1,32 @@
-"""The bi-level planner: coarsen the op graph, solve the placement MILP over clusters, refine, repeat.
+"""The planner: prove how good a plan can be, then search for it.
 
     prepare:   model file -> OpGraph -> fold constants, drop dead code -> op-level SchedulingInstance (the "fine" one)
-    round 0:   coarsen (linear clustering + merging) -> cluster instance -> warm start (HEFT on clusters)
-               -> placement model (CP-SAT by default) -> incumbent
-    round k:   refine: split the clusters on the incumbent's critical path in two (contiguous halves of their
-               member order, which keeps the cluster graph acyclic), merge pairs of clusters that run back to back
-               on one device off the critical path (only when the cluster graph stays acyclic), so the model keeps
-               its size; the previous incumbent, replayed on the new clusters, is the warm start; re-solve.
+    phase 1, decomposition (`planner.decompose`): cut the op graph at its bottlenecks (ops that every other op
+               precedes or follows: a layer's residual add, a module's concat); solve each segment's placement
+               model at op level (CP-SAT, time shared by size, identical segments once; segments HEFT solves to
+               their trivial bound need no solver).  The segment optima add up to a lower bound for the whole
+               op graph (usually far above max(critical path, work / speed), since it counts the transfers forks
+               and joins cannot avoid), and the segment schedules join into an op plan.  The best of that plan and
+               HEFT on the op graph is the incumbent.  When it meets the bound it is optimal and we stop.
+    phase 2, the bi-level loop, with the time left:
+    round 0:   coarsen (linear clustering + merging) -> cluster instance -> warm start (HEFT on clusters, or the
+               incumbent projected onto the clusters) -> placement model (CP-SAT by default) -> cluster plan
+    round k:   refine: split the clusters on the plan's critical path in two (contiguous halves of their member
+               order, which keeps the cluster graph acyclic), merge pairs of clusters that run back to back on one
+               device off the critical path (only when the cluster graph stays acyclic), so the model keeps its
+               size; the previous plan, replayed on the new clusters, is the warm start; re-solve.
     stop:      when the time budget is spent, a round brings no improvement, or `max_rounds` is reached.
 
 Every round's cluster plan is expanded to ops (members back to back inside their cluster's interval, so the
-makespan is the same) and checked on the fine instance by the validator; the shortest wins.  The reported lower bound is for the real (op-level) problem: max(critical path, total work / total
-speed) of the fine instance; the solver's bound on the clusters is reported apart (`cluster_bound_tick`), since a
-coarser problem's optimum is no bound for the finer one.  Time is integer ticks throughout.
+makespan is the same) and checked on the fine instance by the validator; the shortest plan wins, the phase-1
+incumbent included.  When that is an op plan (phase 1 won), it is returned over one-op clusters, so `Outcome.plan`
+is always a plan of `Outcome.coarse` whose `task_ops` lead back to the ops.
+
+The reported lower bound is for the real (op-level) problem: the decomposition bound, never below
+max(critical path, total work / total speed) of the fine instance.  The solver's bound on the clusters is
+reported apart (`cluster_bound_tick`), since a coarser problem's optimum is no bound for the finer one (with
+one-op clusters the two coincide).  Time is integer ticks throughout; with `deterministic` CP-SAT (the default of
+`solve_placement`) and a budget the solver does not hit, results are the same from run to run.
 """
 
 from __future__ import annotations
@@ -28,6 +42,7 @@ import numpy as np
 
 from planner.coarsen import coarsen, contract, quotient_is_acyclic
 from planner.coarsen.expand import expand_plan
+from planner.decompose import Decomposition, decompose_and_solve
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.cost.model import build_instance
 from planner.errors import InputError
@@ -63,6 +78,7 @@ class SolveOptions:
     seed: int = 0
     target_clusters: int | None = None  # None: DEFAULT_CLUSTERS[backend]
     max_rounds: int = 4
+    decomposition_share: float = 0.5  # most of the budget phase 1 (decomposition) may use; 0 skips it
 
 
 # CP-SAT handles a hundred-odd clusters on 8 devices comfortably; big-M MILPs stall far earlier (see README).
@@ -121,7 +137,12 @@ def prepare(model_path: str | Path, topology: Topology, *, input_shapes=None, ca
 
     graph = load_model(model_path, input_shapes)
     before = graph.num_ops
+    unknown = [name for name in (measured_s or {}) if name not in graph.index]
+    if unknown:
+        raise InputError(f"the measured profile names {len(unknown)} ops that {Path(model_path).name} does not "
+                         f"have, e.g. {unknown[:3]}", fix="profile the same model file")
     graph = eliminate_dead_code(fold_constants(graph))
+    # Folded and dead ops are gone from the plan; their measured times no longer matter.
     measured = {k: v for k, v in (measured_s or {}).items() if k in graph.index} if measured_s else None
     instance = build_instance(graph, topology, capacity_bytes=capacity_bytes, measured_s=measured)
     instance = apply_placement_rules(instance, pins or {}, forbids or {})
@@ -151,6 +172,8 @@ class Outcome:
     rounds: tuple[RoundLog, ...] = ()
     cluster_bound_tick: int = 0
     baselines: Mapping[str, int] = field(default_factory=dict)
+    lower_bound_tick: int = 0  # for the op graph (decomposition bound); equals op_plan.lower_bound_tick
+    decomposition: Decomposition | None = None
 
 
 def _critical_tasks(instance: SchedulingInstance, plan: Plan) -> set[int]:
@@ -325,6 +348,69 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                        baselines=baseline_makespans(fine))
     from formulations.solve_instance import solve_placement
 
+    fine_bound = fine.trivial_lower_bound_tick()
+    incumbent = heft(fine)  # the op-level incumbent: HEFT, or the stitched decomposition plan when shorter
+    decomposition = None
+    if options.decomposition_share > 0 and fine.num_tasks > 1:
+        decomposition = decompose_and_solve(fine, time_limit_s=options.decomposition_share * options.time_limit_s,
+                                            backend=options.backend, threads=options.threads, seed=options.seed,
+                                            progress=say)
+        fine_bound = max(fine_bound, min(decomposition.bound_tick, incumbent.makespan_tick))
+        if decomposition.plan is not None and decomposition.plan.makespan_tick < incumbent.makespan_tick:
+            incumbent = decomposition.plan
+        say(f"decomposition: {len(decomposition.segments)} segments ({decomposition.solved} by the solver), "
+            f"op-level bound {fine_bound}, stitched plan "
+            f"{decomposition.plan.makespan_tick if decomposition.plan is not None else 'none'}, HEFT "
+            f"{incumbent.makespan_tick if incumbent.method == 'heft' else '(worse)'}; {decomposition.seconds:.1f}s")
+    best: tuple[Plan, Plan, SchedulingInstance, list[list[int]]] | None = None
+    rounds: list[RoundLog] = []
+    cluster_bound = 0
+    if incumbent.makespan_tick > fine_bound:
+        best, rounds, cluster_bound = _bilevel(fine, incumbent, options, t0, say, solve_placement)
+    else:
+        say(f"the incumbent ({incumbent.method}, {incumbent.makespan_tick} ticks) meets the lower bound: optimal")
+    if best is None or incumbent.makespan_tick < best[1].makespan_tick:
+        coarse, clusters, plan = _as_singletons(fine, incumbent)
+        best = (plan, incumbent, coarse, clusters)
+        cluster_bound = fine_bound
+    plan, op_plan, coarse, clusters = best
+    fine_bound = min(fine_bound, op_plan.makespan_tick)
+    status = "optimal" if op_plan.makespan_tick <= fine_bound else "feasible"
+    elapsed = time.monotonic() - t0
+    solver = {}
+    if not plan.solver and (rounds or (decomposition is not None and decomposition.solved)):
+        from formulations.backends import get_backend
+
+        backend = get_backend(options.backend)  # it proved the bound (and maybe found nothing better than HEFT)
+        solver = {"solver": backend.name, "solver_version": backend.version}
+    final = dataclasses.replace(plan, method="milp", status=status, lower_bound_tick=fine_bound,
+                                solve_time_s=elapsed, task_ops=dict(coarse.task_ops), **solver)
+    op_plan = dataclasses.replace(op_plan, method="milp", status=status, lower_bound_tick=fine_bound,
+                                  solve_time_s=elapsed, **solver)
+    validate_plan(coarse, final)
+    validate_plan(fine, op_plan)
+    return Outcome(plan=final, op_plan=op_plan, fine=fine, coarse=coarse, clusters=tuple(map(tuple, clusters)),
+                   rounds=tuple(rounds), cluster_bound_tick=cluster_bound, baselines=baseline_makespans(fine),
+                   lower_bound_tick=fine_bound, decomposition=decomposition)
+
+
+def _as_singletons(fine: SchedulingInstance, op_plan: Plan) -> tuple[SchedulingInstance, list[list[int]], Plan]:
+    """An op plan as a plan over one-op clusters (the cluster instance of the identity clustering)."""
+    clusters = [[i] for i in range(fine.num_tasks)]
+    coarse = contract(fine, clusters)
+    by = op_plan.by_task()
+    placements = tuple(dataclasses.replace(by[fine.task_names[k]], task=coarse.task_names[k])
+                       for k in range(fine.num_tasks))
+    plan = dataclasses.replace(op_plan, instance_name=coarse.name, placements=placements,
+                               task_ops=dict(coarse.task_ops))
+    return coarse, clusters, plan
+
+
+def _bilevel(fine: SchedulingInstance, incumbent: Plan, options: SolveOptions, t0: float, say: ProgressFn,
+             solve_placement) -> tuple[tuple[Plan, Plan, SchedulingInstance, list[list[int]]] | None,
+                                       list[RoundLog], int]:
+    """Phase 2 (module docstring): the best (cluster plan, op plan, cluster instance, clusters), the rounds, and the
+    solver's bound on the winning round's clusters."""
     target = options.target_clusters or DEFAULT_CLUSTERS.get(options.backend, 32)
     result = coarsen(fine, target_clusters=target)
     clusters = split_to_target(fine, result.clusters, target)
@@ -334,24 +420,24 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
         f"{result.critical_path_before_tick:.0f} -> {result.critical_path_after_tick:.0f} ticks)")
     warm = heft(coarse)
     try:
-        projected = project_plan(heft(fine), coarse, clusters, fine)
+        projected = project_plan(incumbent, coarse, clusters, fine)
         if projected.makespan_tick < warm.makespan_tick:
             warm = projected
     except Exception as exc:  # noqa: BLE001 - a warm start is optional; memory may forbid the projection
-        say(f"(no warm start from op-level HEFT: {exc})")
+        say(f"(no warm start from the op-level incumbent: {exc})")
     best: tuple[Plan, Plan, SchedulingInstance, list[list[int]]] | None = None
     rounds: list[RoundLog] = []
     cluster_bound = 0
     for rnd in range(options.max_rounds):
         elapsed = time.monotonic() - t0
         remaining = options.time_limit_s - elapsed
-        if remaining <= 0.5 and best is not None:
+        if remaining <= 0.5:  # the caller falls back on the incumbent
             break
         share = remaining * FIRST_ROUND_SHARE if rnd == 0 and options.max_rounds > 1 else remaining / max(
             1, options.max_rounds - rnd)
         r0 = time.monotonic()
 
-        def report(elapsed_s, incumbent, bound, gap, _rnd=rnd, _tick=fine.tick_s or 1.0):
+        def report(elapsed_s, incumbent, bound, gap, _rnd=rnd):
             if incumbent is not None:
                 say(f"round {_rnd}: {elapsed_s:6.1f}s incumbent {incumbent:.0f} bound "
                     f"{(bound if bound is not None else float('nan')):.0f} gap {100 * (gap or 0):.1f}%")
@@ -377,15 +463,4 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
         coarse = contract(fine, new_clusters)
         clusters = new_clusters
         warm = _replay(coarse, plan, old_names, parent)
-    assert best is not None
-    plan, op_plan, coarse, clusters = best
-    fine_bound = fine.trivial_lower_bound_tick()
-    status = "optimal" if plan.makespan_tick <= fine_bound else "feasible"
-    final = dataclasses.replace(plan, method="milp", status=status, lower_bound_tick=fine_bound,
-                                solve_time_s=time.monotonic() - t0, task_ops=dict(coarse.task_ops))
-    op_plan = dataclasses.replace(op_plan, status=status, lower_bound_tick=fine_bound,
-                                  solve_time_s=final.solve_time_s)
-    validate_plan(coarse, final)
-    validate_plan(fine, op_plan)
-    return Outcome(plan=final, op_plan=op_plan, fine=fine, coarse=coarse, clusters=tuple(map(tuple, clusters)),
-                   rounds=tuple(rounds), cluster_bound_tick=cluster_bound, baselines=baseline_makespans(fine))
+    return best, rounds, cluster_bound

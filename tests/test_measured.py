@@ -56,3 +56,8 @@ def test_csv_profile_and_its_errors(tmp_path):
 
     with pytest.raises(InputError, match="does not have"):
         build_instance(load_onnx(MOE), load_topology(DEFAULT_PROFILE), measured_s=load_measured_times(unknown))
+
+
+def test_profile_naming_ops_the_model_lacks_is_refused_by_prepare(tmp_path):
+    with pytest.raises(InputError, match="does not have"):
+        prepare(MOE, load_topology(DEFAULT_PROFILE), measured_s={"no_such_op": 1.0})
