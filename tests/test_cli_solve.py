@@ -98,3 +98,13 @@ def test_solve_errors_are_one_line(tmp_path, capsys, argv, fragment):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "\n" not in err and fragment in err, err
     assert not (tmp_path / "p.json").exists()
+
+
+def test_whatif_with_the_milp_planner_is_monotone(tmp_path, capsys):
+    assert whatif_main(["--hw", str(HW / "h100-8-nvlink.yaml"), "--memory", "100KiB,200KiB,300KiB,1GiB",
+                        "--time-limit", "3", "--out-dir", str(tmp_path), "--quiet"]) == 0
+    rows = list(csv.DictReader((tmp_path / "whatif.csv").open()))
+    assert rows[0]["feasible"] == "0" and rows[0]["reason"]
+    spans = [float(r["makespan_s"]) for r in rows if r["feasible"] == "1"]
+    assert len(spans) >= 2 and all(a >= b for a, b in zip(spans, spans[1:]))
+    assert "smallest feasible capacity in the sweep" in capsys.readouterr().out
