@@ -29,11 +29,12 @@ from formulations.model_api import ProgressCallback, SolveParams, SolveStatus
 from formulations.placement import MAKESPAN, Objective, build_placement_model, hint_schedule, memory_may_bind
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.errors import InfeasibleError, OpplanError
+from planner.heuristics.memory import capacity_lower_bound, task_alone_bytes
+
 from planner.schedule.memory import memory_intervals, memory_profile
 from planner.schedule.plan import Plan, TaskPlacement
 
 METHOD = "placement"
-
 
 # ------------------------------------------------------------------------------------------------ checks
 def schedule_problems(instance: SchedulingInstance, device: Sequence[int], start: Sequence[int],
@@ -67,7 +68,6 @@ def schedule_problems(instance: SchedulingInstance, device: Sequence[int], start
             out.append(f"device {d} holds {exc[1]} bytes at tick {exc[0]}, capacity {instance.capacity_bytes[d]}")
     return out[:limit]
 
-
 def _from_plan(instance: SchedulingInstance, plan: Plan) -> TimedAssignment | None:
     by = plan.by_task()
     if any(name not in by for name in instance.task_names):
@@ -76,44 +76,24 @@ def _from_plan(instance: SchedulingInstance, plan: Plan) -> TimedAssignment | No
     return TimedAssignment(tuple(r.device for r in rows), tuple(r.start_tick for r in rows),
                            tuple(r.end_tick for r in rows))
 
-
 def _valid(instance: SchedulingInstance, sched: TimedAssignment | None) -> bool:
     return sched is not None and not schedule_problems(instance, sched.device, sched.start, sched.end, limit=1)
 
-
 # ------------------------------------------------------------------------------------------------ infeasibility
-def _task_alone_bytes(instance: SchedulingInstance) -> np.ndarray:
-    """Per task, bytes its device holds while it runs, whatever else happens: its params, its working memory,
-    its output (live from its start) and its inputs (live until it ends)."""
-    act = instance.activation_bytes
-    need = instance.param_bytes + instance.peak_internal_bytes + act
-    need = need.copy()
-    for t in range(instance.num_tasks):
-        need[t] += sum(int(act[u]) for u, _ in instance.predecessors[t])
-    return need
-
-
 def _fmt_bytes(b: int) -> str:
     return f"{b} bytes" if b < 2**20 else f"{b} bytes ({b / 2**30:.3g} GiB)"
 
-
 def memory_report(instance: SchedulingInstance, *, proven: bool, note: str = "") -> str:
-    need = _task_alone_bytes(instance)
-    nd = instance.num_devices
-    total_params = int(instance.param_bytes.sum())
-    by_params = -(-total_params // nd) if nd else 0
-    smallest = max(int(need.max(initial=0)), by_params)
+    need = task_alone_bytes(instance)
+    bound = capacity_lower_bound(instance)
     top = np.argsort(-need, kind="stable")[:3]
     largest = ", ".join(f"{instance.task_names[t]} ({_fmt_bytes(int(need[t]))})" for t in top)
     caps = sorted({int(c) for c in instance.capacity_bytes})
     cap_txt = ", ".join(_fmt_bytes(c) for c in caps)
     head = "no plan fits in device memory" if proven else "the device memory cannot hold this model"
     msg = (f"{head} (capacity {cap_txt}); the smallest capacity that could fit is at least "
-           f"{_fmt_bytes(smallest)} per device (largest single task {_fmt_bytes(int(need.max(initial=0)))}, "
-           f"parameters {_fmt_bytes(total_params)} over {nd} devices = {_fmt_bytes(by_params)} each); "
-           f"largest tasks by memory: {largest}")
+           f"{_fmt_bytes(bound.capacity_bytes)} per device ({bound.reason}); largest tasks by memory: {largest}")
     return msg + (f"; {note}" if note else "")
-
 
 def precheck(instance: SchedulingInstance) -> None:
     """Raise InfeasibleError for what needs no solver: no eligible device, a task or the parameters too big."""
@@ -121,7 +101,7 @@ def precheck(instance: SchedulingInstance) -> None:
         if not (instance.duration_tick[t] < INELIGIBLE).any():
             raise InfeasibleError(f"task {instance.task_names[t]!r} may run on no device (pinned or excluded "
                                   f"everywhere)", fix="remove a pin or an exclusion")
-    need = _task_alone_bytes(instance)
+    need = task_alone_bytes(instance)
     for t in range(instance.num_tasks):
         room = max(int(instance.capacity_bytes[d]) for d in range(instance.num_devices) if instance.eligible(t, d))
         if need[t] > room:
@@ -135,7 +115,6 @@ def precheck(instance: SchedulingInstance) -> None:
         raise InfeasibleError(memory_report(instance, proven=True,
                                             note=f"parameters exceed all memory together by "
                                                  f"{_fmt_bytes(total_params - total_cap)}"))
-
 
 # ------------------------------------------------------------------------------------------------ entry point
 def _plan(instance: SchedulingInstance, sched: TimedAssignment, *, status: str, lower_bound: int, solver: str,
@@ -151,7 +130,6 @@ def _plan(instance: SchedulingInstance, sched: TimedAssignment, *, status: str, 
                 method=METHOD, solver=solver, solver_version=version, solve_time_s=float(elapsed),
                 tick_s=instance.tick_s, time_unit=instance.time_unit,
                 task_ops={k: tuple(v) for k, v in instance.task_ops.items()})
-
 
 def solve_placement(
     instance: SchedulingInstance,
