@@ -30,7 +30,6 @@ from formulations.placement import MAKESPAN, Objective, build_placement_model, h
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.errors import InfeasibleError, OpplanError
 from planner.heuristics.memory import capacity_lower_bound, task_alone_bytes
-
 from planner.schedule.memory import memory_intervals, memory_profile
 from planner.schedule.plan import Plan, TaskPlacement
 
