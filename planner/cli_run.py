@@ -1,0 +1,112 @@
+"""plan-run and plan-codegen: run a plan for real on torch.distributed, or write it out as per-rank Python files.
+
+Thin, like `planner/cli.py`: parse, call `planner.execute`, print.  torch is imported only inside the calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from planner.cli import _run
+
+
+def _shapes(items: Sequence[str]):
+    from planner.ir.load import parse_input_shape
+
+    return dict(parse_input_shape(s) for s in items) or None
+
+
+def _feeds(path: Path | None):
+    if path is None:
+        return None
+    import numpy as np
+
+    from planner.errors import InputError
+
+    try:
+        with np.load(path) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read inputs: {exc}", path=str(path), fix="pass an .npz file of input arrays") \
+            from None
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    from planner.execute.runner import run_plan
+    from planner.report_format import human_time
+
+    outcome = run_plan(args.plan, nproc=args.nproc, backend=args.backend, check=args.check, repeat=args.repeat,
+                       warmup=args.warmup, report_path=args.report, feeds=_feeds(args.inputs),
+                       input_shapes=_shapes(args.input_shape), comm_timeout_s=args.timeout,
+                       run_timeout_s=args.run_timeout)
+    r = outcome.report
+    if args.format == "json":
+        print(json.dumps(r, indent=2))
+        return 0
+    print(f"ran {args.plan} on {r['world_size']} {r['backend']} ranks, {r['transfers']} transfers "
+          f"({r['transfer_bytes']} bytes)")
+    for name, info in r["outputs"].items():
+        print(f"  output {name}: shape {info['shape']} {info['dtype']}")
+    sim = r["simulated_makespan_s"]
+    print(f"measured makespan {human_time(r['measured_makespan_s'], 's')} (median of {args.repeat} after "
+          f"{args.warmup} warm-up)" + (f"; simulated {human_time(sim, 's')}" if sim is not None else ""))
+    print("busy per rank: " + ", ".join(human_time(b, "s") for b in r["busy_s"]))
+    if args.check:
+        print(f"check against onnxruntime: max abs error {r['max_abs_error']:.3g}, "
+              f"max rel error {r['max_rel_error']:.3g}")
+    if args.report:
+        print(f"wrote report: {args.report}\nwrote trace: {r['trace']}")
+    return 0
+
+
+def run_main(argv: Sequence[str] | None = None) -> int:
+    """plan-run: run a plan on torch.distributed, one rank per planned device (forked locally).
+
+    Multi-host: start `python -m planner.execute.torchrun --plan plan.json` with torchrun on every host
+    (torchrun --nnodes H --nproc-per-node P --node-rank I --rdzv-backend c10d --rdzv-endpoint HOST:PORT ...);
+    each rank reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment."""
+    parser = argparse.ArgumentParser(prog="plan-run", description=run_main.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--plan", type=Path, required=True, help="plan file from plan-solve (an ONNX model's plan)")
+    parser.add_argument("--nproc", type=int, default=None,
+                        help="processes (default: one per planned device; fewer: device d runs on rank d %% N)")
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    parser.add_argument("--check", action="store_true", help="compare the outputs with onnxruntime")
+    parser.add_argument("--repeat", type=int, default=1, help="measured repetitions (the median is reported)")
+    parser.add_argument("--warmup", type=int, default=1, help="warm-up repetitions before measuring")
+    parser.add_argument("--report", type=Path, default=None, help="write run.json (+ .trace.json) here")
+    parser.add_argument("--inputs", type=Path, default=None, help=".npz of input arrays (default: deterministic)")
+    parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=AxBxC",
+                        help="the --input-shape values the plan was made with")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds any one transfer may wait")
+    parser.add_argument("--run-timeout", type=float, default=600.0, help="seconds the whole run may take")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    return _run(_run_plan, parser, argv)
+
+
+def _codegen(args: argparse.Namespace) -> int:
+    from planner.execute.codegen import write_code
+
+    written = write_code(args.plan, args.out, nproc=args.nproc, input_shapes=_shapes(args.input_shape))
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def codegen_main(argv: Sequence[str] | None = None) -> int:
+    """plan-codegen: write one plain PyTorch file per rank (torch calls in plan order, explicit sends and
+    receives, weights loaded from the ONNX file) and a launcher, runnable with torchrun."""
+    parser = argparse.ArgumentParser(prog="plan-codegen", description=codegen_main.__doc__)
+    parser.add_argument("--plan", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True, help="folder for rank_<r>.py, launch.py, weights")
+    parser.add_argument("--nproc", type=int, default=None)
+    parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=AxBxC")
+    return _run(_codegen, parser, argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(run_main())

@@ -1,0 +1,368 @@
+"""The distributed inference runtime: one process (rank) per planned device on torch.distributed.
+
+Each rank builds its share of the model (its ops' attributes and the constants they read, from the ONNX file), then
+for each repetition: a barrier, then its ops in the partition's order (`partition.py`); before an op it waits for
+the tensors it reads from other ranks, after it it starts non-blocking sends (`isend`) of what others read.  Send
+buffers are contiguous and flat; receive buffers are allocated from the graph's static shapes and dtypes (bool
+travels as uint8).  With gloo every receive is posted at the start of a repetition (transfers overlap compute); with
+other backends (NCCL) receives are posted when needed, in each sender's order.  Every wait has a timeout.
+Rank 0 receives the graph outputs made elsewhere and returns all outputs.
+
+Launching: `launch_local` forks the ranks on this host (multiprocessing `fork`, TCP rendezvous on 127.0.0.1),
+watches them, and if one raises or dies, kills the others at once and raises `RunFailed` naming the rank and its
+error.  Children die with the parent (PR_SET_PDEATHSIG) and never outlive a failed run.  Under torchrun each rank
+calls `run_rank` with `init_method="env://"` (see `planner.execute.torchrun`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from planner.errors import OpplanError
+from planner.execute.ops import torch_dtype
+from planner.execute.partition import Partition, Transfer
+from planner.execute.program import Program, load_program, run_node, to_tensor
+from planner.ir.graph import OpGraph
+
+__all__ = ["RunSpec", "Fault", "RankRun", "RankResult", "RunFailed", "run_rank", "launch_local"]
+
+
+class RunFailed(OpplanError):
+    """A rank raised, died or timed out; the message names the rank and its error."""
+
+    exit_status = 1
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Test hook: on `rank`, before op `op` (None: its first op) of the first repetition, raise or SIGKILL itself."""
+
+    rank: int
+    op: str | None = None
+    kind: str = "raise"
+
+
+@dataclass
+class RunSpec:
+    model_path: str
+    graph: OpGraph
+    partition: Partition
+    feeds: dict[str, np.ndarray]
+    backend: str = "gloo"
+    repeat: int = 1
+    warmup: int = 1
+    comm_timeout_s: float = 60.0  # one receive / send / barrier
+    run_timeout_s: float = 600.0  # the whole launch
+    fault: Fault | None = None
+
+
+@dataclass
+class RankRun:
+    """One repetition on one rank: seconds from its start barrier; events (kind, name, start_s, end_s), kind 'op'
+    for compute or 'recv' for waiting on a transfer."""
+
+    end_s: float
+    events: list[tuple[str, str, float, float]] = field(default_factory=list)
+
+    @property
+    def busy_s(self) -> float:
+        return sum(e - s for kind, _, s, e in self.events if kind == "op")
+
+
+@dataclass
+class RankResult:
+    rank: int
+    build_s: float
+    runs: list[RankRun]
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------- transport
+def _wire_dtype(dtype: str) -> torch.dtype:
+    return torch.uint8 if dtype == "bool" else torch_dtype(dtype)
+
+
+def _pack(value: torch.Tensor, tr: Transfer) -> torch.Tensor:
+    if tuple(value.shape) != tr.shape or value.dtype != torch_dtype(tr.dtype):
+        raise RuntimeError(f"tensor {tr.tensor!r} for rank {tr.dst} is {tuple(value.shape)} {value.dtype}, the plan "
+                           f"expects {tr.shape} {tr.dtype}")
+    return value.to(_wire_dtype(tr.dtype)).contiguous().reshape(-1)
+
+
+def _unpack(buf: torch.Tensor, tr: Transfer) -> torch.Tensor:
+    out = buf.reshape(tr.shape)
+    return out.to(torch.bool) if tr.dtype == "bool" else out
+
+
+class _Inbox:
+    """Receives of one repetition: pre-posted (gloo) or posted on demand, always completed in each sender's order."""
+
+    def __init__(self, incoming: dict[int, list[Transfer]], prepost: bool, timeout: timedelta) -> None:
+        self.incoming = incoming
+        self.where = {t.tensor: (src, i) for src, lst in incoming.items() for i, t in enumerate(lst)}
+        self.done = {src: 0 for src in incoming}
+        self.timeout = timeout
+        self.posted: dict[tuple[int, int], tuple[torch.Tensor, object]] = {}
+        if prepost:
+            for src, lst in incoming.items():
+                for i, tr in enumerate(lst):
+                    self.posted[(src, i)] = self._post(tr)
+
+    @staticmethod
+    def _post(tr: Transfer):
+        buf = torch.empty(math.prod(tr.shape), dtype=_wire_dtype(tr.dtype))
+        work = dist.irecv(buf, src=tr.src, tag=tr.tag) if buf.numel() else None
+        return buf, work
+
+    def has(self, tensor: str) -> bool:
+        return tensor in self.where
+
+    def get(self, tensor: str, env: dict[str, torch.Tensor]) -> None:
+        """Complete receives from the tensor's sender up to it; each lands in env."""
+        src, i = self.where[tensor]
+        while self.done[src] <= i:
+            k = self.done[src]
+            tr = self.incoming[src][k]
+            buf, work = self.posted.pop((src, k), None) or self._post(tr)
+            if work is not None:
+                try:
+                    work.wait(self.timeout)
+                except Exception as exc:
+                    raise RuntimeError(f"receiving {tr.tensor!r} from rank {tr.src} failed or timed out after "
+                                       f"{self.timeout.total_seconds():.0f}s: {exc}") from None
+            env[tr.tensor] = _unpack(buf, tr)
+            self.done[src] = k + 1
+
+    def drain(self, env: dict[str, torch.Tensor]) -> None:
+        for src, lst in self.incoming.items():
+            if lst and self.done[src] < len(lst):
+                self.get(lst[-1].tensor, env)
+
+
+# --------------------------------------------------------------------------------------------- one rank
+def _build(spec: RunSpec, rank: int) -> Program:
+    ops = spec.partition.rank_ops[rank]
+    if ops:
+        return load_program(spec.graph, spec.model_path, ops)
+    return Program({}, {}, 1, spec.graph)
+
+
+def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
+             ) -> RankResult | list[RankResult] | None:
+    """Everything one rank does: join the group, build its share, run warm-up + measured repetitions.
+
+    Returns this rank's result; with `collect` (torchrun, no launcher to collect), rank 0 returns every rank's
+    result (gathered over the process group) and the other ranks return None."""
+    torch.set_num_threads(1)
+    part = spec.partition
+    world = part.world_size
+    timeout = timedelta(seconds=spec.comm_timeout_s)
+    dist.init_process_group(spec.backend, init_method=init_method, rank=rank, world_size=world, timeout=timeout)
+    try:
+        t = time.perf_counter()
+        program = _build(spec, rank)
+        build_s = time.perf_counter() - t
+        ops = part.rank_ops[rank]
+        sends = part.sends_after(rank)
+        incoming = part.incoming(rank)
+        feeds = {k: to_tensor(v) for k, v in spec.feeds.items()}
+        graph = spec.graph
+        reads = {name: graph.op(name).reads for name in ops}
+        fault = spec.fault if spec.fault is not None and spec.fault.rank == rank else None
+        fault_op = (fault.op or (ops[0] if ops else None)) if fault else None
+        runs: list[RankRun] = []
+        outputs: dict[str, np.ndarray] = {}
+        total = spec.warmup + spec.repeat
+        with torch.inference_mode():
+            for rep in range(total):
+                dist.barrier()
+                t0 = time.perf_counter()
+                env: dict[str, torch.Tensor] = dict(feeds)
+                env.update(program.constants)
+                inbox = _Inbox(incoming, spec.backend == "gloo", timeout)
+                events: list[tuple[str, str, float, float]] = []
+                pending = []
+                for name in ops:
+                    if name == fault_op and rep == 0:
+                        _inject(fault, name)
+                    for tname in reads[name]:
+                        if tname not in env and inbox.has(tname):
+                            s = time.perf_counter()
+                            inbox.get(tname, env)
+                            events.append(("recv", tname, s - t0, time.perf_counter() - t0))
+                    s = time.perf_counter()
+                    run_node(program.nodes[name], env, program)
+                    events.append(("op", name, s - t0, time.perf_counter() - t0))
+                    for tr in sends.get(name, ()):
+                        buf = _pack(env[tr.tensor], tr)
+                        if buf.numel():
+                            pending.append((dist.isend(buf, dst=tr.dst, tag=tr.tag), buf, tr))
+                if rank == 0:
+                    for out in part.outputs:
+                        if out not in env and inbox.has(out):
+                            s = time.perf_counter()
+                            inbox.get(out, env)
+                            events.append(("recv", out, s - t0, time.perf_counter() - t0))
+                inbox.drain(env)
+                for work, _buf, tr in pending:
+                    try:
+                        work.wait(timeout)
+                    except Exception as exc:
+                        raise RuntimeError(f"sending {tr.tensor!r} to rank {tr.dst} failed or timed out: {exc}") \
+                            from None
+                runs.append(RankRun(time.perf_counter() - t0, events))
+                if rank == 0 and rep == total - 1:
+                    outputs = {k: env[k].contiguous().numpy().copy() for k in part.outputs}
+                del env
+        dist.barrier()
+        result = RankResult(rank, build_s, runs[spec.warmup:], outputs)
+        if not collect:
+            return result
+        gathered: list | None = [None] * world if rank == 0 else None
+        dist.gather_object(result, gathered, dst=0)
+        return gathered
+    finally:
+        dist.destroy_process_group()
+
+
+def _inject(fault: Fault, op: str) -> None:
+    if fault.kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise RuntimeError(f"injected fault before op {op!r}")
+
+
+# --------------------------------------------------------------------------------------------- local launcher
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this process when its parent dies (no orphans even if the launcher is killed)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _child(rank: int, spec: RunSpec, init_method: str, conn, parent: int) -> None:
+    code = 0
+    try:
+        _die_with_parent()
+        if os.getppid() != parent:
+            os._exit(1)
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        result = run_rank(rank, spec, init_method)
+        conn.send(("ok", result))
+    except BaseException as exc:  # noqa: BLE001 - every failure goes to the launcher
+        code = 1
+        try:
+            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        except Exception:  # noqa: BLE001
+            pass
+    finally:
+        try:
+            conn.close()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)  # never run the parent's atexit handlers in a forked child
+
+
+def _stop(procs) -> None:
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + 3.0
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join(5.0)
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is None:
+        return "is still running"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def launch_local(spec: RunSpec) -> list[RankResult]:
+    """Fork one process per rank on this host, run, and return every rank's result (index = rank).
+
+    Raises RunFailed within a bounded time if any rank raises, dies or the run exceeds `spec.run_timeout_s`; the
+    other ranks are killed first."""
+    import multiprocessing as mp
+    from multiprocessing.connection import wait
+
+    ctx = mp.get_context("fork")
+    world = spec.partition.world_size
+    init = f"tcp://127.0.0.1:{_free_port()}"
+    procs, conns = [], []
+    parent = os.getpid()
+    try:
+        for r in range(world):
+            recv_end, send_end = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_child, args=(r, spec, init, send_end, parent), name=f"opplan-rank{r}",
+                            daemon=True)
+            p.start()
+            send_end.close()
+            procs.append(p)
+            conns.append(recv_end)
+        results: dict[int, RankResult] = {}
+        deadline = time.monotonic() + spec.run_timeout_s
+        while len(results) < world:
+            pending = [r for r in range(world) if r not in results]
+            waitables = [conns[r] for r in pending] + [procs[r].sentinel for r in pending]
+            left = deadline - time.monotonic()
+            ready = wait(waitables, timeout=max(0.0, left)) if left > 0 else []
+            if not ready:
+                raise RunFailed(f"the run timed out after {spec.run_timeout_s:.0f}s; ranks {pending} had not "
+                                f"finished")
+            for r in pending:
+                conn, proc = conns[r], procs[r]
+                if conn in ready or conn.poll():
+                    try:
+                        msg = conn.recv()
+                    except EOFError:
+                        msg = None
+                    if msg is not None and msg[0] == "ok":
+                        results[r] = msg[1]
+                        continue
+                    if msg is not None:
+                        tail = msg[2].strip().splitlines()
+                        where = next((ln.strip() for ln in reversed(tail) if ln.strip().startswith("File ")), "")
+                        raise RunFailed(f"rank {r} failed: {msg[1]}" + (f" ({where})" if where else ""))
+                    proc.join(1.0)
+                    raise RunFailed(f"rank {r} {_exit_reason(proc.exitcode)} before reporting a result")
+                if proc.sentinel in ready:
+                    proc.join(1.0)
+                    raise RunFailed(f"rank {r} {_exit_reason(proc.exitcode)} before reporting a result")
+        return [results[r] for r in range(world)]
+    finally:
+        _stop(procs)
+        for c in conns:
+            c.close()
+
+

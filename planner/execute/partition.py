@@ -1,0 +1,155 @@
+"""From a plan to per-rank work: which ops each rank runs in which order, and every tensor that crosses ranks.
+
+No torch here: this is plain data, tested on its own.
+
+Order.  One global order of all ops: a topological order of the graph that follows the plan (priority: the
+task's planned start, its end, its device, its position; members of a cluster in their listed order).  Each rank
+runs the global order restricted to its ops.  This cannot deadlock: a rank only ever waits for a tensor made by an
+op earlier in the global order, and the earliest op not yet run can always run (its inputs come from earlier ops,
+its rank has finished its earlier ops, and sends never block).
+
+Transfers.  A tensor produced on rank A and read on rank B != A is sent once from A to B, right after the op that
+makes it; graph outputs made off rank 0 are sent to rank 0, which collects the outputs.  For each ordered pair
+(A, B) the transfers are numbered in A's production order (`seq`); B receives them in that order, buffering any it
+does not need yet, so the matching is the same for backends that match by tag (gloo) and by order (NCCL).  Each
+transfer has a unique `tag`, and the shape and dtype the receiver allocates come from the graph's static shapes.
+
+Devices and ranks.  One rank per planned device by default; with fewer processes, device d runs on rank d % N.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from planner.errors import InputError
+from planner.ir.graph import OpGraph
+from planner.schedule.plan import Plan
+
+__all__ = ["Transfer", "Partition", "partition_plan"]
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """Tensor `tensor` (shape, ONNX dtype name) goes from rank `src` to rank `dst`; `seq` numbers the transfers of
+    the pair (src, dst) in send order; `tag` is unique in the run; `producer` is the op that makes it."""
+
+    tensor: str
+    src: int
+    dst: int
+    seq: int
+    tag: int
+    shape: tuple[int, ...]
+    dtype: str
+    producer: str
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class Partition:
+    world_size: int
+    device_names: tuple[str, ...]
+    rank_of_device: tuple[int, ...]
+    order: tuple[str, ...]  # the global op order
+    rank_ops: tuple[tuple[str, ...], ...]  # per rank, its ops in order
+    transfers: tuple[Transfer, ...]
+    rank_of_op: dict[str, int]
+    outputs: tuple[str, ...]
+
+    def sends_after(self, rank: int) -> dict[str, list[Transfer]]:
+        """op name -> the transfers `rank` starts right after running it (in send order)."""
+        out: dict[str, list[Transfer]] = {}
+        for t in self.transfers:
+            if t.src == rank:
+                out.setdefault(t.producer, []).append(t)
+        for v in out.values():
+            v.sort(key=lambda t: (t.dst, t.seq))
+        return out
+
+    def incoming(self, rank: int) -> dict[int, list[Transfer]]:
+        """source rank -> the transfers `rank` receives from it, in seq order."""
+        out: dict[int, list[Transfer]] = {}
+        for t in self.transfers:
+            if t.dst == rank:
+                out.setdefault(t.src, []).append(t)
+        for v in out.values():
+            v.sort(key=lambda t: t.seq)
+        return out
+
+
+def _op_assignment(plan: Plan, graph: OpGraph, where: str) -> tuple[dict[str, int], dict[str, tuple]]:
+    """op -> planned device, and op -> its priority key."""
+    device: dict[str, int] = {}
+    key: dict[str, tuple] = {}
+    for pos, p in enumerate(plan.placements):
+        members = plan.task_ops.get(p.task, (p.task,)) if plan.task_ops else (p.task,)
+        for m, op in enumerate(members):
+            if op not in graph.index:
+                raise InputError(f"the plan names op {op!r}, which the prepared model does not have", path=where,
+                                 fix="re-plan with plan-solve (same model and --input-shape)")
+            if op in device:
+                raise InputError(f"the plan places op {op!r} twice", path=where)
+            device[op] = p.device
+            key[op] = (p.start_tick, p.end_tick, p.device, pos, m)
+    missing = [op.name for op in graph.ops if op.name not in device]
+    if missing:
+        raise InputError(f"the plan does not place {len(missing)} op(s) of the model, e.g. {missing[:3]}",
+                         path=where, fix="re-plan with plan-solve (same model and --input-shape)")
+    return device, key
+
+
+def partition_plan(plan: Plan, graph: OpGraph, nproc: int | None = None, where: str = "<plan>") -> Partition:
+    """Ranks, per-rank op orders and transfers for running `plan` (a plan of `graph`) on `nproc` ranks."""
+    num_devices = len(plan.device_names)
+    world = nproc or num_devices
+    if world < 1:
+        raise InputError(f"--nproc {world}: must be at least 1")
+    rank_of_device = tuple(d % world for d in range(num_devices))
+    device, key = _op_assignment(plan, graph, where)
+    # Global order: Kahn's algorithm with the plan's priority.
+    preds = graph.predecessors
+    succs = graph.successors
+    indeg = [len(p) for p in preds]
+    heap = [(key[graph.ops[i].name], i) for i in range(len(graph.ops)) if indeg[i] == 0]
+    heapq.heapify(heap)
+    order: list[str] = []
+    while heap:
+        _, i = heapq.heappop(heap)
+        order.append(graph.ops[i].name)
+        for j in succs[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                heapq.heappush(heap, (key[graph.ops[j].name], j))
+    rank_of_op = {op: rank_of_device[device[op]] for op in order}
+    rank_ops = tuple(tuple(op for op in order if rank_of_op[op] == r) for r in range(world))
+    # Transfers in the producers' order.
+    producer = {t: op.name for op in graph.ops for t in op.writes}
+    needs: dict[str, list[int]] = {}
+    for name in order:
+        op = graph.op(name)
+        r = rank_of_op[name]
+        for t in op.reads:
+            src = producer.get(t)
+            if src is not None and rank_of_op[src] != r and r not in needs.setdefault(t, []):
+                needs[t].append(r)
+    for t in graph.graph_outputs:
+        src = producer.get(t)
+        if src is not None and rank_of_op[src] != 0 and 0 not in needs.setdefault(t, []):
+            needs[t].append(0)
+        if src is None and t not in graph.graph_inputs:
+            raise InputError(f"graph output {t!r} is a constant; the runtime expects outputs made by ops",
+                             path=where)
+    seq: dict[tuple[int, int], int] = {}
+    transfers: list[Transfer] = []
+    for name in order:
+        op = graph.op(name)
+        for t in op.writes:
+            for dst in sorted(needs.get(t, ())):
+                src = rank_of_op[name]
+                n = seq.get((src, dst), 0)
+                seq[(src, dst)] = n + 1
+                info = graph.tensors[t]
+                transfers.append(Transfer(t, src, dst, n, len(transfers), tuple(info.shape), info.dtype, name,
+                                          info.size_bytes))
+    return Partition(world, tuple(plan.device_names), rank_of_device, tuple(order), rank_ops, tuple(transfers),
+                     rank_of_op, tuple(graph.graph_outputs))

@@ -1,0 +1,168 @@
+"""`run_plan`: load a plan, check it against its model, run it on local ranks, check and report.
+
+Report (`run.json`, written atomically)::
+
+    plan, model_path, backend, world_size, device_names, rank_of_device, repeat, warmup
+    outputs                {name: {shape, dtype}}
+    max_abs_error          max |ours - onnxruntime| over all outputs (null without --check)
+    max_rel_error          max_abs_error of each output / max |onnxruntime| of that output, the largest (null ...)
+    measured_makespan_s    median over the measured repetitions of (latest rank end - start barrier)
+    measured_makespans_s   every measured repetition
+    simulated_makespan_s   the plan's makespan (ticks x tick_s)
+    busy_s                 per rank: compute time in the median repetition
+    build_s                per rank: seconds to build its share of the model
+    transfers, transfer_bytes
+    trace                  path of the Chrome trace of the median repetition (pid = rank, tid 0 compute, 1 receive
+                           waits; opens in Perfetto)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from planner.errors import InputError
+from planner.execute.dist import Fault, RankResult, RunSpec, launch_local
+from planner.execute.partition import Partition, partition_plan
+from planner.execute.program import check_supported, default_feeds, prepared_graph
+from planner.ir.graph import OpGraph
+from planner.schedule.plan import Plan
+from planner.schedule.plan_io import load_plan
+
+__all__ = ["RunOutcome", "load_checked_plan", "run_plan", "compare_outputs", "chrome_trace_of_run"]
+
+
+@dataclass
+class RunOutcome:
+    plan: Plan
+    partition: Partition
+    results: list[RankResult]
+    outputs: dict[str, np.ndarray]
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+def load_checked_plan(plan_path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None
+                      ) -> tuple[Plan, OpGraph]:
+    """The plan and its prepared model graph; InputError when the model is missing or changed (hash mismatch) or
+    the runtime lacks some of its ops."""
+    where = str(plan_path)
+    plan = load_plan(plan_path)
+    if not plan.model_path:
+        raise InputError("the plan names no model file", path=where, fix="plan an ONNX model with plan-solve")
+    model = Path(plan.model_path)
+    if model.suffix.lower() != ".onnx":
+        raise InputError(f"the plan's model {model} is not an ONNX model; only ONNX plans can run", path=where)
+    if not model.is_file():
+        raise InputError(f"the plan's model {model} is missing", path=where, fix="re-plan with plan-solve")
+    sha = hashlib.sha256(model.read_bytes()).hexdigest()
+    if plan.model_sha256 and sha != plan.model_sha256:
+        raise InputError(f"the model {model} does not match this plan (hash mismatch: the plan was made for "
+                         f"{plan.model_sha256[:12]}, the file is {sha[:12]})", path=where,
+                         fix="re-plan with plan-solve")
+    graph = prepared_graph(model, input_shapes)
+    check_supported(graph, where)
+    return plan, graph
+
+
+def compare_outputs(ours: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray]) -> tuple[float, float]:
+    """(max abs error, max relative error); relative = an output's max abs error / its max |reference|."""
+    max_abs = max_rel = 0.0
+    for k, b in ref.items():
+        a = ours[k]
+        if a.shape != b.shape:
+            return float("inf"), float("inf")
+        if a.size == 0:
+            continue
+        diff = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+        scale = float(np.max(np.abs(b.astype(np.float64))))
+        max_abs = max(max_abs, diff)
+        max_rel = max(max_rel, diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf")))
+    return max_abs, max_rel
+
+
+def chrome_trace_of_run(results: Sequence[RankResult], index: int, device_names: Sequence[str],
+                        rank_of_device: Sequence[int]) -> dict[str, Any]:
+    """Trace Event Format of measured repetition `index`: pid = rank, tid 0 = compute, tid 1 = receive waits."""
+    events: list[dict[str, Any]] = []
+    for res in results:
+        r = res.rank
+        devices = [d for i, d in enumerate(device_names) if rank_of_device[i] == r]
+        events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0,
+                       "args": {"name": f"rank {r} ({', '.join(devices) or 'no device'})"}})
+        events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": 0, "args": {"name": "compute"}})
+        events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": 1, "args": {"name": "receive wait"}})
+        for kind, name, s, e in res.runs[index].events:
+            events.append({"ph": "X", "name": name, "cat": kind, "pid": r, "tid": 0 if kind == "op" else 1,
+                           "ts": round(s * 1e6, 3), "dur": round((e - s) * 1e6, 3)})
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def run_plan(plan_path: str | Path, *, nproc: int | None = None, backend: str = "gloo", check: bool = False,
+             repeat: int = 1, warmup: int = 1, report_path: str | Path | None = None,
+             feeds: Mapping[str, np.ndarray] | None = None,
+             input_shapes: Mapping[str, Sequence[int]] | None = None, fault: Fault | None = None,
+             comm_timeout_s: float = 60.0, run_timeout_s: float = 600.0) -> RunOutcome:
+    """Run a plan file on local ranks (fork); see the module docstring for the report."""
+    if repeat < 1 or warmup < 0:
+        raise InputError(f"--repeat {repeat}: must be at least 1 (and warm-up at least 0)")
+    if backend not in ("gloo", "nccl"):
+        raise InputError(f"--backend {backend}: expected gloo or nccl")
+    plan, graph = load_checked_plan(plan_path, input_shapes)
+    partition = partition_plan(plan, graph, nproc, str(plan_path))
+    feeds = dict(feeds) if feeds is not None else default_feeds(graph)
+    missing = [k for k in graph.graph_inputs if k not in feeds]
+    if missing:
+        raise InputError(f"no value for graph input(s) {missing}", path=str(plan_path))
+    spec = RunSpec(plan.model_path, graph, partition, feeds, backend=backend, repeat=repeat, warmup=warmup,
+                   comm_timeout_s=comm_timeout_s, run_timeout_s=run_timeout_s, fault=fault)
+    results = launch_local(spec)
+    outputs = results[0].outputs
+    report = build_report(plan_path, plan, partition, results, outputs, feeds if check else None, backend,
+                          repeat, warmup, report_path)
+    return RunOutcome(plan, partition, results, outputs, report)
+
+
+def build_report(plan_path, plan: Plan, partition: Partition, results: Sequence[RankResult],
+                 outputs: Mapping[str, np.ndarray], check_feeds: Mapping[str, np.ndarray] | None, backend: str,
+                 repeat: int, warmup: int, report_path: str | Path | None) -> dict[str, Any]:
+    spans = [max(res.runs[i].end_s for res in results) for i in range(repeat)]
+    median = statistics.median(spans)
+    mid = min(range(repeat), key=lambda i: (abs(spans[i] - median), i))
+    max_abs = max_rel = None
+    if check_feeds is not None:
+        from planner.ir.onnx_values import run_onnxruntime
+
+        ref = run_onnxruntime(plan.model_path, check_feeds, partition.outputs)
+        max_abs, max_rel = compare_outputs(outputs, ref)
+    report: dict[str, Any] = {
+        "plan": str(plan_path), "model_path": plan.model_path, "backend": backend,
+        "world_size": partition.world_size, "device_names": list(partition.device_names),
+        "rank_of_device": list(partition.rank_of_device), "repeat": repeat, "warmup": warmup,
+        "outputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in outputs.items()},
+        "max_abs_error": max_abs, "max_rel_error": max_rel,
+        "measured_makespan_s": median, "measured_makespans_s": spans,
+        "simulated_makespan_s": plan.makespan_tick * (plan.tick_s or 1.0) if plan.time_unit == "s" else None,
+        "busy_s": [res.runs[mid].busy_s for res in results],
+        "build_s": [res.build_s for res in results],
+        "transfers": len(partition.transfers),
+        "transfer_bytes": sum(t.size_bytes for t in partition.transfers),
+        "trace": None,
+    }
+    if report_path is not None:
+        from planner.schedule.atomic import atomic_write_text
+
+        rp = Path(report_path)
+        rp.parent.mkdir(parents=True, exist_ok=True)
+        trace_path = rp.with_name(rp.stem + ".trace.json")
+        trace = chrome_trace_of_run(results, mid, partition.device_names, partition.rank_of_device)
+        atomic_write_text(trace_path, json.dumps(trace) + "\n")
+        report["trace"] = str(trace_path)
+        atomic_write_text(rp, json.dumps(report, indent=1, allow_nan=True) + "\n")
+    return report

@@ -1,0 +1,80 @@
+"""Run a plan under torchrun, on one host or many: `python -m planner.execute.torchrun --plan plan.json ...`.
+
+torchrun starts the processes and sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT; each rank
+reads them (init_method ``env://``), loads the plan and the model (the same path on every host; the hash is
+checked on each), builds its share and runs.  Rank 0 gathers the timings and writes the report.  WORLD_SIZE must
+equal the plan's number of devices, or pass --nproc WORLD_SIZE to fold devices onto ranks (device d on rank
+d % N).  If a rank fails, torchrun's agent stops the others; a rank waiting on a dead peer gives up after
+--timeout seconds.
+
+One host, 4 ranks::
+
+    torchrun --standalone --nproc-per-node 4 -m planner.execute.torchrun --plan plan.json --check
+
+Two hosts with 4 ranks each (run on both, node-rank 0 and 1; HOST0 is reachable from both)::
+
+    torchrun --nnodes 2 --nproc-per-node 4 --node-rank 0 --rdzv-backend c10d --rdzv-endpoint HOST0:29500 \\
+        -m planner.execute.torchrun --plan plan.json --backend nccl --report run.json
+
+With gloo across hosts, set GLOO_SOCKET_IFNAME to the interface that connects them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m planner.execute.torchrun", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--plan", type=Path, required=True)
+    parser.add_argument("--nproc", type=int, default=None)
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    parser.add_argument("--check", action="store_true")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--report", type=Path, default=None)
+    parser.add_argument("--timeout", type=float, default=60.0)
+    args = parser.parse_args(argv)
+    from planner.errors import InputError, OpplanError
+    from planner.execute.dist import RunSpec, run_rank
+    from planner.execute.partition import partition_plan
+    from planner.execute.program import default_feeds
+    from planner.execute.runner import build_report, load_checked_plan
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    try:
+        plan, graph = load_checked_plan(args.plan)
+        part = partition_plan(plan, graph, args.nproc or world, str(args.plan))
+        if part.world_size != world:
+            raise InputError(f"torchrun started {world} ranks; the plan needs {part.world_size} "
+                             f"(or pass --nproc {world})", path=str(args.plan))
+    except OpplanError as exc:
+        print(f"error: rank {rank}: {exc}", file=sys.stderr)
+        return exc.exit_status
+    if args.backend == "nccl":
+        import torch
+
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    feeds = default_feeds(graph)
+    spec = RunSpec(plan.model_path, graph, part, feeds, backend=args.backend, repeat=args.repeat,
+                   warmup=args.warmup, comm_timeout_s=args.timeout)
+    try:
+        results = run_rank(rank, spec, "env://", collect=True)
+    except Exception as exc:  # noqa: BLE001 - name the rank, then fail so that torchrun stops the others
+        print(f"error: rank {rank} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if rank == 0:
+        report = build_report(args.plan, plan, part, results, results[0].outputs, feeds if args.check else None,
+                              args.backend, args.repeat, args.warmup, args.report)
+        print(f"measured makespan {report['measured_makespan_s']:.6f} s, simulated "
+              f"{report['simulated_makespan_s']}, max abs error {report['max_abs_error']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""ONNX nodes and tensors as plain Python and numpy values, for runtimes that must not import onnx.
+
+`planner/execute/` (torch) runs an `OpGraph` after passes; it needs each op's attributes and the values of the
+constants the ops read (weights, and the outputs of folded ops).  This module is the one place that turns ONNX
+protobufs into those plain values, so the layering rule (onnx only in `planner/ir/`) holds:
+
+* `model_program(graph, model_path, ops=None)`: the ops (all, or the named subset) as `NodeSpec`s with plain
+  attributes (int, float, str, lists of them, numpy arrays for tensor attributes, None for subgraphs), the values
+  of every constant they read (folded ones computed by `export_onnx`), and the model's opsets.
+* `run_onnxruntime(model_path, feeds)`: the reference outputs that `plan-run --check` compares against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from onnx import AttributeProto, helper, numpy_helper
+
+from planner.ir.graph import OpGraph
+from planner.ir.onnx_export import export_onnx
+
+__all__ = ["NodeSpec", "ModelProgram", "model_program", "run_onnxruntime", "plain_attributes"]
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One op as a runtime sees it: ONNX type and domain, argument lists ('' = omitted), plain attributes."""
+
+    name: str
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelProgram:
+    """Ops in graph order, the constants they read, and opset versions by domain ('' = ai.onnx)."""
+
+    nodes: tuple[NodeSpec, ...]
+    constants: Mapping[str, np.ndarray]
+    opsets: Mapping[str, int]
+
+
+def plain_attributes(node: Any) -> dict[str, Any]:
+    """A NodeProto's attributes as plain values (tensors as numpy arrays, strings decoded, subgraphs None)."""
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        if a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+            out[a.name] = None
+        elif a.type == AttributeProto.TENSOR:
+            out[a.name] = numpy_helper.to_array(a.t)
+        elif a.type == AttributeProto.TENSORS:
+            out[a.name] = [numpy_helper.to_array(t) for t in a.tensors]
+        else:
+            v = helper.get_attribute_value(a)
+            if isinstance(v, bytes):
+                v = v.decode("utf-8", "replace")
+            elif isinstance(v, list):
+                v = [x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in v]
+            out[a.name] = v
+    return out
+
+
+def model_program(graph: OpGraph, model_path: str | Path, ops: Iterable[str] | None = None) -> ModelProgram:
+    """The ops of `graph` (or only those named in `ops`) with attributes and constant values, from `model_path`."""
+    sub = graph if ops is None else graph.subgraph(ops)
+    model = export_onnx(sub, model_path)
+    nodes = tuple(NodeSpec(n.name, n.op_type, n.domain if n.domain != "ai.onnx" else "", tuple(n.input),
+                           tuple(n.output), plain_attributes(n)) for n in model.graph.node)
+    constants = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in model.opset_import}
+    return ModelProgram(nodes, constants, opsets)
+
+
+def run_onnxruntime(model_path: str | Path, feeds: Mapping[str, np.ndarray],
+                    outputs: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+    """Run the original model on onnxruntime's CPU provider (sequential, all graph optimizations)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    session = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+    names = list(outputs) if outputs is not None else [o.name for o in session.get_outputs()]
+    values = session.run(names, dict(feeds))
+    return dict(zip(names, (np.asarray(v) for v in values), strict=True))
