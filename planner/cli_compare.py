@@ -1,0 +1,69 @@
+"""``plan-compare``: the baselines (GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2, ZB-V, DualPipe, DualPipeV) and
+the planned schedule on one cost model.  Thin: parse, call `planner.pipeline.compare`, print and write files.
+
+Unit-cost mode only (the model mode waits for the stage formulation): ``--stages`` is the number of pipeline
+devices p (the model cut into p stages; two-chunk schedules cut each in half), ``--f/--b/--w`` the costs of one
+such stage (``--b`` the input-gradient part), zero communication unless ``--comm``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from planner.cli import _run
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from planner.pipeline.compare import compare, write_outputs
+    from planner.pipeline.registry import GENERATORS, UnitCosts
+
+    costs = UnitCosts(f=args.f, b=args.b, w=args.w, activation=args.activation, param=args.param, comm=args.comm,
+                      fb_overlap=args.fb_overlap)
+    names = tuple(args.schedules.split(",")) if args.schedules else None
+    if names:
+        unknown = [n for n in names if n not in GENERATORS]
+        if unknown:
+            from planner.errors import InputError
+
+            raise InputError(f"unknown schedules {unknown}", fix=f"use some of {','.join(GENERATORS)}")
+    cmp = compare(args.stages, args.microbatches, costs, schedules=names, opplan=not args.no_opplan,
+                  memory_cap_units=args.memory, opplan_placement=args.placement, time_limit_s=args.time_limit,
+                  backend=args.backend)
+    print(cmp.table())
+    if args.out is not None:
+        written = write_outputs(cmp, args.out, pictures=not args.no_pictures)
+        print(f"wrote {len(written)} files to {args.out} (compare.csv, <schedule>.torch.csv, pictures)")
+    return 0
+
+
+def compare_main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="plan-compare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stages", type=int, required=True, help="pipeline devices p (the model in p stages)")
+    parser.add_argument("--microbatches", type=int, required=True, help="micro-batches m per step")
+    parser.add_argument("--f", type=float, default=1.0, help="forward time of one stage")
+    parser.add_argument("--b", type=float, default=1.0, help="input-gradient backward time of one stage")
+    parser.add_argument("--w", type=float, default=1.0, help="weight-gradient backward time of one stage")
+    parser.add_argument("--fb-overlap", type=float, default=1.0,
+                        help="an overlapped F&B pair lasts this fraction of F + B + W (default 1: no gain)")
+    parser.add_argument("--activation", type=float, default=1.0, help="activation memory of one stage, one "
+                        "micro-batch")
+    parser.add_argument("--param", type=float, default=0.0, help="parameter memory of one stage copy")
+    parser.add_argument("--comm", type=float, default=0.0, help="time of one stage-to-stage transfer")
+    parser.add_argument("--memory", type=float, default=None,
+                        help="memory cap per device for the planned schedule (default: DualPipe's peak)")
+    parser.add_argument("--placement", choices=("auto", "dualpipe", "v", "fixed"), default="auto",
+                        help="stage placement of the planned schedule: dualpipe (two copies, both directions), v "
+                        "(2p half stages), fixed (one stage per device); auto tries dualpipe and v, half the time "
+                        "limit each, and keeps the better")
+    parser.add_argument("--schedules", default=None, help="comma-separated baselines (default: all)")
+    parser.add_argument("--time-limit", type=float, default=120.0, help="solver time limit in seconds")
+    parser.add_argument("--backend", default="cpsat", help="solver backend (default cpsat)")
+    parser.add_argument("--no-opplan", action="store_true", help="baselines only")
+    parser.add_argument("--no-pictures", action="store_true", help="skip the PNG files")
+    parser.add_argument("--out", default=None, help="write compare.csv, torch CSVs and pictures here")
+    return _run(_compare, parser, argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(compare_main())

@@ -1,0 +1,17 @@
+"""Training pipelines: unrolled F/B/W tasks, the hand-designed baseline schedules, and their comparison.
+
+Modules (import them directly; this package imports nothing eagerly):
+
+* `unroll` — `StageCost`, `TrainingPipeline`: stages x micro-batches -> a `SchedulingInstance` whose tasks are
+  named by action strings (``0F3``), with the training dependencies, placement and activation memory
+* `metrics` — per-schedule figures: makespan, bubble, pipeline memory (activations from F to W, parameters per
+  stage copy)
+* `generators` — GPipe, 1F1B, interleaved 1F1B, and `RequirementError`, the typed error every generator raises
+  when its published conditions on p and m are not met
+* `zero_bubble` — ZB-H1, ZB-H2, ZB-V
+* `dualpipe` — DualPipe (bidirectional) and DualPipeV
+* `registry` — every generator by name, with the pipeline (stage split, placement) it runs on; `UnitCosts`
+* `plot` — the side-by-side picture of plan-compare
+* `compare` — simulate every schedule on one cost model, solve the planned one (`formulations.pipeline`), write
+  compare.csv, Gantt charts, torch CSVs
+"""

@@ -1,0 +1,221 @@
+"""Compare the baselines and the planned schedule on one cost model (the library side of ``plan-compare``).
+
+Every schedule is simulated on the instance of its own pipeline (`registry.pipeline_for`: the same model on the
+same p devices, cut as the schedule needs) with the same costs; figures come from `metrics.figures`.  Units:
+makespan in the user's time unit, memory in the user's memory unit (`--activation`, `--param`), bubble ratio =
+total idle time / (devices x makespan).  Peak memory = max over devices of (parameters + activations in flight).
+
+The planned row ``opplan`` solves `formulations.pipeline` on a placement (``auto``: both DualPipe's two-direction
+split — two copies, m/2 micro-batches each way — and the V-shape split — 2p half stages, as ZB-V and DualPipeV —
+with half the time limit each, keeping the shorter; or one of ``dualpipe``, ``v``, ``fixed``), warm-started from
+the best baseline on that split that fits the cap; the cap defaults to DualPipe's peak memory per device.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from planner.errors import OpplanError
+from planner.pipeline.generators import RequirementError
+from planner.pipeline.metrics import PipelineFigures, figures
+from planner.pipeline.registry import GENERATORS, Scales, UnitCosts, pipeline_for
+from planner.pipeline.unroll import TrainingPipeline, instance_for_schedule
+from planner.schedule.program import Schedule
+from planner.schedule.simulate import simulate_schedule
+from planner.schedule.timeline import Timeline
+from planner.schedule.validate import validate_plan
+
+CSV_COLUMNS = ("schedule", "makespan", "bubble_ratio", "peak_memory", "param_memory")
+_WARM_FROM = {"v": ("zb-v", "dualpipev"), "fixed": ("1f1b", "gpipe", "zb-h1", "zb-h2"), "dualpipe": ("dualpipe",)}
+_SPLIT = {"v": "opplan-v", "fixed": "1f1b", "dualpipe": "dualpipe"}
+
+
+@dataclass
+class CompareRow:
+    """One schedule's result, or why it was skipped (`skipped` set, the rest None)."""
+
+    name: str
+    pipeline: TrainingPipeline | None = None
+    schedule: Schedule | None = None
+    timeline: Timeline | None = None
+    figures: PipelineFigures | None = None
+    skipped: str = ""
+    notes: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass
+class Comparison:
+    num_devices: int
+    num_microbatches: int
+    costs: UnitCosts
+    scales: Scales
+    rows: list[CompareRow]
+    memory_cap_units: float | None = None
+
+    def ok_rows(self) -> list[CompareRow]:
+        return [r for r in self.rows if not r.skipped]
+
+    def row(self, name: str) -> CompareRow:
+        return next(r for r in self.rows if r.name == name)
+
+    def values(self, r: CompareRow) -> dict[str, object]:
+        f = r.figures
+        assert f is not None
+        return {
+            "schedule": r.name,
+            "makespan": f.makespan_tick / self.scales.ticks_per_unit,
+            "bubble_ratio": round(f.bubble_ratio, 6),
+            "peak_memory": f.max_peak_memory_bytes / self.scales.bytes_per_unit,
+            "param_memory": max(f.param_bytes, default=0) / self.scales.bytes_per_unit,
+        }
+
+    def csv_text(self) -> str:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        for r in self.ok_rows():
+            w.writerow(self.values(r))
+        return buf.getvalue()
+
+    def table(self) -> str:
+        lines = [f"{'schedule':<18}{'makespan':>10}{'bubble':>9}{'peak mem':>10}{'params':>8}"]
+        for r in self.rows:
+            if r.skipped:
+                lines.append(f"{r.name:<18}skipped: {r.skipped}")
+                continue
+            v = self.values(r)
+            lines.append(f"{r.name:<18}{v['makespan']:>10.4g}{v['bubble_ratio']:>9.2%}{v['peak_memory']:>10.4g}"
+                         f"{v['param_memory']:>8.4g}")
+        opp = next((r for r in self.rows if r.name == "opplan" and not r.skipped), None)
+        if opp is not None:
+            lines.append(f"opplan: {opp.notes.get('status')}, bound {opp.notes.get('bound_units')}, gap "
+                         f"{opp.notes.get('gap', 0):.1%}, placement {opp.notes.get('placement')}, warm start "
+                         f"{opp.notes.get('warm_start') or 'none'}, "
+                         f"memory cap {self.memory_cap_units}, {opp.notes.get('solve_time_s', 0):.1f} s")
+        return "\n".join(lines)
+
+
+def simulate_baseline(name: str, p: int, m: int, costs: UnitCosts, scales: Scales) -> CompareRow:
+    try:
+        schedule = GENERATORS[name](p, m)
+    except RequirementError as exc:
+        return CompareRow(name, skipped=str(exc))
+    pipe = pipeline_for(name, p, m, costs, scales)
+    inst = instance_for_schedule(pipe, schedule)
+    tl = simulate_schedule(inst, schedule)
+    validate_plan(inst, tl.to_plan(method=name))
+    return CompareRow(name, pipe, schedule, tl, figures(pipe, tl))
+
+
+def compare(
+    p: int,
+    m: int,
+    costs: UnitCosts | None = None,
+    *,
+    schedules: tuple[str, ...] | None = None,
+    opplan: bool = True,
+    memory_cap_units: float | None = None,
+    opplan_placement: str = "auto",
+    time_limit_s: float = 120.0,
+    backend: str = "cpsat",
+) -> Comparison:
+    """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row."""
+    costs = costs or UnitCosts()
+    scales = Scales.of(costs)
+    if p < 1 or m < 1:
+        raise OpplanError(f"need at least one stage and one micro-batch (got {p} stages, {m} micro-batches)")
+    names = schedules or tuple(GENERATORS)
+    rows = [simulate_baseline(n, p, m, costs, scales) for n in names]
+    cmp = Comparison(p, m, costs, scales, rows)
+    if not opplan:
+        return cmp
+    by_name = {r.name: r for r in rows if not r.skipped}
+    if memory_cap_units is not None:
+        cap = round(memory_cap_units * scales.bytes_per_unit)
+    elif "dualpipe" in by_name:
+        cap = by_name["dualpipe"].figures.max_peak_memory_bytes  # type: ignore[union-attr]
+    else:
+        dp = simulate_baseline("dualpipe", p, m, costs, scales)
+        cap = dp.figures.max_peak_memory_bytes if dp.figures else None
+    cmp.memory_cap_units = None if cap is None else cap / scales.bytes_per_unit
+    if opplan_placement == "auto":
+        placements = [pl for pl in ("dualpipe", "v") if pl != "dualpipe" or (p % 2 == 0 and m % 2 == 0)]
+    elif opplan_placement in _WARM_FROM:
+        placements = [opplan_placement]
+    else:
+        raise OpplanError(f"unknown placement {opplan_placement!r} for the planned schedule",
+                          fix="use auto, dualpipe, v or fixed")
+    best: CompareRow | None = None
+    for placement in placements:
+        row = _solve_opplan(placement, p, m, costs, scales, by_name, cap, time_limit_s / len(placements), backend)
+        if row is None or row.figures is None:
+            continue
+        if best is None or best.figures is None or row.figures.makespan_tick < best.figures.makespan_tick:
+            best = row
+    if best is None:
+        rows.append(CompareRow("opplan", skipped="no placement gave a schedule within the memory cap"))
+    else:
+        rows.append(best)
+    return cmp
+
+
+def _solve_opplan(placement, p, m, costs, scales, by_name, cap, time_limit_s, backend) -> CompareRow | None:
+    from formulations.pipeline import solve_pipeline, split_start_times
+
+    pipe = pipeline_for(_SPLIT[placement], p, m, costs, scales)
+    pipe = TrainingPipeline(pipe.stages, pipe.num_microbatches, pipe.num_devices, pipe.stage_to_device,
+                            pipe.chains, pipe.comm_tick, f"opplan-{placement}", pipe.overlap_tick)
+    warm, warm_name = None, ""
+    for n in _WARM_FROM[placement]:
+        r = by_name.get(n) or simulate_baseline(n, p, m, costs, scales)
+        if r.skipped or r.figures is None or (cap is not None and r.figures.max_peak_memory_bytes > cap):
+            continue
+        times = split_start_times(pipe, r.timeline)  # type: ignore[arg-type]
+        if times is not None and (warm is None or r.figures.makespan_tick < warm[1]):
+            warm = (times, r.figures.makespan_tick)
+            warm_name = n
+    try:
+        sol = solve_pipeline(pipe, cap, warm_start=warm[0] if warm else None, time_limit_s=time_limit_s,
+                             backend=backend)
+    except OpplanError:
+        return None
+    fig = figures(pipe, sol.timeline)
+    row = CompareRow("opplan", pipe, sol.schedule, sol.timeline, fig)
+    row.notes = {"status": sol.status, "bound_units": sol.lower_bound_tick / scales.ticks_per_unit,
+                 "gap": sol.gap, "warm_start": warm_name, "solve_time_s": sol.solve_time_s,
+                 "placement": placement}
+    return row
+
+
+def write_outputs(cmp: Comparison, out_dir: str | os.PathLike[str], *, pictures: bool = True) -> list[Path]:
+    """compare.csv, one torch pipelining CSV and (if `pictures`) one Gantt PNG per schedule, and a side-by-side
+    picture; returns the paths written."""
+    from planner.schedule.atomic import atomic_write_text
+    from planner.schedule.torch_csv import write_torch_csv
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "compare.csv"]
+    atomic_write_text(written[0], cmp.csv_text())
+    for r in cmp.ok_rows():
+        assert r.schedule is not None and r.timeline is not None
+        path = out / f"{r.name}.torch.csv"
+        write_torch_csv(r.schedule, path)
+        written.append(path)
+    if pictures:
+        from planner.pipeline.plot import plot_side_by_side
+        from planner.plot import plot_gantt
+
+        for r in cmp.ok_rows():
+            path = out / f"{r.name}.png"
+            v = cmp.values(r)
+            title = (f"{r.name}: makespan {v['makespan']:.4g}, bubble ratio {v['bubble_ratio']:.1%}, "
+                     f"peak memory {v['peak_memory']:.4g}")
+            plot_gantt(r.timeline, path, title=title)  # type: ignore[arg-type]
+            written.append(path)
+        written.append(plot_side_by_side(cmp, out / "side_by_side.png"))
+    return written

@@ -1,0 +1,100 @@
+"""Figures of a simulated pipeline schedule, all from a `Timeline` and its `TrainingPipeline`.
+
+* makespan (ticks): last end - first start.
+* **bubble** (ticks): idle time summed over devices = sum_d (makespan - busy_d); **bubble ratio** = bubble /
+  (devices x makespan) — the definition of DESIGN.md and compare.csv.  The published closed forms (1F1B
+  (p-1)(F+B), ...) are the idle time of *one* device: on uniform stages every device idles the same amount, so
+  they equal `bubble / p` (`per_device_bubble_tick`).
+* **pipeline memory** per device over time: the parameters of every stage copy the device hosts (whole step),
+  plus for every (stage, micro-batch) on it the activation from F's start to W's end (to BW's end when fused),
+  less `activation_freed_by_b_bytes` from B's end.  A pair task ``F&B`` starts its forward's activation at its
+  start and releases its backward's at its end.  This is the accounting of the DualPipe and Zero Bubble papers
+  ("p+1 activations", "2x parameters"); `unroll`'s docstring says how it differs from the instance's generic
+  memory model.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from planner.pipeline.unroll import TrainingPipeline, action_of
+from planner.schedule.actions import ActionKind
+from planner.schedule.timeline import Timeline
+
+
+@dataclass(frozen=True)
+class PipelineFigures:
+    """Per schedule: makespan, bubble (total idle ticks) and its ratio, peak memory and parameters per device."""
+
+    makespan_tick: int
+    bubble_tick: int
+    bubble_ratio: float
+    peak_memory_bytes: tuple[int, ...]
+    param_bytes: tuple[int, ...]
+    peak_activation_bytes: tuple[int, ...]
+
+    @property
+    def per_device_bubble_tick(self) -> float:
+        return self.bubble_tick / max(len(self.peak_memory_bytes), 1)
+
+    @property
+    def max_peak_memory_bytes(self) -> int:
+        return max(self.peak_memory_bytes, default=0)
+
+
+def device_params(pipeline: TrainingPipeline, device_of_stage: dict[int, int]) -> list[int]:
+    out = [0] * pipeline.num_devices
+    for s, d in device_of_stage.items():
+        out[d] += int(pipeline.stages[s].param_bytes)
+    return out
+
+
+def activation_events(pipeline: TrainingPipeline, timeline: Timeline) -> tuple[dict[int, int],
+                                                                               list[tuple[int, int, int]]]:
+    """(device of each stage, and (device, tick, +/- bytes) activation events)."""
+    stage_dev: dict[int, int] = {}
+    events: list[tuple[int, int, int]] = []
+    for pl in timeline.placements:
+        for a in action_of(pl.task):
+            stage_dev[a.stage] = pl.device
+            cost = pipeline.stages[a.stage]
+            if a.kind is ActionKind.F:
+                events.append((pl.device, pl.start_tick, int(cost.activation_bytes)))
+            elif a.kind is ActionKind.B:
+                events.append((pl.device, pl.end_tick, -int(cost.activation_freed_by_b_bytes)))
+            elif a.kind is ActionKind.W:
+                events.append((pl.device, pl.end_tick,
+                               -(int(cost.activation_bytes) - int(cost.activation_freed_by_b_bytes))))
+            elif a.kind is ActionKind.BW:
+                events.append((pl.device, pl.end_tick, -int(cost.activation_bytes)))
+    return stage_dev, events
+
+
+def pipeline_memory(pipeline: TrainingPipeline, timeline: Timeline) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(peak activation bytes per device, parameter bytes per device) under the pipeline accounting."""
+    stage_dev, events = activation_events(pipeline, timeline)
+    per_dev: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for d, t, b in events:
+        per_dev[d][t] += b
+    peaks = []
+    for d in range(pipeline.num_devices):
+        level = peak = 0
+        for t in sorted(per_dev[d]):  # frees and allocations at the same tick net out (half-open intervals)
+            level += per_dev[d][t]
+            peak = max(peak, level)
+        peaks.append(peak)
+    return tuple(peaks), tuple(device_params(pipeline, stage_dev))
+
+
+def figures(pipeline: TrainingPipeline, timeline: Timeline) -> PipelineFigures:
+    act, par = pipeline_memory(pipeline, timeline)
+    bubble = sum(timeline.idle_tick)
+    return PipelineFigures(
+        makespan_tick=timeline.makespan_tick,
+        bubble_tick=int(bubble),
+        bubble_ratio=timeline.bubble_ratio,
+        peak_memory_bytes=tuple(a + p for a, p in zip(act, par, strict=True)),
+        param_bytes=par,
+        peak_activation_bytes=act,
+    )

@@ -1,0 +1,312 @@
+"""Unrolled training tasks: stages x micro-batches -> a `SchedulingInstance` of F, B, W (or BW) tasks.
+
+Words (DESIGN.md section 4; the string forms are those of `planner.schedule.actions`): ``sFm`` is the forward of
+stage s on micro-batch m, ``sBm`` its input-gradient backward (PyTorch's ``I``), ``sWm`` its weight-gradient
+backward, ``sBWm`` the full backward (B and W fused, PyTorch's ``B``), ``sFm&tBWk`` an overlapped pair run as one
+task (DualPipe's F&B, only when the pipeline gives the pair a duration of its own).
+
+**Chains.**  A micro-batch walks a *chain* of stages: forward along it, backward back along it.  An ordinary
+pipeline has one chain ``(0, 1, ..., S-1)``.  DualPipe has two: ``(0..p-1)`` from the first device down and
+``(p..2p-1)`` from the last device up (stage p+j is the second copy of model chunk j, on device p-1-j); every chain
+carries all `num_microbatches` micro-batches, so DualPipe with m micro-batches in total is a pipeline with
+m/2 micro-batches per chain.
+
+**Dependencies** (per chain c = (c_0, ..., c_{k-1}) and micro-batch m; "back" is B, or BW when fused):
+
+    F(c_i, m)      -> F(c_{i+1}, m)     activation to the next stage   (costs `comm_tick` across devices)
+    F(c_{k-1}, m)  -> back(c_{k-1}, m)  the loss turns forward into backward (local)
+    back(c_{i+1},m)-> back(c_i, m)      gradient to the previous stage (costs `comm_tick` across devices)
+    F(s, m)        -> back(s, m)        the backward needs the stage's own saved activations (local)
+    B(s, m)        -> W(s, m)           weight gradient after input gradient (local)
+    F(s, m)        -> W(s, m)           no new ordering; it carries the saved activations to W (see Memory)
+
+**Backward-cost rule.**  For a stage made of matrix products Y = X A, the forward costs one product; the input
+gradient dX = dY A^T costs one product and the weight gradient dA = X^T dY one more, so B ~ W ~ F and the full
+backward BW ~ 2F.  `StageCost.from_forward(f)` applies that rule; `StageCost.full_backward_tick` is B + W unless
+given (a fused kernel may be cheaper).
+
+**Memory.**  Activation memory of (s, m) is allocated when F(s, m) starts, partly released when B(s, m) ends
+(`StageCost.activation_freed_by_b_bytes`) and the rest when W(s, m) ends (or all at once when BW ends).  In the
+`SchedulingInstance` an activation lives from its producer's start until its last consumer on the same device
+ends, so F(s, m) gets `activation_bytes` = the whole activation and the local edge F(s, m) -> W(s, m) keeps it
+alive until W ends: "allocated at F, freed at W".  Two differences from the pipeline accounting remain in the
+instance's generic memory model: the part B frees is held until W (one output per task cannot shrink), and the
+receiving device also counts a copy of F(s, m)'s output from its arrival until F(s+1, m) ends (the receive
+buffer).  `metrics.pipeline_memory` is the exact pipeline accounting (what compare.csv and the formulation use).
+Parameter memory is held per stage *copy*: `param_bytes` sits on the task F(s, 0) of each stage (the instance
+holds a task's parameters for the whole step), so a device hosting two stages (DualPipe's two copies of a
+chunk, or a V's two chunks) counts both.
+
+Placement: `stage_to_device` pins every stage to a device (fixed, looping, V-shape); None leaves every task
+eligible on every device (free; keeping a stage's tasks together is then the formulation's business).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.cost.instance import INELIGIBLE, SchedulingInstance
+from planner.errors import InputError
+from planner.schedule.actions import Action, ActionKind, OverlapAction
+from planner.schedule.program import Schedule
+
+
+@dataclass(frozen=True)
+class StageCost:
+    """Costs of one stage for one micro-batch: ticks of F, B (input grad), W (weight grad), memory in bytes."""
+
+    forward_tick: int
+    input_grad_tick: int
+    weight_grad_tick: int
+    activation_bytes: int = 0
+    param_bytes: int = 0
+    full_backward_tick: int | None = None  # None: input_grad_tick + weight_grad_tick
+    activation_freed_by_b_bytes: int = 0  # part of activation_bytes released when B ends (rest at W)
+
+    def __post_init__(self) -> None:
+        for name in ("forward_tick", "input_grad_tick", "weight_grad_tick", "activation_bytes", "param_bytes",
+                     "activation_freed_by_b_bytes"):
+            if int(getattr(self, name)) < 0:
+                raise InputError(f"stage cost {name} = {getattr(self, name)} must be >= 0")
+        if self.activation_freed_by_b_bytes > self.activation_bytes:
+            raise InputError(f"activation_freed_by_b_bytes ({self.activation_freed_by_b_bytes}) exceeds "
+                             f"activation_bytes ({self.activation_bytes})")
+
+    @property
+    def bw_tick(self) -> int:
+        """Duration of the fused full backward BW."""
+        if self.full_backward_tick is not None:
+            return int(self.full_backward_tick)
+        return int(self.input_grad_tick) + int(self.weight_grad_tick)
+
+    @classmethod
+    def from_forward(cls, forward_tick: int, **kw) -> StageCost:
+        """The matrix-product rule: B = W = F (so BW = 2F)."""
+        return cls(forward_tick, forward_tick, forward_tick, **kw)
+
+
+@dataclass(frozen=True)
+class TrainingPipeline:
+    """Stages, their placement and the micro-batches that flow through them (see the module docstring)."""
+
+    stages: tuple[StageCost, ...]
+    num_microbatches: int
+    num_devices: int
+    stage_to_device: tuple[int, ...] | None
+    chains: tuple[tuple[int, ...], ...]
+    comm_tick: int = 0
+    name: str = "pipeline"
+    overlap_tick: int | None = None  # duration of an overlapped F&B pair task; None: pairs run as two tasks
+
+    def __post_init__(self) -> None:
+        s = len(self.stages)
+        if s == 0 or self.num_microbatches < 1 or self.num_devices < 1:
+            raise InputError(f"pipeline {self.name!r}: needs at least one stage, micro-batch and device")
+        seen = sorted(x for c in self.chains for x in c)
+        if seen != list(range(s)):
+            raise InputError(f"pipeline {self.name!r}: chains {self.chains} must cover stages 0..{s - 1} once each")
+        if self.stage_to_device is not None:
+            if len(self.stage_to_device) != s or not all(0 <= d < self.num_devices for d in self.stage_to_device):
+                raise InputError(f"pipeline {self.name!r}: stage_to_device {self.stage_to_device} does not map "
+                                 f"{s} stages to devices 0..{self.num_devices - 1}")
+        if self.comm_tick < 0:
+            raise InputError(f"pipeline {self.name!r}: comm_tick must be >= 0")
+
+    @property
+    def num_stages(self) -> int:
+        return len(self.stages)
+
+    def device_stages(self, device: int) -> tuple[int, ...]:
+        return tuple(s for s, d in enumerate(self.stage_to_device or ()) if d == device)
+
+    def chain_of(self, stage: int) -> tuple[int, ...]:
+        return next(c for c in self.chains if stage in c)
+
+
+# ------------------------------------------------------------------------------------------- placements
+def fixed_placement(num_stages: int, num_devices: int) -> tuple[int, ...]:
+    """Stage s on device s mod p (one stage per device, or Megatron's looping placement for interleaving)."""
+    return tuple(s % num_devices for s in range(num_stages))
+
+
+def v_placement(num_devices: int) -> tuple[int, ...]:
+    """2p stages in a V: device i holds stages i and 2p-1-i (ZB-V, DualPipeV)."""
+    p = num_devices
+    return tuple(s if s < p else 2 * p - 1 - s for s in range(2 * p))
+
+
+def dualpipe_placement(num_devices: int) -> tuple[int, ...]:
+    """DualPipe's 2p stage copies: stage s < p on device s (down), stage p+j on device p-1-j (up)."""
+    p = num_devices
+    return tuple(s if s < p else 2 * p - 1 - s for s in range(2 * p))
+
+
+def uniform_pipeline(
+    num_stages: int,
+    num_microbatches: int,
+    *,
+    forward_tick: int = 1,
+    input_grad_tick: int = 1,
+    weight_grad_tick: int = 1,
+    activation_bytes: int = 1,
+    param_bytes: int = 0,
+    placement: str = "fixed",
+    num_devices: int | None = None,
+    comm_tick: int = 0,
+    overlap_tick: int | None = None,
+    name: str | None = None,
+) -> TrainingPipeline:
+    """Identical stages.  `placement`: 'fixed' (stage s on device s mod p; p = num_stages unless given),
+    'v' (num_stages = 2p, V-shape), 'dualpipe' (num_stages = 2p stage copies, two chains), 'free'."""
+    cost = StageCost(forward_tick, input_grad_tick, weight_grad_tick, activation_bytes, param_bytes)
+    stages = tuple(cost for _ in range(num_stages))
+    chains: tuple[tuple[int, ...], ...] = (tuple(range(num_stages)),)
+    if placement in ("v", "dualpipe"):
+        if num_stages % 2:
+            raise InputError(f"placement {placement!r} needs an even number of stages, got {num_stages}")
+        p = num_stages // 2
+        std = v_placement(p)
+        if placement == "dualpipe":
+            chains = (tuple(range(p)), tuple(range(p, 2 * p)))
+        num_devices = p
+    elif placement == "fixed":
+        num_devices = num_devices or num_stages
+        std = fixed_placement(num_stages, num_devices)
+    elif placement == "free":
+        num_devices = num_devices or num_stages
+        std = None
+    else:
+        raise InputError(f"unknown placement {placement!r}", fix="use fixed, v, dualpipe or free")
+    return TrainingPipeline(stages, num_microbatches, num_devices, std, chains, comm_tick,
+                            name or f"{placement}-{num_stages}x{num_microbatches}", overlap_tick)
+
+
+# ------------------------------------------------------------------------------------------- unrolling
+def _fused_and_pairs(schedule: Schedule | None) -> tuple[set[tuple[int, int]], list[OverlapAction]]:
+    fused: set[tuple[int, int]] = set()
+    pairs: list[OverlapAction] = []
+    if schedule is None:
+        return fused, pairs
+    for row in schedule.actions:
+        for a in row:
+            parts = (a.forward, a.backward) if isinstance(a, OverlapAction) else (a,)
+            if isinstance(a, OverlapAction):
+                pairs.append(a)
+            for x in parts:
+                if x.kind is ActionKind.BW:
+                    fused.add((x.stage, x.microbatch))
+    return fused, pairs
+
+
+def unroll(
+    pipeline: TrainingPipeline,
+    *,
+    fused: Iterable[tuple[int, int]] = (),
+    pairs: Sequence[OverlapAction] = (),
+) -> SchedulingInstance:
+    """The instance of `pipeline`: tasks F, B, W per (stage, micro-batch), or BW for the (stage, micro-batch)
+    pairs in `fused`; each overlapped pair in `pairs` becomes one task of duration `pipeline.overlap_tick` (only
+    when that is set)."""
+    fused = set(fused)
+    names: list[str] = []
+    dur: list[int] = []
+    act: list[int] = []
+    par: list[int] = []
+    stage_of: list[int] = []
+    for s, cost in enumerate(pipeline.stages):
+        for m in range(pipeline.num_microbatches):
+            names.append(f"{s}F{m}")
+            dur.append(int(cost.forward_tick))
+            act.append(int(cost.activation_bytes))
+            par.append(int(cost.param_bytes) if m == 0 else 0)
+            stage_of.append(s)
+            if (s, m) in fused:
+                names.append(f"{s}BW{m}")
+                dur.append(cost.bw_tick)
+                act.append(0)
+                par.append(0)
+                stage_of.append(s)
+            else:
+                names += [f"{s}B{m}", f"{s}W{m}"]
+                dur += [int(cost.input_grad_tick), int(cost.weight_grad_tick)]
+                act += [0, 0]
+                par += [0, 0]
+                stage_of += [s, s]
+    idx = {n: i for i, n in enumerate(names)}
+    edges: list[tuple[int, int, int]] = []
+    c = int(pipeline.comm_tick)
+
+    def back(s: int, m: int) -> int:
+        return idx[f"{s}BW{m}"] if (s, m) in fused else idx[f"{s}B{m}"]
+
+    for chain in pipeline.chains:
+        for m in range(pipeline.num_microbatches):
+            for i, s in enumerate(chain):
+                f = idx[f"{s}F{m}"]
+                edges.append((f, back(s, m), 0))
+                if i + 1 < len(chain):
+                    edges.append((f, idx[f"{chain[i + 1]}F{m}"], c))
+                    edges.append((back(chain[i + 1], m), back(s, m), c))
+                if (s, m) not in fused:
+                    edges.append((idx[f"{s}B{m}"], idx[f"{s}W{m}"], 0))
+                    edges.append((f, idx[f"{s}W{m}"], 0))
+    p = pipeline.num_devices
+    inst = SchedulingInstance.uniform(pipeline.name, dur, edges, p, task_names=names, param_bytes=par,
+                                      activation_bytes=act)
+    if pipeline.stage_to_device is not None:
+        pinned = np.full_like(inst.duration_tick, INELIGIBLE)
+        for t, s in enumerate(stage_of):
+            pinned[t, pipeline.stage_to_device[s]] = inst.duration_tick[t, 0]
+        inst = dataclasses.replace(inst, duration_tick=pinned)
+    if pairs and pipeline.overlap_tick is not None:
+        inst = _merge_pairs(inst, pairs, int(pipeline.overlap_tick))
+    return inst
+
+
+def _merge_pairs(inst: SchedulingInstance, pairs: Sequence[OverlapAction], tick: int) -> SchedulingInstance:
+    """Replace each pair's two tasks by one task named ``F&B`` lasting `tick` (edges, memory, eligibility united)."""
+    idx = inst.task_index
+    group = list(range(inst.num_tasks))
+    new_names: dict[int, str] = {}
+    for pr in pairs:
+        f, b = idx[str(pr.forward)], idx[str(pr.backward)]
+        group[b] = f
+        new_names[f] = str(pr)
+    keep = [t for t in range(inst.num_tasks) if group[t] == t]
+    pos = {t: i for i, t in enumerate(keep)}
+    names = [new_names.get(t, inst.task_names[t]) for t in keep]
+    dur = inst.duration_tick[keep].copy()
+    for f in new_names:
+        row = dur[pos[f]]
+        row[row < INELIGIBLE] = tick
+    edges: list[tuple[int, int, int]] = []
+    for e, (u, v) in enumerate(inst.edges):
+        gu, gv = pos[group[u]], pos[group[v]]
+        if gu != gv:
+            edges.append((gu, gv, int(inst.edge_fixed_tick[e])))
+    act = [int(inst.activation_bytes[t]) + sum(int(inst.activation_bytes[x]) for x in range(inst.num_tasks)
+                                               if group[x] == t and x != t) for t in keep]
+    par = [int(inst.param_bytes[t]) + sum(int(inst.param_bytes[x]) for x in range(inst.num_tasks)
+                                          if group[x] == t and x != t) for t in keep]
+    out = SchedulingInstance.uniform(inst.name, [0] * len(keep), edges, inst.num_devices, task_names=names,
+                                     param_bytes=par, activation_bytes=act)
+    return dataclasses.replace(out, duration_tick=dur)
+
+
+def instance_for_schedule(pipeline: TrainingPipeline, schedule: Schedule) -> SchedulingInstance:
+    """The instance on which `schedule` runs: BW tasks where it runs full backwards, pair tasks where it
+    overlaps F&B (when the pipeline gives pairs a duration)."""
+    fused, pairs = _fused_and_pairs(schedule)
+    return unroll(pipeline, fused=fused, pairs=pairs)
+
+
+def action_of(task_name: str) -> tuple[Action, ...]:
+    """The compute actions a task of an unrolled instance performs (two for a pair task)."""
+    from planner.schedule.actions import parse_action
+
+    a = parse_action(task_name)
+    return (a.forward, a.backward) if isinstance(a, OverlapAction) else (a,)

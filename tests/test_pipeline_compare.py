@@ -1,0 +1,83 @@
+"""plan-compare on unit costs and the pipeline formulation (formulations/pipeline.py).
+
+Bubble ratio here is the DESIGN.md one: total idle time / (devices x makespan).
+"""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from formulations.pipeline import device_bound_tick, solve_pipeline, split_start_times
+from planner.cli_compare import compare_main
+from planner.errors import InfeasibleError
+from planner.pipeline.compare import CSV_COLUMNS, compare
+from planner.pipeline.registry import UnitCosts
+from planner.pipeline.unroll import uniform_pipeline, unroll
+
+
+def test_formulation_finds_the_hand_derived_optimum_of_two_stages():
+    # 2 stages on 2 devices, 2 micro-batches, F = B = W = 1, no memory cap.
+    # Device 1 can start only at 1 (after 0F0) and runs 6 tasks; its last task then needs 0B1 (1) and 0W1 (1)
+    # after 1B1 unless it ends with W's: 1F0 1B0 1F1 1B1 on [1,5), 1W0 1W1 on [5,7); device 0 runs 0B1 at 5,
+    # 0W1 at 6 -> makespan 7 = 1 (head) + 6 (work), the device bound.
+    pipe = uniform_pipeline(2, 2)
+    sol = solve_pipeline(pipe, time_limit_s=10)
+    assert sol.plan.makespan_tick == 7 == device_bound_tick(sol.instance, [1 if n.startswith("1") else 0
+                                                                         for n in sol.instance.task_names])
+    assert sol.status == "optimal" and sol.gap == 0
+    sol.schedule.check_complete()
+
+
+def test_memory_cap_binds_and_infeasible_caps_are_typed():
+    # 1 stage, 3 micro-batches, F=B=W=1, activation 1: with cap 1 only one micro-batch may be in flight, so the
+    # device runs F B W three times in a row: makespan 9, peak 1.
+    pipe = uniform_pipeline(1, 3)
+    sol = solve_pipeline(pipe, 1, time_limit_s=10)
+    assert sol.plan.makespan_tick == 9
+    with pytest.raises(InfeasibleError, match="memory cap 0"):
+        solve_pipeline(pipe, 0, time_limit_s=10)
+
+
+def test_warm_start_from_a_baseline_is_kept_or_improved():
+    cmp = compare(4, 8, UnitCosts(), schedules=("dualpipe",), opplan=False)
+    dp = cmp.row("dualpipe")
+    times = split_start_times(dp.pipeline, dp.timeline)
+    assert times is not None and set(times) == set(unroll(dp.pipeline).task_names)
+    sol = solve_pipeline(dp.pipeline, dp.figures.max_peak_memory_bytes, warm_start=times, time_limit_s=20)
+    assert sol.plan.makespan_tick <= dp.figures.makespan_tick
+
+
+def test_compare_skips_unmet_requirements_with_the_reason():
+    cmp = compare(3, 5, UnitCosts(), opplan=False)
+    skipped = {r.name: r.skipped for r in cmp.rows if r.skipped}
+    assert "dualpipe" in skipped and "even number of devices" in skipped["dualpipe"]
+    assert "1f1b" not in skipped
+    assert "skipped: " in cmp.table()
+
+
+def test_cli_writes_csv_torch_csvs_and_pictures(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    rc = compare_main(["--stages", "2", "--microbatches", "4", "--time-limit", "5", "--out", str(out)])
+    assert rc == 0
+    rows = list(csv.DictReader((out / "compare.csv").open()))
+    assert tuple(rows[0]) == CSV_COLUMNS
+    names = [r["schedule"] for r in rows]
+    assert names[-1] == "opplan" and "dualpipe" in names and "1f1b" in names
+    by = {r["schedule"]: r for r in rows}
+    # 1F1B on 2 stages, 4 micro-batches, F=B=W=1: makespan (m+p-1)(F+B+W) = 15, idle 2 x 3 of 2 x 15
+    assert float(by["1f1b"]["makespan"]) == 15 and float(by["1f1b"]["bubble_ratio"]) == pytest.approx(0.2)
+    assert float(by["opplan"]["peak_memory"]) <= float(by["dualpipe"]["peak_memory"])
+    assert float(by["opplan"]["makespan"]) <= float(by["dualpipe"]["makespan"])
+    for n in names:
+        assert (out / f"{n}.png").stat().st_size > 0
+        assert (out / f"{n}.torch.csv").read_text().strip()
+    assert (out / "side_by_side.png").exists()
+    printed = capsys.readouterr().out
+    assert "opplan" in printed and "makespan" in printed
+
+
+def test_cli_reports_bad_arguments_as_one_line(capsys):
+    assert compare_main(["--stages", "2", "--microbatches", "4", "--f", "-1", "--no-opplan"]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
