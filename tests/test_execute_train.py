@@ -174,6 +174,20 @@ def test_planned_schedule_matches_reference() -> None:
 
 
 @pytest.mark.dist
+def test_pipeline_formulation_schedule_matches_reference() -> None:
+    """The schedule `plan-compare` reports as `opplan`: the pipeline formulation's order of the V-shape pipeline
+    (2 ranks, 4 stages, 4 micro-batches, F = B = W = 1, no memory cap), run for real."""
+    from formulations.pipeline import solve_pipeline
+
+    pipe = uniform_pipeline(4, 4, placement="v", forward_tick=1, input_grad_tick=1, weight_grad_tick=1)
+    solution = solve_pipeline(pipe, time_limit_s=10, threads=1)
+    sch = solution.schedule
+    sch.check_complete()
+    res = run_training_schedule(sch, CFG, world_size=2, timeout_s=30)
+    _check(res.loss, res.grads, 4, f"pipeline formulation ({solution.status}, makespan {solution.plan.makespan_tick})")
+
+
+@pytest.mark.dist
 @pytest.mark.parametrize("name", ["interleaved-1f1b", "zb-v", "dualpipe"])
 def test_more_baselines_match_reference(name: str) -> None:
     chains = None
