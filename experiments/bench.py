@@ -7,6 +7,8 @@ absolute seconds across runs.  Sections:
 * `coarsen`  - linear clustering of random layered DAGs of 10k and 100k tasks, and of the stacked MoE.
 * `heft`     - HEFT list scheduling of random layered DAGs of 10k and 100k tasks on 8 devices.
 * `stg`      - the STG development set (80 instances with proven optima), at most 10 s per instance.
+* `runtime`  - MoE and 3 light CNNs: serial torch, onnxruntime sequential/parallel, opplan measured and simulated.
+* `pipeline` - GPipe ... DualPipeV and the planned schedule at DualPipe's memory (unit costs and the MoE).
 
 Run one section with `python -m experiments.bench --only stg`; `--quick` shrinks the sizes for a smoke run.
 """
@@ -92,11 +94,25 @@ def bench_stg(quick: bool) -> list[dict]:
     return run_stg_benchmark(SHARED_STG, time_limit_s=10, limit=8 if quick else None)
 
 
+def bench_runtime(quick: bool) -> list[dict]:
+    from experiments.bench_runtime import bench_runtime as run
+
+    return run(quick)
+
+
+def bench_pipeline(quick: bool) -> list[dict]:
+    from experiments.bench_pipeline import bench_pipeline as run
+
+    return run(quick)
+
+
 SECTIONS: dict[str, Callable[[bool], list[dict]]] = {
     "import": bench_import,
     "coarsen": bench_coarsen,
     "heft": bench_heft,
     "stg": bench_stg,
+    "runtime": bench_runtime,
+    "pipeline": bench_pipeline,
 }
 
 

@@ -1,0 +1,310 @@
+"""`make bench` section `runtime`: one model step timed five ways, side by side in one run, as ratios.
+
+For the bundled MoE (`experiments/models/moe.onnx`) and the Inception-v1, ResNet-50 and SqueezeNet light models of
+the onnx wheel, each timed as the median of K repetitions after warm-up (K = 5; 2 with `--quick`); the first three
+in this process, one after the other, each after two warm-up runs (see `blocked_medians` for why not interleaved):
+
+* `torch_serial_s`   our single-process torch executor (`planner.execute.program`), every op in the graph's
+                     topological order, `torch.set_num_threads(1)`; per repetition it builds the environment of
+                     feeds and constants and runs the ops, as each rank of `run_plan` does.
+* `ort_seq_s`        onnxruntime, CPU provider, `ExecutionMode.ORT_SEQUENTIAL`, 1 intra-op thread (default graph
+                     optimizations, so it runs fused kernels on the original model, not our folded graph).
+* `ort_par_s`        onnxruntime `ExecutionMode.ORT_PARALLEL`, 4 inter-op threads, 1 intra-op thread.
+* `opplan_measured_s` the plan for `hardware_profiles/cpu-4.yaml` (4 CPU processes; `plan-solve` MILP with a 20 s
+                     budget, HEFT with `--quick`) run on 4 forked gloo ranks by `run_plan` with `repeat=K`: the
+                     report's `measured_makespan_s` (median over repetitions of latest rank end - start barrier).
+* `opplan_simulated_s` the plan's own makespan (the cost model's seconds), and `simulated_serial_s` the makespan
+                     of the same cost model's single-device plan, so that `simulated_speedup` (what the plan
+                     promises) can be set against `measured_speedup` (torch serial / opplan measured).
+
+Ratios `*_vs_torch` are each time / `torch_serial_s`; `measured_vs_simulated` = opplan measured / simulated.
+Every row also carries `cpu_count`, the 1-minute load average at the start, and `effective_parallelism`:
+N x (time of one busy loop alone) / (time of N loops started together in N processes), N = 4, i.e. how many
+cores the 4 ranks really get.  A step of a model that fails is recorded in that row's `error` column; the
+other steps and models still run.
+
+The cpu-4 profile's figures are nominal (one 96 GFLOP/s core per process, 10 us per op), not calibrated on this
+machine, so `measured_vs_simulated` measures the profile as much as the plan.  Run alone with
+`python -m experiments.bench --only runtime`; `python -m experiments.bench_runtime [CSV]` prints a CSV of this
+section as a Markdown table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+HW = REPO / "hardware_profiles" / "cpu-4.yaml"
+NPROC = 4
+ORT_INTER_OP_THREADS = 4
+MILP_TIME_LIMIT_S = 20
+
+
+def _light_dir() -> Path:
+    """The onnx wheel's light models, found without importing onnx (only planner/ir imports it)."""
+    spec = importlib.util.find_spec("onnx")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the onnx package is not installed")
+    return Path(list(spec.submodule_search_locations)[0]) / "backend" / "test" / "data" / "light"
+
+
+def models() -> dict[str, Path]:
+    light = _light_dir()
+    return {
+        "moe": REPO / "experiments" / "models" / "moe.onnx",
+        **{name: light / f"light_{name}.onnx" for name in ("inception_v1", "resnet50", "squeezenet")},
+    }
+
+
+# ------------------------------------------------------------------------------------------------ the machine
+def _busy(n: int) -> float:
+    t = time.perf_counter()
+    x = 0
+    for i in range(n):
+        x += i * i
+    return time.perf_counter() - t
+
+
+def _busy_child(n: int, start, queue) -> None:
+    start.wait()
+    queue.put(_busy(n))
+
+
+def effective_parallelism(n_proc: int = NPROC, loop: int = 3_000_000) -> float:
+    """N x (one busy loop alone) / (wall time of N loops in N processes started together): ~N on N free cores,
+    ~1 on one core."""
+    ctx = multiprocessing.get_context("fork")
+    _busy(loop // 10)
+    alone = min(_busy(loop) for _ in range(2))
+    start, queue = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_busy_child, args=(loop, start, queue)) for _ in range(n_proc)]
+    for p in procs:
+        p.start()
+    t = time.perf_counter()
+    start.set()
+    for _ in procs:
+        queue.get(timeout=120)
+    together = time.perf_counter() - t
+    for p in procs:
+        p.join(timeout=10)
+    return n_proc * alone / together
+
+
+# ----------------------------------------------------------------------------------------------- the timings
+def torch_serial_step(model: Path) -> Callable[[], None]:
+    """One step of our executor in one process, ops in topological order; the program is built here, outside the
+    timing, as the ranks build theirs before the start barrier.  Call it with one torch thread."""
+    import torch
+
+    from planner.execute.program import check_supported, default_feeds, load_program, prepared_graph, run_ops, \
+        to_tensor
+
+    graph = prepared_graph(model)
+    check_supported(graph, str(model))
+    program = load_program(graph, model)
+    feeds = {k: to_tensor(v) for k, v in default_feeds(graph).items()}
+    order = [op.name for op in graph.ops]
+
+    def step() -> None:
+        with torch.inference_mode():
+            env = dict(feeds)
+            env.update(program.constants)
+            run_ops(order, env, program)
+
+    return step
+
+
+def ort_step(model: Path, parallel: bool) -> Callable[[], Any]:
+    """One onnxruntime run on the CPU provider: sequential (1 thread) or parallel execution mode (4 inter-op
+    threads, 1 intra-op thread)."""
+    import onnxruntime as ort
+
+    from planner.execute.program import default_feeds, prepared_graph
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = ORT_INTER_OP_THREADS if parallel else 1
+    opts.execution_mode = ort.ExecutionMode.ORT_PARALLEL if parallel else ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.log_severity_level = 3
+    session = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+    all_feeds = default_feeds(prepared_graph(model))
+    feeds = {i.name: all_feeds[i.name] for i in session.get_inputs()}
+    return lambda: session.run(None, feeds)
+
+
+def blocked_medians(steps: dict[str, Callable[[], Any]], repeat: int, warmup: int = 2,
+                    pause_s: float = 0.2) -> dict[str, float]:
+    """Median seconds of each step over `repeat` runs after `warmup` runs, one step after the other with a pause
+    between them, one torch thread.  Not interleaved: onnxruntime's parallel mode leaves its pool threads spinning
+    after each run, and on this small machine a torch step run right after one (even after a sequential one) was
+    measured 2-3x slower than alone."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        medians = {}
+        for key, fn in steps.items():
+            time.sleep(pause_s)
+            for _ in range(warmup):
+                fn()
+            times = []
+            for _ in range(repeat):
+                t = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t)
+            medians[key] = statistics.median(times)
+        return medians
+    finally:
+        torch.set_num_threads(threads)
+
+
+def plan_model(model: Path, out: Path, method: str, time_limit_s: float) -> Path:
+    from planner.cli import solve_main
+
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):  # its summary, its errors
+        rc = solve_main(["--model", str(model), "--hw", str(HW), "--method", method, "--time-limit",
+                         str(time_limit_s), "--out", str(out), "--quiet", "--no-pictures", "--format", "json"])
+    if rc != 0:
+        lines = err.getvalue().strip().splitlines()
+        raise RuntimeError(f"plan-solve --method {method} exited with {rc}" + (f": {lines[-1]}" if lines else ""))
+    return out
+
+
+def _seconds(plan) -> float:
+    return plan.makespan_tick * (plan.tick_s or 1.0)
+
+
+# ---------------------------------------------------------------------------------------------------- a row
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def bench_model(name: str, model: Path, tmp: Path, repeat: int, method: str, time_limit_s: float) -> dict:
+    """One row; each step's failure goes to `error` and leaves its columns empty."""
+    row: dict[str, Any] = {"model": name}
+    errors: list[str] = []
+
+    def attempt(step: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception as exc:  # a bench row records the failure and goes on
+            errors.append(f"{step}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            return None
+
+    graph = attempt("import", lambda: __import__("planner.execute.program", fromlist=["x"]).prepared_graph(model))
+    row["num_ops"] = graph.num_ops if graph is not None else None
+    steps = {"torch_serial_s": attempt("torch serial", lambda: torch_serial_step(model)),
+             "ort_seq_s": attempt("onnxruntime sequential", lambda: ort_step(model, parallel=False)),
+             "ort_par_s": attempt("onnxruntime parallel", lambda: ort_step(model, parallel=True))}
+    times: dict[str, float | None] = dict.fromkeys(steps)
+    medians = attempt("timing", lambda: blocked_medians({k: f for k, f in steps.items() if f}, repeat))
+    times.update(medians or {})
+
+    from planner.schedule.plan_io import load_plan
+
+    t = time.perf_counter()
+    plan_path = attempt("plan", lambda: plan_model(model, tmp / f"{name}.json", method, time_limit_s))
+    row["plan_s"] = round(time.perf_counter() - t, 2)
+    times["opplan_measured_s"] = times["opplan_simulated_s"] = None
+    if plan_path is not None:
+        plan = load_plan(plan_path)
+        row.update(plan_status=plan.status, plan_gap=round(plan.gap, 4), plan_tasks=len(plan.placements),
+                   devices_used=len({p.device for p in plan.placements}))
+        times["opplan_simulated_s"] = _seconds(plan)
+
+        def run() -> dict:
+            from planner.execute.runner import run_plan
+
+            return run_plan(plan_path, nproc=NPROC, check=True, repeat=repeat, run_timeout_s=600).report
+
+        report = attempt("run", run)
+        if report is not None:
+            times["opplan_measured_s"] = report["measured_makespan_s"]
+            row["max_abs_error"] = report["max_abs_error"]
+            row["transfers"] = report["transfers"]
+            row["rank_busy_s"] = "/".join(f"{b:.4f}" for b in report["busy_s"])
+    serial_plan = attempt("single-device plan", lambda: plan_model(model, tmp / f"{name}-serial.json",
+                                                                   "single_device", time_limit_s))
+    times["simulated_serial_s"] = _seconds(load_plan(serial_plan)) if serial_plan is not None else None
+
+    row.update({k: (round(v, 6) if v is not None else None) for k, v in times.items()})
+    base = times["torch_serial_s"]
+    for key in ("ort_seq_s", "ort_par_s", "opplan_measured_s", "opplan_simulated_s"):
+        row[key.removesuffix("_s") + "_vs_torch"] = _ratio(times[key], base)
+    row["measured_vs_simulated"] = _ratio(times["opplan_measured_s"], times["opplan_simulated_s"])
+    row["measured_speedup"] = _ratio(base, times["opplan_measured_s"])
+    row["simulated_speedup"] = _ratio(times["simulated_serial_s"], times["opplan_simulated_s"])
+    row["error"] = "; ".join(errors)
+    return row
+
+
+def bench_runtime(quick: bool) -> list[dict]:
+    repeat = 2 if quick else 5
+    method = "heft" if quick else "milp"
+    machine: dict[str, Any] = {"cpu_count": os.cpu_count(), "load_avg_1min": round(os.getloadavg()[0], 2)}
+    try:
+        machine["effective_parallelism"] = round(effective_parallelism(), 2)
+    except Exception as exc:  # noqa: BLE001 - a bench column, not a test
+        machine["effective_parallelism"] = None
+        print(f"   effective parallelism not measured: {exc}", file=sys.stderr)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, path in models().items():
+            row = bench_model(name, path, Path(tmp), repeat, method, MILP_TIME_LIMIT_S)
+            rows.append({**row, "method": method, "repeat": repeat, "nproc": NPROC, **machine})
+            print(f"   {name}: done", file=sys.stderr, flush=True)
+    return rows
+
+
+# ------------------------------------------------------------------------------------------ Markdown table
+TABLE_COLUMNS = ("model", "num_ops", "torch_serial_s", "ort_seq_vs_torch", "ort_par_vs_torch",
+                 "opplan_measured_vs_torch", "opplan_simulated_vs_torch", "measured_vs_simulated",
+                 "measured_speedup", "simulated_speedup", "error")
+
+
+def markdown_table(rows: list[dict], columns: tuple[str, ...] = TABLE_COLUMNS) -> str:
+    def cell(v: Any) -> str:
+        if v is None or v == "":
+            return ""
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import csv
+
+    args = sys.argv[1:] if argv is None else argv
+    path = Path(args[0]) if args else REPO / "bench" / "results" / "runtime.csv"
+    with path.open(newline="") as f:
+        rows = [{k: (_num(v) if k != "model" else v) for k, v in r.items()} for r in csv.DictReader(f)]
+    print(markdown_table(rows))
+    return 0
+
+
+def _num(v: str) -> Any:
+    try:
+        return float(v) if any(c in v for c in ".e") else int(v)
+    except ValueError:
+        return v
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
