@@ -16,14 +16,10 @@ calls `run_rank` with `init_method="env://"` (see `planner.execute.torchrun`).
 
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 import signal
-import socket
-import sys
 import time
-import traceback
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -34,6 +30,7 @@ import torch.distributed as dist
 from planner.errors import OpplanError
 from planner.execute.ops import torch_dtype
 from planner.execute.partition import Partition, Transfer
+from planner.execute.procs import free_port, run_forked
 from planner.execute.program import Program, load_program, run_node, to_tensor
 from planner.ir.graph import OpGraph
 
@@ -245,124 +242,11 @@ def _inject(fault: Fault, op: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------- local launcher
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this process when its parent dies (no orphans even if the launcher is killed)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def _child(rank: int, spec: RunSpec, init_method: str, conn, parent: int) -> None:
-    code = 0
-    try:
-        _die_with_parent()
-        if os.getppid() != parent:
-            os._exit(1)
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        result = run_rank(rank, spec, init_method)
-        conn.send(("ok", result))
-    except BaseException as exc:  # noqa: BLE001 - every failure goes to the launcher
-        code = 1
-        try:
-            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        except Exception:  # noqa: BLE001
-            pass
-    finally:
-        try:
-            conn.close()
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)  # never run the parent's atexit handlers in a forked child
-
-
-def _stop(procs) -> None:
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-    deadline = time.monotonic() + 3.0
-    for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join(5.0)
-
-
-def _exit_reason(code: int | None) -> str:
-    if code is None:
-        return "is still running"
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with status {code}"
-
-
 def launch_local(spec: RunSpec) -> list[RankResult]:
     """Fork one process per rank on this host, run, and return every rank's result (index = rank).
 
     Raises RunFailed within a bounded time if any rank raises, dies or the run exceeds `spec.run_timeout_s`; the
-    other ranks are killed first."""
-    import multiprocessing as mp
-    from multiprocessing.connection import wait
-
-    ctx = mp.get_context("fork")
-    world = spec.partition.world_size
-    init = f"tcp://127.0.0.1:{_free_port()}"
-    procs, conns = [], []
-    parent = os.getpid()
-    try:
-        for r in range(world):
-            recv_end, send_end = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=_child, args=(r, spec, init, send_end, parent), name=f"opplan-rank{r}",
-                            daemon=True)
-            p.start()
-            send_end.close()
-            procs.append(p)
-            conns.append(recv_end)
-        results: dict[int, RankResult] = {}
-        deadline = time.monotonic() + spec.run_timeout_s
-        while len(results) < world:
-            pending = [r for r in range(world) if r not in results]
-            waitables = [conns[r] for r in pending] + [procs[r].sentinel for r in pending]
-            left = deadline - time.monotonic()
-            ready = wait(waitables, timeout=max(0.0, left)) if left > 0 else []
-            if not ready:
-                raise RunFailed(f"the run timed out after {spec.run_timeout_s:.0f}s; ranks {pending} had not "
-                                f"finished")
-            for r in pending:
-                conn, proc = conns[r], procs[r]
-                if conn in ready or conn.poll():
-                    try:
-                        msg = conn.recv()
-                    except EOFError:
-                        msg = None
-                    if msg is not None and msg[0] == "ok":
-                        results[r] = msg[1]
-                        continue
-                    if msg is not None:
-                        tail = msg[2].strip().splitlines()
-                        where = next((ln.strip() for ln in reversed(tail) if ln.strip().startswith("File ")), "")
-                        raise RunFailed(f"rank {r} failed: {msg[1]}" + (f" ({where})" if where else ""))
-                    proc.join(1.0)
-                    raise RunFailed(f"rank {r} {_exit_reason(proc.exitcode)} before reporting a result")
-                if proc.sentinel in ready:
-                    proc.join(1.0)
-                    raise RunFailed(f"rank {r} {_exit_reason(proc.exitcode)} before reporting a result")
-        return [results[r] for r in range(world)]
-    finally:
-        _stop(procs)
-        for c in conns:
-            c.close()
-
-
+    other ranks are killed first (`planner.execute.procs`)."""
+    init = f"tcp://127.0.0.1:{free_port()}"
+    return run_forked(spec.partition.world_size, lambda rank: run_rank(rank, spec, init),
+                      timeout_s=spec.run_timeout_s, what="the run", error=RunFailed)
