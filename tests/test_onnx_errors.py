@@ -8,22 +8,16 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from planner.errors import DynamicShapeError, InputError, OpplanError, UnsupportedOpError
 from planner.ir.onnx_import import load_onnx
+from onnx_models import make_model
 
 F = TensorProto.FLOAT
 
 
-def _model(nodes, inputs, outputs, inits=(), opset=17, extra_opsets=(), value_info=()):
-    graph = helper.make_graph(
-        nodes, "t",
-        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
-        [helper.make_tensor_value_info(n, t, s) for n, t, s in outputs],
-        [numpy_helper.from_array(np.asarray(v), name=k) for k, v in dict(inits).items()],
-        value_info=list(value_info))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), *extra_opsets])
+_model = make_model
 
 
 def _save(tmp_path: Path, model, name="m.onnx") -> Path:
