@@ -2,8 +2,11 @@
 under a memory cap per device.
 
 Sets.  T: the tasks of the unrolled pipeline with split backwards (``sFm``, ``sBm``, ``sWm``; `unroll.unroll`
-with nothing fused); dev(t): the task's device (placement fixed per device, looping or V-shape — given, not
-chosen); E: the precedence edges of `unroll` (chains, F -> B, B -> W, F -> W).
+with nothing fused), plus, when the pipeline has communication streams, the sends ``sSEND_Fm`` / ``sSEND_Bm``;
+dev(t): the task's stream — a device's compute stream, or for a send the sender's communication stream
+(placement fixed per device, looping or V-shape — given, not chosen); E: the precedence edges of `unroll`
+(chains, or chains through the sends; F -> B, B -> W, F -> W).  Baselines are simulated on the same instance
+(`planner.pipeline.streams`), so sends cost the same for both.
 
 Data.  d_t duration (ticks); c_e the edge's delay when its ends sit on different devices (0 otherwise);
 A_s activation of stage s allocated at F's start, of which A^B_s is released at B's end and the rest at W's end;
@@ -17,7 +20,8 @@ Objective.  minimise C.
 Constraints (family name, building function):
 
 1. ``prec[u=..,v=..]`` (`_precedence`): S_v >= S_u + d_u + c_e for every edge e = (u, v).
-2. ``device[d=..]`` (`_no_overlap`): the intervals [S_t, E_t) of the tasks of device d do not overlap.
+2. ``device[d=..]`` (`_no_overlap`): the intervals [S_t, E_t) of the tasks of stream d do not overlap (compute
+   streams: F, B, W; communication streams: the sends of that device, in an order the solver chooses).
 3. ``memory[d=..]`` (`_memory`): cumulative on device d of the intervals [S_F, E_W) with demand A_s - A^B_s
    and [S_F, E_B) with demand A^B_s, for every (stage, micro-batch) on d, against Cap_d - P_d — exactly the
    accounting of `planner.pipeline.metrics.pipeline_memory`.
@@ -38,6 +42,7 @@ raise `InfeasibleError` naming the device and how much memory the parameters and
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -62,6 +67,7 @@ class PipelineSolution:
     status: str
     lower_bound_tick: int
     solve_time_s: float
+    time_to_best_s: float = 0.0  # seconds from the call until the returned schedule was found (0: the warm start)
 
     @property
     def gap(self) -> float:
@@ -187,6 +193,9 @@ def split_start_times(pipeline: TrainingPipeline, timeline: Timeline) -> dict[st
     for p in timeline.placements:
         t = p.start_tick
         parts = action_of(p.task)
+        if parts and parts[0].is_comm:  # a send on a communication stream: same task in the split model
+            out[p.task] = t
+            continue
         total = 0
         for a in parts:
             cost = pipeline.stages[a.stage]
@@ -257,7 +266,13 @@ def solve_pipeline(
             builder.hint(start[t], int(warm_start[n]))
         builder.hint(mk, horizon)
     remaining = max(0.1, time_limit_s - (time.monotonic() - t0))
-    res = builder.solve(SolveParams(time_limit_s=remaining, threads=threads, seed=seed))
+    found: list[tuple[float, float]] = []  # (seconds since t0, incumbent) at each improvement
+
+    def progress(_wall: float, incumbent: float | None, _bound: float | None, _gap: float | None) -> None:
+        if incumbent is not None and (not found or incumbent < found[-1][1]):
+            found.append((time.monotonic() - t0, incumbent))
+
+    res = builder.solve(SolveParams(time_limit_s=remaining, threads=threads, seed=seed, progress=progress))
     if res.status is SolveStatus.INFEASIBLE:
         raise InfeasibleError(f"no in-order schedule of {pipeline.name!r} fits memory caps {cap} within horizon "
                               f"{horizon} ticks")
@@ -285,11 +300,16 @@ def solve_pipeline(
                 solver=be.name, solver_version=be.version, solve_time_s=time.monotonic() - t0)
     validate_plan(inst, plan)
     timeline = timeline_of_plan(inst, plan)
-    schedule = schedule_from_plan(plan, num_microbatches=pipeline.num_microbatches,
+    compute_plan = dataclasses.replace(plan, placements=tuple(x for x in placements if x.device < p),
+                                       device_names=tuple(inst.device_names[:p]))
+    schedule = schedule_from_plan(compute_plan, num_microbatches=pipeline.num_microbatches,
                                   num_stages=pipeline.num_stages, name="opplan")
-    return PipelineSolution(schedule, plan, timeline, inst, status, bound, time.monotonic() - t0)
+    to_best = next((t for t, v in found if v <= makespan), 0.0) if res.has_solution else 0.0
+    if warm_start is not None and makespan >= horizon:
+        to_best = 0.0
+    return PipelineSolution(schedule, plan, timeline, inst, status, bound, time.monotonic() - t0, to_best)
 
 
 def _stage_of(name: str) -> int:
     digits = len(name) - len(name.lstrip("0123456789"))
-    return int(name[:digits])
+    return int(name[:digits])  # a send's stage is the stage that sends it

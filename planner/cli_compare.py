@@ -1,9 +1,13 @@
 """``plan-compare``: the baselines (GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2, ZB-V, DualPipe, DualPipeV) and
 the planned schedule on one cost model.  Thin: parse, call `planner.pipeline.compare`, print and write files.
 
-Unit-cost mode only (the model mode waits for the stage formulation): ``--stages`` is the number of pipeline
-devices p (the model cut into p stages; two-chunk schedules cut each in half), ``--f/--b/--w`` the costs of one
-such stage (``--b`` the input-gradient part), zero communication unless ``--comm``.
+Two modes.  On unit costs: ``--stages`` is the number of pipeline devices p (the model cut into p stages;
+two-chunk schedules cut each in half), ``--f/--b/--w`` the costs of one such stage (``--b`` the input-gradient
+part), zero communication unless ``--comm``.  On a model (``--model M.onnx --hw H.yaml``): the op-level instance
+is cut into p stages by the stage formulation and each stage in two chunks (`planner.pipeline.model_costs`: per
+stage compute on its device, B = W = F, activation and parameter bytes of its ops, link delays between stages);
+times are then in microseconds and memory in MiB (``--f/--b/--w/--activation/--param/--comm/--fb-overlap`` do
+not apply).
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ def _compare(args: argparse.Namespace) -> int:
     from planner.pipeline.registry import GENERATORS, UnitCosts
 
     costs = UnitCosts(f=args.f, b=args.b, w=args.w, activation=args.activation, param=args.param, comm=args.comm,
-                      fb_overlap=args.fb_overlap)
+                      fb_overlap=args.fb_overlap, comm_stream=args.comm_stream)
+    if args.model is not None:
+        costs = _model_costs(args)
     names = tuple(args.schedules.split(",")) if args.schedules else None
     if names:
         unknown = [n for n in names if n not in GENERATORS]
@@ -37,10 +43,32 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_costs(args: argparse.Namespace):
+    from planner.errors import InputError
+    from planner.ir.hardware import load_topology
+    from planner.pipeline.model_costs import model_costs
+    from planner.solve import prepare
+
+    if args.hw is None:
+        raise InputError("--model needs --hw (the hardware profile the stages run on)")
+    instance = prepare(args.model, load_topology(args.hw)).instance
+    costs = model_costs(instance, args.stages, time_limit_s=args.stage_time_limit, backend=args.backend,
+                        comm_stream=not args.no_comm_stream)
+    plan = costs.stage_plan
+    print(f"stages of {args.model}: {plan.num_stages} on {', '.join(plan.device_names)}, bottleneck "  # type: ignore
+          f"{plan.bottleneck_tick} ticks ({plan.status}); times in {costs.time_unit}, memory in "  # type: ignore
+          f"{costs.memory_unit}")
+    return costs
+
+
 def compare_main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="plan-compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stages", type=int, required=True, help="pipeline devices p (the model in p stages)")
     parser.add_argument("--microbatches", type=int, required=True, help="micro-batches m per step")
+    parser.add_argument("--model", default=None, help="ONNX model (model mode; needs --hw)")
+    parser.add_argument("--hw", default=None, help="hardware profile YAML (model mode)")
+    parser.add_argument("--stage-time-limit", type=float, default=20.0,
+                        help="time limit of the stage formulation in model mode (seconds)")
     parser.add_argument("--f", type=float, default=1.0, help="forward time of one stage")
     parser.add_argument("--b", type=float, default=1.0, help="input-gradient backward time of one stage")
     parser.add_argument("--w", type=float, default=1.0, help="weight-gradient backward time of one stage")
@@ -50,6 +78,11 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         "micro-batch")
     parser.add_argument("--param", type=float, default=0.0, help="parameter memory of one stage copy")
     parser.add_argument("--comm", type=float, default=0.0, help="time of one stage-to-stage transfer")
+    parser.add_argument("--comm-stream", action="store_true",
+                        help="unit costs: each --comm transfer is a send task on the sender's communication stream "
+                        "(sends overlap compute, one at a time per device); default: a delay on the edge")
+    parser.add_argument("--no-comm-stream", action="store_true",
+                        help="model mode: transfers as edge delays instead of send tasks on communication streams")
     parser.add_argument("--memory", type=float, default=None,
                         help="memory cap per device for the planned schedule (default: DualPipe's peak)")
     parser.add_argument("--placement", choices=("auto", "dualpipe", "v", "fixed"), default="auto",

@@ -12,6 +12,8 @@ Modules (import them directly; this package imports nothing eagerly):
 * `dualpipe` — DualPipe (bidirectional) and DualPipeV
 * `registry` — every generator by name, with the pipeline (stage split, placement) it runs on; `UnitCosts`
 * `plot` — the side-by-side picture of plan-compare
+* `model_costs` — a real model's op-level instance cut into p stages / 2p chunks (the model mode of plan-compare)
+* `streams` — simulate a baseline with per-device communication streams (sends first come, first served)
 * `compare` — simulate every schedule on one cost model, solve the planned one (`formulations.pipeline`), write
   compare.csv, Gantt charts, torch CSVs
 """

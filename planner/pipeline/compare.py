@@ -1,8 +1,9 @@
 """Compare the baselines and the planned schedule on one cost model (the library side of ``plan-compare``).
 
-Every schedule is simulated on the instance of its own pipeline (`registry.pipeline_for`: the same model on the
-same p devices, cut as the schedule needs) with the same costs; figures come from `metrics.figures`.  Units:
-makespan in the user's time unit, memory in the user's memory unit (`--activation`, `--param`), bubble ratio =
+Every schedule is simulated on the instance of its own pipeline (`registry.pipeline_for` on unit costs,
+`model_costs.ModelCosts.pipeline` on a model: the same model on the same p devices, cut as the schedule needs) with
+the same costs; figures come from `metrics.figures`.  Units: on unit costs makespan in the user's time unit, memory
+in the user's memory unit (`--activation`, `--param`); on a model microseconds and MiB.  Bubble ratio =
 total idle time / (devices x makespan).  Peak memory = max over devices of (parameters + activations in flight).
 
 The planned row ``opplan`` solves `formulations.pipeline` on a placement (``auto``: both DualPipe's two-direction
@@ -14,18 +15,21 @@ the best baseline on that split that fits the cap; the cap defaults to DualPipe'
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from planner.errors import OpplanError
 from planner.pipeline.generators import RequirementError
 from planner.pipeline.metrics import PipelineFigures, figures
+from planner.pipeline.model_costs import ModelCosts
 from planner.pipeline.registry import GENERATORS, Scales, UnitCosts, pipeline_for
-from planner.pipeline.unroll import TrainingPipeline, instance_for_schedule
+from planner.pipeline.streams import simulate_pipeline
+from planner.pipeline.unroll import TrainingPipeline
 from planner.schedule.program import Schedule
-from planner.schedule.simulate import simulate_schedule
 from planner.schedule.timeline import Timeline
 from planner.schedule.validate import validate_plan
 
@@ -51,7 +55,7 @@ class CompareRow:
 class Comparison:
     num_devices: int
     num_microbatches: int
-    costs: UnitCosts
+    costs: UnitCosts | ModelCosts
     scales: Scales
     rows: list[CompareRow]
     memory_cap_units: float | None = None
@@ -99,14 +103,26 @@ class Comparison:
         return "\n".join(lines)
 
 
-def simulate_baseline(name: str, p: int, m: int, costs: UnitCosts, scales: Scales) -> CompareRow:
+def _pipeline(name: str, p: int, m: int, costs, scales: Scales) -> TrainingPipeline:
+    """The pipeline `name` runs on: unit costs (`registry.pipeline_for`) or a model's stages (`ModelCosts`)."""
+    if isinstance(costs, ModelCosts):
+        return costs.pipeline(name, p, m)
+    return pipeline_for(name, p, m, costs, scales)
+
+
+def scales_of(costs) -> Scales:
+    if isinstance(costs, ModelCosts):
+        return Scales(costs.ticks_per_unit, costs.bytes_per_unit)
+    return Scales.of(costs)
+
+
+def simulate_baseline(name: str, p: int, m: int, costs, scales: Scales) -> CompareRow:
     try:
         schedule = GENERATORS[name](p, m)
     except RequirementError as exc:
         return CompareRow(name, skipped=str(exc))
-    pipe = pipeline_for(name, p, m, costs, scales)
-    inst = instance_for_schedule(pipe, schedule)
-    tl = simulate_schedule(inst, schedule)
+    pipe = _pipeline(name, p, m, costs, scales)
+    inst, tl = simulate_pipeline(pipe, schedule)
     validate_plan(inst, tl.to_plan(method=name))
     return CompareRow(name, pipe, schedule, tl, figures(pipe, tl))
 
@@ -114,7 +130,7 @@ def simulate_baseline(name: str, p: int, m: int, costs: UnitCosts, scales: Scale
 def compare(
     p: int,
     m: int,
-    costs: UnitCosts | None = None,
+    costs: UnitCosts | ModelCosts | None = None,
     *,
     schedules: tuple[str, ...] | None = None,
     opplan: bool = True,
@@ -125,7 +141,7 @@ def compare(
 ) -> Comparison:
     """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row."""
     costs = costs or UnitCosts()
-    scales = Scales.of(costs)
+    scales = scales_of(costs)
     if p < 1 or m < 1:
         raise OpplanError(f"need at least one stage and one micro-batch (got {p} stages, {m} micro-batches)")
     names = schedules or tuple(GENERATORS)
@@ -150,10 +166,16 @@ def compare(
         raise OpplanError(f"unknown placement {opplan_placement!r} for the planned schedule",
                           fix="use auto, dualpipe, v or fixed")
     best: CompareRow | None = None
+    tried: dict[str, tuple[int, int]] = {}  # placement -> (makespan, bound) in ticks
+    t0 = time.monotonic()
     for placement in placements:
+        before = time.monotonic() - t0
         row = _solve_opplan(placement, p, m, costs, scales, by_name, cap, time_limit_s / len(placements), backend)
         if row is None or row.figures is None:
             continue
+        row.notes["time_to_best_s"] = before + float(row.notes["time_to_best_s"])  # type: ignore[arg-type]
+        row.notes["tried"] = tried
+        tried[placement] = (row.figures.makespan_tick, int(row.notes["bound_tick"]))  # type: ignore[call-overload]
         if best is None or best.figures is None or row.figures.makespan_tick < best.figures.makespan_tick:
             best = row
     if best is None:
@@ -166,9 +188,8 @@ def compare(
 def _solve_opplan(placement, p, m, costs, scales, by_name, cap, time_limit_s, backend) -> CompareRow | None:
     from formulations.pipeline import solve_pipeline, split_start_times
 
-    pipe = pipeline_for(_SPLIT[placement], p, m, costs, scales)
-    pipe = TrainingPipeline(pipe.stages, pipe.num_microbatches, pipe.num_devices, pipe.stage_to_device,
-                            pipe.chains, pipe.comm_tick, f"opplan-{placement}", pipe.overlap_tick)
+    pipe = _pipeline(_SPLIT[placement], p, m, costs, scales)
+    pipe = dataclasses.replace(pipe, name=f"opplan-{placement}")
     warm, warm_name = None, ""
     for n in _WARM_FROM[placement]:
         r = by_name.get(n) or simulate_baseline(n, p, m, costs, scales)
@@ -186,8 +207,9 @@ def _solve_opplan(placement, p, m, costs, scales, by_name, cap, time_limit_s, ba
     fig = figures(pipe, sol.timeline)
     row = CompareRow("opplan", pipe, sol.schedule, sol.timeline, fig)
     row.notes = {"status": sol.status, "bound_units": sol.lower_bound_tick / scales.ticks_per_unit,
-                 "gap": sol.gap, "warm_start": warm_name, "solve_time_s": sol.solve_time_s,
-                 "placement": placement}
+                 "bound_tick": sol.lower_bound_tick, "gap": sol.gap, "warm_start": warm_name,
+                 "solve_time_s": sol.solve_time_s, "time_to_best_s": sol.time_to_best_s, "placement": placement,
+                 "cap_bytes": cap}
     return row
 
 

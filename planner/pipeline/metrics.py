@@ -2,7 +2,8 @@
 
 * makespan (ticks): last end - first start.
 * **bubble** (ticks): idle time summed over devices = sum_d (makespan - busy_d); **bubble ratio** = bubble /
-  (devices x makespan) — the definition of DESIGN.md and compare.csv.  The published closed forms (1F1B
+  (devices x makespan) — the definition of DESIGN.md and compare.csv; devices are the p compute streams (a
+  communication stream's idle time is not a bubble).  The published closed forms (1F1B
   (p-1)(F+B), ...) are the idle time of *one* device: on uniform stages every device idles the same amount, so
   they equal `bubble / p` (`per_device_bubble_tick`).
 * **pipeline memory** per device over time: the parameters of every stage copy the device hosts (whole step),
@@ -56,6 +57,8 @@ def activation_events(pipeline: TrainingPipeline, timeline: Timeline) -> tuple[d
     stage_dev: dict[int, int] = {}
     events: list[tuple[int, int, int]] = []
     for pl in timeline.placements:
+        if pl.device >= pipeline.num_devices:  # a send on a communication stream holds no activation
+            continue
         for a in action_of(pl.task):
             stage_dev[a.stage] = pl.device
             cost = pipeline.stages[a.stage]
@@ -89,11 +92,13 @@ def pipeline_memory(pipeline: TrainingPipeline, timeline: Timeline) -> tuple[tup
 
 def figures(pipeline: TrainingPipeline, timeline: Timeline) -> PipelineFigures:
     act, par = pipeline_memory(pipeline, timeline)
-    bubble = sum(timeline.idle_tick)
+    p = pipeline.num_devices  # compute streams only (communication streams come after them)
+    bubble = sum(timeline.idle_tick[:p])
+    span = timeline.makespan_tick
     return PipelineFigures(
-        makespan_tick=timeline.makespan_tick,
+        makespan_tick=span,
         bubble_tick=int(bubble),
-        bubble_ratio=timeline.bubble_ratio,
+        bubble_ratio=bubble / (p * span) if span > 0 else 0.0,
         peak_memory_bytes=tuple(a + p for a, p in zip(act, par, strict=True)),
         param_bytes=par,
         peak_activation_bytes=act,

@@ -33,6 +33,7 @@ class UnitCosts:
     param: float = 0.0
     comm: float = 0.0
     fb_overlap: float = 1.0
+    comm_stream: bool = False  # hops as send tasks on per-device communication streams (`unroll` docstring)
 
     def __post_init__(self) -> None:
         for k in ("f", "b", "w", "activation", "param", "comm"):
@@ -72,7 +73,7 @@ def _pipe(c: UnitCosts, sc: Scales, name: str, p: int, num_mb: int, split: int, 
     stages = tuple(st for _ in range(len(std)))
     overlap = round(c.fb_overlap * (st.forward_tick + st.bw_tick))
     return TrainingPipeline(stages, num_mb, p, tuple(std), chains, round(c.comm * sc.ticks_per_unit), name,
-                            overlap)
+                            overlap, comm_stream=c.comm_stream)
 
 
 def pipeline_for(name: str, p: int, m: int, c: UnitCosts, sc: Scales | None = None) -> TrainingPipeline:

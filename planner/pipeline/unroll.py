@@ -13,9 +13,9 @@ m/2 micro-batches per chain.
 
 **Dependencies** (per chain c = (c_0, ..., c_{k-1}) and micro-batch m; "back" is B, or BW when fused):
 
-    F(c_i, m)      -> F(c_{i+1}, m)     activation to the next stage   (costs `comm_tick` across devices)
+    F(c_i, m)      -> F(c_{i+1}, m)     activation to the next stage   (costs `hop_tick(c_i)` across devices)
     F(c_{k-1}, m)  -> back(c_{k-1}, m)  the loss turns forward into backward (local)
-    back(c_{i+1},m)-> back(c_i, m)      gradient to the previous stage (costs `comm_tick` across devices)
+    back(c_{i+1},m)-> back(c_i, m)      gradient to the previous stage (costs `hop_tick(c_i)` across devices)
     F(s, m)        -> back(s, m)        the backward needs the stage's own saved activations (local)
     B(s, m)        -> W(s, m)           weight gradient after input gradient (local)
     F(s, m)        -> W(s, m)           no new ordering; it carries the saved activations to W (see Memory)
@@ -36,6 +36,22 @@ buffer).  `metrics.pipeline_memory` is the exact pipeline accounting (what compa
 Parameter memory is held per stage *copy*: `param_bytes` sits on the task F(s, 0) of each stage (the instance
 holds a task's parameters for the whole step), so a device hosting two stages (DualPipe's two copies of a
 chunk, or a V's two chunks) counts both.
+
+**Communication streams** (`TrainingPipeline.comm_stream`).  Without them a hop between devices is an edge
+delay: every transfer overlaps compute and any number of transfers run at once.  With them, every hop whose
+two stages sit on different devices (and whose delay is > 0) becomes a task on the *sender's* communication
+stream — device d has one compute stream (instance device d) and one communication stream (instance device
+p + d, named ``p<d>/comm``) — so a device's sends run one at a time, overlapping its compute but not each other:
+
+    F(c_i, m) -> ``c_iSEND_Fm`` (on comm stream of dev(c_i), lasts hop_tick(c_i)) -> F(c_{i+1}, m)
+    back(c_{i+1}, m) -> ``c_{i+1}SEND_Bm`` (on comm stream of dev(c_{i+1}), lasts hop_tick(c_i)) -> back(c_i, m)
+
+(the edges themselves then cost nothing).  The receive is the send's end (a recv posted in advance, as
+torch.distributed.pipelining does).  The same instance serves the baselines (their compute orders are given, the
+streams run their sends first come, first served: `streams.simulate_pipeline`) and the formulation (the sends
+are intervals of a no-overlap per stream, ordered by the solver).  Figures (bubble, memory) count compute streams
+only.  Not modelled yet: MoE all-to-all dispatch/combine inside a stage (they would split F and B around the
+experts).
 
 Placement: `stage_to_device` pins every stage to a device (fixed, looping, V-shape); None leaves every task
 eligible on every device (free; keeping a stage's tasks together is then the formulation's business).
@@ -101,6 +117,8 @@ class TrainingPipeline:
     comm_tick: int = 0
     name: str = "pipeline"
     overlap_tick: int | None = None  # duration of an overlapped F&B pair task; None: pairs run as two tasks
+    stage_comm_tick: tuple[int, ...] | None = None  # per stage, its hop to the next stage (None: comm_tick)
+    comm_stream: bool = False  # cross-device hops as send tasks on the sender's communication stream
 
     def __post_init__(self) -> None:
         s = len(self.stages)
@@ -115,6 +133,27 @@ class TrainingPipeline:
                                  f"{s} stages to devices 0..{self.num_devices - 1}")
         if self.comm_tick < 0:
             raise InputError(f"pipeline {self.name!r}: comm_tick must be >= 0")
+        if self.stage_comm_tick is not None and (len(self.stage_comm_tick) != s
+                                                 or any(c < 0 for c in self.stage_comm_tick)):
+            raise InputError(f"pipeline {self.name!r}: stage_comm_tick needs one tick >= 0 per stage")
+
+    @property
+    def num_streams(self) -> int:
+        """Devices of the unrolled instance: p compute streams, then (with `comm_stream`) p communication
+        streams (stream p + d is device d's)."""
+        return 2 * self.num_devices if self.comm_stream else self.num_devices
+
+    def sends_on_stream(self, stage: int, nxt: int) -> bool:
+        """Whether the hop stage -> nxt is a send task (comm stream on, different devices, nonzero delay)."""
+        std = self.stage_to_device
+        return (self.comm_stream and std is not None and std[stage] != std[nxt] and self.hop_tick(stage) > 0)
+
+    def hop_tick(self, stage: int) -> int:
+        """Delay of the transfer from `stage` to the next stage of its chain (activation), and of the gradient
+        coming back over the same hop: `stage_comm_tick[stage]`, else `comm_tick`."""
+        if self.stage_comm_tick is not None:
+            return int(self.stage_comm_tick[stage])
+        return int(self.comm_tick)
 
     @property
     def num_stages(self) -> int:
@@ -236,9 +275,24 @@ def unroll(
                 act += [0, 0]
                 par += [0, 0]
                 stage_of += [s, s]
+    p = pipeline.num_devices
+    stream_of: dict[int, int] = {}  # send task -> its communication stream
+    std = pipeline.stage_to_device
+    for chain in pipeline.chains:
+        for i, s in enumerate(chain[:-1]):
+            if not pipeline.sends_on_stream(s, chain[i + 1]):
+                continue
+            assert std is not None
+            for m in range(pipeline.num_microbatches):
+                for name, dev in ((f"{s}SEND_F{m}", std[s]), (f"{chain[i + 1]}SEND_B{m}", std[chain[i + 1]])):
+                    stream_of[len(names)] = p + dev
+                    names.append(name)
+                    dur.append(pipeline.hop_tick(s))
+                    act.append(0)
+                    par.append(0)
+                    stage_of.append(-1)
     idx = {n: i for i, n in enumerate(names)}
     edges: list[tuple[int, int, int]] = []
-    c = int(pipeline.comm_tick)
 
     def back(s: int, m: int) -> int:
         return idx[f"{s}BW{m}"] if (s, m) in fused else idx[f"{s}B{m}"]
@@ -248,19 +302,31 @@ def unroll(
             for i, s in enumerate(chain):
                 f = idx[f"{s}F{m}"]
                 edges.append((f, back(s, m), 0))
-                if i + 1 < len(chain):
+                if i + 1 < len(chain) and pipeline.sends_on_stream(s, chain[i + 1]):
+                    sf, sb = idx[f"{s}SEND_F{m}"], idx[f"{chain[i + 1]}SEND_B{m}"]
+                    edges += [(f, sf, 0), (sf, idx[f"{chain[i + 1]}F{m}"], 0),
+                              (back(chain[i + 1], m), sb, 0), (sb, back(s, m), 0)]
+                elif i + 1 < len(chain):
+                    c = pipeline.hop_tick(s)
                     edges.append((f, idx[f"{chain[i + 1]}F{m}"], c))
                     edges.append((back(chain[i + 1], m), back(s, m), c))
                 if (s, m) not in fused:
                     edges.append((idx[f"{s}B{m}"], idx[f"{s}W{m}"], 0))
                     edges.append((f, idx[f"{s}W{m}"], 0))
-    p = pipeline.num_devices
-    inst = SchedulingInstance.uniform(pipeline.name, dur, edges, p, task_names=names, param_bytes=par,
-                                      activation_bytes=act)
+    inst = SchedulingInstance.uniform(pipeline.name, dur, edges, pipeline.num_streams, task_names=names,
+                                      param_bytes=par, activation_bytes=act)
+    if pipeline.comm_stream:
+        inst = dataclasses.replace(inst, device_names=tuple(f"p{d}" for d in range(p))
+                                   + tuple(f"p{d}/comm" for d in range(p)))
     if pipeline.stage_to_device is not None:
         pinned = np.full_like(inst.duration_tick, INELIGIBLE)
         for t, s in enumerate(stage_of):
-            pinned[t, pipeline.stage_to_device[s]] = inst.duration_tick[t, 0]
+            d = stream_of[t] if s < 0 else pipeline.stage_to_device[s]
+            pinned[t, d] = inst.duration_tick[t, 0]
+        inst = dataclasses.replace(inst, duration_tick=pinned)
+    elif pipeline.comm_stream:
+        pinned = inst.duration_tick.copy()
+        pinned[:, p:] = INELIGIBLE  # free placement: compute tasks on compute streams only
         inst = dataclasses.replace(inst, duration_tick=pinned)
     if pairs and pipeline.overlap_tick is not None:
         inst = _merge_pairs(inst, pairs, int(pipeline.overlap_tick))

@@ -1,0 +1,70 @@
+"""`make bench` section `pipeline`: every baseline and the planned schedule, side by side (issue 6's benchmark).
+
+Cases: unit costs F = B = W = 1 (activation 1 per stage and micro-batch, no parameters, no communication) at
+(p, m) = (4, 8), (8, 20), (16, 32); and the bundled MoE (experiments/models/moe.onnx) cut into 8 stages on
+hardware_profiles/h100-8-nvlink.yaml with 16 micro-batches (`planner.pipeline.model_costs`: microseconds, MiB).
+The planned schedule (`opplan`) gets DualPipe's peak memory per device as its cap and 120 s (split between the
+two placements it tries, `planner.pipeline.compare`); `--quick` uses smaller sizes and 10 s.
+
+Columns: makespan and total bubble (idle time summed over devices) in `time_unit`; bubble_ratio = total idle /
+(devices x makespan); peak and parameter memory per device (max over devices) in `memory_unit`;
+bubble_vs_dualpipe = this row's total bubble / DualPipe's; for opplan: time_to_find_s (seconds from the start of
+the solve until the returned schedule was found; 0 = the warm start was not improved), bound (lower bound on the
+makespan of in-order schedules on the chosen placement), gap, status, placement, warm start, memory cap.
+Rerun: ``python -m experiments.bench --only pipeline`` (writes bench/results/pipeline.csv).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MOE = REPO / "experiments" / "models" / "moe.onnx"
+HW = REPO / "hardware_profiles" / "h100-8-nvlink.yaml"
+
+
+def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> list[dict]:
+    sc = cmp.scales
+    dp = next((r for r in cmp.ok_rows() if r.name == "dualpipe"), None)
+    dp_bubble = dp.figures.bubble_tick if dp is not None else None
+    out = []
+    for r in cmp.ok_rows():
+        f = r.figures
+        v = cmp.values(r)
+        row = {"case": case, "p": p, "m": m, "schedule": r.name, "time_unit": time_unit,
+               "makespan": round(v["makespan"], 4), "total_bubble": round(f.bubble_tick / sc.ticks_per_unit, 4),
+               "bubble_ratio": v["bubble_ratio"], "memory_unit": memory_unit,
+               "peak_memory": round(v["peak_memory"], 6), "param_memory": round(v["param_memory"], 6),
+               "bubble_vs_dualpipe": (round(f.bubble_tick / dp_bubble, 4) if dp_bubble else ""),
+               "time_to_find_s": "", "bound": "", "gap": "", "status": "", "placement": "", "warm_start": "",
+               "memory_cap": ""}
+        if r.name == "opplan":
+            n = r.notes
+            row.update({"time_to_find_s": round(float(n["time_to_best_s"]), 2),
+                        "bound": round(float(n["bound_units"]), 4), "gap": round(float(n["gap"]), 4),
+                        "status": n["status"], "placement": n["placement"], "warm_start": n["warm_start"],
+                        "memory_cap": round(cmp.memory_cap_units, 6) if cmp.memory_cap_units is not None else ""})
+        out.append(row)
+    return out
+
+
+def bench_pipeline(quick: bool) -> list[dict]:
+    from planner.ir.hardware import load_topology
+    from planner.pipeline.compare import compare
+    from planner.pipeline.model_costs import model_costs
+    from planner.pipeline.registry import UnitCosts
+    from planner.solve import prepare
+
+    limit = 10.0 if quick else 120.0
+    rows: list[dict] = []
+    for p, m in ((4, 8), (8, 16)) if quick else ((4, 8), (8, 20), (16, 32)):
+        cmp = compare(p, m, UnitCosts(f=1, b=1, w=1), time_limit_s=limit)
+        rows += _rows("unit F=B=W=1", p, m, cmp, "F", "activation of one stage")
+        print(f"   unit p={p} m={m}\n{cmp.table()}", flush=True)
+    p, m = (4, 8) if quick else (8, 16)
+    instance = prepare(MOE, load_topology(HW)).instance
+    costs = model_costs(instance, p)
+    cmp = compare(p, m, costs, time_limit_s=limit)
+    rows += _rows("moe.onnx on h100-8-nvlink", p, m, cmp, costs.time_unit, costs.memory_unit)
+    print(f"   moe p={p} m={m}\n{cmp.table()}", flush=True)
+    return rows

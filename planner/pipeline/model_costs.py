@@ -1,0 +1,151 @@
+"""Pipeline costs of a real model: the op-level instance of an ONNX model cut into contiguous stages.
+
+The model mode of ``plan-compare`` (``--model M.onnx --hw H.yaml --stages p --microbatches m``).  Every schedule
+runs the same model on the same p devices, cut as the schedule needs (as `registry` does on unit costs):
+
+* **p stages** (GPipe, 1F1B, ZB-H1, ZB-H2, and DualPipe's two copies): `formulations.stages.solve_stages` on the
+  prepared op-level instance, stage s on device s (``StagePlacement.FIXED``: it minimises the bottleneck stage
+  time, communication included).
+* **2p chunks** (interleaved 1F1B, ZB-V, DualPipeV, the planned V): every stage of that split is cut in two at
+  the position (in the stage's topological order) that best balances the two halves' compute; chunk 2s and 2s+1
+  are the halves of stage s.  Interleaved 1F1B puts chunk j on device j mod p, the V shapes on devices
+  0, 1, ..., p-1, p-1, ..., 0.
+
+Per stage (or chunk) c on its device d:
+
+* forward ticks F_c = sum of its ops' compute ticks on d (`duration_tick`);
+* backward by the matrix-product rule of `unroll.StageCost.from_forward`: B_c = W_c = F_c (so BW = 2F);
+* activation memory of one micro-batch = the bytes of the outputs of its ops (`activation_bytes`, the same sum
+  `StagePlan.activation_bytes` reports), allocated by F and freed by W; parameters = its ops' `param_bytes`, per
+  copy (DualPipe holds two);
+* communication: the hop from c to the next stage of its chain carries every tensor of an edge crossing that
+  boundary (an edge that skips stages is forwarded stage by stage, as in `formulations.stage_plan`), each at the
+  instance's delay over the link between the two devices (`SchedulingInstance.comm`: latency + bytes /
+  bandwidth), summed; 0 when both sit on one device.  The gradient going back over the same hop costs the same.
+  By default (`comm_stream`) each such hop is a send task on the sender's communication stream (`unroll`
+  docstring): it overlaps compute, and a device's sends run one at a time.
+
+Units of the comparison: time in microseconds (`Scales.ticks_per_unit` = ticks per microsecond), memory in MiB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from planner.cost.instance import SchedulingInstance
+from planner.errors import InputError
+from planner.pipeline.unroll import StageCost, TrainingPipeline, fixed_placement, v_placement
+
+MIB = 2**20
+
+
+@dataclass(frozen=True, eq=False)
+class ModelCosts:
+    """An op-level instance cut into p stages (`stage_positions[s]`: positions in the topological order) and
+    2p chunks (`chunk_positions`), with the scales that turn ticks and bytes into the reported units."""
+
+    instance: SchedulingInstance
+    num_devices: int
+    stage_positions: tuple[tuple[int, ...], ...]
+    chunk_positions: tuple[tuple[int, ...], ...]
+    ticks_per_unit: int
+    bytes_per_unit: int = MIB
+    time_unit: str = "us"
+    memory_unit: str = "MiB"
+    stage_plan: object = None  # the formulations.stage_plan.StagePlan of the p-stage cut
+    comm_stream: bool = True  # hops as send tasks on per-device communication streams (`unroll` docstring)
+
+    def cut(self, split: int) -> tuple[tuple[int, ...], ...]:
+        return self.stage_positions if split == 1 else self.chunk_positions
+
+    def stage_cost(self, tasks: Sequence[int], device: int) -> StageCost:
+        inst = self.instance
+        f = sum(int(inst.duration_tick[t, device]) for t in tasks)
+        return StageCost.from_forward(f, activation_bytes=sum(int(inst.activation_bytes[t]) for t in tasks),
+                                      param_bytes=sum(int(inst.param_bytes[t]) for t in tasks))
+
+    def hop_ticks(self, split: int, devices: Sequence[int]) -> tuple[int, ...]:
+        """Per piece c of the cut, the delay of the hop c -> c+1 when piece c sits on devices[c] (0 for the
+        last piece, and between two pieces on one device)."""
+        cut = self.cut(split)
+        inst = self.instance
+        order = inst.topological_order
+        piece = {}
+        for c, positions in enumerate(cut):
+            for i in positions:
+                piece[order[i]] = c
+        out = [0] * len(cut)
+        for e, (u, v) in enumerate(inst.edges):
+            for c in range(piece[u], piece[v]):
+                if devices[c] != devices[c + 1]:
+                    out[c] += inst.comm(e, devices[c], devices[c + 1])
+        return tuple(out)
+
+    def pipeline(self, name: str, p: int, m: int) -> TrainingPipeline:
+        """The pipeline schedule `name` runs on (see `registry.pipeline_for` for the unit-cost twin)."""
+        if p != self.num_devices:
+            raise InputError(f"the model was cut for {self.num_devices} devices, not {p}")
+        order = self.instance.topological_order
+        if name in ("gpipe", "1f1b", "zb-h1", "zb-h2"):
+            split, std, chains, mb = 1, fixed_placement(p, p), (tuple(range(p)),), m
+        elif name == "interleaved-1f1b":
+            split, std, chains, mb = 2, fixed_placement(2 * p, p), (tuple(range(2 * p)),), m
+        elif name in ("zb-v", "dualpipev", "opplan-v"):
+            split, std, chains, mb = 2, v_placement(p), (tuple(range(2 * p)),), m
+        elif name == "dualpipe":
+            split, std, chains, mb = 1, v_placement(p), (tuple(range(p)), tuple(range(p, 2 * p))), max(m // 2, 1)
+        else:
+            raise InputError(f"unknown schedule {name!r}")
+        cut = self.cut(split)
+        if name == "dualpipe":  # stage p + j is the second copy of chunk j, on device p-1-j
+            pieces = [cut[s] for s in range(p)] + [cut[j] for j in range(p)]
+            down = self.hop_ticks(1, list(range(p)))
+            up = self.hop_ticks(1, [p - 1 - j for j in range(p)])
+            hops = down + up
+        else:
+            pieces = list(cut)
+            hops = self.hop_ticks(split, std)
+        stages = tuple(self.stage_cost([order[i] for i in pos], std[s]) for s, pos in enumerate(pieces))
+        return TrainingPipeline(stages, mb, p, tuple(std), chains, 0, name, None, hops, self.comm_stream)
+
+
+def _halve(durations: Sequence[int]) -> int:
+    """The cut k (1 <= k < n) of a sequence into [0, k) and [k, n) with the smallest larger half."""
+    total = sum(durations)
+    best_k, best = 1, None
+    acc = 0
+    for k in range(1, len(durations)):
+        acc += durations[k - 1]
+        worst = max(acc, total - acc)
+        if best is None or worst < best:
+            best_k, best = k, worst
+    return best_k
+
+
+def model_costs(instance: SchedulingInstance, num_devices: int, *, time_limit_s: float = 20.0,
+                backend: str = "cpsat", comm_stream: bool = True) -> ModelCosts:
+    """Cut `instance` into `num_devices` stages with the stage formulation, and each stage in two halves."""
+    from formulations.stages import solve_stages
+
+    p = int(num_devices)
+    if p < 1 or p > instance.num_devices:
+        raise InputError(f"--stages {p} needs 1..{instance.num_devices} devices of the hardware profile")
+    n = instance.num_tasks
+    if n < 2 * p:
+        raise InputError(f"the model has {n} ops, too few for {2 * p} chunks")
+    plan = solve_stages(instance, p, time_limit_s=time_limit_s, backend=backend)
+    order = instance.topological_order
+    pos_of = {instance.task_names[t]: i for i, t in enumerate(order)}
+    stages = tuple(tuple(sorted(pos_of[name] for name in tasks)) for tasks in plan.stage_tasks)
+    chunks: list[tuple[int, ...]] = []
+    for s, pos in enumerate(stages):
+        if len(pos) < 2:
+            raise InputError(f"stage {s} has one op; it cannot be cut in two chunks", fix="use fewer stages")
+        k = _halve([int(instance.duration_tick[order[i], s]) for i in pos])
+        chunks += [pos[:k], pos[k:]]
+    tick_s = instance.tick_s or 1.0
+    ticks_per_us = max(1, round(1e-6 / tick_s)) if instance.tick_s else 1
+    return ModelCosts(instance, p, stages, tuple(chunks), ticks_per_us,
+                      time_unit="us" if instance.tick_s else instance.time_unit, stage_plan=plan,
+                      comm_stream=comm_stream)
