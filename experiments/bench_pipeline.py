@@ -2,7 +2,8 @@
 
 Cases: unit costs F = B = W = 1 (activation 1 per stage and micro-batch, no parameters, no communication) at
 (p, m) = (4, 8), (8, 20), (16, 32); and the bundled MoE (experiments/models/moe.onnx) cut into 8 stages on
-hardware_profiles/h100-8-nvlink.yaml with 16 micro-batches (`planner.pipeline.model_costs`: microseconds, MiB).
+hardware_profiles/h100-8-nvlink.yaml with 16 micro-batches (`planner.pipeline.model_costs`: microseconds, MiB;
+sends and the MoE layers' all-to-all dispatch/combine as tasks on per-device communication streams).
 The planned schedule (`opplan`) gets DualPipe's peak memory per device as its cap and 120 s (split between the
 two placements it tries, `planner.pipeline.compare`); `--quick` uses smaller sizes and 10 s.
 
@@ -10,7 +11,8 @@ Columns: makespan and total bubble (idle time summed over devices) in `time_unit
 (devices x makespan); peak and parameter memory per device (max over devices) in `memory_unit`;
 bubble_vs_dualpipe = this row's total bubble / DualPipe's; for opplan: time_to_find_s (seconds from the start of
 the solve until the returned schedule was found; 0 = the warm start was not improved), bound (lower bound on the
-makespan of in-order schedules on the chosen placement), gap, status, placement, warm start, memory cap.
+makespan of in-order schedules on the chosen placement), gap, status, placement, warm start (a baseline, or
+``greedy``: `planner.pipeline.greedy`'s list schedule), memory cap.
 Rerun: ``python -m experiments.bench --only pipeline`` (writes bench/results/pipeline.csv).
 """
 
@@ -61,6 +63,11 @@ def bench_pipeline(quick: bool) -> list[dict]:
         cmp = compare(p, m, UnitCosts(f=1, b=1, w=1), time_limit_s=limit)
         rows += _rows("unit F=B=W=1", p, m, cmp, "F", "activation of one stage")
         print(f"   unit p={p} m={m}\n{cmp.table()}", flush=True)
+    # DualPipe's own setting: overlapped F&B pairs (X = 0.5) and MoE all-to-alls (0.5 F each) on the comm streams
+    p, m = 4, 8
+    cmp = compare(p, m, UnitCosts(f=1, b=1, w=1, fb_overlap=0.5, a2a=0.5), time_limit_s=limit)
+    rows += _rows("unit F=B=W=1, fb-overlap 0.5, a2a 0.5", p, m, cmp, "F", "activation of one stage")
+    print(f"   unit overlap+a2a p={p} m={m}\n{cmp.table()}", flush=True)
     p, m = (4, 8) if quick else (8, 16)
     instance = prepare(MOE, load_topology(HW)).instance
     costs = model_costs(instance, p)

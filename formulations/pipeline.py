@@ -1,5 +1,5 @@
 """The pipeline formulation: order every F, B, W task of a training pipeline on its device to minimise makespan
-under a memory cap per device.
+under a memory cap per device, optionally merging a forward and a backward into one overlapped pair.
 
 Sets.  T: the tasks of the unrolled pipeline with split backwards (``sFm``, ``sBm``, ``sWm``; `unroll.unroll`
 with nothing fused), plus, when the pipeline has communication streams, the sends ``sSEND_Fm`` / ``sSEND_Bm``;
@@ -7,37 +7,59 @@ dev(t): the task's stream — a device's compute stream, or for a send the sende
 (placement fixed per device, looping or V-shape — given, not chosen); E: the precedence edges of `unroll`
 (chains, or chains through the sends; F -> B, B -> W, F -> W).  Baselines are simulated on the same instance
 (`planner.pipeline.streams`), so sends cost the same for both.
+P (only when the pipeline's pairs gain, `TrainingPipeline.pairs_gain`: `fb_overlap` X < 1): candidate
+overlapped pairs q = (f, b[, w]) of a forward f = F(s, m) and an input-gradient backward b = B(s', k) on the same
+device, neither an ancestor of the other in E, either alone (``F&B``) or with b's weight gradient w = W(s', k)
+fused in (``F&BW``, DualPipe's pair).  Restriction (documented, keeps P small): with a warm start, k is within
+`pair_window` micro-batches of the B(s', .) that starts nearest to f in the warm start, and the warm start's own
+pairs are always in P; without a warm start every k.  T_q: the tasks of q.
 
 Data.  d_t duration (ticks); c_e the edge's delay when its ends sit on different devices (0 otherwise);
+D_q = `pipeline.pair_tick` = round(X * (F_s + B_s' [+ W_s'])) the duration of pair q;
 A_s activation of stage s allocated at F's start, of which A^B_s is released at B's end and the rest at W's end;
 P_d parameters on device d (every stage copy it hosts); Cap_d memory cap of device d; H horizon (the warm start's
 makespan, else the serial sum).
 
-Variables.  S_t in [0, H - d_t] start of t (E_t = S_t + d_t); C in [LB, H] makespan.
+Variables.  S_t in [0, H] start of t; E_t in [0, H] its end (for a task in no candidate pair, E_t is the
+expression S_t + d_t); x_q in {0, 1} pair q is run; a_t in {0, 1} t runs alone (t in some T_q; else a_t = 1);
+C in [LB, H] makespan.
 
 Objective.  minimise C.
 
 Constraints (family name, building function):
 
-1. ``prec[u=..,v=..]`` (`_precedence`): S_v >= S_u + d_u + c_e for every edge e = (u, v).
-2. ``device[d=..]`` (`_no_overlap`): the intervals [S_t, E_t) of the tasks of stream d do not overlap (compute
-   streams: F, B, W; communication streams: the sends of that device, in an order the solver chooses).
+1. ``prec[u=..,v=..]`` (`_precedence`): S_v >= E_u + c_e for every edge e = (u, v); for the edge B -> W of a
+   (stage, micro-batch) whose W some full pair may run, only when W runs alone (a_W => ...; in the pair, B and W
+   are one task).
+2. ``device[d=..]`` (`_no_overlap`): on stream d the present intervals do not overlap: [S_t, E_t) of every task
+   t of d, present iff a_t, and [S_f, S_f + D_q) of every pair q on d, present iff x_q (compute streams: F, B,
+   W and pairs; communication streams: the sends of that device, in an order the solver chooses).
 3. ``memory[d=..]`` (`_memory`): cumulative on device d of the intervals [S_F, E_W) with demand A_s - A^B_s
    and [S_F, E_B) with demand A^B_s, for every (stage, micro-batch) on d, against Cap_d - P_d — exactly the
-   accounting of `planner.pipeline.metrics.pipeline_memory`.
+   accounting of `planner.pipeline.metrics.pipeline_memory` (a pair's forward allocates at the pair's start,
+   its backward frees at the pair's end).
 4. ``makespan[t=..]`` (`_makespan`): C >= E_t for every task without successors.
 5. ``fifo[s=..,k=..,m=..]`` (`_fifo`, optional, on by default): on every stage, F's, B's and W's run in micro-batch
-   order.  Micro-batches are identical, and every baseline keeps this order, so this keeps the warm start while
-   cutting the micro-batch permutations; the bound reported is then the bound *among in-order schedules*.
+   order: S_{k,m+1} >= E_{k,m}.  Micro-batches are identical, and every baseline keeps this order, so this keeps
+   the warm start while cutting the micro-batch permutations; the bound reported is then the bound *among
+   in-order schedules*.
+6. Pairs (`_pairs`, only with P):
+   ``pair_one[t=..]``: a_t + sum_{q : t in T_q} x_q = 1 — every half runs alone or in exactly one pair;
+   ``alone[t=..]``: a_t => E_t = S_t + d_t;
+   ``pair[q=..,t=..]``: x_q => S_t = S_f and E_t = S_f + D_q for every t in T_q (the pair starts and ends as one
+   task: its forward's successors and its backward's wait for the pair's end).
 
-Bound.  Besides the solver's bound and the instance's trivial bound (critical path, work / devices), the
+Bound.  Besides the solver's bound, the instance's trivial bound (critical path, work / devices) and the
 *device bound* max_d (min head on d + work of d + min tail on d) — no task of d can start before the longest path
 into it, and after d's last task its longest path out remains — which is what proves the start-up of a V's or a
-pipeline's far devices.
+pipeline's far devices.  With pairs, durations in heads, tails and the critical path are min(d_t, D_q over q
+containing t), and the work of d is its serial work less, for each forward (or each backward) on d, the largest
+saving d_f + d_b (+ d_w) - D_q of a pair containing it (the larger of the two figures).
 
-Result: `PipelineSolution` with the per-device `Schedule` (tasks sorted by start), the solver's times as a
-`Plan` (validated by the independent validator before it is returned), the bound and the gap.  Infeasible caps
-raise `InfeasibleError` naming the device and how much memory the parameters and one micro-batch need.
+Result: `PipelineSolution` with the per-device `Schedule` (tasks sorted by start, chosen pairs as ``F&B`` /
+``F&BW`` actions), the solver's times as a `Plan` on the instance with the chosen pairs merged (validated by the
+independent validator before it is returned), the bound and the gap.  Infeasible caps raise `InfeasibleError`
+naming the device and how much memory the parameters and one micro-batch need.
 """
 
 from __future__ import annotations
@@ -45,13 +67,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from formulations.backends import get_backend
-from formulations.model_api import ModelBuilder, SolveParams, SolveStatus, Var, cname, interval
+from formulations.model_api import LinExpr, ModelBuilder, SolveParams, SolveStatus, Var, as_expr, cname, interval
 from planner.cost.instance import SchedulingInstance
 from planner.errors import InfeasibleError, OpplanError
-from planner.pipeline.unroll import TrainingPipeline, unroll
+from planner.pipeline.unroll import TrainingPipeline, action_of, unroll
+from planner.schedule.actions import Action, ActionKind, OverlapAction
 from planner.schedule.plan import Plan, TaskPlacement
 from planner.schedule.program import Schedule, schedule_from_plan
 from planner.schedule.timeline import Timeline, timeline_of_plan
@@ -68,10 +91,27 @@ class PipelineSolution:
     lower_bound_tick: int
     solve_time_s: float
     time_to_best_s: float = 0.0  # seconds from the call until the returned schedule was found (0: the warm start)
+    pairs: tuple[str, ...] = ()  # the overlapped pairs the schedule runs (``F&B`` / ``F&BW`` names)
 
     @property
     def gap(self) -> float:
         return self.plan.gap
+
+
+@dataclass(frozen=True)
+class PairCandidate:
+    """A candidate overlapped pair: forward task f, input-gradient task b, and w (b's weight gradient) when the
+    pair runs the full backward; `tick` its duration D_q."""
+
+    f: int
+    b: int
+    w: int | None
+    tick: int
+    name: str
+
+    @property
+    def tasks(self) -> tuple[int, ...]:
+        return (self.f, self.b) if self.w is None else (self.f, self.b, self.w)
 
 
 @dataclass
@@ -83,6 +123,10 @@ class _Model:
     start: list[Var]
     makespan: Var
     horizon: int
+    pairs: list[PairCandidate] = field(default_factory=list)
+    end: list[LinExpr] = field(default_factory=list)
+    alone: dict[int, Var] = field(default_factory=dict)  # a_t of every task in some candidate pair
+    chosen: list[Var] = field(default_factory=list)  # x_q, one per candidate pair
 
 
 def _device_of(inst: SchedulingInstance) -> list[int]:
@@ -97,29 +141,41 @@ def _device_of(inst: SchedulingInstance) -> list[int]:
     return out
 
 
-def _precedence(m: _Model) -> None:
-    inst = m.inst
-    for e, (u, v) in enumerate(inst.edges):
-        delay = inst.comm(e, m.device[u], m.device[v])
-        m.builder.add(m.start[v] >= m.start[u] + int(inst.duration_tick[u, m.device[u]]) + delay,
-                      cname("prec", u=inst.task_names[u], v=inst.task_names[v]))
-
-
 def _dur(m: _Model, t: int) -> int:
     return int(m.inst.duration_tick[t, m.device[t]])
 
 
+def _precedence(m: _Model) -> None:
+    inst = m.inst
+    full = {q.w for q in m.pairs if q.w is not None}  # W's that a full pair may run together with their B
+    for e, (u, v) in enumerate(inst.edges):
+        delay = inst.comm(e, m.device[u], m.device[v])
+        c = m.start[v] >= m.end[u] + delay
+        name = cname("prec", u=inst.task_names[u], v=inst.task_names[v])
+        if v in full and inst.task_names[u] == _b_of_w(inst.task_names[v]):
+            m.builder.add_if(m.alone[v], c, name)  # B -> W inside a chosen full pair is the pair itself
+        else:
+            m.builder.add(c, name)
+
+
+def _b_of_w(w_name: str) -> str:
+    a = action_of(w_name)[0]
+    return f"{a.stage}B{a.microbatch}"
+
+
 def _no_overlap(m: _Model) -> None:
     for d in range(m.inst.num_devices):
-        ivs = [interval(m.start[t], _dur(m, t), m.start[t] + _dur(m, t), None, f"iv_{m.inst.task_names[t]}")
+        ivs = [interval(m.start[t], _dur(m, t), m.end[t], m.alone.get(t), f"iv_{m.inst.task_names[t]}")
                for t in range(m.inst.num_tasks) if m.device[t] == d]
+        ivs += [interval(m.start[q.f], q.tick, m.start[q.f] + q.tick, x, f"iv_{q.name}")
+                for q, x in zip(m.pairs, m.chosen, strict=True) if m.device[q.f] == d]
         m.builder.no_overlap(ivs, cname("device", d=d))
 
 
 def _memory(m: _Model, cap: Sequence[int]) -> None:
     idx = m.inst.task_index
     pl = m.pipeline
-    for d in range(m.inst.num_devices):
+    for d in range(pl.num_devices):
         params = sum(int(pl.stages[s].param_bytes) for s in pl.device_stages(d))
         ivs, dem = [], []
         for s in pl.device_stages(d):
@@ -130,7 +186,7 @@ def _memory(m: _Model, cap: Sequence[int]) -> None:
                 f, b, w = idx[f"{s}F{k}"], idx[f"{s}B{k}"], idx[f"{s}W{k}"]
                 for demand, until in ((a_w, w), (a_b, b)):
                     if demand > 0:
-                        end = m.start[until] + _dur(m, until)
+                        end = m.end[until]
                         ivs.append(interval(m.start[f], end - m.start[f], end, None, f"act_{s}_{k}_{until}"))
                         dem.append(demand)
         if ivs:
@@ -140,7 +196,7 @@ def _memory(m: _Model, cap: Sequence[int]) -> None:
 def _makespan(m: _Model) -> None:
     for t in range(m.inst.num_tasks):
         if not m.inst.successors[t]:
-            m.builder.add(m.makespan >= m.start[t] + _dur(m, t), cname("makespan", t=m.inst.task_names[t]))
+            m.builder.add(m.makespan >= m.end[t], cname("makespan", t=m.inst.task_names[t]))
 
 
 def _fifo(m: _Model) -> None:
@@ -149,7 +205,23 @@ def _fifo(m: _Model) -> None:
         for kind in ("F", "B", "W"):
             for k in range(m.pipeline.num_microbatches - 1):
                 a, b = idx[f"{s}{kind}{k}"], idx[f"{s}{kind}{k + 1}"]
-                m.builder.add(m.start[b] >= m.start[a] + _dur(m, a), cname("fifo", s=s, k=kind, m=k))
+                m.builder.add(m.start[b] >= m.end[a], cname("fifo", s=s, k=kind, m=k))
+
+
+def _pairs(m: _Model) -> None:
+    inst, bld = m.inst, m.builder
+    member: dict[int, list[Var]] = {t: [] for t in m.alone}
+    for q, x in zip(m.pairs, m.chosen, strict=True):
+        for t in q.tasks:
+            member[t].append(x)
+            end = m.start[q.f] + q.tick
+            if t != q.f:
+                bld.add_if(x, m.start[t] == m.start[q.f], cname("pair", q=q.name, t=f"S{inst.task_names[t]}"))
+            bld.add_if(x, m.end[t] == end, cname("pair", q=q.name, t=f"E{inst.task_names[t]}"))
+    for t, a in m.alone.items():
+        name = inst.task_names[t]
+        bld.add(a + sum((as_expr(x) for x in member[t]), as_expr(0)) == 1, cname("pair_one", t=name))
+        bld.add_if(a, m.end[t] == m.start[t] + _dur(m, t), cname("alone", t=name))
 
 
 def _check_fits(pipeline: TrainingPipeline, cap: Sequence[int]) -> None:
@@ -162,10 +234,13 @@ def _check_fits(pipeline: TrainingPipeline, cap: Sequence[int]) -> None:
                                   f"need {params + one}, {params + one - cap[d]} more than its memory cap {cap[d]}")
 
 
-def device_bound_tick(inst: SchedulingInstance, device: Sequence[int]) -> int:
+def device_bound_tick(inst: SchedulingInstance, device: Sequence[int], *, dur: Sequence[int] | None = None,
+                      work: Sequence[int] | None = None) -> int:
     """max over devices of (earliest head + work + shortest tail) of its tasks, with communication where the
-    ends of an edge sit on different devices (the placement is fixed)."""
-    dur = [int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks)]
+    ends of an edge sit on different devices (the placement is fixed).  `dur` overrides the durations of heads
+    and tails, `work` the work per device (lower bounds, when pairs may shorten tasks)."""
+    if dur is None:
+        dur = [int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks)]
     head = [0] * inst.num_tasks
     for t in inst.topological_order:
         for u, e in inst.predecessors[t]:
@@ -178,23 +253,122 @@ def device_bound_tick(inst: SchedulingInstance, device: Sequence[int]) -> int:
     for d in range(inst.num_devices):
         on = [t for t in range(inst.num_tasks) if device[t] == d]
         if on:
-            best = max(best, min(head[t] for t in on) + sum(dur[t] for t in on) + min(tail[t] for t in on))
+            w = sum(dur[t] for t in on) if work is None else int(work[d])
+            best = max(best, min(head[t] for t in on) + w + min(tail[t] for t in on))
     return best
+
+
+def _pair_bound(inst: SchedulingInstance, device: Sequence[int], pairs: Sequence[PairCandidate]) -> int:
+    """The module docstring's bound with pairs (durations min(d_t, D_q), work less the best savings)."""
+    full = [int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks)]
+    dmin = list(full)
+    best_f: dict[int, int] = {}
+    best_b: dict[int, int] = {}
+    for q in pairs:
+        saving = sum(full[t] for t in q.tasks) - q.tick
+        for t in q.tasks:
+            dmin[t] = min(dmin[t], q.tick)
+        best_f[q.f] = max(best_f.get(q.f, 0), saving)
+        best_b[q.b] = max(best_b.get(q.b, 0), saving)
+    work = [0] * inst.num_devices
+    save_f = [0] * inst.num_devices
+    save_b = [0] * inst.num_devices
+    for t in range(inst.num_tasks):
+        work[device[t]] += full[t]
+    for t, v in best_f.items():
+        save_f[device[t]] += v
+    for t, v in best_b.items():
+        save_b[device[t]] += v
+    work = [w - min(a, b) for w, a, b in zip(work, save_f, save_b, strict=True)]
+    crit = [0] * inst.num_tasks
+    for t in inst.topological_order:
+        crit[t] = max((crit[u] + dmin[u] + inst.comm(e, device[u], device[t]) for u, e in inst.predecessors[t]),
+                      default=0)
+    critical = max(crit[t] + dmin[t] for t in range(inst.num_tasks))
+    p = max(device) + 1 if device else 1
+    return max(critical, device_bound_tick(inst, device, dur=dmin, work=work), -(-sum(work) // p))
+
+
+def _descendants(inst: SchedulingInstance) -> list[int]:
+    """Bitset of the tasks reachable from each task along E."""
+    desc = [0] * inst.num_tasks
+    for t in reversed(inst.topological_order):
+        bits = 0
+        for v, _e in inst.successors[t]:
+            bits |= (1 << v) | desc[v]
+        desc[t] = bits
+    return desc
+
+
+def pair_candidates(pipeline: TrainingPipeline, inst: SchedulingInstance, device: Sequence[int],
+                    warm_start: dict[str, int] | None = None, pair_window: int | None = 2) -> list[PairCandidate]:
+    """The candidate pairs P of the module docstring (empty unless `pipeline.pairs_gain`)."""
+    if not pipeline.pairs_gain or pipeline.stage_to_device is None:
+        return []
+    idx = inst.task_index
+    desc = _descendants(inst)
+    warm_pairs: set[tuple[int, int, bool]] = set()
+    if warm_start is not None:
+        for name in warm_start:
+            if "&" in name:
+                fa, ba = action_of(name)
+                warm_pairs.add((idx[str(fa)], idx[f"{ba.stage}B{ba.microbatch}"], ba.kind is ActionKind.BW))
+    nmb = pipeline.num_microbatches
+    out: list[PairCandidate] = []
+    seen: set[tuple[int, int, bool]] = set()
+    for d in range(pipeline.num_devices):
+        stages = pipeline.device_stages(d)
+        for s in stages:
+            for mb in range(nmb):
+                f = idx[f"{s}F{mb}"]
+                for s2 in stages:
+                    ks = range(nmb)
+                    if warm_start is not None and pair_window is not None:
+                        tf = warm_start[f"{s}F{mb}"]
+                        near = min(range(nmb), key=lambda k: (abs(warm_start[f"{s2}B{k}"] - tf), k))
+                        ks = range(max(0, near - pair_window), min(nmb, near + pair_window + 1))
+                    for k in ks:
+                        b = idx[f"{s2}B{k}"]
+                        if (desc[f] >> b) & 1 or (desc[b] >> f) & 1:
+                            continue
+                        for full in (False, True):
+                            seen.add((f, b, full))
+    for key in sorted(seen | warm_pairs):
+        f, b, full = key
+        fa, ba = action_of(inst.task_names[f])[0], action_of(inst.task_names[b])[0]
+        tick = pipeline.pair_tick(fa.stage, ba.stage, full)
+        if tick is None:
+            continue
+        w = idx[f"{ba.stage}W{ba.microbatch}"] if full else None
+        back = Action(ba.stage, ActionKind.BW if full else ActionKind.B, ba.microbatch)
+        halves = int(inst.duration_tick[f, device[f]]) + int(inst.duration_tick[b, device[b]]) + \
+            (int(inst.duration_tick[w, device[w]]) if w is not None else 0)
+        if tick >= halves and key not in warm_pairs:
+            continue  # no gain over running the halves
+        out.append(PairCandidate(f, b, w, tick, str(OverlapAction(fa, back))))
+    return out
 
 
 def split_start_times(pipeline: TrainingPipeline, timeline: Timeline) -> dict[str, int] | None:
     """Start times of the split tasks (F, B, W) read off a baseline's timeline: BW at t -> B at t, W at t + B;
-    an F&B pair at t -> F at t, then its backward.  None when a pair is shorter than its two halves (the times
-    would not fit the split model's durations)."""
-    from planner.pipeline.unroll import action_of
-    from planner.schedule.actions import ActionKind
-
+    an F&B pair at t -> F at t, then its backward.  When the pipeline's pairs gain (`fb_overlap` < 1) a pair
+    at t is kept as a pair: its name (``F&B`` / ``F&BW``) -> t and each of its halves -> t (the formulation then
+    hints that pair).  None when a pair is shorter than its two halves and pairs do not gain (the times would
+    not fit the split model's durations)."""
     out: dict[str, int] = {}
     for p in timeline.placements:
         t = p.start_tick
-        parts = action_of(p.task)
-        if parts and parts[0].is_comm:  # a send on a communication stream: same task in the split model
+        if p.device >= pipeline.num_devices:  # a send or an all-to-all on a communication stream: same task
             out[p.task] = t
+            continue
+        parts = action_of(p.task)
+        if len(parts) == 2 and pipeline.pairs_gain:
+            fa, ba = parts
+            out[p.task] = t
+            out[str(fa)] = t
+            out[f"{ba.stage}B{ba.microbatch}"] = t
+            if ba.kind is ActionKind.BW:
+                out[f"{ba.stage}W{ba.microbatch}"] = t
             continue
         total = 0
         for a in parts:
@@ -215,6 +389,19 @@ def split_start_times(pipeline: TrainingPipeline, timeline: Timeline) -> dict[st
     return out
 
 
+def _warm_ends(inst: SchedulingInstance, device: Sequence[int], pairs: Sequence[PairCandidate],
+               warm: dict[str, int]) -> tuple[list[int], set[int]]:
+    """(end tick of every task in the warm start, indices of the candidate pairs it runs)."""
+    ends = [warm[n] + int(inst.duration_tick[t, device[t]]) for t, n in enumerate(inst.task_names)]
+    used = set()
+    for i, q in enumerate(pairs):
+        if q.name in warm:
+            used.add(i)
+            for t in q.tasks:
+                ends[t] = warm[q.name] + q.tick
+    return ends, used
+
+
 def solve_pipeline(
     pipeline: TrainingPipeline,
     memory_cap_bytes: int | Sequence[int] | None = None,
@@ -225,9 +412,11 @@ def solve_pipeline(
     fifo: bool = True,
     threads: int = 8,
     seed: int = 0,
+    pair_window: int | None = 2,
 ) -> PipelineSolution:
     """Solve the pipeline formulation (module docstring).  `warm_start`: task name -> start tick of a valid
-    schedule of the split instance (e.g. `split_start_times` of the best baseline that fits the cap)."""
+    schedule of the split instance (e.g. `split_start_times` of the best baseline that fits the cap; pair names
+    in it mark the pairs it runs).  `pair_window`: the candidate-pair restriction (None: every micro-batch)."""
     t0 = time.monotonic()
     if pipeline.stage_to_device is None:
         raise OpplanError("the pipeline formulation needs a placement (fixed or V-shape)")
@@ -241,29 +430,48 @@ def solve_pipeline(
         cap = [int(c) for c in memory_cap_bytes]
     _check_fits(pipeline, cap)
     device = _device_of(inst)
+    pairs = pair_candidates(pipeline, inst, device, warm_start, pair_window)
     serial = int(sum(int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks)))
     comm = int(sum(int(x) for x in inst.edge_fixed_tick))
     horizon = serial + comm
+    warm_ends: list[int] = []
+    warm_used: set[int] = set()
     if warm_start is not None:
-        horizon = max(warm_start[inst.task_names[t]] + int(inst.duration_tick[t, device[t]])
-                      for t in range(inst.num_tasks))
-    trivial = max(inst.trivial_lower_bound_tick(), device_bound_tick(inst, device))
+        warm_ends, warm_used = _warm_ends(inst, device, pairs, warm_start)
+        horizon = max(warm_ends)
+    trivial = max(inst.trivial_lower_bound_tick(), device_bound_tick(inst, device)) if not pairs else         _pair_bound(inst, device, pairs)
     be = get_backend(backend)
     builder = be.new_builder()
-    start = [builder.int_var(0, max(0, horizon - int(inst.duration_tick[t, device[t]])), f"S_{n}")
-             for t, n in enumerate(inst.task_names)]
+    in_pair = set(t for q in pairs for t in q.tasks)
+    start = [builder.int_var(0, max(0, horizon - (0 if t in in_pair else int(inst.duration_tick[t, device[t]]))),
+                             f"S_{n}") for t, n in enumerate(inst.task_names)]
     mk = builder.int_var(min(trivial, horizon), horizon, "C")
-    m = _Model(inst, pipeline, builder, device, start, mk, horizon)
+    m = _Model(inst, pipeline, builder, device, start, mk, horizon, pairs)
+    m.end = [start[t] + int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks)]
+    end_var: dict[int, Var] = {}
+    for t in in_pair:
+        end_var[t] = builder.int_var(0, horizon, f"E_{inst.task_names[t]}")
+        m.end[t] = as_expr(end_var[t])
+        m.alone[t] = builder.bool_var(f"a_{inst.task_names[t]}")
+    m.chosen = [builder.bool_var(f"x_{q.name}") for q in pairs]
     _precedence(m)
     _no_overlap(m)
     _memory(m, cap)
     _makespan(m)
     if fifo:
         _fifo(m)
+    if pairs:
+        _pairs(m)
     builder.minimize(mk)
     if warm_start is not None:
         for t, n in enumerate(inst.task_names):
             builder.hint(start[t], int(warm_start[n]))
+        paired = {t for i in warm_used for t in pairs[i].tasks}
+        for t in in_pair:
+            builder.hint(end_var[t], warm_ends[t])
+            builder.hint(m.alone[t], 0 if t in paired else 1)
+        for i, x in enumerate(m.chosen):
+            builder.hint(x, 1 if i in warm_used else 0)
         builder.hint(mk, horizon)
     remaining = max(0.1, time_limit_s - (time.monotonic() - t0))
     found: list[tuple[float, float]] = []  # (seconds since t0, incumbent) at each improvement
@@ -280,13 +488,15 @@ def solve_pipeline(
         raise RuntimeError(f"{be.name} rejected the pipeline model (a formulation bug)")
     if res.has_solution:
         starts = [res.int_value(s) for s in start]
+        used = [i for i, x in enumerate(m.chosen) if res.bool_value(x)]
     elif warm_start is not None:
         starts = [int(warm_start[n]) for n in inst.task_names]
+        used = sorted(warm_used)
     else:
         raise OpplanError(f"{be.name} found no pipeline schedule within {time_limit_s:g} s",
                           fix="raise the time limit or give a warm start")
-    ends = [s + int(inst.duration_tick[t, device[t]]) for t, s in enumerate(starts)]
-    makespan = max(ends) - min(starts)
+    plan_inst, placements = _placements(pipeline, inst, device, starts, [pairs[i] for i in used])
+    makespan = max(x.end_tick for x in placements) - min(x.start_tick for x in placements)
     bound = trivial
     if res.best_bound is not None:
         bound = max(bound, int(-(-res.best_bound // 1)))
@@ -294,20 +504,37 @@ def solve_pipeline(
         bound = max(bound, makespan)
     bound = min(bound, makespan)
     status = "optimal" if bound >= makespan else "feasible"
-    placements = tuple(TaskPlacement(n, device[t], starts[t], ends[t], _stage_of(n))
-                       for t, n in enumerate(inst.task_names))
-    plan = Plan(inst.name, placements, tuple(inst.device_names), makespan, bound, status, "pipeline-milp",
-                solver=be.name, solver_version=be.version, solve_time_s=time.monotonic() - t0)
-    validate_plan(inst, plan)
-    timeline = timeline_of_plan(inst, plan)
+    plan = Plan(plan_inst.name, placements, tuple(plan_inst.device_names), makespan, bound, status,
+                "pipeline-milp", solver=be.name, solver_version=be.version, solve_time_s=time.monotonic() - t0)
+    validate_plan(plan_inst, plan)
+    timeline = timeline_of_plan(plan_inst, plan)
     compute_plan = dataclasses.replace(plan, placements=tuple(x for x in placements if x.device < p),
-                                       device_names=tuple(inst.device_names[:p]))
+                                       device_names=tuple(plan_inst.device_names[:p]))
     schedule = schedule_from_plan(compute_plan, num_microbatches=pipeline.num_microbatches,
                                   num_stages=pipeline.num_stages, name="opplan")
     to_best = next((t for t, v in found if v <= makespan), 0.0) if res.has_solution else 0.0
     if warm_start is not None and makespan >= horizon:
         to_best = 0.0
-    return PipelineSolution(schedule, plan, timeline, inst, status, bound, time.monotonic() - t0, to_best)
+    return PipelineSolution(schedule, plan, timeline, plan_inst, status, bound, time.monotonic() - t0, to_best,
+                            tuple(pairs[i].name for i in used))
+
+
+def _placements(pipeline: TrainingPipeline, inst: SchedulingInstance, device: Sequence[int], starts: list[int],
+                used: Sequence[PairCandidate]) -> tuple[SchedulingInstance, tuple[TaskPlacement, ...]]:
+    """The instance with the chosen pairs merged (`unroll` with them fused and paired) and its placements."""
+    if not used:
+        return inst, tuple(TaskPlacement(n, device[t], starts[t], starts[t] + int(inst.duration_tick[t, device[t]]),
+                                         _stage_of(n)) for t, n in enumerate(inst.task_names))
+    overlap = [OverlapAction(*action_of(q.name)) for q in used]
+    fused = {(o.backward.stage, o.backward.microbatch) for o in overlap if o.backward.kind is ActionKind.BW}
+    merged = unroll(pipeline, fused=fused, pairs=overlap)
+    mdev = _device_of(merged)
+    idx = inst.task_index
+    out = []
+    for t, n in enumerate(merged.task_names):
+        s = starts[idx[str(action_of(n)[0])] if "&" in n else idx[n]]
+        out.append(TaskPlacement(n, mdev[t], s, s + int(merged.duration_tick[t, mdev[t]]), _stage_of(n)))
+    return merged, tuple(out)
 
 
 def _stage_of(name: str) -> int:

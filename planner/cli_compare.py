@@ -5,9 +5,11 @@ Two modes.  On unit costs: ``--stages`` is the number of pipeline devices p (the
 two-chunk schedules cut each in half), ``--f/--b/--w`` the costs of one such stage (``--b`` the input-gradient
 part), zero communication unless ``--comm``.  On a model (``--model M.onnx --hw H.yaml``): the op-level instance
 is cut into p stages by the stage formulation and each stage in two chunks (`planner.pipeline.model_costs`: per
-stage compute on its device, B = W = F, activation and parameter bytes of its ops, link delays between stages);
-times are then in microseconds and memory in MiB (``--f/--b/--w/--activation/--param/--comm/--fb-overlap`` do
-not apply).
+stage compute on its device, B = W = F, activation and parameter bytes of its ops, link delays between stages,
+MoE all-to-all from the dispatched token bytes unless ``--no-a2a``);
+times are then in microseconds and memory in MiB (``--f/--b/--w/--activation/--param/--comm`` do not apply;
+``--fb-overlap`` does).  With ``--fb-overlap X`` < 1 the planned schedule may also run overlapped F&B pairs
+(`formulations.pipeline`, family 6).
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ def _compare(args: argparse.Namespace) -> int:
     from planner.pipeline.registry import GENERATORS, UnitCosts
 
     costs = UnitCosts(f=args.f, b=args.b, w=args.w, activation=args.activation, param=args.param, comm=args.comm,
-                      fb_overlap=args.fb_overlap, comm_stream=args.comm_stream)
+                      fb_overlap=args.fb_overlap, comm_stream=args.comm_stream, a2a=args.a2a)
     if args.model is not None:
-        costs = _model_costs(args)
+        import dataclasses
+
+        costs = dataclasses.replace(_model_costs(args), fb_overlap=args.fb_overlap, a2a=not args.no_a2a)
     names = tuple(args.schedules.split(",")) if args.schedules else None
     if names:
         unknown = [n for n in names if n not in GENERATORS]
@@ -73,11 +77,19 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--b", type=float, default=1.0, help="input-gradient backward time of one stage")
     parser.add_argument("--w", type=float, default=1.0, help="weight-gradient backward time of one stage")
     parser.add_argument("--fb-overlap", type=float, default=1.0,
-                        help="an overlapped F&B pair lasts this fraction of F + B + W (default 1: no gain)")
+                        help="an overlapped F&B pair lasts this fraction of its halves, F + B (+ W when it runs the "
+                        "full backward) (default 1: no gain); the baselines' pairs and the planned schedule's")
     parser.add_argument("--activation", type=float, default=1.0, help="activation memory of one stage, one "
                         "micro-batch")
     parser.add_argument("--param", type=float, default=0.0, help="parameter memory of one stage copy")
     parser.add_argument("--comm", type=float, default=0.0, help="time of one stage-to-stage transfer")
+    parser.add_argument("--a2a", type=float, default=0.0,
+                        help="unit costs: every stage has MoE layers whose all-to-all dispatch and combine each take "
+                        "this long per micro-batch, forward and backward, as tasks on the device's communication "
+                        "stream (two-chunk schedules: half each chunk); default 0: none")
+    parser.add_argument("--no-a2a", action="store_true",
+                        help="model mode: no MoE all-to-all tasks (default: derived from the MoE layers' dispatched "
+                        "token bytes over the profile's slowest link)")
     parser.add_argument("--comm-stream", action="store_true",
                         help="unit costs: each --comm transfer is a send task on the sender's communication stream "
                         "(sends overlap compute, one at a time per device); default: a delay on the edge")

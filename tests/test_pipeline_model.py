@@ -121,3 +121,31 @@ def test_compare_with_comm_streams_keeps_figures_on_compute_streams():
     assert dp.timeline.num_devices == 8 and len(dp.figures.peak_memory_bytes) == 4
     assert opp.figures.max_peak_memory_bytes <= dp.figures.max_peak_memory_bytes
     assert opp.figures.makespan_tick <= dp.figures.makespan_tick
+
+
+def test_moe_all_to_all_is_derived_from_dispatched_bytes(moe_instance):
+    # h100-8-nvlink: one link class between devices, latency 300 ticks, 4500 bytes per tick.  A stage's a2a_tick
+    # is, per MoE layer with ops in it, ceil(300 + (bytes of its expert dispatch outputs) / 4500).
+    import math
+    import re
+
+    from planner.pipeline.model_costs import model_costs
+
+    mc = model_costs(moe_instance, 2, time_limit_s=10)
+    inst = moe_instance
+    order = inst.topological_order
+    pipe = mc.pipeline("1f1b", 2, 4)
+    assert pipe.has_a2a and pipe.streams_on
+    for s, pos in enumerate(mc.stage_positions):
+        per_layer: dict[str, int] = {}
+        for i in pos:
+            m = re.match(r"^(.*)/expert\d+/dispatch$", inst.task_names[order[i]])
+            if m:
+                per_layer[m.group(1)] = per_layer.get(m.group(1), 0) + int(inst.activation_bytes[order[i]])
+        want = sum(math.ceil(300 + b / 4500) for b in per_layer.values())
+        assert pipe.stages[s].a2a_tick == want
+    assert sum(st.a2a_tick for st in pipe.stages) > 0
+    import dataclasses
+
+    off = dataclasses.replace(mc, a2a=False).pipeline("1f1b", 2, 4)
+    assert not off.has_a2a and all(st.a2a_tick == 0 for st in off.stages)

@@ -9,7 +9,9 @@ total idle time / (devices x makespan).  Peak memory = max over devices of (para
 The planned row ``opplan`` solves `formulations.pipeline` on a placement (``auto``: both DualPipe's two-direction
 split — two copies, m/2 micro-batches each way — and the V-shape split — 2p half stages, as ZB-V and DualPipeV —
 with half the time limit each, keeping the shorter; or one of ``dualpipe``, ``v``, ``fixed``), warm-started from
-the best baseline on that split that fits the cap; the cap defaults to DualPipe's peak memory per device.
+the best baseline on that split that fits the cap, or the constructive list schedule of `greedy` when that is
+shorter (its overlapped pairs included when `fb_overlap` < 1: the
+formulation may pair F and B itself); the cap defaults to DualPipe's peak memory per device.
 """
 
 from __future__ import annotations
@@ -199,6 +201,11 @@ def _solve_opplan(placement, p, m, costs, scales, by_name, cap, time_limit_s, ba
         if times is not None and (warm is None or r.figures.makespan_tick < warm[1]):
             warm = (times, r.figures.makespan_tick)
             warm_name = n
+    from planner.pipeline.greedy import best_greedy
+
+    greedy = best_greedy(pipe, [cap if cap is not None else 2**40] * p)
+    if greedy is not None and (warm is None or greedy[1] < warm[1]):
+        warm, warm_name = greedy, "greedy"
     try:
         sol = solve_pipeline(pipe, cap, warm_start=warm[0] if warm else None, time_limit_s=time_limit_s,
                              backend=backend)

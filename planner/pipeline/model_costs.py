@@ -24,12 +24,21 @@ Per stage (or chunk) c on its device d:
   bandwidth), summed; 0 when both sit on one device.  The gradient going back over the same hop costs the same.
   By default (`comm_stream`) each such hop is a send task on the sender's communication stream (`unroll`
   docstring): it overlaps compute, and a device's sends run one at a time.
+* MoE all-to-all (`StageCost.a2a_tick`, `unroll` docstring; on unless `a2a` is off): for every MoE layer with
+  ops in the piece, the tokens it dispatches are the outputs of its ``<layer>/expert<e>/dispatch`` ops (summed over
+  experts; the combine returns as many bytes); one all-to-all of the layer costs latency + bytes / bandwidth of the
+  profile's slowest link between two devices (the experts as if spread over the other devices: expert
+  parallelism), rounded up; the piece's `a2a_tick` is the sum over its MoE layers.  Dispatch and combine, forward
+  and backward, each cost that.
+* overlapped pairs (DualPipe's F&B): `fb_overlap` X, a pair lasting round(X * (F + B [+ W])) of its stages.
 
 Units of the comparison: time in microseconds (`Scales.ticks_per_unit` = ticks per microsecond), memory in MiB.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,6 +47,7 @@ from planner.errors import InputError
 from planner.pipeline.unroll import StageCost, TrainingPipeline, fixed_placement, v_placement
 
 MIB = 2**20
+_DISPATCH = re.compile(r"^(.*)/expert\d+/dispatch$")
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,6 +65,8 @@ class ModelCosts:
     memory_unit: str = "MiB"
     stage_plan: object = None  # the formulations.stage_plan.StagePlan of the p-stage cut
     comm_stream: bool = True  # hops as send tasks on per-device communication streams (`unroll` docstring)
+    a2a: bool = True  # MoE all-to-all tasks on the communication streams
+    fb_overlap: float = 1.0  # a pair lasts this fraction of its halves (1: pairs run as their halves)
 
     def cut(self, split: int) -> tuple[tuple[int, ...], ...]:
         return self.stage_positions if split == 1 else self.chunk_positions
@@ -63,7 +75,24 @@ class ModelCosts:
         inst = self.instance
         f = sum(int(inst.duration_tick[t, device]) for t in tasks)
         return StageCost.from_forward(f, activation_bytes=sum(int(inst.activation_bytes[t]) for t in tasks),
-                                      param_bytes=sum(int(inst.param_bytes[t]) for t in tasks))
+                                      param_bytes=sum(int(inst.param_bytes[t]) for t in tasks),
+                                      a2a_tick=self.a2a_tick(tasks) if self.a2a else 0)
+
+    def a2a_tick(self, tasks: Sequence[int]) -> int:
+        """One all-to-all of the MoE layers among `tasks` (module docstring)."""
+        inst = self.instance
+        per_layer: dict[str, int] = {}
+        for t in tasks:
+            m = _DISPATCH.match(inst.task_names[t])
+            if m:
+                per_layer[m.group(1)] = per_layer.get(m.group(1), 0) + int(inst.activation_bytes[t])
+        if not per_layer or inst.num_link_classes < 2:
+            return 0
+        out = 0
+        for nbytes in per_layer.values():
+            out += max(math.ceil(float(inst.link_latency_tick[c]) + nbytes / float(inst.link_bytes_per_tick[c])
+                                 - 1e-9) for c in range(1, inst.num_link_classes))
+        return int(out)
 
     def hop_ticks(self, split: int, devices: Sequence[int]) -> tuple[int, ...]:
         """Per piece c of the cut, the delay of the hop c -> c+1 when piece c sits on devices[c] (0 for the
@@ -107,7 +136,8 @@ class ModelCosts:
             pieces = list(cut)
             hops = self.hop_ticks(split, std)
         stages = tuple(self.stage_cost([order[i] for i in pos], std[s]) for s, pos in enumerate(pieces))
-        return TrainingPipeline(stages, mb, p, tuple(std), chains, 0, name, None, hops, self.comm_stream)
+        return TrainingPipeline(stages, mb, p, tuple(std), chains, 0, name, None, hops, self.comm_stream,
+                                fb_overlap=self.fb_overlap if self.fb_overlap < 1 else None)
 
 
 def _halve(durations: Sequence[int]) -> int:

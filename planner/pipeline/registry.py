@@ -34,9 +34,10 @@ class UnitCosts:
     comm: float = 0.0
     fb_overlap: float = 1.0
     comm_stream: bool = False  # hops as send tasks on per-device communication streams (`unroll` docstring)
+    a2a: float = 0.0  # one MoE all-to-all (dispatch or combine) of a stage, one micro-batch (`unroll` docstring)
 
     def __post_init__(self) -> None:
-        for k in ("f", "b", "w", "activation", "param", "comm"):
+        for k in ("f", "b", "w", "activation", "param", "comm", "a2a"):
             if getattr(self, k) < 0:
                 raise InputError(f"--{k.replace('_', '-')} must be >= 0, got {getattr(self, k)}")
         if not 0 < self.fb_overlap <= 1:
@@ -58,14 +59,16 @@ class Scales:
 
     @classmethod
     def of(cls, c: UnitCosts) -> Scales:
-        return cls(_scale([c.f, c.b, c.w, c.comm]), _scale([c.activation, c.param]))
+        # overlapped pairs (F&B, F&BW) are whole too, so --fb-overlap is not lost to rounding
+        pairs = [c.fb_overlap * (c.f + c.b + c.w), c.fb_overlap * (c.f + c.b)] if c.fb_overlap < 1 else []
+        return cls(_scale([c.f, c.b, c.w, c.comm, c.a2a, *pairs]), _scale([c.activation, c.param]))
 
 
 def _stage(c: UnitCosts, sc: Scales, split: int) -> StageCost:
     t = sc.ticks_per_unit // split
     mem = sc.bytes_per_unit // split
     return StageCost(round(c.f * t), round(c.b * t), round(c.w * t), round(c.activation * mem),
-                     round(c.param * mem))
+                     round(c.param * mem), a2a_tick=round(c.a2a * t))
 
 
 def _pipe(c: UnitCosts, sc: Scales, name: str, p: int, num_mb: int, split: int, std, chains) -> TrainingPipeline:
@@ -73,7 +76,7 @@ def _pipe(c: UnitCosts, sc: Scales, name: str, p: int, num_mb: int, split: int, 
     stages = tuple(st for _ in range(len(std)))
     overlap = round(c.fb_overlap * (st.forward_tick + st.bw_tick))
     return TrainingPipeline(stages, num_mb, p, tuple(std), chains, round(c.comm * sc.ticks_per_unit), name,
-                            overlap, comm_stream=c.comm_stream)
+                            overlap, comm_stream=c.comm_stream, fb_overlap=c.fb_overlap)
 
 
 def pipeline_for(name: str, p: int, m: int, c: UnitCosts, sc: Scales | None = None) -> TrainingPipeline:

@@ -79,6 +79,9 @@ def stream_orders(inst: SchedulingInstance, orders: list[list[int]], num_compute
         busy[d] = True
         heapq.heappush(heap, (s + int(inst.duration_tick[t, d]), d, t))
 
+    for t in range(n):  # communication tasks with no predecessor (an all-to-all of the first stage) are ready
+        if device_of[t] >= num_compute and not pending[t]:
+            heapq.heappush(ready_q[device_of[t]], (0, t))
     for d in range(nd):
         try_start(d)
     while heap:
@@ -104,7 +107,7 @@ def stream_orders(inst: SchedulingInstance, orders: list[list[int]], num_compute
 def simulate_pipeline(pipeline: TrainingPipeline, schedule: Schedule) -> tuple[SchedulingInstance, Timeline]:
     """(the instance `schedule` runs on, its simulated timeline), communication streams included."""
     inst = instance_for_schedule(pipeline, schedule)
-    if not pipeline.comm_stream:
+    if not pipeline.streams_on:
         return inst, simulate_schedule(inst, schedule)
     orders = stream_orders(inst, compute_orders(schedule, inst), pipeline.num_devices)
     return inst, simulate(inst, orders)

@@ -50,8 +50,21 @@ p + d, named ``p<d>/comm``) — so a device's sends run one at a time, overlappi
 torch.distributed.pipelining does).  The same instance serves the baselines (their compute orders are given, the
 streams run their sends first come, first served: `streams.simulate_pipeline`) and the formulation (the sends
 are intervals of a no-overlap per stream, ordered by the solver).  Figures (bubble, memory) count compute streams
-only.  Not modelled yet: MoE all-to-all dispatch/combine inside a stage (they would split F and B around the
-experts).
+only.
+
+**MoE all-to-all** (`StageCost.a2a_tick` > 0, placement given; turns the communication streams on).  A stage with
+MoE layers exchanges its tokens with the expert ranks before and after its experts, forward and backward.  Simple
+model: per (stage, micro-batch) four tasks on the communication stream of the stage's device, each lasting
+`a2a_tick` (all of the stage's MoE layers' dispatches, or combines, together):
+
+    preds of F(s, m)    -> ``sDISPATCH_Fm`` -> F(s, m)    -> ``sCOMBINE_Fm`` -> succs of F(s, m)
+    preds of back(s, m) -> ``sDISPATCH_Bm`` -> back(s, m) -> ``sCOMBINE_Bm`` -> succs of back(s, m) (not W)
+
+(the weight gradient needs only the dispatched gradient, so back -> W stays direct).  The all-to-all of one
+micro-batch thus runs on the communication stream while the compute stream runs another micro-batch's F or B — the
+overlap DualPipe is built on — for the baselines (first come, first served, `streams`) and the formulation
+(ordered by the solver) alike.  An overlapped pair F&B waits for both halves' dispatches and both combines wait
+for the pair.  Not modelled: the split of F and B around the experts (attention before, combine after).
 
 Placement: `stage_to_device` pins every stage to a device (fixed, looping, V-shape); None leaves every task
 eligible on every device (free; keeping a stage's tasks together is then the formulation's business).
@@ -82,10 +95,11 @@ class StageCost:
     param_bytes: int = 0
     full_backward_tick: int | None = None  # None: input_grad_tick + weight_grad_tick
     activation_freed_by_b_bytes: int = 0  # part of activation_bytes released when B ends (rest at W)
+    a2a_tick: int = 0  # one MoE all-to-all (dispatch or combine) of the stage's MoE layers, one micro-batch
 
     def __post_init__(self) -> None:
         for name in ("forward_tick", "input_grad_tick", "weight_grad_tick", "activation_bytes", "param_bytes",
-                     "activation_freed_by_b_bytes"):
+                     "activation_freed_by_b_bytes", "a2a_tick"):
             if int(getattr(self, name)) < 0:
                 raise InputError(f"stage cost {name} = {getattr(self, name)} must be >= 0")
         if self.activation_freed_by_b_bytes > self.activation_bytes:
@@ -119,6 +133,7 @@ class TrainingPipeline:
     overlap_tick: int | None = None  # duration of an overlapped F&B pair task; None: pairs run as two tasks
     stage_comm_tick: tuple[int, ...] | None = None  # per stage, its hop to the next stage (None: comm_tick)
     comm_stream: bool = False  # cross-device hops as send tasks on the sender's communication stream
+    fb_overlap: float | None = None  # X: an overlapped pair lasts X * (its halves); None: `overlap_tick` only
 
     def __post_init__(self) -> None:
         s = len(self.stages)
@@ -136,12 +151,42 @@ class TrainingPipeline:
         if self.stage_comm_tick is not None and (len(self.stage_comm_tick) != s
                                                  or any(c < 0 for c in self.stage_comm_tick)):
             raise InputError(f"pipeline {self.name!r}: stage_comm_tick needs one tick >= 0 per stage")
+        if self.fb_overlap is not None and not 0 < self.fb_overlap <= 1:
+            raise InputError(f"pipeline {self.name!r}: fb_overlap must be in (0, 1], got {self.fb_overlap}")
+
+    def pair_tick(self, fwd_stage: int, bwd_stage: int, full: bool) -> int | None:
+        """Duration of the overlapped pair F(fwd_stage) & B(bwd_stage) (BW when `full`): with `fb_overlap` X,
+        round(X * (F + B [+ W if full])); else `overlap_tick` for a full pair (None for an input-gradient-only
+        pair); None when pairs have no duration of their own (they run as their two halves)."""
+        f, b = self.stages[fwd_stage], self.stages[bwd_stage]
+        if self.fb_overlap is not None:
+            back = b.bw_tick if full else int(b.input_grad_tick)
+            return round(self.fb_overlap * (int(f.forward_tick) + back))
+        if full and self.overlap_tick is not None:
+            return int(self.overlap_tick)
+        return None
+
+    @property
+    def pairs_gain(self) -> bool:
+        """Whether an overlapped pair is shorter than its halves (`fb_overlap` < 1): only then does the
+        formulation consider pairing."""
+        return self.fb_overlap is not None and self.fb_overlap < 1
+
+    @property
+    def has_a2a(self) -> bool:
+        """Whether some stage has MoE all-to-all tasks (`StageCost.a2a_tick` > 0, placement given)."""
+        return self.stage_to_device is not None and any(int(c.a2a_tick) > 0 for c in self.stages)
+
+    @property
+    def streams_on(self) -> bool:
+        """Whether the instance has communication streams (for sends with `comm_stream`, or for all-to-alls)."""
+        return self.comm_stream or self.has_a2a
 
     @property
     def num_streams(self) -> int:
-        """Devices of the unrolled instance: p compute streams, then (with `comm_stream`) p communication
+        """Devices of the unrolled instance: p compute streams, then (with `streams_on`) p communication
         streams (stream p + d is device d's)."""
-        return 2 * self.num_devices if self.comm_stream else self.num_devices
+        return 2 * self.num_devices if self.streams_on else self.num_devices
 
     def sends_on_stream(self, stage: int, nxt: int) -> bool:
         """Whether the hop stage -> nxt is a send task (comm stream on, different devices, nonzero delay)."""
@@ -198,6 +243,7 @@ def uniform_pipeline(
     comm_tick: int = 0,
     overlap_tick: int | None = None,
     name: str | None = None,
+    fb_overlap: float | None = None,
 ) -> TrainingPipeline:
     """Identical stages.  `placement`: 'fixed' (stage s on device s mod p; p = num_stages unless given),
     'v' (num_stages = 2p, V-shape), 'dualpipe' (num_stages = 2p stage copies, two chains), 'free'."""
@@ -221,7 +267,8 @@ def uniform_pipeline(
     else:
         raise InputError(f"unknown placement {placement!r}", fix="use fixed, v, dualpipe or free")
     return TrainingPipeline(stages, num_microbatches, num_devices, std, chains, comm_tick,
-                            name or f"{placement}-{num_stages}x{num_microbatches}", overlap_tick)
+                            name or f"{placement}-{num_stages}x{num_microbatches}", overlap_tick,
+                            fb_overlap=fb_overlap)
 
 
 # ------------------------------------------------------------------------------------------- unrolling
@@ -248,8 +295,8 @@ def unroll(
     pairs: Sequence[OverlapAction] = (),
 ) -> SchedulingInstance:
     """The instance of `pipeline`: tasks F, B, W per (stage, micro-batch), or BW for the (stage, micro-batch)
-    pairs in `fused`; each overlapped pair in `pairs` becomes one task of duration `pipeline.overlap_tick` (only
-    when that is set)."""
+    pairs in `fused`; each overlapped pair in `pairs` becomes one task of duration `pipeline.pair_tick` (only
+    when that is set; otherwise the pair runs as its two halves)."""
     fused = set(fused)
     names: list[str] = []
     dur: list[int] = []
@@ -291,6 +338,17 @@ def unroll(
                     act.append(0)
                     par.append(0)
                     stage_of.append(-1)
+    a2a_stages = [s for s, c in enumerate(pipeline.stages) if int(c.a2a_tick) > 0] if pipeline.has_a2a else []
+    for s in a2a_stages:
+        assert std is not None
+        for m in range(pipeline.num_microbatches):
+            for kind in A2A_KINDS:
+                stream_of[len(names)] = p + std[s]
+                names.append(f"{s}{kind}{m}")
+                dur.append(int(pipeline.stages[s].a2a_tick))
+                act.append(0)
+                par.append(0)
+                stage_of.append(-1)
     idx = {n: i for i, n in enumerate(names)}
     edges: list[tuple[int, int, int]] = []
 
@@ -313,9 +371,11 @@ def unroll(
                 if (s, m) not in fused:
                     edges.append((idx[f"{s}B{m}"], idx[f"{s}W{m}"], 0))
                     edges.append((f, idx[f"{s}W{m}"], 0))
+    if a2a_stages:
+        edges = _through_a2a(edges, idx, a2a_stages, pipeline.num_microbatches, back)
     inst = SchedulingInstance.uniform(pipeline.name, dur, edges, pipeline.num_streams, task_names=names,
                                       param_bytes=par, activation_bytes=act)
-    if pipeline.comm_stream:
+    if pipeline.streams_on:
         inst = dataclasses.replace(inst, device_names=tuple(f"p{d}" for d in range(p))
                                    + tuple(f"p{d}/comm" for d in range(p)))
     if pipeline.stage_to_device is not None:
@@ -324,31 +384,66 @@ def unroll(
             d = stream_of[t] if s < 0 else pipeline.stage_to_device[s]
             pinned[t, d] = inst.duration_tick[t, 0]
         inst = dataclasses.replace(inst, duration_tick=pinned)
-    elif pipeline.comm_stream:
+    elif pipeline.streams_on:
         pinned = inst.duration_tick.copy()
         pinned[:, p:] = INELIGIBLE  # free placement: compute tasks on compute streams only
         inst = dataclasses.replace(inst, duration_tick=pinned)
-    if pairs and pipeline.overlap_tick is not None:
-        inst = _merge_pairs(inst, pairs, int(pipeline.overlap_tick))
+    timed = [(pr, pipeline.pair_tick(pr.forward.stage, pr.backward.stage, pr.backward.kind is ActionKind.BW))
+             for pr in pairs]
+    timed = [(pr, t) for pr, t in timed if t is not None]
+    if timed:
+        inst = _merge_pairs(inst, [pr for pr, _ in timed], [t for _, t in timed])
     return inst
 
 
-def _merge_pairs(inst: SchedulingInstance, pairs: Sequence[OverlapAction], tick: int) -> SchedulingInstance:
-    """Replace each pair's two tasks by one task named ``F&B`` lasting `tick` (edges, memory, eligibility united)."""
+A2A_KINDS = ("DISPATCH_F", "COMBINE_F", "DISPATCH_B", "COMBINE_B")
+
+
+def _through_a2a(edges: list[tuple[int, int, int]], idx: dict[str, int], stages: Sequence[int], num_mb: int,
+                 back) -> list[tuple[int, int, int]]:
+    """Route every edge into F(s, m) / back(s, m) of an all-to-all stage through its dispatch and every edge out
+    of them through its combine (except back -> W: the weight gradient needs only the dispatched gradient)."""
+    into: dict[int, int] = {}
+    out_of: dict[int, int] = {}
+    local: set[tuple[int, int]] = set()
+    extra: list[tuple[int, int, int]] = []
+    for s in stages:
+        for m in range(num_mb):
+            f, bk = idx[f"{s}F{m}"], back(s, m)
+            df, cf = idx[f"{s}DISPATCH_F{m}"], idx[f"{s}COMBINE_F{m}"]
+            db, cb = idx[f"{s}DISPATCH_B{m}"], idx[f"{s}COMBINE_B{m}"]
+            into[f], out_of[f], into[bk], out_of[bk] = df, cf, db, cb
+            extra += [(df, f, 0), (f, cf, 0), (db, bk, 0), (bk, cb, 0)]
+            if f"{s}W{m}" in idx:
+                local.add((bk, idx[f"{s}W{m}"]))
+    out = []
+    for u, v, c in edges:
+        if (u, v) in local:
+            out.append((u, v, c))
+        else:
+            out.append((out_of.get(u, u), into.get(v, v), c))
+    return out + extra
+
+
+def _merge_pairs(inst: SchedulingInstance, pairs: Sequence[OverlapAction], ticks: Sequence[int]) -> SchedulingInstance:
+    """Replace each pair's two tasks by one task named ``F&B`` lasting its tick (edges, memory, eligibility
+    united)."""
     idx = inst.task_index
     group = list(range(inst.num_tasks))
     new_names: dict[int, str] = {}
-    for pr in pairs:
+    tick_of: dict[int, int] = {}
+    for pr, tick in zip(pairs, ticks, strict=True):
         f, b = idx[str(pr.forward)], idx[str(pr.backward)]
         group[b] = f
         new_names[f] = str(pr)
+        tick_of[f] = int(tick)
     keep = [t for t in range(inst.num_tasks) if group[t] == t]
     pos = {t: i for i, t in enumerate(keep)}
     names = [new_names.get(t, inst.task_names[t]) for t in keep]
     dur = inst.duration_tick[keep].copy()
     for f in new_names:
         row = dur[pos[f]]
-        row[row < INELIGIBLE] = tick
+        row[row < INELIGIBLE] = tick_of[f]
     edges: list[tuple[int, int, int]] = []
     for e, (u, v) in enumerate(inst.edges):
         gu, gv = pos[group[u]], pos[group[v]]
