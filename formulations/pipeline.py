@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 
 from formulations.backends import get_backend
 from formulations.model_api import LinExpr, ModelBuilder, SolveParams, SolveStatus, Var, as_expr, cname, interval
+from formulations.placement import descendants
 from planner.cost.instance import SchedulingInstance
 from planner.errors import InfeasibleError, OpplanError
 from planner.pipeline.unroll import TrainingPipeline, action_of, unroll
@@ -289,24 +290,13 @@ def _pair_bound(inst: SchedulingInstance, device: Sequence[int], pairs: Sequence
     return max(critical, device_bound_tick(inst, device, dur=dmin, work=work), -(-sum(work) // p))
 
 
-def _descendants(inst: SchedulingInstance) -> list[int]:
-    """Bitset of the tasks reachable from each task along E."""
-    desc = [0] * inst.num_tasks
-    for t in reversed(inst.topological_order):
-        bits = 0
-        for v, _e in inst.successors[t]:
-            bits |= (1 << v) | desc[v]
-        desc[t] = bits
-    return desc
-
-
 def pair_candidates(pipeline: TrainingPipeline, inst: SchedulingInstance, device: Sequence[int],
                     warm_start: dict[str, int] | None = None, pair_window: int | None = 2) -> list[PairCandidate]:
     """The candidate pairs P of the module docstring (empty unless `pipeline.pairs_gain`)."""
     if not pipeline.pairs_gain or pipeline.stage_to_device is None:
         return []
     idx = inst.task_index
-    desc = _descendants(inst)
+    desc = descendants(inst)
     warm_pairs: set[tuple[int, int, bool]] = set()
     if warm_start is not None:
         for name in warm_start:

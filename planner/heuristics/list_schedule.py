@@ -100,19 +100,10 @@ def mean_comm(instance: SchedulingInstance) -> np.ndarray:
 
 
 def upward_rank(instance: SchedulingInstance) -> np.ndarray:
-    """float64 [n_tasks]: HEFT's upward rank (module docstring)."""
-    w = mean_duration(instance).tolist()
-    c = mean_comm(instance).tolist()
-    succ = instance.successors
-    rank = [0.0] * instance.num_tasks
-    for t in reversed(instance.topological_order):
-        best = 0.0
-        for s, e in succ[t]:
-            v = c[e] + rank[s]
-            if v > best:
-                best = v
-        rank[t] = w[t] + best
-    return np.asarray(rank, dtype=np.float64)
+    """float64 [n_tasks]: HEFT's upward rank (module docstring): the b-level with mean durations and mean delays."""
+    from planner.coarsen.levels import b_levels
+
+    return b_levels(instance, mean_duration(instance), mean_comm(instance))
 
 
 def downward_rank(instance: SchedulingInstance) -> np.ndarray:
