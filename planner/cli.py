@@ -150,19 +150,6 @@ def _progress_printer(quiet: bool):
     return say
 
 
-def _plan_to_save(outcome):
-    """The cluster plan (with its map back to ops), or, when no op was grouped with another, the op plan itself
-    with the solver's bound, which is then a bound for the op graph too."""
-    import dataclasses
-
-    if all(len(c) == 1 for c in outcome.clusters):
-        bound = max(outcome.op_plan.lower_bound_tick, min(outcome.cluster_bound_tick, outcome.op_plan.makespan_tick))
-        status = "optimal" if bound >= outcome.op_plan.makespan_tick else outcome.op_plan.status
-        return dataclasses.replace(outcome.op_plan, lower_bound_tick=bound, status=status, task_ops={},
-                                   instance_name=outcome.fine.name)
-    return outcome.plan
-
-
 def _write_outputs(outcome, plan_path: Path, *, pictures: bool, provenance: dict) -> dict:
     """Save the plan (atomically) and, next to it, the Gantt PNG and the Chrome trace of the op-level timeline."""
     import dataclasses
@@ -170,7 +157,7 @@ def _write_outputs(outcome, plan_path: Path, *, pictures: bool, provenance: dict
     from planner.schedule.plan_io import save_plan
     from planner.schedule.simulate import simulate_plan
 
-    plan = dataclasses.replace(_plan_to_save(outcome), **provenance)
+    plan = dataclasses.replace(outcome.saved_plan(), **provenance)
     plan_path.parent.mkdir(parents=True, exist_ok=True)
     save_plan(plan, plan_path)
     written = {"plan": str(plan_path)}

@@ -161,8 +161,9 @@ class RoundLog:
 
 @dataclass(frozen=True)
 class Outcome:
-    """The chosen plan over clusters (what the plan file stores, with `task_ops`), its expansion to ops, and how
-    it was found.  Both plans have the same makespan; `op_plan` passed the validator on the fine instance."""
+    """The chosen plan over clusters (with `task_ops`), its expansion to ops, and how it was found.  Both plans
+    have the same makespan; `op_plan` passed the validator on the fine instance.  `saved_plan()` is what a plan
+    file stores."""
 
     plan: Plan
     op_plan: Plan
@@ -174,6 +175,17 @@ class Outcome:
     baselines: Mapping[str, int] = field(default_factory=dict)
     lower_bound_tick: int = 0  # for the op graph (decomposition bound); equals op_plan.lower_bound_tick
     decomposition: Decomposition | None = None
+
+    def saved_plan(self) -> Plan:
+        """The cluster plan (with its map back to ops), or, when no op was grouped with another, the op plan itself
+        (task ids are the ops' own names) with the solver's bound, which is then a bound for the op graph too."""
+        if not all(len(c) == 1 for c in self.clusters):
+            return self.plan
+        op = self.op_plan
+        bound = max(op.lower_bound_tick, min(self.cluster_bound_tick, op.makespan_tick))
+        status = "optimal" if bound >= op.makespan_tick else op.status
+        return dataclasses.replace(op, lower_bound_tick=bound, status=status, task_ops={},
+                                   instance_name=self.fine.name)
 
 
 def _critical_tasks(instance: SchedulingInstance, plan: Plan) -> set[int]:
