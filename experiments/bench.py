@@ -89,7 +89,7 @@ def bench_heft(quick: bool) -> list[dict]:
 
 
 def bench_stg(quick: bool) -> list[dict]:
-    from formulations.stg_bench import run_stg_benchmark
+    from experiments.stg_bench import run_stg_benchmark
 
     return run_stg_benchmark(SHARED_STG, time_limit_s=10, limit=8 if quick else None)
 

@@ -66,7 +66,7 @@ Constraint families (name: what, built by)
        tasks run at once); CP-SAT uses it for energetic reasoning, MILP backends drop it.   `_redundant`
    10. sym[t,d] / symu[t,d]: symmetry breaking for interchangeable devices.  Devices a and b are interchangeable
        when swapping them maps the instance onto itself (equal durations and capacities, and link classes that
-       agree with every third device and between the two).  Within a class d_1 < ... < d_k and the tasks t_1,
+       agree with every third device and between the two: `SchedulingInstance.interchangeable_device_classes`).  Within a class d_1 < ... < d_k and the tasks t_1,
        t_2, ... (topological order) that may run there:  x[t_i, d_j] <= u[i-1, j-1] and
        u[i,j] <= u[i-1,j] + x[t_i,d_j], u[0,·] = 0: device d_j is used only after d_{j-1} (the first task on the
        class goes to d_1).  Every solution has an equivalent one (relabel the class in order of first use), so
@@ -92,6 +92,7 @@ import numpy as np
 
 from formulations.model_api import LinExpr, ModelBuilder, Var, cname, interval, linear
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
+from planner.schedule.memory import memory_intervals, memory_profile
 
 
 @dataclass(frozen=True)
@@ -169,30 +170,6 @@ def heads_and_tails(instance: SchedulingInstance) -> tuple[np.ndarray, np.ndarra
     for t in reversed(order):
         tail[t] = fastest[t] + max((tail[v] for v, _ in instance.successors[t]), default=0)
     return head, tail
-
-
-def interchangeable_classes(instance: SchedulingInstance) -> list[list[int]]:
-    """Classes of devices that a permutation can exchange without changing the instance (size >= 1)."""
-    lc = instance.link_class
-    dur = instance.duration_tick
-    cap = instance.capacity_bytes
-    nd = instance.num_devices
-
-    def swappable(a: int, b: int) -> bool:
-        if cap[a] != cap[b] or not np.array_equal(dur[:, a], dur[:, b]) or lc[a, b] != lc[b, a]:
-            return False
-        others = [k for k in range(nd) if k not in (a, b)]
-        return all(lc[a, k] == lc[b, k] and lc[k, a] == lc[k, b] for k in others)
-
-    classes: list[list[int]] = []
-    for d in range(nd):
-        for cl in classes:
-            if swappable(cl[0], d):
-                cl.append(d)
-                break
-        else:
-            classes.append([d])
-    return classes
 
 
 def descendants(instance: SchedulingInstance) -> list[int]:
@@ -466,7 +443,7 @@ def _redundant(m: PlacementModel) -> None:
 def _symmetry(m: PlacementModel) -> None:
     """10. sym / symu: interchangeable devices are used in order of first use."""
     inst, b = m.instance, m.builder
-    m.classes = interchangeable_classes(inst)
+    m.classes = inst.interchangeable_device_classes()
     for ci, cl in enumerate(m.classes):
         if len(cl) < 2:
             continue
@@ -578,8 +555,6 @@ def hint_schedule(m: PlacementModel, device_of: Sequence[int], start: Sequence[i
         d = m.classes[ci][j]
         put(u, 1 if any(dev[t] == d for t in order[: pos + 1]) else 0)
     if m.peak is not None:
-        from planner.schedule.memory import memory_intervals, memory_profile
-
         prof = memory_profile(inst, memory_intervals(inst, dev, s, end))
         unit = m.objective.memory_unit_bytes
         put(m.peak, -(-max(prof.peak_bytes, default=0) // unit))

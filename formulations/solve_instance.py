@@ -6,34 +6,41 @@ a simple list schedule) or else the serial bound (any optimal schedule without a
 nothing is in flight is at most sum(slowest durations) + sum(slowest transfers) long, and removing such a moment
 never hurts memory); hint the best known schedule; solve; extract (booleans read as > 0.5) and check the plan.
 
-Result.  `status` 'optimal' when the solver proved optimality and the bound meets the makespan (with secondary
-objective terms: when the solver proved the weighted objective optimal); else 'feasible'.  `lower_bound_tick` =
-max(solver bound rounded up, `instance.trivial_lower_bound_tick()`) for a makespan-only objective, the trivial
-bound otherwise, never above the makespan.  Without an incumbent but with a valid warm start (or list schedule),
-that schedule comes back as 'feasible' with the solver's bound; a warm start better than the solver's incumbent
-wins too.  Never returns None: no plan at all raises `InfeasibleError` (proven infeasible, with the reason) or
-`OpplanError` (time limit too short to find one).
+The solve itself is `formulations.driver.solve_formulation` on `PlacementFormulation` (model, hint, checked
+read-back, infeasibility report); the driver's docstring states the result's meaning.  In short: `status`
+OPTIMAL when the bound meets the makespan (with secondary objective terms: when the solver proved the weighted
+objective optimal); else FEASIBLE.  `lower_bound_tick` = max(solver bound rounded up,
+`instance.trivial_lower_bound_tick()`) for a makespan-only objective, the trivial bound otherwise, never above
+the makespan.  Without an incumbent, the best valid known schedule (warm start or list schedule) comes back with
+the solver's bound; one better than the solver's incumbent wins too; one that a MILP backend's conservative
+memory bound calls infeasible comes back FEASIBLE.  Never returns None: no plan at all raises `InfeasibleError`
+(proven infeasible, with the reason) or `OpplanError` (time limit too short to find one).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 
 import numpy as np
 
-from formulations.backends import get_backend
-from formulations.list_schedule import TimedAssignment, list_schedule, serial_bound_tick
-from formulations.model_api import ProgressCallback, SolveParams, SolveStatus
-from formulations.placement import MAKESPAN, Objective, build_placement_model, hint_schedule, memory_may_bind
+from formulations.backends import Backend, get_backend
+from formulations.driver import Formulation, ceil_tick, solve_formulation
+from formulations.model_api import ModelBuilder, ProgressCallback, SolveResult
+from formulations.placement import (
+    MAKESPAN,
+    Objective,
+    PlacementModel,
+    build_placement_model,
+    hint_schedule,
+    memory_may_bind,
+)
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
-from planner.errors import InfeasibleError, OpplanError
+from planner.errors import InfeasibleError
+from planner.heuristics.horizon import TimedAssignment, critical_path_schedule, serial_bound_tick
 from planner.heuristics.memory import capacity_lower_bound, task_alone_bytes
 from planner.schedule.memory import memory_intervals, memory_profile
-from planner.schedule.plan import Plan, TaskPlacement
-
-METHOD = "placement"
+from planner.schedule.plan import Plan, PlanMethod, PlanStatus, TaskPlacement
 
 # ------------------------------------------------------------------------------------------------ checks
 def schedule_problems(instance: SchedulingInstance, device: Sequence[int], start: Sequence[int],
@@ -115,9 +122,66 @@ def precheck(instance: SchedulingInstance) -> None:
                                             note=f"parameters exceed all memory together by "
                                                  f"{_fmt_bytes(total_params - total_cap)}"))
 
+# ------------------------------------------------------------------------------------------------ the driver's view
+class PlacementFormulation(Formulation[PlacementModel, TimedAssignment]):
+    """The placement formulation as the driver sees it: model, hint, read-back (checked), infeasibility."""
+
+    name = "placement"
+    solution_noun = "plan"
+    uses_cumulative = True  # device memory (family 8)
+
+    def __init__(self, instance: SchedulingInstance, *, horizon: int, objective: Objective,
+                 symmetry_breaking: bool) -> None:
+        self.instance, self.horizon, self.objective = instance, horizon, objective
+        self.symmetry_breaking = symmetry_breaking
+        self.objective_is_value = objective.makespan_only
+        self.subject = instance.name
+        self._families: list[str] = []
+
+    def build(self, builder: ModelBuilder) -> PlacementModel:
+        model = build_placement_model(self.instance, builder, horizon=self.horizon,
+                                      lower_bound=self.instance.trivial_lower_bound_tick(),
+                                      objective=self.objective, symmetry_breaking=self.symmetry_breaking)
+        self._families = sorted(builder.family_counts())
+        return model
+
+    def hint(self, model: PlacementModel, solution: TimedAssignment) -> None:
+        hint_schedule(model, solution.device, solution.start)
+
+    def read(self, model: PlacementModel, result: SolveResult) -> TimedAssignment:
+        inst = self.instance
+        device = []
+        for t in range(inst.num_tasks):
+            on = [d for d in model.eligible[t] if result.bool_value(model.x[t, d])]
+            if len(on) != 1:
+                raise RuntimeError(f"{result.solver_name}: task {inst.task_names[t]} placed on {on}")
+            device.append(on[0])
+        start = [result.int_value(model.start[t]) for t in range(inst.num_tasks)]
+        end = [start[t] + int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks)]
+        problems = schedule_problems(inst, device, start, end)
+        if problems:
+            raise RuntimeError(f"{result.solver_name} returned an invalid schedule for {inst.name!r}: {problems}")
+        return TimedAssignment(tuple(device), tuple(start), tuple(end))
+
+    def value_tick(self, solution: TimedAssignment) -> int:
+        return solution.makespan_tick
+
+    def bound_tick(self, solver_bound: float) -> int:
+        return ceil_tick(solver_bound / self.objective.makespan_weight)
+
+    def explain_infeasible(self, backend: Backend) -> str:
+        if memory_may_bind(self.instance):
+            note = "" if backend.exact_cumulative else (f"the {backend.name} backend bounds memory conservatively "
+                                                        f"(all buffers at once); the cpsat backend models it "
+                                                        f"exactly")
+            return memory_report(self.instance, proven=True, note=note)
+        return (f"the placement model of {self.instance.name!r} is infeasible within horizon {self.horizon} ticks "
+                f"(constraint families: {self._families})")
+
+
 # ------------------------------------------------------------------------------------------------ entry point
-def _plan(instance: SchedulingInstance, sched: TimedAssignment, *, status: str, lower_bound: int, solver: str,
-          version: str, elapsed: float) -> Plan:
+def _plan(instance: SchedulingInstance, sched: TimedAssignment, *, status: PlanStatus, lower_bound: int,
+          solver: str, version: str, elapsed: float) -> Plan:
     # Makespan is first start to last end: shift so the first task starts at tick 0 (a uniform shift changes
     # nothing else, memory included).
     shift = min(sched.start, default=0)
@@ -126,9 +190,10 @@ def _plan(instance: SchedulingInstance, sched: TimedAssignment, *, status: str, 
                                      int(sched.end[t] - shift)) for t in range(instance.num_tasks))
     return Plan(instance_name=instance.name, placements=placements, device_names=tuple(instance.device_names),
                 makespan_tick=int(makespan), lower_bound_tick=int(min(lower_bound, makespan)), status=status,
-                method=METHOD, solver=solver, solver_version=version, solve_time_s=float(elapsed),
+                method=PlanMethod.PLACEMENT, solver=solver, solver_version=version, solve_time_s=float(elapsed),
                 tick_s=instance.tick_s, time_unit=instance.time_unit,
                 task_ops={k: tuple(v) for k, v in instance.task_ops.items()})
+
 
 def solve_placement(
     instance: SchedulingInstance,
@@ -147,18 +212,15 @@ def solve_placement(
     """Place and order every task of `instance` (see the module docstring for the result's meaning)."""
     t0 = time.monotonic()
     be = get_backend(backend)
-    trivial = instance.trivial_lower_bound_tick()
     if instance.num_tasks == 0:
-        return _plan(instance, TimedAssignment((), (), ()), status="optimal", lower_bound=0, solver=be.name,
-                     version=be.version, elapsed=time.monotonic() - t0)
+        return _plan(instance, TimedAssignment((), (), ()), status=PlanStatus.OPTIMAL, lower_bound=0,
+                     solver=be.name, version=be.version, elapsed=time.monotonic() - t0)
     precheck(instance)
 
     # Known schedules: the warm start and a list schedule; the valid ones bound the horizon.
     warm = _from_plan(instance, warm_start) if warm_start is not None else None
-    warm_ok = _valid(instance, warm)
-    listed = list_schedule(instance)
-    listed_ok = _valid(instance, listed)
-    valid = [s for s, ok in ((warm, warm_ok), (listed, listed_ok)) if ok and s is not None]
+    listed = critical_path_schedule(instance)
+    valid = [s for s in (warm, listed) if _valid(instance, s)]
     best_known = min(valid, key=lambda s: s.makespan_tick) if valid else None
     if best_known is not None and objective.makespan_only:
         horizon = best_known.makespan_tick
@@ -166,64 +228,11 @@ def solve_placement(
         serial = serial_bound_tick(instance, slowest=bool(memory_may_bind(instance)))
         horizon = max([serial] + [s.makespan_tick for s in valid])
 
-    builder = be.new_builder()
-    model = build_placement_model(instance, builder, horizon=horizon, lower_bound=trivial, objective=objective,
-                                  symmetry_breaking=symmetry_breaking)
-    hint = best_known or warm or listed
-    hint_schedule(model, hint.device, hint.start)
-
-    remaining = max(0.1, time_limit_s - (time.monotonic() - t0))
-    result = builder.solve(SolveParams(time_limit_s=remaining, rel_gap=rel_gap, threads=threads, seed=seed,
-                                       deterministic=deterministic, progress=progress))
-    elapsed = time.monotonic() - t0
-    solver_bound = result.best_bound
-    if objective.makespan_only and solver_bound is not None and math.isfinite(solver_bound):
-        bound = max(trivial, math.ceil(solver_bound / objective.makespan_weight - 1e-6))
-    else:
-        bound = trivial
-
-    if result.status is SolveStatus.MODEL_INVALID:
-        raise RuntimeError(f"{be.name} rejected the placement model of {instance.name!r} (a formulation bug)")
-    if result.status is SolveStatus.INFEASIBLE and not be.exact_cumulative and best_known is not None:
-        # The MILP memory bound is conservative: a valid known schedule beats its "infeasible".
-        return _plan(instance, best_known, status="feasible", lower_bound=trivial, solver=be.name,
-                     version=be.version, elapsed=elapsed)
-    if result.status is SolveStatus.INFEASIBLE:
-        if memory_may_bind(instance):
-            note = "" if be.exact_cumulative else (f"the {be.name} backend bounds memory conservatively "
-                                                   f"(all buffers at once); the cpsat backend models it exactly")
-            raise InfeasibleError(memory_report(instance, proven=True, note=note))
-        raise InfeasibleError(f"the placement model of {instance.name!r} is infeasible within horizon {horizon} "
-                              f"ticks (constraint families: {sorted(builder.family_counts())})")
-
-    if result.has_solution:
-        device = []
-        for t in range(instance.num_tasks):
-            on = [d for d in model.eligible[t] if result.bool_value(model.x[t, d])]
-            if len(on) != 1:
-                raise RuntimeError(f"{be.name}: task {instance.task_names[t]} placed on {on}")
-            device.append(on[0])
-        start = [result.int_value(model.start[t]) for t in range(instance.num_tasks)]
-        end = [start[t] + int(instance.duration_tick[t, device[t]]) for t in range(instance.num_tasks)]
-        sched = TimedAssignment(tuple(device), tuple(start), tuple(end))
-        problems = schedule_problems(instance, device, start, end)
-        if problems:
-            raise RuntimeError(f"{be.name} returned an invalid schedule for {instance.name!r}: {problems}")
-        if best_known is not None and objective.makespan_only and best_known.makespan_tick < sched.makespan_tick:
-            sched = best_known
-        if result.status is SolveStatus.OPTIMAL and (not objective.makespan_only or bound >= sched.makespan_tick):
-            status = "optimal"
-        else:
-            status = "feasible"
-        if objective.makespan_only and status == "optimal":
-            bound = max(bound, sched.makespan_tick)
-        return _plan(instance, sched, status=status, lower_bound=bound, solver=be.name, version=be.version,
-                     elapsed=elapsed)
-
-    fallback = warm if warm_ok else (listed if listed_ok else None)
-    if fallback is not None:
-        status = "optimal" if bound >= fallback.makespan_tick else "feasible"
-        return _plan(instance, fallback, status=status, lower_bound=bound, solver=be.name, version=be.version,
-                     elapsed=elapsed)
-    raise OpplanError(f"{be.name} found no plan for {instance.name!r} within {time_limit_s:g} s and no valid warm "
-                      f"start was given", fix="raise the time limit or pass a warm start")
+    formulation = PlacementFormulation(instance, horizon=horizon, objective=objective,
+                                       symmetry_breaking=symmetry_breaking)
+    solved = solve_formulation(formulation, backend=be, time_limit_s=time_limit_s, rel_gap=rel_gap,
+                               threads=threads, seed=seed, deterministic=deterministic, progress=progress,
+                               hint=best_known or warm or listed, known=best_known,
+                               lower_bound_tick=instance.trivial_lower_bound_tick(), started_s=t0)
+    return _plan(instance, solved.solution, status=solved.status, lower_bound=solved.lower_bound_tick,
+                 solver=solved.solver, version=solved.solver_version, elapsed=solved.solve_time_s)

@@ -254,9 +254,7 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
 
 def _stitch(instance: SchedulingInstance, results: Sequence[SegmentResult]) -> Plan | None:
     """Join the segment schedules (module docstring); None when devices cannot be matched or the plan is invalid."""
-    from formulations.placement import interchangeable_classes
-
-    cls = {d: i for i, c in enumerate(interchangeable_classes(instance)) for d in c}
+    cls = {d: i for i, c in enumerate(instance.interchangeable_device_classes()) for d in c}
     nd = instance.num_devices
     device_of: dict[int, int] = {}
     rows: list[list[int]] = [[] for _ in range(nd)]

@@ -13,9 +13,11 @@ from formulations.placement import (
     Objective,
     build_placement_model,
     canonical_devices,
-    interchangeable_classes,
 )
 from formulations.solve_instance import solve_placement
+from planner.cost.instance import SchedulingInstance
+
+interchangeable_classes = SchedulingInstance.interchangeable_device_classes  # the one symmetry helper
 from planner.cost.instance import SchedulingInstance
 
 BACKENDS = available_backends()

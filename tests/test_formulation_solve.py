@@ -130,7 +130,7 @@ def test_stg_instance_reaches_its_optimum(stg_dir) -> None:
 
 @pytest.mark.slow
 def test_stg_benchmark_target(stg_dir) -> None:
-    from formulations.stg_bench import run_stg_benchmark
+    from experiments.stg_bench import run_stg_benchmark
 
     results = run_stg_benchmark(stg_dir, time_limit_s=10)
     assert len(results) == 80

@@ -22,6 +22,7 @@ memory while the task runs.  `capacity_bytes[d]` is device d's memory.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -135,8 +136,6 @@ class SchedulingInstance:
     @cached_property
     def topological_order(self) -> tuple[int, ...]:
         """Task indices in a topological order (smallest index first among ready tasks)."""
-        import heapq
-
         indeg = [len(p) for p in self.predecessors]
         ready = [i for i, k in enumerate(indeg) if k == 0]
         heapq.heapify(ready)
@@ -151,6 +150,40 @@ class SchedulingInstance:
         if len(order) != self.num_tasks:
             raise ValueError(f"instance {self.name!r} is not acyclic")
         return tuple(order)
+
+    # ----- symmetry -----
+    def interchangeable_device_classes(self) -> list[list[int]]:
+        """The classes of interchangeable devices, each in index order, the classes ordered by first member.
+
+        Devices a and b are interchangeable when exchanging their labels maps the instance onto itself: every
+        task lasts as long on a as on b (eligibility included: pins and exclusions are INELIGIBLE durations),
+        they hold the same memory, and their links agree — a's link to every third device k is of the same
+        class as b's, in both directions, and the link a -> b is of the same class as b -> a.  The link class
+        is all the instance knows about a link (latency, bandwidth and every edge's delay are per class), and
+        durations, capacities and links are all it knows about a device, so this is exactly "the swap (a b) is
+        a symmetry of the instance": any schedule maps to one of equal makespan and memory on the swapped
+        devices, which is what symmetry breaking and the canonical stage maps rely on.
+
+        Why comparing a device with one member of a class suffices: swaps that are symmetries compose, and
+        (a c) = (a b)(b c)(a b), so interchangeability is an equivalence relation (transitive), and a class is
+        one of its equivalence classes — any permutation inside it is a symmetry.
+        """
+        lc, dur, cap = self.link_class, self.duration_tick, self.capacity_bytes
+        nd = self.num_devices
+
+        def swappable(a: int, b: int) -> bool:
+            if cap[a] != cap[b] or lc[a, b] != lc[b, a] or not np.array_equal(dur[:, a], dur[:, b]):
+                return False
+            return all(lc[a, k] == lc[b, k] and lc[k, a] == lc[k, b] for k in range(nd) if k not in (a, b))
+
+        classes: list[list[int]] = []
+        for d in range(nd):
+            home = next((cl for cl in classes if swappable(cl[0], d)), None)
+            if home is None:
+                classes.append([d])
+            else:
+                home.append(d)
+        return classes
 
     # ----- bounds -----
     def mean_duration_tick(self) -> np.ndarray:

@@ -17,7 +17,7 @@ import numpy as np
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.errors import InfeasibleError
 from planner.heuristics.list_schedule import with_solve_time, list_schedule
-from planner.schedule.plan import Plan
+from planner.schedule.plan import Plan, PlanMethod
 
 
 def topological_priority(instance: SchedulingInstance) -> np.ndarray:
@@ -59,7 +59,7 @@ def single_device(instance: SchedulingInstance, device: int | str | None = None,
 
         try:
             plan = list_schedule(instance, prio, only_d, insertion=False, respect_memory=respect_memory,
-                                 method="single_device")
+                                 method=PlanMethod.SINGLE_DEVICE)
         except InfeasibleError as err:
             first_error = first_error or err
             continue
@@ -79,4 +79,4 @@ def round_robin(instance: SchedulingInstance, *, respect_memory: bool = True) ->
         return (device - k) % num_dev
 
     return list_schedule(instance, topological_priority(instance), in_turn, insertion=False,
-                         respect_memory=respect_memory, method="round_robin")
+                         respect_memory=respect_memory, method=PlanMethod.ROUND_ROBIN)

@@ -41,6 +41,7 @@ on 8 devices (see `planner/heuristics/bench.py`).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import time
 from bisect import bisect_right
@@ -58,7 +59,7 @@ from planner.heuristics.memory import (
     show_bytes,
     task_alone_bytes,
 )
-from planner.schedule.plan import Plan, TaskPlacement
+from planner.schedule.plan import Plan, PlanMethod, PlanStatus, TaskPlacement
 
 DevicePolicy = Callable[[int, int, int, int], "float | int | None"]
 """key(task, k, device, finish) -> a sort key (lower is preferred) or None (device not allowed).
@@ -177,7 +178,7 @@ def list_schedule(
     insertion: bool = True,
     respect_memory: bool = True,
     max_gap_scan: int = DEFAULT_MAX_GAP_SCAN,
-    method: str = "list_schedule",
+    method: PlanMethod | str = PlanMethod.LIST_SCHEDULE,
 ) -> Plan:
     """Schedule every task (module docstring); returns a Plan with status 'heuristic' and the trivial lower bound.
 
@@ -310,7 +311,7 @@ def _choose_with_memory(instance, tracker, t, k, cands, row, free, arrivals_on, 
     raise InfeasibleError(_memory_message(instance, t, d, chk, method), fix=_memory_fix(instance, t))
 
 
-def _memory_message(instance: SchedulingInstance, t: int, d: int, chk, method: str) -> str:
+def _memory_message(instance: SchedulingInstance, t: int, d: int, chk, method: PlanMethod | str) -> str:
     parts = {
         "params": int(instance.param_bytes[t]),
         "working": int(instance.peak_internal_bytes[t]),
@@ -334,7 +335,7 @@ def _memory_fix(instance: SchedulingInstance, t: int) -> str:
             f" {bound.reason}")
 
 
-def _make_plan(instance: SchedulingInstance, dev: list[int], start: list[int], end: list[int], method: str,
+def _make_plan(instance: SchedulingInstance, dev: list[int], start: list[int], end: list[int], method: PlanMethod | str,
                elapsed_s: float) -> Plan:
     names = instance.task_names
     placements = tuple(TaskPlacement(names[t], dev[t], start[t], end[t]) for t in range(instance.num_tasks))
@@ -344,7 +345,7 @@ def _make_plan(instance: SchedulingInstance, dev: list[int], start: list[int], e
         device_names=tuple(instance.device_names),
         makespan_tick=max(end, default=0),
         lower_bound_tick=instance.trivial_lower_bound_tick(),
-        status="heuristic",
+        status=PlanStatus.HEURISTIC,
         method=method,
         solve_time_s=elapsed_s,
         tick_s=instance.tick_s,
@@ -371,11 +372,9 @@ def heft(
     if rank is Rank.SUM:
         priority = priority + downward_rank(instance)
     plan = list_schedule(instance, priority, earliest_finish, insertion=insertion, respect_memory=respect_memory,
-                         max_gap_scan=max_gap_scan, method="heft" if rank is Rank.UPWARD else "heft-sum")
+                         max_gap_scan=max_gap_scan, method=PlanMethod.HEFT if rank is Rank.UPWARD else PlanMethod.HEFT_SUM)
     return with_solve_time(plan, time.perf_counter() - t0)
 
 
 def with_solve_time(plan: Plan, elapsed_s: float) -> Plan:
-    import dataclasses
-
     return dataclasses.replace(plan, solve_time_s=elapsed_s)

@@ -73,14 +73,16 @@ eligible on every device (free; keeping a stage's tasks together is then the for
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.errors import InputError
-from planner.schedule.actions import Action, ActionKind, OverlapAction
+from planner.heuristics.stage_dp import StagePlacement
+from planner.schedule.actions import Action, ActionKind, OverlapAction, parse_action
 from planner.schedule.program import Schedule
 
 
@@ -218,13 +220,9 @@ def fixed_placement(num_stages: int, num_devices: int) -> tuple[int, ...]:
 
 
 def v_placement(num_devices: int) -> tuple[int, ...]:
-    """2p stages in a V: device i holds stages i and 2p-1-i (ZB-V, DualPipeV)."""
-    p = num_devices
-    return tuple(s if s < p else 2 * p - 1 - s for s in range(2 * p))
-
-
-def dualpipe_placement(num_devices: int) -> tuple[int, ...]:
-    """DualPipe's 2p stage copies: stage s < p on device s (down), stage p+j on device p-1-j (up)."""
+    """2p stages in a V: device i holds stages i and 2p-1-i.  One layout for ZB-V and DualPipeV (one chain down
+    and back up) and for DualPipe (stage s < p on device s going down, its copy p+j on device p-1-j going up):
+    the pipelines differ in their chains, not in where the stages sit."""
     p = num_devices
     return tuple(s if s < p else 2 * p - 1 - s for s in range(2 * p))
 
@@ -238,34 +236,37 @@ def uniform_pipeline(
     weight_grad_tick: int = 1,
     activation_bytes: int = 1,
     param_bytes: int = 0,
-    placement: str = "fixed",
+    placement: StagePlacement = StagePlacement.FIXED,
     num_devices: int | None = None,
     comm_tick: int = 0,
     overlap_tick: int | None = None,
     name: str | None = None,
     fb_overlap: float | None = None,
 ) -> TrainingPipeline:
-    """Identical stages.  `placement`: 'fixed' (stage s on device s mod p; p = num_stages unless given),
-    'v' (num_stages = 2p, V-shape), 'dualpipe' (num_stages = 2p stage copies, two chains), 'free'."""
+    """Identical stages.  `placement`: FIXED (stage s on device s mod p; p = num_stages unless given),
+    V (num_stages = 2p, V-shape), DUALPIPE (num_stages = 2p stage copies, two chains), FREE (no placement).
+    A plain string naming one of them ('fixed', 'v', ...) is converted."""
+    try:
+        placement = StagePlacement(placement)
+    except ValueError:
+        raise InputError(f"unknown placement {placement!r}", fix="use fixed, v, dualpipe or free") from None
     cost = StageCost(forward_tick, input_grad_tick, weight_grad_tick, activation_bytes, param_bytes)
     stages = tuple(cost for _ in range(num_stages))
     chains: tuple[tuple[int, ...], ...] = (tuple(range(num_stages)),)
-    if placement in ("v", "dualpipe"):
+    if placement in (StagePlacement.V, StagePlacement.DUALPIPE):
         if num_stages % 2:
-            raise InputError(f"placement {placement!r} needs an even number of stages, got {num_stages}")
+            raise InputError(f"placement {placement.value!r} needs an even number of stages, got {num_stages}")
         p = num_stages // 2
-        std = v_placement(p)
-        if placement == "dualpipe":
+        std: tuple[int, ...] | None = v_placement(p)
+        if placement is StagePlacement.DUALPIPE:
             chains = (tuple(range(p)), tuple(range(p, 2 * p)))
         num_devices = p
-    elif placement == "fixed":
+    elif placement is StagePlacement.FIXED:
         num_devices = num_devices or num_stages
         std = fixed_placement(num_stages, num_devices)
-    elif placement == "free":
+    else:
         num_devices = num_devices or num_stages
         std = None
-    else:
-        raise InputError(f"unknown placement {placement!r}", fix="use fixed, v, dualpipe or free")
     return TrainingPipeline(stages, num_microbatches, num_devices, std, chains, comm_tick,
                             name or f"{placement}-{num_stages}x{num_microbatches}", overlap_tick,
                             fb_overlap=fb_overlap)
@@ -288,6 +289,46 @@ def _fused_and_pairs(schedule: Schedule | None) -> tuple[set[tuple[int, int]], l
     return fused, pairs
 
 
+@dataclass(frozen=True, slots=True)
+class AllToAll:
+    """One MoE all-to-all task of an unrolled instance (`kind` one of `A2A_KINDS`): ``sDISPATCH_Fm`` ..."""
+
+    stage: int
+    kind: str
+    microbatch: int
+
+    def __str__(self) -> str:
+        return f"{self.stage}{self.kind}{self.microbatch}"
+
+
+UnrolledAction = Action | OverlapAction | AllToAll
+"""What one task of an unrolled instance does: a compute action (F, B, W, BW), an overlapped pair, a send
+(SEND_F / SEND_B, keyed by the stage that sends it), or an all-to-all."""
+
+
+@dataclass(frozen=True)
+class Unrolled:
+    """An unrolled instance and the action of each of its tasks (``str(actions[t]) == instance.task_names[t]``),
+    so that code working on the instance keys its tasks by `Action` values instead of parsing names."""
+
+    instance: SchedulingInstance
+    actions: tuple[UnrolledAction, ...]
+
+    @cached_property
+    def index(self) -> Mapping[UnrolledAction, int]:
+        """Task index of each action."""
+        return {a: t for t, a in enumerate(self.actions)}
+
+    def task(self, stage: int, kind: ActionKind, microbatch: int) -> int:
+        """Index of the task running Action(stage, kind, microbatch)."""
+        return self.index[Action(stage, kind, microbatch)]
+
+    def stage_of(self, task: int) -> int:
+        """The task's stage: an action's own, a pair's forward's, a send's sending stage, an all-to-all's."""
+        a = self.actions[task]
+        return a.forward.stage if isinstance(a, OverlapAction) else a.stage
+
+
 def unroll(
     pipeline: TrainingPipeline,
     *,
@@ -297,27 +338,38 @@ def unroll(
     """The instance of `pipeline`: tasks F, B, W per (stage, micro-batch), or BW for the (stage, micro-batch)
     pairs in `fused`; each overlapped pair in `pairs` becomes one task of duration `pipeline.pair_tick` (only
     when that is set; otherwise the pair runs as its two halves)."""
+    return unroll_actions(pipeline, fused=fused, pairs=pairs).instance
+
+
+def unroll_actions(
+    pipeline: TrainingPipeline,
+    *,
+    fused: Iterable[tuple[int, int]] = (),
+    pairs: Sequence[OverlapAction] = (),
+) -> Unrolled:
+    """`unroll`, with the action of every task."""
     fused = set(fused)
-    names: list[str] = []
+    acts: list[UnrolledAction] = []
     dur: list[int] = []
     act: list[int] = []
     par: list[int] = []
     stage_of: list[int] = []
+    F, B, W, BW = ActionKind.F, ActionKind.B, ActionKind.W, ActionKind.BW
     for s, cost in enumerate(pipeline.stages):
         for m in range(pipeline.num_microbatches):
-            names.append(f"{s}F{m}")
+            acts.append(Action(s, F, m))
             dur.append(int(cost.forward_tick))
             act.append(int(cost.activation_bytes))
             par.append(int(cost.param_bytes) if m == 0 else 0)
             stage_of.append(s)
             if (s, m) in fused:
-                names.append(f"{s}BW{m}")
+                acts.append(Action(s, BW, m))
                 dur.append(cost.bw_tick)
                 act.append(0)
                 par.append(0)
                 stage_of.append(s)
             else:
-                names += [f"{s}B{m}", f"{s}W{m}"]
+                acts += [Action(s, B, m), Action(s, W, m)]
                 dur += [int(cost.input_grad_tick), int(cost.weight_grad_tick)]
                 act += [0, 0]
                 par += [0, 0]
@@ -331,9 +383,11 @@ def unroll(
                 continue
             assert std is not None
             for m in range(pipeline.num_microbatches):
-                for name, dev in ((f"{s}SEND_F{m}", std[s]), (f"{chain[i + 1]}SEND_B{m}", std[chain[i + 1]])):
-                    stream_of[len(names)] = p + dev
-                    names.append(name)
+                nxt = chain[i + 1]
+                for send, dev in ((Action(s, ActionKind.SEND_F, m), std[s]),
+                                  (Action(nxt, ActionKind.SEND_B, m), std[nxt])):
+                    stream_of[len(acts)] = p + dev
+                    acts.append(send)
                     dur.append(pipeline.hop_tick(s))
                     act.append(0)
                     par.append(0)
@@ -343,36 +397,38 @@ def unroll(
         assert std is not None
         for m in range(pipeline.num_microbatches):
             for kind in A2A_KINDS:
-                stream_of[len(names)] = p + std[s]
-                names.append(f"{s}{kind}{m}")
+                stream_of[len(acts)] = p + std[s]
+                acts.append(AllToAll(s, kind, m))
                 dur.append(int(pipeline.stages[s].a2a_tick))
                 act.append(0)
                 par.append(0)
                 stage_of.append(-1)
-    idx = {n: i for i, n in enumerate(names)}
+    idx: dict[UnrolledAction, int] = {a: i for i, a in enumerate(acts)}
     edges: list[tuple[int, int, int]] = []
 
     def back(s: int, m: int) -> int:
-        return idx[f"{s}BW{m}"] if (s, m) in fused else idx[f"{s}B{m}"]
+        return idx[Action(s, BW, m)] if (s, m) in fused else idx[Action(s, B, m)]
 
     for chain in pipeline.chains:
         for m in range(pipeline.num_microbatches):
             for i, s in enumerate(chain):
-                f = idx[f"{s}F{m}"]
+                f = idx[Action(s, F, m)]
                 edges.append((f, back(s, m), 0))
                 if i + 1 < len(chain) and pipeline.sends_on_stream(s, chain[i + 1]):
-                    sf, sb = idx[f"{s}SEND_F{m}"], idx[f"{chain[i + 1]}SEND_B{m}"]
-                    edges += [(f, sf, 0), (sf, idx[f"{chain[i + 1]}F{m}"], 0),
-                              (back(chain[i + 1], m), sb, 0), (sb, back(s, m), 0)]
+                    nxt = chain[i + 1]
+                    sf, sb = idx[Action(s, ActionKind.SEND_F, m)], idx[Action(nxt, ActionKind.SEND_B, m)]
+                    edges += [(f, sf, 0), (sf, idx[Action(nxt, F, m)], 0),
+                              (back(nxt, m), sb, 0), (sb, back(s, m), 0)]
                 elif i + 1 < len(chain):
                     c = pipeline.hop_tick(s)
-                    edges.append((f, idx[f"{chain[i + 1]}F{m}"], c))
+                    edges.append((f, idx[Action(chain[i + 1], F, m)], c))
                     edges.append((back(chain[i + 1], m), back(s, m), c))
                 if (s, m) not in fused:
-                    edges.append((idx[f"{s}B{m}"], idx[f"{s}W{m}"], 0))
-                    edges.append((f, idx[f"{s}W{m}"], 0))
+                    edges.append((idx[Action(s, B, m)], idx[Action(s, W, m)], 0))
+                    edges.append((f, idx[Action(s, W, m)], 0))
     if a2a_stages:
         edges = _through_a2a(edges, idx, a2a_stages, pipeline.num_microbatches, back)
+    names = [str(a) for a in acts]
     inst = SchedulingInstance.uniform(pipeline.name, dur, edges, pipeline.num_streams, task_names=names,
                                       param_bytes=par, activation_bytes=act)
     if pipeline.streams_on:
@@ -391,16 +447,16 @@ def unroll(
     timed = [(pr, pipeline.pair_tick(pr.forward.stage, pr.backward.stage, pr.backward.kind is ActionKind.BW))
              for pr in pairs]
     timed = [(pr, t) for pr, t in timed if t is not None]
-    if timed:
-        inst = _merge_pairs(inst, [pr for pr, _ in timed], [t for _, t in timed])
-    return inst
+    if not timed:
+        return Unrolled(inst, tuple(acts))
+    return _merge_pairs(Unrolled(inst, tuple(acts)), [pr for pr, _ in timed], [t for _, t in timed])
 
 
 A2A_KINDS = ("DISPATCH_F", "COMBINE_F", "DISPATCH_B", "COMBINE_B")
 
 
-def _through_a2a(edges: list[tuple[int, int, int]], idx: dict[str, int], stages: Sequence[int], num_mb: int,
-                 back) -> list[tuple[int, int, int]]:
+def _through_a2a(edges: list[tuple[int, int, int]], idx: Mapping[UnrolledAction, int], stages: Sequence[int],
+                 num_mb: int, back: Callable[[int, int], int]) -> list[tuple[int, int, int]]:
     """Route every edge into F(s, m) / back(s, m) of an all-to-all stage through its dispatch and every edge out
     of them through its combine (except back -> W: the weight gradient needs only the dispatched gradient)."""
     into: dict[int, int] = {}
@@ -409,13 +465,14 @@ def _through_a2a(edges: list[tuple[int, int, int]], idx: dict[str, int], stages:
     extra: list[tuple[int, int, int]] = []
     for s in stages:
         for m in range(num_mb):
-            f, bk = idx[f"{s}F{m}"], back(s, m)
-            df, cf = idx[f"{s}DISPATCH_F{m}"], idx[f"{s}COMBINE_F{m}"]
-            db, cb = idx[f"{s}DISPATCH_B{m}"], idx[f"{s}COMBINE_B{m}"]
+            f, bk = idx[Action(s, ActionKind.F, m)], back(s, m)
+            df, cf = idx[AllToAll(s, "DISPATCH_F", m)], idx[AllToAll(s, "COMBINE_F", m)]
+            db, cb = idx[AllToAll(s, "DISPATCH_B", m)], idx[AllToAll(s, "COMBINE_B", m)]
             into[f], out_of[f], into[bk], out_of[bk] = df, cf, db, cb
             extra += [(df, f, 0), (f, cf, 0), (db, bk, 0), (bk, cb, 0)]
-            if f"{s}W{m}" in idx:
-                local.add((bk, idx[f"{s}W{m}"]))
+            w = Action(s, ActionKind.W, m)
+            if w in idx:
+                local.add((bk, idx[w]))
     out = []
     for u, v, c in edges:
         if (u, v) in local:
@@ -425,23 +482,24 @@ def _through_a2a(edges: list[tuple[int, int, int]], idx: dict[str, int], stages:
     return out + extra
 
 
-def _merge_pairs(inst: SchedulingInstance, pairs: Sequence[OverlapAction], ticks: Sequence[int]) -> SchedulingInstance:
+def _merge_pairs(unrolled: Unrolled, pairs: Sequence[OverlapAction], ticks: Sequence[int]) -> Unrolled:
     """Replace each pair's two tasks by one task named ``F&B`` lasting its tick (edges, memory, eligibility
     united)."""
-    idx = inst.task_index
+    inst, idx = unrolled.instance, unrolled.index
     group = list(range(inst.num_tasks))
-    new_names: dict[int, str] = {}
+    merged: dict[int, OverlapAction] = {}
     tick_of: dict[int, int] = {}
     for pr, tick in zip(pairs, ticks, strict=True):
-        f, b = idx[str(pr.forward)], idx[str(pr.backward)]
+        f, b = idx[pr.forward], idx[pr.backward]
         group[b] = f
-        new_names[f] = str(pr)
+        merged[f] = pr
         tick_of[f] = int(tick)
     keep = [t for t in range(inst.num_tasks) if group[t] == t]
     pos = {t: i for i, t in enumerate(keep)}
-    names = [new_names.get(t, inst.task_names[t]) for t in keep]
+    acts = tuple(merged.get(t, unrolled.actions[t]) for t in keep)
+    names = [str(a) for a in acts]
     dur = inst.duration_tick[keep].copy()
-    for f in new_names:
+    for f in merged:
         row = dur[pos[f]]
         row[row < INELIGIBLE] = tick_of[f]
     edges: list[tuple[int, int, int]] = []
@@ -455,7 +513,7 @@ def _merge_pairs(inst: SchedulingInstance, pairs: Sequence[OverlapAction], ticks
                                           if group[x] == t and x != t) for t in keep]
     out = SchedulingInstance.uniform(inst.name, [0] * len(keep), edges, inst.num_devices, task_names=names,
                                      param_bytes=par, activation_bytes=act)
-    return dataclasses.replace(out, duration_tick=dur)
+    return Unrolled(dataclasses.replace(out, duration_tick=dur), acts)
 
 
 def instance_for_schedule(pipeline: TrainingPipeline, schedule: Schedule) -> SchedulingInstance:
@@ -466,8 +524,7 @@ def instance_for_schedule(pipeline: TrainingPipeline, schedule: Schedule) -> Sch
 
 
 def action_of(task_name: str) -> tuple[Action, ...]:
-    """The compute actions a task of an unrolled instance performs (two for a pair task)."""
-    from planner.schedule.actions import parse_action
-
+    """The compute actions a task named `task_name` performs (two for a pair task); for code that holds only
+    names (a timeline, a plan file).  Code that unrolled the pipeline itself reads `Unrolled.actions`."""
     a = parse_action(task_name)
     return (a.forward, a.backward) if isinstance(a, OverlapAction) else (a,)

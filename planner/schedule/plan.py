@@ -6,7 +6,55 @@ format (versioned JSON, atomic writes) lives in `planner/schedule/plan_io.py`.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
+
+
+class PlanStatus(enum.StrEnum):
+    """How good a plan is known to be.  A `StrEnum`: the plan file stores the value ('optimal', ...) and a
+    comparison with the plain string still holds (``PlanStatus.OPTIMAL == "optimal"``)."""
+
+    OPTIMAL = "optimal"  # proven: the lower bound meets the makespan (bottleneck, ...)
+    FEASIBLE = "feasible"  # a solver incumbent (or a warm start) with a gap
+    HEURISTIC = "heuristic"  # no proof attempted beyond the trivial bound
+    INFEASIBLE = "infeasible"  # proven: nothing fits
+
+
+class PlanMethod(enum.StrEnum):
+    """Which planner produced a plan; the value is what the plan file stores.
+
+    Every planner in this repository uses one of these.  `Plan.method` may still be a plain string for plans
+    that are not planned but replayed or derived: a hand-designed pipeline schedule simulated under its own name
+    (``'1f1b'``, ``'zb-v'``), a re-timed plan (``'heft+retime'``), a caller's own list-scheduling policy; and a
+    plan file written by another tool loads with whatever string it holds (`plan_io.parse_method`).
+    """
+
+    PLACEMENT = "placement"  # formulations.solve_instance.solve_placement on one instance
+    MILP = "milp"  # planner.solve's bi-level search (placement formulation on clusters); a stage MILP alone
+    MILP_DP = "milp+dp"  # the stage MILP warm-started by the exact DP
+    DP = "dp"  # the exact stage DP
+    PIPELINE_MILP = "pipeline-milp"  # formulations.pipeline.solve_pipeline
+    HEFT = "heft"
+    HEFT_SUM = "heft-sum"  # HEFT with CPOP's priority (upward + downward rank)
+    LIST_SCHEDULE = "list_schedule"  # planner.heuristics.list_schedule with no method name of its own
+    ROUND_ROBIN = "round_robin"
+    SINGLE_DEVICE = "single_device"
+    PROJECTED = "projected"  # a cluster plan's orders replayed on the op graph
+    REPLAY = "replay"  # a plan's per-device orders simulated again
+    DECOMPOSITION = "decomposition"  # planner.decompose's stitched sub-plans
+
+
+def parse_status(value: str) -> PlanStatus:
+    """The status a plan file stores; ValueError for a value that is none of `PlanStatus`."""
+    return PlanStatus(value)
+
+
+def parse_method(value: str) -> PlanMethod | str:
+    """The method a plan file stores: a `PlanMethod` when it is one, else the string itself (see `PlanMethod`)."""
+    try:
+        return PlanMethod(value)
+    except ValueError:
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,8 +72,8 @@ class TaskPlacement:
 class Plan:
     """A schedule of one step plus its provenance and quality.
 
-    `status` is one of 'optimal' (proven), 'feasible' (a solver incumbent with a gap), 'heuristic' (no proof
-    attempted beyond the trivial bound), 'infeasible'.  `lower_bound_tick` is never below the trivial bound
+    `status` is a `PlanStatus`: optimal (proven), feasible (a solver incumbent with a gap), heuristic (no proof
+    attempted beyond the trivial bound), infeasible.  `method` is a `PlanMethod` (or a replayed schedule's name).  `lower_bound_tick` is never below the trivial bound
     max(critical path, total work / total speed); `gap` = (makespan - bound) / makespan.
     """
 
@@ -34,8 +82,8 @@ class Plan:
     device_names: tuple[str, ...]
     makespan_tick: int
     lower_bound_tick: int
-    status: str
-    method: str
+    status: PlanStatus
+    method: PlanMethod | str
     solver: str = ""
     solver_version: str = ""
     solve_time_s: float = 0.0

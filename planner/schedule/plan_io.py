@@ -6,6 +6,8 @@ Format version 1 (keys at the top level)::
     format_version    1
     instance          the instance's name
     method, solver, solver_version, status, solve_time_s
+                      (status: 'optimal', 'feasible', 'heuristic' or 'infeasible', read back as a `PlanStatus`;
+                      method: a `PlanMethod` value, or any string for a replayed schedule, read back as given)
     makespan, lower_bound, gap       objective, bound, (makespan - bound) / makespan; makespan/bound in `time_unit`
     makespan_tick, lower_bound_tick  the same in integer ticks (exact)
     time_unit         unit of every `makespan`, `lower_bound`, `start`, `end`: "s" for ONNX models, the task
@@ -31,7 +33,7 @@ from typing import Any
 
 from planner.errors import InputError
 from planner.schedule.atomic import atomic_write_text
-from planner.schedule.plan import Plan, TaskPlacement
+from planner.schedule.plan import Plan, PlanStatus, TaskPlacement, parse_method, parse_status
 
 FORMAT = "opplan-plan"
 FORMAT_VERSION = 1
@@ -61,10 +63,10 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "instance": plan.instance_name,
-        "method": plan.method,
+        "method": str(plan.method),
         "solver": plan.solver,
         "solver_version": plan.solver_version,
-        "status": plan.status,
+        "status": str(plan.status),
         "solve_time_s": plan.solve_time_s,
         "makespan": _to_unit(plan.makespan_tick, ts),
         "lower_bound": _to_unit(plan.lower_bound_tick, ts),
@@ -109,6 +111,14 @@ class _Reader:
         if not isinstance(value, types):
             raise self.fail(full, f"expected {'/'.join(t.__name__ for t in types)}, got {type(value).__name__}")
         return value
+
+    def status(self, obj: dict) -> PlanStatus:
+        """The top-level `status`, read back into the `PlanStatus` enum."""
+        value = self.get(obj, "status", (str,))
+        try:
+            return parse_status(value)
+        except ValueError:
+            raise self.fail("status", f"{value!r} is not one of {[s.value for s in PlanStatus]}") from None
 
     def tick(self, obj: dict, key: str, where: str, tick_s: float | None) -> int:
         """`<key>_tick` if present, else `<key>` converted back to ticks."""
@@ -178,8 +188,8 @@ def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
         device_names=tuple(devices),
         makespan_tick=r.tick(data, "makespan", "", tick_s),
         lower_bound_tick=r.tick(data, "lower_bound", "", tick_s),
-        status=r.get(data, "status", (str,)),
-        method=r.get(data, "method", (str,), default=""),
+        status=r.status(data),
+        method=parse_method(r.get(data, "method", (str,), default="")),
         solver=r.get(data, "solver", (str,), default=""),
         solver_version=r.get(data, "solver_version", (str,), default=""),
         solve_time_s=float(r.get(data, "solve_time_s", (int, float), default=0.0)),

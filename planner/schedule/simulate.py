@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 
 from planner.cost.instance import SchedulingInstance
 from planner.schedule.errors import DeadlockError, SimulationError
-from planner.schedule.plan import Plan
+from planner.schedule.plan import Plan, PlanMethod, PlanStatus
 from planner.schedule.program import Schedule, schedule_to_instance_order
 from planner.schedule.timeline import Timeline, build_timeline
 
@@ -210,7 +210,7 @@ def retime_plan(
     instance: SchedulingInstance,
     *,
     link_contention: bool = False,
-    method: str | None = None,
+    method: PlanMethod | str | None = None,
     **provenance,
 ) -> Plan:
     """Keep the plan's devices and per-device order, recompute its times on `instance` (e.g. other hardware).
@@ -228,7 +228,7 @@ def retime_plan(
         device_names=tuple(instance.device_names),
         makespan_tick=timeline.makespan_tick,
         lower_bound_tick=min(lb, timeline.makespan_tick),
-        status="heuristic",
+        status=PlanStatus.HEURISTIC,
         method=method if method is not None else f"{plan.method}+retime",
         tick_s=instance.tick_s,
         time_unit=instance.time_unit,

@@ -1,8 +1,8 @@
 r"""Pipeline stages: the result type, the data both methods read, and the exact dynamic program.
 
-The problem (the formulation in `formulations.stages` states it as a model).  Cut the tasks, taken in the fixed
-topological order ``inst.topological_order`` (position 0 .. n-1), into S non-empty contiguous stages
-0 .. S-1 and put stage s on device dev[s] (distinct devices).  Because every edge (u, v) goes forward in that
+The problem (the formulation in `formulations.stages` states it as a model; this DP is its warm start and, on
+a given map, its proof).  Cut the tasks, taken in the fixed topological order ``inst.topological_order``
+(position 0 .. n-1), into S non-empty contiguous stages 0 .. S-1 and put stage s on device dev[s] (distinct devices).  Because every edge (u, v) goes forward in that
 order, stage(u) <= stage(v): the stage graph is the chain 0 -> 1 -> ... -> S-1.
 
 * compute[s] = sum of the stage's task durations on dev[s].
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -36,15 +37,23 @@ import numpy as np
 
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.errors import InfeasibleError, InputError
+from planner.schedule.plan import PlanMethod, PlanStatus
 
 _INF = np.int64(2**62)
 
 
-class StagePlacement(enum.Enum):
-    """How stages are mapped to devices (a sequence of devices, one per stage, gives the map itself)."""
+class StagePlacement(enum.StrEnum):
+    """How stages are mapped to devices (a sequence of devices, one per stage, gives the map itself).
 
-    FIXED = "fixed"  # stage s on device s
-    FREE = "free"  # the solver chooses an injective map
+    The stage problem (this module, `formulations.stages`) takes FIXED and FREE: its stages sit on distinct
+    devices.  V and DUALPIPE put two stages on each device; they are layouts of a training pipeline
+    (`planner.pipeline.unroll.uniform_pipeline`).  A `StrEnum`, so the names a command line passes ('fixed',
+    'v', ...) convert with ``StagePlacement(name)``."""
+
+    FIXED = "fixed"  # stage s on device s (mod p for a pipeline with fewer devices: Megatron's looping layout)
+    FREE = "free"  # the solver chooses an injective map (a pipeline: every task eligible everywhere)
+    V = "v"  # 2p stages in a V: device i holds stages i and 2p-1-i (ZB-V, DualPipeV)
+    DUALPIPE = "dualpipe"  # 2p stage copies in the V layout, run as two chains (DualPipe)
 
 
 PlacementArg = StagePlacement | Sequence[int | str]
@@ -74,8 +83,8 @@ class StagePlan:
     comm_bytes: tuple[int, ...]  # bytes crossing boundary s | s+1 (0 for the last stage)
     bottleneck_tick: int
     lower_bound_tick: int
-    status: str  # 'optimal' | 'feasible'
-    method: str  # 'dp' or 'milp'
+    status: PlanStatus  # OPTIMAL or FEASIBLE
+    method: PlanMethod  # DP, MILP or MILP_DP
     solver: str  # e.g. 'cpsat', 'cpsat+dp', 'dp'
     solver_version: str
     solve_time_s: float
@@ -188,33 +197,10 @@ def cut_bytes(data: StageData) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------ maps
-def _swappable(inst: SchedulingInstance, a: int, b: int) -> bool:
-    lc = inst.link_class
-    if inst.capacity_bytes[a] != inst.capacity_bytes[b] or lc[a, b] != lc[b, a]:
-        return False
-    if not np.array_equal(inst.duration_tick[:, a], inst.duration_tick[:, b]):
-        return False
-    return all(lc[a, k] == lc[b, k] and lc[k, a] == lc[k, b] for k in range(inst.num_devices) if k not in (a, b))
-
-
-def device_classes(inst: SchedulingInstance) -> list[list[int]]:
-    """Classes of devices any two of which can be swapped without changing the instance (so any permutation
-    inside a class is a symmetry).  Greedy: a device joins the first class all of whose members it can swap with."""
-    classes: list[list[int]] = []
-    for d in range(inst.num_devices):
-        for cl in classes:
-            if all(_swappable(inst, m, d) for m in cl):
-                cl.append(d)
-                break
-        else:
-            classes.append([d])
-    return classes
-
-
 def canonical_maps(inst: SchedulingInstance, num_stages: int) -> Iterator[tuple[int, ...]]:
     """Every injective stage -> device map up to symmetry: inside each device class the devices are taken in
     index order (the first stage on the class gets its first device, ...)."""
-    classes = device_classes(inst)
+    classes = inst.interchangeable_device_classes()
 
     def rec(prefix: list[int], used: list[int]) -> Iterator[tuple[int, ...]]:
         if len(prefix) == num_stages:
@@ -239,6 +225,9 @@ def resolve_placement(inst: SchedulingInstance, num_stages: int, placement: Plac
     if num_stages > inst.num_tasks:
         raise InfeasibleError(f"cannot cut {inst.num_tasks} tasks of {inst.name!r} into {num_stages} non-empty "
                               f"stages", fix=f"use at most {inst.num_tasks} stages")
+    if placement in (StagePlacement.V, StagePlacement.DUALPIPE):
+        raise InputError(f"placement {placement.value!r} puts two stages on a device; the stage split needs "
+                         f"distinct devices", fix="use StagePlacement.FIXED, FREE or a list of devices")
     if isinstance(placement, StagePlacement):
         if num_stages > inst.num_devices:
             raise InfeasibleError(f"{num_stages} stages need {num_stages} distinct devices, {inst.name!r} has "
@@ -266,7 +255,7 @@ def resolve_placement(inst: SchedulingInstance, num_stages: int, placement: Plac
 
 # ------------------------------------------------------------------------------------------------ evaluation
 def build_plan(inst: SchedulingInstance, data: StageData, stage_of_pos: Sequence[int], devices: Sequence[int], *,
-               lower_bound: int, status: str, method: str, solver: str, solver_version: str = "",
+               lower_bound: int, status: PlanStatus, method: PlanMethod, solver: str, solver_version: str = "",
                solve_time_s: float = 0.0) -> StagePlan:
     """Measure a split (stage per position) on a map, checking that it is a valid one (contiguous, non-empty,
     eligible, within memory); a violation is a bug in the caller and raises RuntimeError."""
@@ -446,8 +435,6 @@ def stages_dp(inst: SchedulingInstance, num_stages: int, *, placement: Placement
     FIXED or a given map: one DP, O(n^2 S).  FREE: one DP per canonical map (ValueError when there are more than
     `max_maps`; use `formulations.stages.solve_stages` then).
     """
-    import time
-
     t0 = time.monotonic()
     devices = resolve_placement(inst, num_stages, placement)
     data = stage_data(inst, num_stages, param_copies=param_copies, inflight_microbatches=inflight_microbatches)
@@ -466,8 +453,8 @@ def stages_dp(inst: SchedulingInstance, num_stages: int, *, placement: Placement
     if best is None:
         raise InfeasibleError(infeasibility_report(inst, data, num_stages, devices))
     value, split, mp = best
-    plan = build_plan(inst, data, split, mp, lower_bound=value, status="optimal", method="dp", solver="dp",
-                      solve_time_s=time.monotonic() - t0)
+    plan = build_plan(inst, data, split, mp, lower_bound=value, status=PlanStatus.OPTIMAL, method=PlanMethod.DP,
+                      solver="dp", solve_time_s=time.monotonic() - t0)
     if plan.bottleneck_tick != value:  # pragma: no cover - the DP and the measurement disagree
         raise RuntimeError(f"DP value {value} but the split measures {plan.bottleneck_tick}")
     return plan
@@ -479,5 +466,5 @@ def split_positions(plan: StagePlan, data: StageData, inst: SchedulingInstance) 
 
 
 __all__ = ["StagePlacement", "StagePlan", "StageData", "stage_data", "stages_dp", "resolve_placement",
-           "canonical_maps", "device_classes", "build_plan", "trivial_lower_bound", "infeasibility_report",
+           "canonical_maps", "build_plan", "trivial_lower_bound", "infeasibility_report",
            "min_uniform_capacity", "dp_for_map", "split_positions"]

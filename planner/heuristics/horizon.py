@@ -1,9 +1,9 @@
-"""Cheap schedules that give the formulation a horizon and a first hint when no warm start is passed.
+"""Cheap schedules that give the placement formulation a horizon and a first hint when no warm start is passed.
 
-Not a competitor of the HEFT scheduler in `planner/heuristics/` (pass its plan as `warm_start`): a plain
+Not a competitor of HEFT (`planner.heuristics.list_schedule`; pass its plan as `warm_start`): a plain
 critical-path list schedule, ignoring memory, and the serial bound.
 
-* `list_schedule`: repeatedly take the ready task with the longest remaining path (bottom level: its fastest
+* `critical_path_schedule`: repeatedly take the ready task with the longest remaining path (bottom level: its fastest
   duration plus the longest such path below it, communication ignored) and put it on the eligible device where it
   finishes first (after its device is free and its inputs have arrived); no insertion into idle gaps.
 * `serial_bound_tick`: every task one after another in topological order, each on its fastest eligible device,
@@ -42,7 +42,8 @@ def bottom_levels(instance: SchedulingInstance) -> np.ndarray:
     return level
 
 
-def list_schedule(instance: SchedulingInstance) -> TimedAssignment:
+def critical_path_schedule(instance: SchedulingInstance) -> TimedAssignment:
+    """The list schedule of the module docstring (memory ignored)."""
     n, nd = instance.num_tasks, instance.num_devices
     level = bottom_levels(instance)
     indeg = [len(p) for p in instance.predecessors]

@@ -2,7 +2,7 @@
 
 `run_stg_benchmark(stg_dir)` reads every ``*.stg`` listed in ``optima.csv`` (graphs x processor counts), builds the
 instance with `planner.cost.model.build_instance(graph, Topology.identical(procs))`, solves it within
-`time_limit_s` and returns one row per instance.  ``python -m formulations.stg_bench [stg_dir] [--time-limit S]
+`time_limit_s` and returns one row per instance.  ``python -m experiments.stg_bench [stg_dir] [--time-limit S]
 [--backend NAME] [--limit N] [--csv OUT] [--nondeterministic]`` prints the rows and a per-processor-count table.
 """
 
