@@ -56,6 +56,11 @@ pipeline's far devices.  With pairs, durations in heads, tails and the critical 
 containing t), and the work of d is its serial work less, for each forward (or each backward) on d, the largest
 saving d_f + d_b (+ d_w) - D_q of a pair containing it (the larger of the two figures).
 
+Building: `build_pipeline_model` creates the variables and calls one function per family; `hint_pipeline` hints a
+known schedule.  Tasks are keyed by their `Action` (`planner.pipeline.unroll.Unrolled`), never by parsing names.
+Solving: `formulations.driver.solve_formulation` on `PipelineFormulation` (the warm start is the known
+solution; MILP backends bound family 3 conservatively, so a warm start they call infeasible comes back).
+
 Result: `PipelineSolution` with the per-device `Schedule` (tasks sorted by start, chosen pairs as ``F&B`` /
 ``F&BW`` actions), the solver's times as a `Plan` on the instance with the chosen pairs merged (validated by the
 independent validator before it is returned), the bound and the gap.  Infeasible caps raise `InfeasibleError`
@@ -66,20 +71,31 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from formulations.backends import get_backend
-from formulations.model_api import LinExpr, ModelBuilder, SolveParams, SolveStatus, Var, as_expr, cname, interval
+from formulations.backends import Backend, get_backend
+from formulations.driver import Formulation, solve_formulation
+from formulations.model_api import (
+    LinExpr,
+    ModelBuilder,
+    SolveResult,
+    Var,
+    as_expr,
+    cname,
+    interval,
+)
 from formulations.placement import descendants
 from planner.cost.instance import SchedulingInstance
 from planner.errors import InfeasibleError, OpplanError
-from planner.pipeline.unroll import TrainingPipeline, action_of, unroll
-from planner.schedule.actions import Action, ActionKind, OverlapAction
-from planner.schedule.plan import Plan, TaskPlacement
+from planner.pipeline.unroll import TrainingPipeline, Unrolled, UnrolledAction, action_of, unroll_actions
+from planner.schedule.actions import Action, ActionKind, OverlapAction, parse_action
+from planner.schedule.plan import Plan, PlanMethod, PlanStatus, TaskPlacement
 from planner.schedule.program import Schedule, schedule_from_plan
 from planner.schedule.timeline import Timeline, timeline_of_plan
 from planner.schedule.validate import validate_plan
+
+F, B, W, BW = ActionKind.F, ActionKind.B, ActionKind.W, ActionKind.BW
 
 
 @dataclass(frozen=True)
@@ -88,7 +104,7 @@ class PipelineSolution:
     plan: Plan
     timeline: Timeline
     instance: SchedulingInstance
-    status: str
+    status: PlanStatus
     lower_bound_tick: int
     solve_time_s: float
     time_to_best_s: float = 0.0  # seconds from the call until the returned schedule was found (0: the warm start)
@@ -102,22 +118,37 @@ class PipelineSolution:
 @dataclass(frozen=True)
 class PairCandidate:
     """A candidate overlapped pair: forward task f, input-gradient task b, and w (b's weight gradient) when the
-    pair runs the full backward; `tick` its duration D_q."""
+    pair runs the full backward; `tick` its duration D_q; `action` the pair (``F&B`` or ``F&BW``)."""
 
     f: int
     b: int
     w: int | None
     tick: int
-    name: str
+    action: OverlapAction
+
+    @property
+    def name(self) -> str:
+        return str(self.action)
 
     @property
     def tasks(self) -> tuple[int, ...]:
         return (self.f, self.b) if self.w is None else (self.f, self.b, self.w)
 
 
+@dataclass(frozen=True)
+class PipelineTimes:
+    """A schedule of the split instance: the start tick of every task and the candidate pairs it runs
+    (indices into the candidate list)."""
+
+    start: tuple[int, ...]
+    pairs: tuple[int, ...] = ()
+
+
 @dataclass
-class _Model:
-    inst: SchedulingInstance
+class PipelineModel:
+    """The variables of one built pipeline formulation (for hints and extraction)."""
+
+    tasks: Unrolled
     pipeline: TrainingPipeline
     builder: ModelBuilder
     device: list[int]
@@ -126,8 +157,13 @@ class _Model:
     horizon: int
     pairs: list[PairCandidate] = field(default_factory=list)
     end: list[LinExpr] = field(default_factory=list)
+    end_var: dict[int, Var] = field(default_factory=dict)  # E_t of every task in some candidate pair
     alone: dict[int, Var] = field(default_factory=dict)  # a_t of every task in some candidate pair
     chosen: list[Var] = field(default_factory=list)  # x_q, one per candidate pair
+
+    @property
+    def inst(self) -> SchedulingInstance:
+        return self.tasks.instance
 
 
 def _device_of(inst: SchedulingInstance) -> list[int]:
@@ -142,29 +178,56 @@ def _device_of(inst: SchedulingInstance) -> list[int]:
     return out
 
 
-def _dur(m: _Model, t: int) -> int:
+def _dur(m: PipelineModel, t: int) -> int:
     return int(m.inst.duration_tick[t, m.device[t]])
 
 
-def _precedence(m: _Model) -> None:
-    inst = m.inst
+# ------------------------------------------------------------------------------------------------ the model
+def build_pipeline_model(tasks: Unrolled, pipeline: TrainingPipeline, builder: ModelBuilder, device: Sequence[int],
+                         pairs: Sequence[PairCandidate], cap: Sequence[int], *, horizon: int, lower_bound: int,
+                         fifo: bool = True) -> PipelineModel:
+    """Create the variables (module docstring), the numbered constraint families and the objective on `builder`."""
+    inst = tasks.instance
+    in_pair = {t for q in pairs for t in q.tasks}
+    start = [builder.int_var(0, max(0, horizon - (0 if t in in_pair else int(inst.duration_tick[t, device[t]]))),
+                             f"S_{n}") for t, n in enumerate(inst.task_names)]
+    makespan = builder.int_var(min(lower_bound, horizon), horizon, "C")
+    m = PipelineModel(tasks, pipeline, builder, list(device), start, makespan, horizon, list(pairs))
+    m.end = [start[t] + _dur(m, t) for t in range(inst.num_tasks)]
+    for t in sorted(in_pair):
+        m.end_var[t] = builder.int_var(0, horizon, f"E_{inst.task_names[t]}")
+        m.end[t] = as_expr(m.end_var[t])
+        m.alone[t] = builder.bool_var(f"a_{inst.task_names[t]}")
+    m.chosen = [builder.bool_var(f"x_{q.name}") for q in pairs]
+    _precedence(m)
+    _no_overlap(m)
+    _memory(m, cap)
+    _makespan(m)
+    if fifo:
+        _fifo(m)
+    if pairs:
+        _pairs(m)
+    builder.minimize(makespan)
+    return m
+
+
+def _precedence(m: PipelineModel) -> None:
+    """1. prec: a task starts after each predecessor has ended and its data arrived."""
+    inst, acts = m.inst, m.tasks.actions
     full = {q.w for q in m.pairs if q.w is not None}  # W's that a full pair may run together with their B
     for e, (u, v) in enumerate(inst.edges):
         delay = inst.comm(e, m.device[u], m.device[v])
         c = m.start[v] >= m.end[u] + delay
         name = cname("prec", u=inst.task_names[u], v=inst.task_names[v])
-        if v in full and inst.task_names[u] == _b_of_w(inst.task_names[v]):
+        wa = acts[v]
+        if v in full and isinstance(wa, Action) and acts[u] == Action(wa.stage, B, wa.microbatch):
             m.builder.add_if(m.alone[v], c, name)  # B -> W inside a chosen full pair is the pair itself
         else:
             m.builder.add(c, name)
 
 
-def _b_of_w(w_name: str) -> str:
-    a = action_of(w_name)[0]
-    return f"{a.stage}B{a.microbatch}"
-
-
-def _no_overlap(m: _Model) -> None:
+def _no_overlap(m: PipelineModel) -> None:
+    """2. device: one task (or pair) at a time on every stream."""
     for d in range(m.inst.num_devices):
         ivs = [interval(m.start[t], _dur(m, t), m.end[t], m.alone.get(t), f"iv_{m.inst.task_names[t]}")
                for t in range(m.inst.num_tasks) if m.device[t] == d]
@@ -173,9 +236,9 @@ def _no_overlap(m: _Model) -> None:
         m.builder.no_overlap(ivs, cname("device", d=d))
 
 
-def _memory(m: _Model, cap: Sequence[int]) -> None:
-    idx = m.inst.task_index
-    pl = m.pipeline
+def _memory(m: PipelineModel, cap: Sequence[int]) -> None:
+    """3. memory: activations held from F's start to B's / W's end fit beside the device's parameters."""
+    pl, task = m.pipeline, m.tasks.task
     for d in range(pl.num_devices):
         params = sum(int(pl.stages[s].param_bytes) for s in pl.device_stages(d))
         ivs, dem = [], []
@@ -184,7 +247,7 @@ def _memory(m: _Model, cap: Sequence[int]) -> None:
             a_b = int(cost.activation_freed_by_b_bytes)
             a_w = int(cost.activation_bytes) - a_b
             for k in range(pl.num_microbatches):
-                f, b, w = idx[f"{s}F{k}"], idx[f"{s}B{k}"], idx[f"{s}W{k}"]
+                f, b, w = task(s, F, k), task(s, B, k), task(s, W, k)
                 for demand, until in ((a_w, w), (a_b, b)):
                     if demand > 0:
                         end = m.end[until]
@@ -194,22 +257,25 @@ def _memory(m: _Model, cap: Sequence[int]) -> None:
             m.builder.cumulative(ivs, dem, int(cap[d]) - params, cname("memory", d=d))
 
 
-def _makespan(m: _Model) -> None:
+def _makespan(m: PipelineModel) -> None:
+    """4. makespan: C covers the end of every task without successors."""
     for t in range(m.inst.num_tasks):
         if not m.inst.successors[t]:
             m.builder.add(m.makespan >= m.end[t], cname("makespan", t=m.inst.task_names[t]))
 
 
-def _fifo(m: _Model) -> None:
-    idx = m.inst.task_index
+def _fifo(m: PipelineModel) -> None:
+    """5. fifo: on every stage, F's, B's and W's run in micro-batch order."""
+    task = m.tasks.task
     for s in range(m.pipeline.num_stages):
-        for kind in ("F", "B", "W"):
+        for kind in (F, B, W):
             for k in range(m.pipeline.num_microbatches - 1):
-                a, b = idx[f"{s}{kind}{k}"], idx[f"{s}{kind}{k + 1}"]
-                m.builder.add(m.start[b] >= m.end[a], cname("fifo", s=s, k=kind, m=k))
+                a, b = task(s, kind, k), task(s, kind, k + 1)
+                m.builder.add(m.start[b] >= m.end[a], cname("fifo", s=s, k=kind.value, m=k))
 
 
-def _pairs(m: _Model) -> None:
+def _pairs(m: PipelineModel) -> None:
+    """6. pair_one / alone / pair: every half runs alone or in exactly one chosen pair, which runs as one task."""
     inst, bld = m.inst, m.builder
     member: dict[int, list[Var]] = {t: [] for t in m.alone}
     for q, x in zip(m.pairs, m.chosen, strict=True):
@@ -225,6 +291,67 @@ def _pairs(m: _Model) -> None:
         bld.add_if(a, m.end[t] == m.start[t] + _dur(m, t), cname("alone", t=name))
 
 
+def _ends(tasks: Unrolled, device: Sequence[int], pairs: Sequence[PairCandidate], times: PipelineTimes) -> list[int]:
+    """End tick of every task of a schedule (a half of a chosen pair ends with the pair)."""
+    inst = tasks.instance
+    ends = [times.start[t] + int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks)]
+    for i in times.pairs:
+        q = pairs[i]
+        for t in q.tasks:
+            ends[t] = times.start[q.f] + q.tick
+    return ends
+
+
+def hint_pipeline(m: PipelineModel, times: PipelineTimes) -> None:
+    """Hint every variable from a schedule of the split instance (its starts and the pairs it runs)."""
+    bld = m.builder
+    ends = _ends(m.tasks, m.device, m.pairs, times)
+    for t, var in enumerate(m.start):
+        bld.hint(var, int(times.start[t]))
+    paired = {t for i in times.pairs for t in m.pairs[i].tasks}
+    for t, ev in m.end_var.items():
+        bld.hint(ev, ends[t])
+        bld.hint(m.alone[t], 0 if t in paired else 1)
+    for i, x in enumerate(m.chosen):
+        bld.hint(x, 1 if i in times.pairs else 0)
+    bld.hint(m.makespan, max(ends, default=0))
+
+
+class PipelineFormulation(Formulation[PipelineModel, PipelineTimes]):
+    """The pipeline formulation as the driver sees it."""
+
+    name = "pipeline"
+    solution_noun = "pipeline schedule"
+    uses_cumulative = True  # family 3
+
+    def __init__(self, tasks: Unrolled, pipeline: TrainingPipeline, device: Sequence[int],
+                 pairs: Sequence[PairCandidate], cap: Sequence[int], *, horizon: int, lower_bound: int,
+                 fifo: bool) -> None:
+        self.tasks, self.pipeline, self.device, self.pairs, self.cap = tasks, pipeline, list(device), pairs, cap
+        self.horizon, self.lower_bound, self.fifo = horizon, lower_bound, fifo
+        self.subject = pipeline.name
+
+    def build(self, builder: ModelBuilder) -> PipelineModel:
+        return build_pipeline_model(self.tasks, self.pipeline, builder, self.device, self.pairs, self.cap,
+                                    horizon=self.horizon, lower_bound=self.lower_bound, fifo=self.fifo)
+
+    def hint(self, model: PipelineModel, solution: PipelineTimes) -> None:
+        hint_pipeline(model, solution)
+
+    def read(self, model: PipelineModel, result: SolveResult) -> PipelineTimes:
+        return PipelineTimes(tuple(result.int_value(s) for s in model.start),
+                             tuple(i for i, x in enumerate(model.chosen) if result.bool_value(x)))
+
+    def value_tick(self, solution: PipelineTimes) -> int:
+        ends = _ends(self.tasks, self.device, self.pairs, solution)
+        return max(ends, default=0) - min(solution.start, default=0)
+
+    def explain_infeasible(self, backend: Backend) -> str:
+        return (f"no in-order schedule of {self.pipeline.name!r} fits memory caps {list(self.cap)} within horizon "
+                f"{self.horizon} ticks")
+
+
+# ------------------------------------------------------------------------------------------------ data, bounds
 def _check_fits(pipeline: TrainingPipeline, cap: Sequence[int]) -> None:
     for d in range(pipeline.num_devices):
         stages = pipeline.device_stages(d)
@@ -290,19 +417,21 @@ def _pair_bound(inst: SchedulingInstance, device: Sequence[int], pairs: Sequence
     return max(critical, device_bound_tick(inst, device, dur=dmin, work=work), -(-sum(work) // p))
 
 
-def pair_candidates(pipeline: TrainingPipeline, inst: SchedulingInstance, device: Sequence[int],
-                    warm_start: dict[str, int] | None = None, pair_window: int | None = 2) -> list[PairCandidate]:
-    """The candidate pairs P of the module docstring (empty unless `pipeline.pairs_gain`)."""
+def pair_candidates(pipeline: TrainingPipeline, tasks: Unrolled, device: Sequence[int],
+                    warm_start: Mapping[UnrolledAction, int] | None = None,
+                    pair_window: int | None = 2) -> list[PairCandidate]:
+    """The candidate pairs P of the module docstring (empty unless `pipeline.pairs_gain`); `warm_start` keyed by
+    action (`warm_by_action`)."""
     if not pipeline.pairs_gain or pipeline.stage_to_device is None:
         return []
-    idx = inst.task_index
+    inst, task = tasks.instance, tasks.task
     desc = descendants(inst)
     warm_pairs: set[tuple[int, int, bool]] = set()
     if warm_start is not None:
-        for name in warm_start:
-            if "&" in name:
-                fa, ba = action_of(name)
-                warm_pairs.add((idx[str(fa)], idx[f"{ba.stage}B{ba.microbatch}"], ba.kind is ActionKind.BW))
+        for a in warm_start:
+            if isinstance(a, OverlapAction):
+                ba = a.backward
+                warm_pairs.add((tasks.index[a.forward], task(ba.stage, B, ba.microbatch), ba.kind is BW))
     nmb = pipeline.num_microbatches
     out: list[PairCandidate] = []
     seen: set[tuple[int, int, bool]] = set()
@@ -310,33 +439,41 @@ def pair_candidates(pipeline: TrainingPipeline, inst: SchedulingInstance, device
         stages = pipeline.device_stages(d)
         for s in stages:
             for mb in range(nmb):
-                f = idx[f"{s}F{mb}"]
+                f = task(s, F, mb)
                 for s2 in stages:
                     ks = range(nmb)
                     if warm_start is not None and pair_window is not None:
-                        tf = warm_start[f"{s}F{mb}"]
-                        near = min(range(nmb), key=lambda k: (abs(warm_start[f"{s2}B{k}"] - tf), k))
+                        tf = warm_start[Action(s, F, mb)]
+                        near = min(range(nmb), key=lambda k: (abs(warm_start[Action(s2, B, k)] - tf), k))
                         ks = range(max(0, near - pair_window), min(nmb, near + pair_window + 1))
                     for k in ks:
-                        b = idx[f"{s2}B{k}"]
+                        b = task(s2, B, k)
                         if (desc[f] >> b) & 1 or (desc[b] >> f) & 1:
                             continue
                         for full in (False, True):
                             seen.add((f, b, full))
     for key in sorted(seen | warm_pairs):
         f, b, full = key
-        fa, ba = action_of(inst.task_names[f])[0], action_of(inst.task_names[b])[0]
+        fa, ba = tasks.actions[f], tasks.actions[b]
+        assert isinstance(fa, Action) and isinstance(ba, Action)
         tick = pipeline.pair_tick(fa.stage, ba.stage, full)
         if tick is None:
             continue
-        w = idx[f"{ba.stage}W{ba.microbatch}"] if full else None
-        back = Action(ba.stage, ActionKind.BW if full else ActionKind.B, ba.microbatch)
+        w = task(ba.stage, W, ba.microbatch) if full else None
+        back = Action(ba.stage, BW if full else B, ba.microbatch)
         halves = int(inst.duration_tick[f, device[f]]) + int(inst.duration_tick[b, device[b]]) + \
             (int(inst.duration_tick[w, device[w]]) if w is not None else 0)
         if tick >= halves and key not in warm_pairs:
             continue  # no gain over running the halves
-        out.append(PairCandidate(f, b, w, tick, str(OverlapAction(fa, back))))
+        out.append(PairCandidate(f, b, w, tick, OverlapAction(fa, back)))
     return out
+
+
+def warm_by_action(tasks: Unrolled, warm_start: Mapping[str, int]) -> dict[UnrolledAction, int]:
+    """A warm start keyed by task name (and pair name, `split_start_times`) keyed by action instead: a task's
+    own action, or the overlapped pair a name denotes (the Action IR's own parser, once, at the boundary)."""
+    by_name = {str(a): a for a in tasks.actions}
+    return {by_name[k] if k in by_name else parse_action(k): int(v) for k, v in warm_start.items()}
 
 
 def split_start_times(pipeline: TrainingPipeline, timeline: Timeline) -> dict[str, int] | None:
@@ -356,16 +493,16 @@ def split_start_times(pipeline: TrainingPipeline, timeline: Timeline) -> dict[st
             fa, ba = parts
             out[p.task] = t
             out[str(fa)] = t
-            out[f"{ba.stage}B{ba.microbatch}"] = t
-            if ba.kind is ActionKind.BW:
-                out[f"{ba.stage}W{ba.microbatch}"] = t
+            out[str(Action(ba.stage, B, ba.microbatch))] = t
+            if ba.kind is BW:
+                out[str(Action(ba.stage, W, ba.microbatch))] = t
             continue
         total = 0
         for a in parts:
             cost = pipeline.stages[a.stage]
-            if a.kind is ActionKind.BW:
-                out[f"{a.stage}B{a.microbatch}"] = t
-                out[f"{a.stage}W{a.microbatch}"] = t + int(cost.input_grad_tick)
+            if a.kind is BW:
+                out[str(Action(a.stage, B, a.microbatch))] = t
+                out[str(Action(a.stage, W, a.microbatch))] = t + int(cost.input_grad_tick)
                 t += cost.bw_tick
                 total += cost.bw_tick
             else:
@@ -379,17 +516,10 @@ def split_start_times(pipeline: TrainingPipeline, timeline: Timeline) -> dict[st
     return out
 
 
-def _warm_ends(inst: SchedulingInstance, device: Sequence[int], pairs: Sequence[PairCandidate],
-               warm: dict[str, int]) -> tuple[list[int], set[int]]:
-    """(end tick of every task in the warm start, indices of the candidate pairs it runs)."""
-    ends = [warm[n] + int(inst.duration_tick[t, device[t]]) for t, n in enumerate(inst.task_names)]
-    used = set()
-    for i, q in enumerate(pairs):
-        if q.name in warm:
-            used.add(i)
-            for t in q.tasks:
-                ends[t] = warm[q.name] + q.tick
-    return ends, used
+def _warm_times(tasks: Unrolled, pairs: Sequence[PairCandidate], warm: Mapping[UnrolledAction, int]) -> PipelineTimes:
+    """The warm start as a schedule: every task's start, and the candidate pairs it runs."""
+    return PipelineTimes(tuple(warm[a] for a in tasks.actions),
+                         tuple(i for i, q in enumerate(pairs) if q.action in warm))
 
 
 def solve_pipeline(
@@ -410,7 +540,8 @@ def solve_pipeline(
     t0 = time.monotonic()
     if pipeline.stage_to_device is None:
         raise OpplanError("the pipeline formulation needs a placement (fixed or V-shape)")
-    inst = unroll(pipeline)
+    tasks = unroll_actions(pipeline)
+    inst = tasks.instance
     p = pipeline.num_devices
     if memory_cap_bytes is None:
         cap = [2**40] * p
@@ -420,113 +551,51 @@ def solve_pipeline(
         cap = [int(c) for c in memory_cap_bytes]
     _check_fits(pipeline, cap)
     device = _device_of(inst)
-    pairs = pair_candidates(pipeline, inst, device, warm_start, pair_window)
-    serial = int(sum(int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks)))
-    comm = int(sum(int(x) for x in inst.edge_fixed_tick))
-    horizon = serial + comm
-    warm_ends: list[int] = []
-    warm_used: set[int] = set()
-    if warm_start is not None:
-        warm_ends, warm_used = _warm_ends(inst, device, pairs, warm_start)
-        horizon = max(warm_ends)
-    trivial = max(inst.trivial_lower_bound_tick(), device_bound_tick(inst, device)) if not pairs else         _pair_bound(inst, device, pairs)
-    be = get_backend(backend)
-    builder = be.new_builder()
-    in_pair = set(t for q in pairs for t in q.tasks)
-    start = [builder.int_var(0, max(0, horizon - (0 if t in in_pair else int(inst.duration_tick[t, device[t]]))),
-                             f"S_{n}") for t, n in enumerate(inst.task_names)]
-    mk = builder.int_var(min(trivial, horizon), horizon, "C")
-    m = _Model(inst, pipeline, builder, device, start, mk, horizon, pairs)
-    m.end = [start[t] + int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks)]
-    end_var: dict[int, Var] = {}
-    for t in in_pair:
-        end_var[t] = builder.int_var(0, horizon, f"E_{inst.task_names[t]}")
-        m.end[t] = as_expr(end_var[t])
-        m.alone[t] = builder.bool_var(f"a_{inst.task_names[t]}")
-    m.chosen = [builder.bool_var(f"x_{q.name}") for q in pairs]
-    _precedence(m)
-    _no_overlap(m)
-    _memory(m, cap)
-    _makespan(m)
-    if fifo:
-        _fifo(m)
-    if pairs:
-        _pairs(m)
-    builder.minimize(mk)
-    if warm_start is not None:
-        for t, n in enumerate(inst.task_names):
-            builder.hint(start[t], int(warm_start[n]))
-        paired = {t for i in warm_used for t in pairs[i].tasks}
-        for t in in_pair:
-            builder.hint(end_var[t], warm_ends[t])
-            builder.hint(m.alone[t], 0 if t in paired else 1)
-        for i, x in enumerate(m.chosen):
-            builder.hint(x, 1 if i in warm_used else 0)
-        builder.hint(mk, horizon)
-    remaining = max(0.1, time_limit_s - (time.monotonic() - t0))
-    found: list[tuple[float, float]] = []  # (seconds since t0, incumbent) at each improvement
-
-    def progress(_wall: float, incumbent: float | None, _bound: float | None, _gap: float | None) -> None:
-        if incumbent is not None and (not found or incumbent < found[-1][1]):
-            found.append((time.monotonic() - t0, incumbent))
-
-    res = builder.solve(SolveParams(time_limit_s=remaining, threads=threads, seed=seed, progress=progress))
-    if res.status is SolveStatus.INFEASIBLE:
-        raise InfeasibleError(f"no in-order schedule of {pipeline.name!r} fits memory caps {cap} within horizon "
-                              f"{horizon} ticks")
-    if res.status is SolveStatus.MODEL_INVALID:
-        raise RuntimeError(f"{be.name} rejected the pipeline model (a formulation bug)")
-    if res.has_solution:
-        starts = [res.int_value(s) for s in start]
-        used = [i for i, x in enumerate(m.chosen) if res.bool_value(x)]
-    elif warm_start is not None:
-        starts = [int(warm_start[n]) for n in inst.task_names]
-        used = sorted(warm_used)
+    warm = warm_by_action(tasks, warm_start) if warm_start is not None else None
+    pairs = pair_candidates(pipeline, tasks, device, warm, pair_window)
+    known = _warm_times(tasks, pairs, warm) if warm is not None else None
+    if known is not None:
+        horizon = max(_ends(tasks, device, pairs, known), default=0)
     else:
-        raise OpplanError(f"{be.name} found no pipeline schedule within {time_limit_s:g} s",
-                          fix="raise the time limit or give a warm start")
-    plan_inst, placements = _placements(pipeline, inst, device, starts, [pairs[i] for i in used])
+        horizon = int(sum(int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks))) + \
+            int(sum(int(x) for x in inst.edge_fixed_tick))
+    trivial = _pair_bound(inst, device, pairs) if pairs else \
+        max(inst.trivial_lower_bound_tick(), device_bound_tick(inst, device))
+    formulation = PipelineFormulation(tasks, pipeline, device, pairs, cap, horizon=horizon, lower_bound=trivial,
+                                      fifo=fifo)
+    solved = solve_formulation(formulation, backend=get_backend(backend), time_limit_s=time_limit_s,
+                               threads=threads, seed=seed, known=known, lower_bound_tick=trivial, started_s=t0)
+    times = solved.solution
+    used = [pairs[i] for i in times.pairs]
+    plan_inst, placements = _placements(pipeline, tasks, device, times.start, used)
     makespan = max(x.end_tick for x in placements) - min(x.start_tick for x in placements)
-    bound = trivial
-    if res.best_bound is not None:
-        bound = max(bound, int(-(-res.best_bound // 1)))
-    if res.status is SolveStatus.OPTIMAL and res.has_solution:
-        bound = max(bound, makespan)
-    bound = min(bound, makespan)
-    status = "optimal" if bound >= makespan else "feasible"
-    plan = Plan(plan_inst.name, placements, tuple(plan_inst.device_names), makespan, bound, status,
-                "pipeline-milp", solver=be.name, solver_version=be.version, solve_time_s=time.monotonic() - t0)
+    plan = Plan(plan_inst.name, placements, tuple(plan_inst.device_names), makespan, solved.lower_bound_tick,
+                solved.status, PlanMethod.PIPELINE_MILP, solver=solved.solver, solver_version=solved.solver_version,
+                solve_time_s=time.monotonic() - t0)
     validate_plan(plan_inst, plan)
     timeline = timeline_of_plan(plan_inst, plan)
     compute_plan = dataclasses.replace(plan, placements=tuple(x for x in placements if x.device < p),
                                        device_names=tuple(plan_inst.device_names[:p]))
     schedule = schedule_from_plan(compute_plan, num_microbatches=pipeline.num_microbatches,
                                   num_stages=pipeline.num_stages, name="opplan")
-    to_best = next((t for t, v in found if v <= makespan), 0.0) if res.has_solution else 0.0
-    if warm_start is not None and makespan >= horizon:
-        to_best = 0.0
-    return PipelineSolution(schedule, plan, timeline, plan_inst, status, bound, time.monotonic() - t0, to_best,
-                            tuple(pairs[i].name for i in used))
+    return PipelineSolution(schedule, plan, timeline, plan_inst, solved.status, solved.lower_bound_tick,
+                            time.monotonic() - t0, solved.time_to_best_s, tuple(q.name for q in used))
 
 
-def _placements(pipeline: TrainingPipeline, inst: SchedulingInstance, device: Sequence[int], starts: list[int],
+def _placements(pipeline: TrainingPipeline, tasks: Unrolled, device: Sequence[int], starts: Sequence[int],
                 used: Sequence[PairCandidate]) -> tuple[SchedulingInstance, tuple[TaskPlacement, ...]]:
     """The instance with the chosen pairs merged (`unroll` with them fused and paired) and its placements."""
+    inst = tasks.instance
     if not used:
         return inst, tuple(TaskPlacement(n, device[t], starts[t], starts[t] + int(inst.duration_tick[t, device[t]]),
-                                         _stage_of(n)) for t, n in enumerate(inst.task_names))
-    overlap = [OverlapAction(*action_of(q.name)) for q in used]
-    fused = {(o.backward.stage, o.backward.microbatch) for o in overlap if o.backward.kind is ActionKind.BW}
-    merged = unroll(pipeline, fused=fused, pairs=overlap)
-    mdev = _device_of(merged)
-    idx = inst.task_index
+                                         tasks.stage_of(t)) for t, n in enumerate(inst.task_names))
+    overlap = [q.action for q in used]
+    fused = {(o.backward.stage, o.backward.microbatch) for o in overlap if o.backward.kind is BW}
+    merged = unroll_actions(pipeline, fused=fused, pairs=overlap)
+    mdev = _device_of(merged.instance)
     out = []
-    for t, n in enumerate(merged.task_names):
-        s = starts[idx[str(action_of(n)[0])] if "&" in n else idx[n]]
-        out.append(TaskPlacement(n, mdev[t], s, s + int(merged.duration_tick[t, mdev[t]]), _stage_of(n)))
-    return merged, tuple(out)
-
-
-def _stage_of(name: str) -> int:
-    digits = len(name) - len(name.lstrip("0123456789"))
-    return int(name[:digits])  # a send's stage is the stage that sends it
+    for t, a in enumerate(merged.actions):
+        s = starts[tasks.index[a.forward if isinstance(a, OverlapAction) else a]]
+        out.append(TaskPlacement(str(a), mdev[t], s, s + int(merged.instance.duration_tick[t, mdev[t]]),
+                                 merged.stage_of(t)))
+    return merged.instance, tuple(out)

@@ -1,6 +1,6 @@
 r"""Pipeline-stage formulation: cut the tasks into S contiguous stages, map stages to devices, minimise the
 bottleneck stage time (communication included) under device memory.  Its output feeds the training-pipeline
-schedules (1F1B, DualPipe, ...).  The problem in words, and its exact DP, are in `formulations.stage_plan`.
+schedules (1F1B, DualPipe, ...).  The problem in words, and its exact DP, are in `planner.heuristics.stage_dp`.
 
 Sets
     i = 0..n-1              positions in the fixed topological order π = ``inst.topological_order`` (task π_i)
@@ -59,7 +59,7 @@ Constraint families (name: what, built by)
     8. mem[s]:      Σ_i need[s,i]·y[i,s] <= cap[dev[s]]  (FIXED / map);
                     Σ_i need[s,i]·y[i,s] <= Σ_d cap[d]·a[s,d]  (FREE)                               `_memory`
     9. sym_used[d], sym_order[d] (FREE): for each class of interchangeable devices d_1 < ... < d_m
-       (`stage_plan.device_classes`: swapping any two changes nothing): Σ_s a[s,d_j] <= Σ_s a[s,d_{j-1}] and
+       (`SchedulingInstance.interchangeable_device_classes`: swapping any two changes nothing): Σ_s a[s,d_j] <= Σ_s a[s,d_{j-1}] and
        Σ_s s·a[s,d_j] - Σ_s s·a[s,d_{j-1}] >= 1 - S·(1 - Σ_s a[s,d_j]): a class's devices are used in index
        order along the pipeline.  Relabelling a class in stage order maps any solution to one that satisfies this,
        so no optimum is lost.                                                                      `_symmetry`
@@ -73,35 +73,34 @@ Size: (S-1)(n-S) booleans g; FREE adds S·|D| a, (S-1)·|L| l, 2S integers.
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from formulations.backends import get_backend
+from formulations.backends import Backend, get_backend
+from formulations.driver import Formulation, solve_formulation
 from formulations.model_api import (
     LinearConstraint,
     LinExpr,
     ModelBuilder,
     ProgressCallback,
-    SolveParams,
     SolveResult,
-    SolveStatus,
     Var,
     as_expr,
     cname,
     linear,
 )
-from formulations.stage_plan import (
+from planner.cost.instance import SchedulingInstance
+from planner.errors import InfeasibleError
+from planner.heuristics.stage_dp import (
     PlacementArg,
     StageData,
     StagePlacement,
     StagePlan,
     build_plan,
     canonical_maps,
-    device_classes,
     dp_for_map,
     infeasibility_report,
     min_uniform_capacity,
@@ -110,10 +109,10 @@ from formulations.stage_plan import (
     stage_data,
     trivial_lower_bound,
 )
-from planner.cost.instance import SchedulingInstance
-from planner.errors import InfeasibleError, OpplanError
+from planner.schedule.plan import PlanMethod, PlanStatus
 
-__all__ = ["StageModel", "build_stage_model", "hint_split", "solve_stages", "StagePlacement", "StagePlan"]
+__all__ = ["StageFormulation", "StageModel", "build_stage_model", "hint_split", "solve_stages", "StagePlacement",
+           "StagePlan"]
 
 G = Var | int  # a staircase entry: a variable, or a constant 0/1
 
@@ -336,7 +335,7 @@ def _memory(m: StageModel) -> None:
 def _symmetry(m: StageModel) -> None:
     """9. sym_used / sym_order: interchangeable devices are used in index order along the pipeline."""
     b, S = m.builder, m.num_stages
-    for cl in device_classes(m.instance):
+    for cl in m.instance.interchangeable_device_classes():
         for prev, d in zip(cl, cl[1:]):
             used_d = linear([(1, m.a[s, d]) for s in range(S)])
             used_p = linear([(1, m.a[s, prev]) for s in range(S)])
@@ -388,7 +387,7 @@ def hint_split(m: StageModel, stage_of_pos: Sequence[int], devices: Sequence[int
 def _canonical(inst: SchedulingInstance, devices: Sequence[int]) -> tuple[int, ...]:
     """Relabel each class of interchangeable devices in stage order (what family 9 demands)."""
     out = list(devices)
-    for cl in device_classes(inst):
+    for cl in inst.interchangeable_device_classes():
         members = set(cl)
         used = [s for s, d in enumerate(devices) if d in members]
         for j, s in enumerate(used):
@@ -397,6 +396,7 @@ def _canonical(inst: SchedulingInstance, devices: Sequence[int]) -> tuple[int, .
 
 
 def _read(m: StageModel, res: SolveResult) -> tuple[list[int], tuple[int, ...]]:
+    """(stage per position, stage -> device) of a solution."""
     stage = [sum(1 for gv in row[1:-1] if (res.bool_value(gv) if isinstance(gv, Var) else gv)) for row in m.g]
     if m.devices is not None:
         return stage, m.devices
@@ -411,8 +411,9 @@ def _read(m: StageModel, res: SolveResult) -> tuple[list[int], tuple[int, ...]]:
 
 # ------------------------------------------------------------------------------------------------ entry point
 def _warm(inst: SchedulingInstance, data: StageData, num_stages: int, devices: tuple[int, ...] | None,
-          max_maps: int, budget_s: float) -> tuple[tuple[int, list[int], tuple[int, ...]] | None, bool]:
-    """Best DP split over candidate maps, and whether that is exact (every canonical map was tried).
+          max_maps: int, budget_s: float) -> tuple[StagePlan | None, bool]:
+    """Best DP split over candidate maps (measured as a plan), and whether that is exact (every canonical map
+    was tried).
 
     FREE: first the S fastest devices in index order, then the canonical maps in turn, at most `max_maps` of them
     and at most as many as fit in `budget_s` at `DP_CELLS_PER_S` (each DP fills S (n+1)^2 cells).  The count
@@ -421,7 +422,7 @@ def _warm(inst: SchedulingInstance, data: StageData, num_stages: int, devices: t
     max_maps = min(max_maps, max(1, int(DP_CELLS_PER_S * budget_s / cells)))
     if devices is not None:
         res = dp_for_map(inst, data, devices)
-        return (None if res is None else (res[0], res[1], devices)), True
+        return (None if res is None else _dp_plan(inst, data, res[1], devices)), True
     fastest = sorted(range(inst.num_devices), key=lambda d: (int(data.dur[:, d].sum()), d))[:num_stages]
     best = None
     exact = True
@@ -433,7 +434,52 @@ def _warm(inst: SchedulingInstance, data: StageData, num_stages: int, devices: t
         res = dp_for_map(inst, data, mp)
         if res is not None and (best is None or res[0] < best[0]):
             best = (res[0], res[1], tuple(mp))
-    return best, exact
+    return (None if best is None else _dp_plan(inst, data, best[1], best[2])), exact
+
+
+def _dp_plan(inst: SchedulingInstance, data: StageData, split: Sequence[int], devices: Sequence[int]) -> StagePlan:
+    """A DP split as the known solution of the MILP (its status and bound are the driver's to set)."""
+    return build_plan(inst, data, split, devices, lower_bound=0, status=PlanStatus.FEASIBLE,
+                      method=PlanMethod.MILP_DP, solver="dp")
+
+
+class StageFormulation(Formulation[StageModel, StagePlan]):
+    """The stage formulation as the driver sees it.  `bottleneck_cap` given: the traffic phase (family 10),
+    whose objective is bytes, not the bottleneck."""
+
+    name = "stage"
+    solution_noun = "stage split"
+
+    def __init__(self, instance: SchedulingInstance, data: StageData, num_stages: int,
+                 devices: tuple[int, ...] | None, *, lower_bound: int, upper_bound: int, method: PlanMethod,
+                 bottleneck_cap: int | None = None) -> None:
+        self.instance, self.data, self.num_stages, self.devices = instance, data, num_stages, devices
+        self.lower_bound, self.upper_bound, self.method = lower_bound, upper_bound, method
+        self.bottleneck_cap = bottleneck_cap
+        self.objective_is_value = bottleneck_cap is None
+        self.subject = instance.name
+
+    def build(self, builder: ModelBuilder) -> StageModel:
+        return build_stage_model(self.instance, builder, self.data, self.num_stages, self.devices,
+                                 lower_bound=self.lower_bound, upper_bound=self.upper_bound,
+                                 bottleneck_cap=self.bottleneck_cap)
+
+    def hint(self, model: StageModel, solution: StagePlan) -> None:
+        devices = solution.stage_device
+        if self.devices is None:
+            devices = _canonical(self.instance, devices)  # what family 9 demands of a FREE map
+        hint_split(model, split_positions(solution, self.data, self.instance), devices)
+
+    def read(self, model: StageModel, result: SolveResult) -> StagePlan:
+        stage, devices = _read(model, result)
+        return build_plan(self.instance, self.data, stage, devices, lower_bound=0, status=PlanStatus.FEASIBLE,
+                          method=self.method, solver=result.solver_name, solver_version=result.solver_version)
+
+    def value_tick(self, solution: StagePlan) -> int:
+        return solution.bottleneck_tick
+
+    def explain_infeasible(self, backend: Backend) -> str:
+        return infeasibility_report(self.instance, self.data, self.num_stages, self.devices)
 
 
 def solve_stages(
@@ -461,8 +507,9 @@ def solve_stages(
     (tests use it).  `comm_tiebreak`: a second solve that keeps the bottleneck and minimises the traffic summed
     over all boundaries (taken when it finds a split with no more traffic; its optimality is not reported).
 
-    Returns a StagePlan ('optimal' when the bound meets the bottleneck); raises InfeasibleError when no split fits
+    Returns a StagePlan (OPTIMAL when the bound meets the bottleneck); raises InfeasibleError when no split fits
     (the message gives the smallest capacity that could), OpplanError when the time limit ends without a split.
+    Both solves go through `formulations.driver.solve_formulation` (the DP split is the known solution).
     """
     t0 = time.monotonic()
     be = get_backend(backend)
@@ -478,66 +525,28 @@ def solve_stages(
         if cap_needed > int(instance.capacity_bytes.max(initial=0)):
             raise InfeasibleError(infeasibility_report(instance, data, num_stages, None))
     if warm is not None:
-        ub = warm[0]
+        ub = warm.bottleneck_tick
         if exact:
-            lb = max(lb, warm[0])
+            lb = max(lb, warm.bottleneck_tick)
     else:
         ub = int(data.dur.sum(axis=0).max(initial=0)) + int(data.level_comm.sum(axis=0).max(initial=0))
     ub = max(ub, lb)
+    method = PlanMethod.MILP_DP if warm is not None else PlanMethod.MILP
+    options = dict(backend=be, time_limit_s=time_limit_s, threads=threads, seed=seed, progress=progress,
+                   started_s=t0)
 
-    def run(cap: int | None, hint: tuple[list[int], tuple[int, ...]] | None) -> tuple[StageModel, SolveResult]:
-        builder = be.new_builder()
-        model = build_stage_model(instance, builder, data, num_stages, devices, lower_bound=lb, upper_bound=ub,
-                                  bottleneck_cap=cap)
-        if hint is not None:
-            hint_split(model, hint[0], hint[1])
-        remaining = max(0.1, time_limit_s - (time.monotonic() - t0))
-        res = builder.solve(SolveParams(time_limit_s=remaining, threads=threads, seed=seed, progress=progress))
-        if res.status is SolveStatus.MODEL_INVALID:
-            raise RuntimeError(f"{be.name} rejected the stage model of {instance.name!r} (a formulation bug)")
-        return model, res
+    def formulation(cap: int | None) -> StageFormulation:
+        return StageFormulation(instance, data, num_stages, devices, lower_bound=lb, upper_bound=ub, method=method,
+                                bottleneck_cap=cap)
 
-    def canon(mp: tuple[int, ...]) -> tuple[int, ...]:
-        return _canonical(instance, mp) if devices is None else mp
-
-    hint = (warm[1], canon(warm[2])) if warm is not None else None
-    model, res = run(None, hint)
-    method = "milp+dp" if warm is not None else "milp"
-    best: tuple[list[int], tuple[int, ...]] | None = None
-    if res.has_solution:
-        best = _read(model, res)
-        if res.best_bound is not None and math.isfinite(res.best_bound):
-            lb = max(lb, math.ceil(res.best_bound - 1e-6))
-        if res.status is SolveStatus.OPTIMAL:
-            lb = max(lb, res.int_value(model.bottleneck))
-    elif res.status is SolveStatus.INFEASIBLE:
-        if warm is not None:
-            raise RuntimeError(f"{be.name} calls the stage model of {instance.name!r} infeasible, but the DP found "
-                               f"a split with bottleneck {warm[0]} (a formulation bug)")
-        raise InfeasibleError(infeasibility_report(instance, data, num_stages, devices))
-    elif res.best_bound is not None and math.isfinite(res.best_bound):
-        lb = max(lb, math.ceil(res.best_bound - 1e-6))
-
-    def plan_of(split: tuple[list[int], tuple[int, ...]]) -> StagePlan:
-        return build_plan(instance, data, split[0], split[1], lower_bound=lb, status="feasible", method=method,
-                          solver=be.name, solver_version=be.version)
-
-    candidates = [plan_of(best)] if best is not None else []
-    if warm is not None:
-        candidates.append(plan_of((warm[1], warm[2])))
-    if not candidates:
-        raise OpplanError(f"{be.name} found no stage split for {instance.name!r} within {time_limit_s:g} s",
-                          fix="raise the time limit or keep warm_start=True")
-    plan = min(candidates, key=lambda p: p.bottleneck_tick)  # the solver's own split wins ties
-
+    first = solve_formulation(formulation(None), known=warm, lower_bound_tick=lb, **options)
+    plan, lb = first.solution, first.lower_bound_tick
     if comm_tiebreak and time.monotonic() - t0 < time_limit_s:
-        split = (split_positions(plan, data, instance), tuple(plan.stage_device))
-        model2, res2 = run(plan.bottleneck_tick, (split[0], canon(split[1])))
-        if res2.has_solution:
-            second = plan_of(_read(model2, res2))
-            if second.bottleneck_tick <= plan.bottleneck_tick and second.total_comm_bytes <= plan.total_comm_bytes:
-                plan = second
-
+        second = solve_formulation(formulation(plan.bottleneck_tick), known=plan, lower_bound_tick=lb,
+                                   **options).solution
+        if second.bottleneck_tick <= plan.bottleneck_tick and second.total_comm_bytes <= plan.total_comm_bytes:
+            plan = second
     lb = min(lb, plan.bottleneck_tick)
-    status = "optimal" if lb >= plan.bottleneck_tick else "feasible"
-    return replace(plan, lower_bound_tick=lb, status=status, solve_time_s=time.monotonic() - t0)
+    status = PlanStatus.OPTIMAL if lb >= plan.bottleneck_tick else PlanStatus.FEASIBLE
+    return replace(plan, lower_bound_tick=lb, status=status, method=method, solver=be.name,
+                   solver_version=be.version, solve_time_s=time.monotonic() - t0)

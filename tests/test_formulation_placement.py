@@ -18,7 +18,6 @@ from formulations.solve_instance import solve_placement
 from planner.cost.instance import SchedulingInstance
 
 interchangeable_classes = SchedulingInstance.interchangeable_device_classes  # the one symmetry helper
-from planner.cost.instance import SchedulingInstance
 
 BACKENDS = available_backends()
 

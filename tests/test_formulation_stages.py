@@ -16,7 +16,7 @@ import pytest
 from test_bruteforce import make_instance
 
 from formulations.backends import available_backends, get_backend
-from formulations.stage_plan import StagePlacement, StagePlan, stage_data, stages_dp
+from planner.heuristics.stage_dp import StagePlacement, StagePlan, stage_data, stages_dp
 from formulations.stages import build_stage_model, solve_stages
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.errors import InfeasibleError, InputError
