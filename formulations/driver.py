@@ -39,7 +39,13 @@ from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 
 from formulations.backends import Backend, get_backend
-from formulations.model_api import ModelBuilder, ProgressCallback, SolveParams, SolveResult, SolveStatus
+from formulations.model_api import (
+    ModelBuilder,
+    ProgressCallback,
+    SolveParams,
+    SolveResult,
+    SolveStatus,
+)
 from planner.errors import InfeasibleError, OpplanError
 from planner.schedule.plan import PlanStatus
 
@@ -78,7 +84,7 @@ class Formulation(ABC, Generic[ModelT, SolutionT]):
     def build(self, builder: ModelBuilder) -> ModelT:
         """Create the variables, constraints and objective on `builder`; return what `read` and `hint` need."""
 
-    def hint(self, model: ModelT, solution: SolutionT) -> None:  # noqa: B027 - optional: no hint by default
+    def hint(self, model: ModelT, solution: SolutionT) -> None:
         """Hint every variable from `solution` (need not be valid: a solver repairs or ignores a bad hint)."""
 
     @abstractmethod

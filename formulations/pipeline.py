@@ -88,7 +88,13 @@ from formulations.model_api import (
 from formulations.placement import descendants
 from planner.cost.instance import SchedulingInstance
 from planner.errors import InfeasibleError, OpplanError
-from planner.pipeline.unroll import TrainingPipeline, Unrolled, UnrolledAction, action_of, unroll_actions
+from planner.pipeline.unroll import (
+    TrainingPipeline,
+    Unrolled,
+    UnrolledAction,
+    action_of,
+    unroll_actions,
+)
 from planner.schedule.actions import Action, ActionKind, OverlapAction, parse_action
 from planner.schedule.plan import Plan, PlanMethod, PlanStatus, TaskPlacement
 from planner.schedule.program import Schedule, schedule_from_plan

@@ -37,10 +37,15 @@ from formulations.placement import (
 )
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.errors import InfeasibleError
-from planner.heuristics.horizon import TimedAssignment, critical_path_schedule, serial_bound_tick
+from planner.heuristics.horizon import (
+    TimedAssignment,
+    critical_path_schedule,
+    serial_bound_tick,
+)
 from planner.heuristics.memory import capacity_lower_bound, task_alone_bytes
 from planner.schedule.memory import memory_intervals, memory_profile
 from planner.schedule.plan import Plan, PlanMethod, PlanStatus, TaskPlacement
+
 
 # ------------------------------------------------------------------------------------------------ checks
 def schedule_problems(instance: SchedulingInstance, device: Sequence[int], start: Sequence[int],

@@ -80,7 +80,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from formulations.backends import Backend, get_backend
-from formulations.driver import Formulation, solve_formulation
+from formulations.driver import Formulation, Solved, solve_formulation
 from formulations.model_api import (
     LinearConstraint,
     LinExpr,
@@ -532,18 +532,18 @@ def solve_stages(
         ub = int(data.dur.sum(axis=0).max(initial=0)) + int(data.level_comm.sum(axis=0).max(initial=0))
     ub = max(ub, lb)
     method = PlanMethod.MILP_DP if warm is not None else PlanMethod.MILP
-    options = dict(backend=be, time_limit_s=time_limit_s, threads=threads, seed=seed, progress=progress,
-                   started_s=t0)
 
-    def formulation(cap: int | None) -> StageFormulation:
-        return StageFormulation(instance, data, num_stages, devices, lower_bound=lb, upper_bound=ub, method=method,
-                                bottleneck_cap=cap)
+    def solve(cap: int | None, known: StagePlan | None) -> Solved[StagePlan]:
+        """One driver call: the bottleneck phase (cap None), or the traffic phase under the cap."""
+        formulation = StageFormulation(instance, data, num_stages, devices, lower_bound=lb, upper_bound=ub,
+                                       method=method, bottleneck_cap=cap)
+        return solve_formulation(formulation, backend=be, time_limit_s=time_limit_s, threads=threads, seed=seed,
+                                 progress=progress, known=known, lower_bound_tick=lb, started_s=t0)
 
-    first = solve_formulation(formulation(None), known=warm, lower_bound_tick=lb, **options)
+    first = solve(None, warm)
     plan, lb = first.solution, first.lower_bound_tick
     if comm_tiebreak and time.monotonic() - t0 < time_limit_s:
-        second = solve_formulation(formulation(plan.bottleneck_tick), known=plan, lower_bound_tick=lb,
-                                   **options).solution
+        second = solve(plan.bottleneck_tick, plan).solution
         if second.bottleneck_tick <= plan.bottleneck_tick and second.total_comm_bytes <= plan.total_comm_bytes:
             plan = second
     lb = min(lb, plan.bottleneck_tick)

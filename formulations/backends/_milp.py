@@ -22,6 +22,7 @@ subclass only passes the rows to its solver (`_run`).
 
 from __future__ import annotations
 
+import time
 from abc import abstractmethod
 from dataclasses import dataclass
 
@@ -149,8 +150,6 @@ class MilpBuilder(ModelBuilder):
 
     # ---- solving
     def solve(self, params: SolveParams) -> SolveResult:
-        import time
-
         t0 = time.monotonic()
         out = self._run(params)
         wall = time.monotonic() - t0

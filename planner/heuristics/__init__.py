@@ -1,9 +1,14 @@
-"""Fast heuristics: list scheduling / HEFT (heterogeneous, communication- and memory-aware) and simple baselines.
+"""Fast heuristics and exact DPs: list scheduling / HEFT (heterogeneous, communication- and memory-aware), simple
+baselines, and the warm starts the formulations use.
 
 Modules:
 
 * `list_schedule` — `list_schedule` (priority + device policy, insertion, memory), `heft`, ranks
 * `baselines` — `single_device`, `round_robin`
+* `horizon` — `critical_path_schedule` (a plain critical-path list schedule, memory ignored) and
+  `serial_bound_tick`: the placement formulation's first hint and horizon
+* `stage_dp` — pipeline stages: `StagePlacement`, `StagePlan`, the data, and `stages_dp`, the exact dynamic
+  program (the stage formulation's warm start and, on a given map, its proof)
 * `memory` — capacity lower bounds (`smallest_feasible_capacity_bytes`, `largest_memory_tasks`) and the
   conservative memory tracker used while scheduling
 * `bench` — random layered instances and `bench_heft` timings for `make bench`

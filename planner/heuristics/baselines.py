@@ -16,7 +16,7 @@ import numpy as np
 
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.errors import InfeasibleError
-from planner.heuristics.list_schedule import with_solve_time, list_schedule
+from planner.heuristics.list_schedule import list_schedule, with_solve_time
 from planner.schedule.plan import Plan, PlanMethod
 
 

@@ -33,7 +33,13 @@ from typing import Any
 
 from planner.errors import InputError
 from planner.schedule.atomic import atomic_write_text
-from planner.schedule.plan import Plan, PlanStatus, TaskPlacement, parse_method, parse_status
+from planner.schedule.plan import (
+    Plan,
+    PlanStatus,
+    TaskPlacement,
+    parse_method,
+    parse_status,
+)
 
 FORMAT = "opplan-plan"
 FORMAT_VERSION = 1

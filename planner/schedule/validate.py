@@ -236,7 +236,7 @@ def validate_plan(
     violations, profile = check_plan(instance, plan, check_memory=check_memory)
     if violations:
         shown = violations[:max_violations]
-        lines = [f"plan for {plan.instance_name!r} (method {plan.method!r}) is invalid: {len(violations)} "
+        lines = [f"plan for {plan.instance_name!r} (method {str(plan.method)!r}) is invalid: {len(violations)} "
                  f"violation{'s' if len(violations) != 1 else ''}"]
         lines += [f"  {v}" for v in shown]
         if len(violations) > len(shown):
