@@ -436,8 +436,8 @@ def pair_candidates(pipeline: TrainingPipeline, tasks: Unrolled, device: Sequenc
     if warm_start is not None:
         for a in warm_start:
             if isinstance(a, OverlapAction):
-                ba = a.backward
-                warm_pairs.add((tasks.index[a.forward], task(ba.stage, B, ba.microbatch), ba.kind is BW))
+                half = a.backward
+                warm_pairs.add((tasks.index[a.forward], task(half.stage, B, half.microbatch), half.kind is BW))
     nmb = pipeline.num_microbatches
     out: list[PairCandidate] = []
     seen: set[tuple[int, int, bool]] = set()
@@ -461,7 +461,7 @@ def pair_candidates(pipeline: TrainingPipeline, tasks: Unrolled, device: Sequenc
     for key in sorted(seen | warm_pairs):
         f, b, full = key
         fa, ba = tasks.actions[f], tasks.actions[b]
-        assert isinstance(fa, Action) and isinstance(ba, Action)
+        assert isinstance(fa, Action) and isinstance(ba, Action)  # f and b index F and B tasks
         tick = pipeline.pair_tick(fa.stage, ba.stage, full)
         if tick is None:
             continue

@@ -225,7 +225,7 @@ def solve_placement(
     # Known schedules: the warm start and a list schedule; the valid ones bound the horizon.
     warm = _from_plan(instance, warm_start) if warm_start is not None else None
     listed = critical_path_schedule(instance)
-    valid = [s for s in (warm, listed) if _valid(instance, s)]
+    valid = [s for s in (warm, listed) if s is not None and _valid(instance, s)]
     best_known = min(valid, key=lambda s: s.makespan_tick) if valid else None
     if best_known is not None and objective.makespan_only:
         horizon = best_known.makespan_tick
