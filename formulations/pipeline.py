@@ -88,6 +88,7 @@ from formulations.model_api import (
 from formulations.placement import descendants
 from planner.cost.instance import SchedulingInstance
 from planner.errors import InfeasibleError, OpplanError
+from planner.pipeline.greedy import best_greedy
 from planner.pipeline.unroll import (
     TrainingPipeline,
     Unrolled,
@@ -559,6 +560,12 @@ def solve_pipeline(
     device = _device_of(inst)
     warm = warm_by_action(tasks, warm_start) if warm_start is not None else None
     pairs = pair_candidates(pipeline, tasks, device, warm, pair_window)
+    if warm is None:
+        # Always start from a valid schedule (DESIGN 6): without one, a solve cut short by its time limit (a loaded
+        # machine) ends with no schedule at all.  The constructive list schedule is valid under the cap; it only
+        # hints, the pair candidates stay those of the caller's (absent) warm start.
+        greedy = best_greedy(pipeline, cap)
+        warm = warm_by_action(tasks, greedy[0]) if greedy is not None else None
     known = _warm_times(tasks, pairs, warm) if warm is not None else None
     if known is not None:
         horizon = max(_ends(tasks, device, pairs, known), default=0)
