@@ -1,10 +1,10 @@
 """``plan-compare``: the baselines (GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2, ZB-V, DualPipe, DualPipeV) and
-the planned schedule on one cost model.  Thin: parse, call `planner.pipeline.compare`, print and write files.
+the planned schedule on one cost model.  Thin: parse, call `planner.compare.pipelines`, print and write files.
 
 Two modes.  On unit costs: ``--stages`` is the number of pipeline devices p (the model cut into p stages;
 two-chunk schedules cut each in half), ``--f/--b/--w`` the costs of one such stage (``--b`` the input-gradient
 part), zero communication unless ``--comm``.  On a model (``--model M.onnx --hw H.yaml``): the op-level instance
-is cut into p stages by the stage formulation and each stage in two chunks (`planner.pipeline.model_costs`: per
+is cut into p stages by the stage formulation and each stage in two chunks (`planner.compare.model_costs`: per
 stage compute on its device, B = W = F, activation and parameter bytes of its ops, link delays between stages,
 MoE all-to-all from the dispatched token bytes unless ``--no-a2a``);
 times are then in microseconds and memory in MiB (``--f/--b/--w/--activation/--param/--comm`` do not apply;
@@ -21,7 +21,7 @@ from planner.cli import _run
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from planner.pipeline.compare import compare, write_outputs
+    from planner.compare.pipelines import compare, write_outputs
     from planner.pipeline.registry import GENERATORS, UnitCosts
 
     costs = UnitCosts(f=args.f, b=args.b, w=args.w, activation=args.activation, param=args.param, comm=args.comm,
@@ -50,7 +50,7 @@ def _compare(args: argparse.Namespace) -> int:
 def _model_costs(args: argparse.Namespace):
     from planner.errors import InputError
     from planner.ir.hardware import load_topology
-    from planner.pipeline.model_costs import model_costs
+    from planner.compare.model_costs import model_costs
     from planner.solve import prepare
 
     if args.hw is None:
