@@ -63,7 +63,7 @@ def bench_coarsen(quick: bool) -> list[dict]:
     from planner.coarsen import coarsen
     from planner.coarsen.bench import bench_coarsen as run
     from planner.ir.hardware import load_topology
-    from planner.solve import prepare
+    from planner.prepare import prepare
 
     rows = [{"graph": "random-layered", **row} for row in run([1_000, 10_000] if quick else [10_000, 100_000])]
     topology = load_topology(REPO / "hardware_profiles" / "h100-8-nvlink.yaml")

@@ -55,7 +55,7 @@ def bench_pipeline(quick: bool) -> list[dict]:
     from planner.compare.pipelines import compare
     from planner.compare.model_costs import model_costs
     from planner.pipeline.registry import UnitCosts
-    from planner.solve import prepare
+    from planner.prepare import prepare
 
     limit = 10.0 if quick else 120.0
     rows: list[dict] = []

@@ -26,7 +26,7 @@ HW = REPO / "hardware_profiles" / "h100-8-nvlink.yaml"
 @pytest.fixture(scope="module")
 def moe_instance():
     from planner.ir.hardware import load_topology
-    from planner.solve import prepare
+    from planner.prepare import prepare
 
     return prepare(MOE, load_topology(HW)).instance
 
