@@ -51,9 +51,9 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
 
 
 def bench_pipeline(quick: bool) -> list[dict]:
-    from planner.ir.hardware import load_topology
-    from planner.compare.pipelines import compare
     from planner.compare.model_costs import model_costs
+    from planner.compare.pipelines import compare
+    from planner.ir.hardware import load_topology
     from planner.pipeline.registry import UnitCosts
     from planner.prepare import prepare
 

@@ -36,7 +36,8 @@ def _feeds(path: Path | None):
 
 
 def _run_plan(args: argparse.Namespace) -> int:
-    from planner.execute.runner import run_plan  # here, not at the top: torch stays optional (module docstring)
+    # here, not at the top: torch stays optional (module docstring)
+    from planner.execute.runner import run_plan
 
     outcome = run_plan(args.plan, nproc=args.nproc, backend=args.backend, check=args.check, repeat=args.repeat,
                        warmup=args.warmup, report_path=args.report, feeds=_feeds(args.inputs),
@@ -88,7 +89,8 @@ def run_main(argv: Sequence[str] | None = None) -> int:
 
 
 def _codegen(args: argparse.Namespace) -> int:
-    from planner.execute.codegen import write_code  # here, not at the top: torch stays optional
+    # here, not at the top: torch stays optional (module docstring)
+    from planner.execute.codegen import write_code
 
     written = write_code(args.plan, args.out, nproc=args.nproc, input_shapes=_shapes(args.input_shape))
     for path in written:

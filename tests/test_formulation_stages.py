@@ -13,7 +13,7 @@ import random
 
 import numpy as np
 import pytest
-from test_bruteforce import make_instance
+from instances import make_instance
 
 from formulations.backends import available_backends, get_backend
 from formulations.stage_plan import StagePlacement, StagePlan, stage_data, stages_dp
