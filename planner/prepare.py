@@ -26,6 +26,11 @@ from planner.passes.dce import eliminate_dead_code
 from planner.passes.fold import fold_constants
 
 
+def run_passes(graph: OpGraph) -> OpGraph:
+    """The passes every command runs before planning or executing: constant folding, then dead-code elimination."""
+    return eliminate_dead_code(fold_constants(graph))
+
+
 @dataclass(frozen=True)
 class Prepared:
     """A model ready to plan: the graph after passes, the hardware, and the op-level instance."""
@@ -46,7 +51,7 @@ def prepare(model_path: str | Path, topology: Topology, *, input_shapes=None, ca
     if unknown:
         raise InputError(f"the measured profile names {len(unknown)} ops that {Path(model_path).name} does not "
                          f"have, e.g. {unknown[:3]}", fix="profile the same model file")
-    graph = eliminate_dead_code(fold_constants(graph))
+    graph = run_passes(graph)
     # Folded and dead ops are gone from the plan; their measured times no longer matter.
     measured = {k: v for k, v in (measured_s or {}).items() if k in graph.index} if measured_s else None
     instance = build_instance(graph, topology, capacity_bytes=capacity_bytes, measured_s=measured)
