@@ -231,7 +231,8 @@ def test_planning_works_without_torch(tmp_path: Path) -> None:
         assert status == 0, status
         assert not [m for m in sys.modules if m.startswith("planner.execute")]
     """)
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          check=False)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
