@@ -60,10 +60,10 @@ def bench_import(quick: bool) -> list[dict]:
 
 def bench_coarsen(quick: bool) -> list[dict]:
     """Random layered DAGs (10k, 100k) and the stacked MoE (a real model's structure at 10k and 100k ops)."""
+    from experiments.bench_coarsen import bench_coarsen as run
     from planner.coarsen import coarsen
-    from planner.coarsen.bench import bench_coarsen as run
     from planner.ir.hardware import load_topology
-    from planner.solve import prepare
+    from planner.prepare import prepare
 
     rows = [{"graph": "random-layered", **row} for row in run([1_000, 10_000] if quick else [10_000, 100_000])]
     topology = load_topology(REPO / "hardware_profiles" / "h100-8-nvlink.yaml")
@@ -83,7 +83,7 @@ def bench_coarsen(quick: bool) -> list[dict]:
 
 
 def bench_heft(quick: bool) -> list[dict]:
-    from planner.heuristics.bench import bench_heft as run
+    from experiments.bench_heft import bench_heft as run
 
     return run([1_000, 10_000] if quick else [10_000, 100_000])
 

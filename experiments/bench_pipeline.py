@@ -2,10 +2,10 @@
 
 Cases: unit costs F = B = W = 1 (activation 1 per stage and micro-batch, no parameters, no communication) at
 (p, m) = (4, 8), (8, 20), (16, 32); and the bundled MoE (experiments/models/moe.onnx) cut into 8 stages on
-hardware_profiles/h100-8-nvlink.yaml with 16 micro-batches (`planner.pipeline.model_costs`: microseconds, MiB;
+hardware_profiles/h100-8-nvlink.yaml with 16 micro-batches (`planner.compare.model_costs`: microseconds, MiB;
 sends and the MoE layers' all-to-all dispatch/combine as tasks on per-device communication streams).
 The planned schedule (`opplan`) gets DualPipe's peak memory per device as its cap and 120 s (split between the
-two placements it tries, `planner.pipeline.compare`); `--quick` uses smaller sizes and 10 s.
+two placements it tries, `planner.compare.pipelines`); `--quick` uses smaller sizes and 10 s.
 
 Columns: makespan and total bubble (idle time summed over devices) in `time_unit`; bubble_ratio = total idle /
 (devices x makespan); peak and parameter memory per device (max over devices) in `memory_unit`;
@@ -51,11 +51,11 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
 
 
 def bench_pipeline(quick: bool) -> list[dict]:
+    from planner.compare.model_costs import model_costs
+    from planner.compare.pipelines import compare
     from planner.ir.hardware import load_topology
-    from planner.pipeline.compare import compare
-    from planner.pipeline.model_costs import model_costs
     from planner.pipeline.registry import UnitCosts
-    from planner.solve import prepare
+    from planner.prepare import prepare
 
     limit = 10.0 if quick else 120.0
     rows: list[dict] = []

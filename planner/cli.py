@@ -6,12 +6,32 @@ Every user error is an `OpplanError`: printed as one line `error: ...` on stderr
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from planner.errors import OpplanError
+from planner.coarsen import coarsen, contract
+from planner.coarsen.dot import cluster_graph_dot
+from planner.cost.measured import load_measured_times
+from planner.errors import InputError, OpplanError
+from planner.ir.hardware import DEFAULT_PROFILE, load_topology
+from planner.ir.load import parse_input_shape
+from planner.ir.topology import Topology
+from planner.ir.units import format_bytes, parse_bytes
+from planner.plot import plot_gantt
+from planner.prepare import prepare
+from planner.report import clustering_summary, inspect_summary, plan_summary
+from planner.report_format import human_time, print_clustering, print_inspect_table, print_plan_table
+from planner.schedule.atomic import atomic_write_text
+from planner.schedule.plan_io import load_plan, save_plan
+from planner.schedule.simulate import retime_plan, simulate_plan
+from planner.schedule.trace import write_chrome_trace
+from planner.solve import Method, SolveOptions, plan_instance
+from planner.whatif import memory_sweep, parse_memory_range, write_whatif
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "experiments" / "models" / "moe.onnx"
 
@@ -39,10 +59,6 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
 
 def _load_model_and_hw(args: argparse.Namespace):
     """The model after the same passes plan-solve runs (constant folding, dead code), costed on the hardware."""
-    from planner.ir.hardware import DEFAULT_PROFILE, load_topology
-    from planner.ir.load import parse_input_shape
-    from planner.solve import prepare
-
     shapes = dict(parse_input_shape(s) for s in args.input_shape)
     topology = load_topology(args.hw or DEFAULT_PROFILE)
     prepared = prepare(args.model or DEFAULT_MODEL, topology, input_shapes=shapes or None)
@@ -50,8 +66,6 @@ def _load_model_and_hw(args: argparse.Namespace):
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from planner.report import inspect_summary
-
     prepared, _topology, instance = _load_model_and_hw(args)
     if args.clusters or args.dot:
         return _inspect_clusters(args, instance)
@@ -60,29 +74,19 @@ def _inspect(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(summary, indent=2))
     else:
-        from planner.report_format import print_inspect_table
-
         print_inspect_table(summary)
     return 0
 
 
 def _inspect_clusters(args: argparse.Namespace, instance) -> int:
-    from planner.coarsen import coarsen
-    from planner.coarsen.dot import cluster_graph_dot
-    from planner.report import clustering_summary
-
     result = coarsen(instance, target_clusters=args.target_clusters)
     summary = clustering_summary(result)
     if args.dot:
-        from planner.schedule.atomic import atomic_write_text
-
         atomic_write_text(args.dot, cluster_graph_dot(result.instance, result.sizes))
         summary["dot"] = str(args.dot)
     if args.format == "json":
         print(json.dumps(summary, indent=2))
     else:
-        from planner.report_format import print_clustering
-
         print_clustering(summary)
     return 0
 
@@ -103,8 +107,6 @@ def inspect_main(argv: Sequence[str] | None = None) -> int:
 
 # ------------------------------------------------------------------------------------------------ plan-solve
 def _parse_rules(items: Sequence[str], flag: str) -> dict[str, str]:
-    from planner.errors import InputError
-
     rules = {}
     for item in items:
         pattern, sep, device = item.rpartition("=")
@@ -115,8 +117,6 @@ def _parse_rules(items: Sequence[str], flag: str) -> dict[str, str]:
 
 
 def _add_solve_args(parser: argparse.ArgumentParser) -> None:
-    from planner.solve import Method
-
     parser.add_argument("--method", choices=[m.value for m in Method], default="milp")
     parser.add_argument("--backend", default="cpsat", help="cpsat (default), scip, cbc or highs")
     parser.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="total budget in seconds")
@@ -128,9 +128,6 @@ def _add_solve_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace):
-    from planner.errors import InputError
-    from planner.solve import Method, SolveOptions
-
     if args.time_limit <= 0:
         raise InputError(f"--time-limit {args.time_limit}: must be positive")
     return SolveOptions(method=Method(args.method), backend=args.backend, time_limit_s=args.time_limit,
@@ -141,10 +138,10 @@ def _options(args: argparse.Namespace):
 def _progress_printer(quiet: bool):
     if quiet:
         return None
-    start = __import__("time").monotonic()
+    start = time.monotonic()
 
     def say(message: str) -> None:
-        elapsed = __import__("time").monotonic() - start
+        elapsed = time.monotonic() - start
         print(f"[{elapsed:6.1f}s] {message}", file=sys.stderr, flush=True)
 
     return say
@@ -152,20 +149,12 @@ def _progress_printer(quiet: bool):
 
 def _write_outputs(outcome, plan_path: Path, *, pictures: bool, provenance: dict) -> dict:
     """Save the plan (atomically) and, next to it, the Gantt PNG and the Chrome trace of the op-level timeline."""
-    import dataclasses
-
-    from planner.schedule.plan_io import save_plan
-    from planner.schedule.simulate import simulate_plan
-
     plan = dataclasses.replace(outcome.saved_plan(), **provenance)
     plan_path.parent.mkdir(parents=True, exist_ok=True)
     save_plan(plan, plan_path)
     written = {"plan": str(plan_path)}
     timeline = simulate_plan(outcome.fine, outcome.op_plan)
     if pictures:
-        from planner.plot import plot_gantt
-        from planner.schedule.trace import write_chrome_trace
-
         stem = plan_path.with_suffix("")
         gantt = plot_gantt(timeline, f"{stem}.gantt.png", title=f"{plan.instance_name}: {plan.method}")
         trace = Path(f"{stem}.trace.json")
@@ -175,12 +164,6 @@ def _write_outputs(outcome, plan_path: Path, *, pictures: bool, provenance: dict
 
 
 def _solve(args: argparse.Namespace) -> int:
-    from planner.errors import InputError
-    from planner.ir.hardware import DEFAULT_PROFILE, load_topology
-    from planner.ir.topology import Topology
-    from planner.report import plan_summary
-    from planner.solve import plan_instance, prepare
-
     if args.graph is not None:
         if args.model is not None:
             raise InputError("give either --model or --graph, not both")
@@ -193,12 +176,10 @@ def _solve(args: argparse.Namespace) -> int:
             raise InputError("--devices applies to --graph task graphs; an ONNX model takes its devices from --hw")
         topology = load_topology(args.hw or DEFAULT_PROFILE)
         model_path = args.model or DEFAULT_MODEL
-    from planner.cost.measured import load_measured_times
-    from planner.ir.units import parse_bytes
 
     capacity = parse_bytes(args.memory, where="--memory") if args.memory else None
     measured = load_measured_times(args.measured) if args.measured else None
-    shapes = dict(__import__("planner.ir.load", fromlist=["x"]).parse_input_shape(s) for s in args.input_shape)
+    shapes = dict(parse_input_shape(s) for s in args.input_shape)
     prepared = prepare(model_path, topology, input_shapes=shapes or None, capacity_bytes=capacity,
                        measured_s=measured, pins=_parse_rules(args.pin, "--pin"),
                        forbids=_parse_rules(args.forbid, "--forbid"))
@@ -224,8 +205,6 @@ def _solve(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(summary, indent=2, default=str))
     else:
-        from planner.report_format import print_plan_table
-
         print_plan_table(summary)
         for kind, path in out["written"].items():
             print(f"wrote {kind}: {path}")
@@ -252,17 +231,6 @@ def solve_main(argv: Sequence[str] | None = None) -> int:
 
 # --------------------------------------------------------------------------------------------- plan-simulate
 def _simulate(args: argparse.Namespace) -> int:
-    import hashlib
-
-    from planner.coarsen import contract
-    from planner.errors import InputError
-    from planner.ir.hardware import load_topology
-    from planner.ir.topology import Topology
-    from planner.report import plan_summary
-    from planner.schedule.plan_io import load_plan
-    from planner.schedule.simulate import retime_plan, simulate_plan
-    from planner.solve import prepare
-
     plan = load_plan(args.plan)
     model = Path(plan.model_path)
     if not model.is_file():
@@ -284,8 +252,8 @@ def _simulate(args: argparse.Namespace) -> int:
             raise InputError(f"the plan names op {exc.args[0]!r}, which the model does not have",
                              path=str(args.plan)) from None
         names = tuple(p.task for p in plan.placements)
-        coarse = __import__("dataclasses").replace(contract(fine, clusters), task_names=names,
-                                                   task_ops={n: tuple(plan.task_ops[n]) for n in names})
+        coarse = dataclasses.replace(contract(fine, clusters), task_names=names,
+                                     task_ops={n: tuple(plan.task_ops[n]) for n in names})
     else:
         coarse = fine
     retimed = retime_plan(plan, coarse, link_contention=args.contention,
@@ -293,10 +261,6 @@ def _simulate(args: argparse.Namespace) -> int:
     timeline = simulate_plan(coarse, retimed, link_contention=args.contention)
     summary = plan_summary(retimed, timeline, coarse, extra={"planned_makespan": plan.makespan_tick * (plan.tick_s or 1)})
     if args.out:
-        from planner.plot import plot_gantt
-        from planner.schedule.plan_io import save_plan
-        from planner.schedule.trace import write_chrome_trace
-
         args.out.parent.mkdir(parents=True, exist_ok=True)
         save_plan(retimed, args.out)
         stem = args.out.with_suffix("")
@@ -305,8 +269,6 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(summary, indent=2, default=str))
     else:
-        from planner.report_format import human_time, print_plan_table
-
         print(f"planned makespan {human_time(summary['planned_makespan'], summary['time_unit'])}; re-timed on "
               f"{hw or 'the same devices'}:")
         print_plan_table(summary)
@@ -326,11 +288,6 @@ def simulate_main(argv: Sequence[str] | None = None) -> int:
 
 # ------------------------------------------------------------------------------------------------ plan-whatif
 def _whatif(args: argparse.Namespace) -> int:
-    from planner.ir.hardware import DEFAULT_PROFILE, load_topology
-    from planner.report_format import human_bytes, human_time
-    from planner.solve import prepare
-    from planner.whatif import memory_sweep, parse_memory_range, write_whatif
-
     capacities = parse_memory_range(args.memory)
     topology = load_topology(args.hw or DEFAULT_PROFILE)
     prepared = prepare(args.model or DEFAULT_MODEL, topology)
@@ -340,11 +297,11 @@ def _whatif(args: argparse.Namespace) -> int:
     unit = prepared.instance.time_unit
     for row in result.rows:
         shown = human_time(row.makespan_s, unit) if row.feasible else f"infeasible: {row.reason}"
-        print(f"{human_bytes(row.capacity_bytes):>12}  {shown}")
-    print(f"smallest capacity that can fit at all (lower bound): {human_bytes(result.capacity_lower_bound_bytes)} "
+        print(f"{format_bytes(row.capacity_bytes):>12}  {shown}")
+    print(f"smallest capacity that can fit at all (lower bound): {format_bytes(result.capacity_lower_bound_bytes)} "
           f"({result.capacity_lower_bound_reason})")
     if result.smallest_feasible_bytes is not None:
-        print(f"smallest feasible capacity in the sweep: {human_bytes(result.smallest_feasible_bytes)}")
+        print(f"smallest feasible capacity in the sweep: {format_bytes(result.smallest_feasible_bytes)}")
     else:
         print("no capacity in the sweep is feasible")
     print(f"wrote {csv_path} and {png_path}")

@@ -1,10 +1,10 @@
 """``plan-compare``: the baselines (GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2, ZB-V, DualPipe, DualPipeV) and
-the planned schedule on one cost model.  Thin: parse, call `planner.pipeline.compare`, print and write files.
+the planned schedule on one cost model.  Thin: parse, call `planner.compare.pipelines`, print and write files.
 
 Two modes.  On unit costs: ``--stages`` is the number of pipeline devices p (the model cut into p stages;
 two-chunk schedules cut each in half), ``--f/--b/--w`` the costs of one such stage (``--b`` the input-gradient
 part), zero communication unless ``--comm``.  On a model (``--model M.onnx --hw H.yaml``): the op-level instance
-is cut into p stages by the stage formulation and each stage in two chunks (`planner.pipeline.model_costs`: per
+is cut into p stages by the stage formulation and each stage in two chunks (`planner.compare.model_costs`: per
 stage compute on its device, B = W = F, activation and parameter bytes of its ops, link delays between stages,
 MoE all-to-all from the dispatched token bytes unless ``--no-a2a``);
 times are then in microseconds and memory in MiB (``--f/--b/--w/--activation/--param/--comm`` do not apply;
@@ -15,27 +15,27 @@ times are then in microseconds and memory in MiB (``--f/--b/--w/--activation/--p
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Sequence
 
 from planner.cli import _run
+from planner.compare.model_costs import ModelCosts, model_costs
+from planner.compare.pipelines import compare, write_outputs
+from planner.errors import InputError
+from planner.ir.hardware import load_topology
+from planner.pipeline.registry import GENERATORS, UnitCosts
+from planner.prepare import prepare
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from planner.pipeline.compare import compare, write_outputs
-    from planner.pipeline.registry import GENERATORS, UnitCosts
-
     costs = UnitCosts(f=args.f, b=args.b, w=args.w, activation=args.activation, param=args.param, comm=args.comm,
                       fb_overlap=args.fb_overlap, comm_stream=args.comm_stream, a2a=args.a2a)
     if args.model is not None:
-        import dataclasses
-
         costs = dataclasses.replace(_model_costs(args), fb_overlap=args.fb_overlap, a2a=not args.no_a2a)
     names = tuple(args.schedules.split(",")) if args.schedules else None
     if names:
         unknown = [n for n in names if n not in GENERATORS]
         if unknown:
-            from planner.errors import InputError
-
             raise InputError(f"unknown schedules {unknown}", fix=f"use some of {','.join(GENERATORS)}")
     cmp = compare(args.stages, args.microbatches, costs, schedules=names, opplan=not args.no_opplan,
                   memory_cap_units=args.memory, opplan_placement=args.placement, time_limit_s=args.time_limit,
@@ -47,12 +47,7 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model_costs(args: argparse.Namespace):
-    from planner.errors import InputError
-    from planner.ir.hardware import load_topology
-    from planner.pipeline.model_costs import model_costs
-    from planner.solve import prepare
-
+def _model_costs(args: argparse.Namespace) -> ModelCosts:
     if args.hw is None:
         raise InputError("--model needs --hw (the hardware profile the stages run on)")
     instance = prepare(args.model, load_topology(args.hw)).instance

@@ -1,6 +1,7 @@
 """plan-run and plan-codegen: run a plan for real on torch.distributed, or write it out as per-rank Python files.
 
-Thin, like `planner/cli.py`: parse, call `planner.execute`, print.  torch is imported only inside the calls.
+Thin, like `planner/cli.py`: parse, call `planner.execute`, print.  `planner.execute` (and so torch) is imported
+only inside the two calls, so that this module, its ``--help`` and the planning commands load without torch.
 """
 
 from __future__ import annotations
@@ -11,22 +12,21 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from planner.cli import _run
+from planner.errors import InputError
+from planner.ir.load import parse_input_shape
+from planner.report_format import human_time
 
 
 def _shapes(items: Sequence[str]):
-    from planner.ir.load import parse_input_shape
-
     return dict(parse_input_shape(s) for s in items) or None
 
 
 def _feeds(path: Path | None):
     if path is None:
         return None
-    import numpy as np
-
-    from planner.errors import InputError
-
     try:
         with np.load(path) as data:
             return {k: data[k] for k in data.files}
@@ -36,8 +36,8 @@ def _feeds(path: Path | None):
 
 
 def _run_plan(args: argparse.Namespace) -> int:
+    # here, not at the top: torch stays optional (module docstring)
     from planner.execute.runner import run_plan
-    from planner.report_format import human_time
 
     outcome = run_plan(args.plan, nproc=args.nproc, backend=args.backend, check=args.check, repeat=args.repeat,
                        warmup=args.warmup, report_path=args.report, feeds=_feeds(args.inputs),
@@ -89,6 +89,7 @@ def run_main(argv: Sequence[str] | None = None) -> int:
 
 
 def _codegen(args: argparse.Namespace) -> int:
+    # here, not at the top: torch stays optional (module docstring)
     from planner.execute.codegen import write_code
 
     written = write_code(args.plan, args.out, nproc=args.nproc, input_shapes=_shapes(args.input_shape))

@@ -38,12 +38,14 @@ solved once.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from formulations.solve_instance import solve_placement
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.heuristics.list_schedule import heft
 from planner.schedule.errors import PlanInvalidError, SimulationError
@@ -163,6 +165,16 @@ def _signature(sub: SchedulingInstance) -> tuple:
 
 
 # ------------------------------------------------------------------------------------------------ solving
+class SegmentSource(enum.Enum):
+    """Where a segment's schedule and bound come from."""
+
+    HEFT = "heft"  # HEFT meets the segment's trivial bound: optimal without a solver
+    SOLVER = "solver"  # solved by the placement model
+    CACHED = "cached"  # an identical segment was solved by the placement model
+    TOO_LARGE = "too large"  # above SEGMENT_MAX_TASKS: HEFT's schedule and the trivial bound
+    NO_TIME = "no time"  # the budget ran out first: HEFT's schedule and the trivial bound
+
+
 @dataclass(frozen=True)
 class SegmentResult:
     segment: Segment
@@ -171,7 +183,7 @@ class SegmentResult:
     start: tuple[int, ...]
     makespan_tick: int
     bound_tick: int
-    how: str  # 'heft' (proved optimal by the trivial bound), 'solver', 'cached', 'too large', 'no time'
+    how: SegmentSource
 
 
 @dataclass(frozen=True)
@@ -186,7 +198,7 @@ class Decomposition:
 
     @property
     def solved(self) -> int:
-        return sum(1 for r in self.segments if r.how in ("solver", "cached"))
+        return sum(1 for r in self.segments if r.how in (SegmentSource.SOLVER, SegmentSource.CACHED))
 
 
 def _timed(plan: Plan, sub: SchedulingInstance) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -198,8 +210,6 @@ def _timed(plan: Plan, sub: SchedulingInstance) -> tuple[tuple[int, ...], tuple[
 def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, backend: str = "cpsat",
                         threads: int = 8, seed: int = 0, progress: ProgressFn | None = None) -> Decomposition:
     """Solve every segment (time shared by size; identical segments once), add up the bound, stitch the plan."""
-    from formulations.solve_instance import solve_placement
-
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
     segs = segments(instance)
@@ -210,11 +220,13 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
         plan = heft(sub)
         dev, start = _timed(plan, sub)
         trivial = sub.trivial_lower_bound_tick()
-        how = "heft" if plan.makespan_tick <= trivial else ("too large" if sub.num_tasks > SEGMENT_MAX_TASKS
-                                                             else "no time")
+        if plan.makespan_tick <= trivial:
+            how = SegmentSource.HEFT
+        else:
+            how = SegmentSource.TOO_LARGE if sub.num_tasks > SEGMENT_MAX_TASKS else SegmentSource.NO_TIME
         results[i] = SegmentResult(segs[i], sub, dev, start, plan.makespan_tick, min(trivial, plan.makespan_tick),
                                    how)
-        if how == "no time":
+        if how is SegmentSource.NO_TIME:
             todo.append(i)
     cache: dict[tuple, int] = {}
     sizes = {_signature(subs[i]): subs[i].num_tasks for i in todo}
@@ -227,7 +239,7 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
             src = results[cache[sig]]
             assert src is not None
             results[i] = dataclasses.replace(src, segment=segs[i], instance=sub,
-                                             how="cached" if src.how == "solver" else src.how)
+                                             how=SegmentSource.CACHED if src.how is SegmentSource.SOLVER else src.how)
             continue
         remaining = time_limit_s - (time.monotonic() - t0)
         share = remaining * sub.num_tasks / max(1, left_size)
@@ -240,7 +252,8 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
                                warm_start=warm)
         dev, start = _timed(plan, sub)
         results[i] = SegmentResult(segs[i], sub, dev, start, plan.makespan_tick,
-                                   max(prev.bound_tick, min(plan.lower_bound_tick, plan.makespan_tick)), "solver")
+                                   max(prev.bound_tick, min(plan.lower_bound_tick, plan.makespan_tick)),
+                                   SegmentSource.SOLVER)
         say(f"segment {i} ({sub.num_tasks} tasks): makespan {plan.makespan_tick}, bound {plan.lower_bound_tick} "
             f"(trivial {sub.trivial_lower_bound_tick()}, HEFT {warm.makespan_tick}), {plan.status}")
     final = [r for r in results if r is not None]
@@ -284,5 +297,5 @@ def _stitch(instance: SchedulingInstance, results: Sequence[SegmentResult]) -> P
     return plan
 
 
-__all__ = ["Decomposition", "Segment", "SegmentResult", "bottleneck_tasks", "decompose_and_solve",
+__all__ = ["Decomposition", "Segment", "SegmentResult", "SegmentSource", "bottleneck_tasks", "decompose_and_solve",
            "induced_instance", "segments"]

@@ -1,4 +1,7 @@
-"""Terminal rendering of reports with rich (kept apart from the pure summaries in report.py)."""
+"""Terminal rendering of reports with rich (kept apart from the pure summaries in report.py).
+
+Bytes are printed by `planner.ir.units.format_bytes`, the project's one bytes formatter.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return f"{n}"
+from planner.ir.units import format_bytes
 
 
 def human_time(t: float, unit: str) -> str:
@@ -40,8 +37,8 @@ def print_inspect_table(summary: dict[str, Any], console: Console | None = None)
     totals.add_row("ops (after folding, dead code)", f"{summary['num_ops']} (of {before})")
     totals.add_row("edges", str(summary["num_edges"]))
     totals.add_row("FLOPs (2 x MACs)", human_count(summary["total_flops"]))
-    totals.add_row("parameters", human_bytes(summary["param_bytes"]))
-    totals.add_row("activations (all outputs)", human_bytes(summary["activation_bytes"]))
+    totals.add_row("parameters", format_bytes(summary["param_bytes"]))
+    totals.add_row("activations (all outputs)", format_bytes(summary["activation_bytes"]))
     totals.add_row("devices", f"{len(summary['hardware']['devices'])}")
     totals.add_row("critical path (fastest device, free links)", human_time(summary["critical_path"], unit))
     totals.add_row("work bound (total work / total speed)", human_time(summary["work_bound"], unit))
@@ -78,9 +75,9 @@ def print_plan_table(summary: dict[str, Any], console: Console | None = None) ->
     for d in summary["devices"]:
         cap = d["capacity_bytes"]
         table.add_row(d["device"], str(d["tasks"]), human_time(d["busy"], unit), f"{100 * d['busy_fraction']:.0f}",
-                      human_bytes(d["peak_memory_bytes"]), human_bytes(cap) if cap < 2**61 else "unbounded")
+                      format_bytes(d["peak_memory_bytes"]), format_bytes(cap) if cap < 2**61 else "unbounded")
     console.print(table)
-    console.print(f"bytes across links: {human_bytes(summary['bytes_across_links'])} over "
+    console.print(f"bytes across links: {format_bytes(summary['bytes_across_links'])} over "
                   f"{len(summary['links'])} device pairs")
     if summary.get("baselines"):
         parts = [f"{k} {human_time(v, unit)}" for k, v in summary["baselines"].items()]
@@ -96,8 +93,8 @@ def print_clustering(summary: dict[str, Any], console: Console | None = None) ->
                   f"{summary['num_clusters_after_repair']}")
     table.add_row("clusters after merging", str(summary["num_clusters"]))
     table.add_row("largest clusters (ops)", ", ".join(map(str, summary["largest_clusters"])))
-    table.add_row("bytes cut / all edge bytes", f"{human_bytes(summary['cut_bytes'])} / "
-                  f"{human_bytes(summary['total_edge_bytes'])}")
+    table.add_row("bytes cut / all edge bytes", f"{format_bytes(summary['cut_bytes'])} / "
+                  f"{format_bytes(summary['total_edge_bytes'])}")
     table.add_row("critical path estimate, ops -> clusters", f"{human_time(summary['critical_path_before'], unit)} -> "
                   f"{human_time(summary['critical_path_after'], unit)}")
     console.print(table)

@@ -21,6 +21,7 @@ from planner.cost.instance import SchedulingInstance
 from planner.errors import InfeasibleError, InputError
 from planner.heuristics.memory import capacity_lower_bound
 from planner.ir.units import parse_bytes
+from planner.plot import plot_whatif
 from planner.schedule.validate import check_plan
 from planner.solve import SolveOptions, plan_instance
 
@@ -106,8 +107,6 @@ def memory_sweep(instance: SchedulingInstance, capacities: Sequence[int], option
 
 def write_whatif(result: WhatIfResult, out_dir: Path) -> tuple[Path, Path]:
     """`whatif.csv` (one row per capacity) and `whatif.png` (makespan against capacity) in `out_dir`."""
-    from planner.plot import plot_whatif
-
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / "whatif.csv"
     with csv_path.open("w", newline="") as f:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from test_bruteforce import check_plan_valid, make_instance
+from checks import check_plan_valid
+from instances import make_instance
 
 from formulations.backends import BACKEND_NAMES, available_backends, get_backend
 from formulations.model_api import SolveParams, SolveStatus, interval

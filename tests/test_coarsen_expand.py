@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_coarsen_strategies import random_dags
+from strategies import random_dags
 
+from experiments.bench_coarsen import bench_coarsen
 from planner.coarsen import coarsen
-from planner.coarsen.bench import bench_coarsen
 from planner.cost.instance import SchedulingInstance
 from planner.schedule.plan import Plan, TaskPlacement
 

@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 from hypothesis import given, settings
+from strategies import random_dags
 
 from planner.coarsen import (
     b_levels,
@@ -16,7 +17,6 @@ from planner.coarsen import (
     task_cost_estimate,
 )
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
-from test_coarsen_strategies import random_dags
 
 
 def diamond() -> SchedulingInstance:

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
+from checks import assert_partition
 from hypothesis import given, settings
-from test_coarsen_strategies import layered_chain, random_dags
+from strategies import layered_chain, random_dags
 
 from planner.coarsen import coarsen, linear_clustering, quotient_is_acyclic, repair_cycles
 from planner.cost.instance import SchedulingInstance
-
-
-def assert_partition(inst: SchedulingInstance, clusters: list[list[int]]) -> None:
-    members = sorted(v for c in clusters for v in c)
-    assert members == list(range(inst.num_tasks))
-    assert all(clusters)
 
 
 def assert_chains(inst: SchedulingInstance, clusters: list[list[int]]) -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+from checks import assert_partition
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_coarsen_linear import assert_partition
-from test_coarsen_strategies import random_dags
+from strategies import random_dags
 
 from planner.coarsen import (
     coarsen,

@@ -9,7 +9,7 @@ import pytest
 
 from planner.coarsen import coarsen
 from planner.ir.hardware import load_topology
-from planner.solve import prepare
+from planner.prepare import prepare
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,6 +15,7 @@ Schedules covered (all from the library's generators or planner, none written he
 
 from __future__ import annotations
 
+import dataclasses
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ torch = pytest.importorskip("torch")
 
 from planner.execute.train.launch import TrainRunFailed, run_training_schedule  # noqa: E402
 from planner.execute.train.model import (  # noqa: E402
-    MoEConfig,
+    TRAIN_CONFIG,
     build_model,
     chunk_param_names,
     make_batches,
@@ -40,7 +41,7 @@ from planner.pipeline.unroll import uniform_pipeline, unroll  # noqa: E402
 from planner.pipeline.zero_bubble import zb_v  # noqa: E402
 from planner.schedule.program import Schedule, schedule_from_plan  # noqa: E402
 
-CFG = MoEConfig()  # 4 layers, 4 experts top-2, d 32, micro-batches of 2 x 8 tokens
+CFG = TRAIN_CONFIG  # 4 layers, 4 experts top-2, d 32, micro-batches of 2 x 8 tokens
 
 
 def _check(result_loss: float, grads: dict, num_microbatches: int, label: str) -> None:
@@ -74,7 +75,7 @@ def test_chunks_compose_to_the_whole_model() -> None:
 def test_build_is_deterministic() -> None:
     a, b = build_model(CFG), build_model(CFG)
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
-    c = build_model(MoEConfig(seed=1))
+    c = build_model(dataclasses.replace(CFG, seed=1))
     assert not torch.equal(a.head.weight, c.head.weight)
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from test_bruteforce import check_plan_valid, make_instance, random_instance
+from brute_force import random_instance
+from checks import check_plan_valid
+from instances import make_instance
 
 from formulations.solve_instance import solve_placement
 from planner.cost.instance import SchedulingInstance

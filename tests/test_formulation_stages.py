@@ -1,7 +1,7 @@
 """Pipeline-stage formulation: hand-derived optima, brute force over every contiguous split (and every stage map for
 FREE placement) on every backend, the exact DP, constraint counts per family, and infeasibility reports.
 
-Brute force (independent of `formulations.stage_plan`): positions follow `inst.topological_order`; choose the S-1
+Brute force (independent of `planner.heuristics.stage_dp`): positions follow `inst.topological_order`; choose the S-1
 cut positions and the map, then add durations per stage, each edge's delay `inst.comm` on every boundary it
 crosses (sender pays), and check memory = param_copies x params + inflight x activations per stage.
 """
@@ -13,7 +13,7 @@ import random
 
 import numpy as np
 import pytest
-from test_bruteforce import make_instance
+from instances import make_instance
 
 from formulations.backends import available_backends, get_backend
 from planner.heuristics.stage_dp import StagePlacement, StagePlan, stage_data, stages_dp

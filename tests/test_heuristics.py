@@ -8,11 +8,13 @@ heuristic and one checker still shows.
 from __future__ import annotations
 
 import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from experiments.bench_heft import bench_heft, random_layered_instance
 from planner.cost.instance import INELIGIBLE, UNBOUNDED_BYTES, SchedulingInstance
 from planner.errors import InfeasibleError
 from planner.heuristics import (
@@ -25,7 +27,6 @@ from planner.heuristics import (
     single_device,
     smallest_feasible_capacity_bytes,
 )
-from planner.heuristics.bench import bench_heft, random_layered_instance
 from planner.heuristics.memory import MemoryTracker, task_alone_bytes
 from planner.schedule.plan import Plan
 from planner.schedule.validate import validate_plan

@@ -11,7 +11,7 @@ import pytest
 from planner.cost.measured import load_measured_times
 from planner.errors import InputError
 from planner.ir.hardware import DEFAULT_PROFILE, load_topology
-from planner.solve import prepare
+from planner.prepare import prepare
 
 REPO = Path(__file__).resolve().parents[1]
 MOE = REPO / "experiments" / "models" / "moe.onnx"

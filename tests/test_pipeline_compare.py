@@ -11,8 +11,8 @@ import pytest
 
 from formulations.pipeline import device_bound_tick, solve_pipeline, split_start_times
 from planner.cli_compare import compare_main
+from planner.compare.pipelines import CSV_COLUMNS, compare
 from planner.errors import InfeasibleError
-from planner.pipeline.compare import CSV_COLUMNS, compare
 from planner.pipeline.registry import UnitCosts
 from planner.pipeline.unroll import uniform_pipeline, unroll
 

@@ -8,7 +8,7 @@ from collections import defaultdict
 import pytest
 
 from formulations.pipeline import solve_pipeline
-from planner.pipeline.compare import _pipeline, simulate_baseline
+from planner.compare.pipelines import _pipeline, simulate_baseline
 from planner.pipeline.greedy import best_greedy, greedy_times
 from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.unroll import uniform_pipeline, unroll

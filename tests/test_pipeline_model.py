@@ -12,7 +12,7 @@ import pytest
 
 from formulations.pipeline import solve_pipeline
 from planner.cli_compare import compare_main
-from planner.pipeline.compare import CSV_COLUMNS, compare
+from planner.compare.pipelines import CSV_COLUMNS, compare
 from planner.pipeline.generators import gpipe
 from planner.pipeline.registry import UnitCosts
 from planner.pipeline.streams import simulate_pipeline
@@ -26,13 +26,13 @@ HW = REPO / "hardware_profiles" / "h100-8-nvlink.yaml"
 @pytest.fixture(scope="module")
 def moe_instance():
     from planner.ir.hardware import load_topology
-    from planner.solve import prepare
+    from planner.prepare import prepare
 
     return prepare(MOE, load_topology(HW)).instance
 
 
 def test_model_cut_keeps_every_op_once_and_conserves_work(moe_instance):
-    from planner.pipeline.model_costs import model_costs
+    from planner.compare.model_costs import model_costs
 
     mc = model_costs(moe_instance, 2, time_limit_s=10)
     inst = moe_instance
@@ -129,7 +129,7 @@ def test_moe_all_to_all_is_derived_from_dispatched_bytes(moe_instance):
     import math
     import re
 
-    from planner.pipeline.model_costs import model_costs
+    from planner.compare.model_costs import model_costs
 
     mc = model_costs(moe_instance, 2, time_limit_s=10)
     inst = moe_instance

@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 
 from formulations.pipeline import _device_of, pair_candidates, solve_pipeline, split_start_times
-from planner.pipeline.compare import compare, simulate_baseline
+from planner.compare.pipelines import compare, simulate_baseline
 from planner.pipeline.generators import gpipe
 from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.streams import simulate_pipeline

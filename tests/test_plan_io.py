@@ -6,10 +6,10 @@ import json
 import os
 
 import pytest
+from instances import random_instance, round_robin_orders
 
 from planner.errors import InputError
 from planner.schedule import plan_io
-from planner.schedule.examples import random_instance, round_robin_orders
 from planner.schedule.plan import Plan, TaskPlacement
 from planner.schedule.plan_io import load_plan, plan_to_dict, save_plan
 from planner.schedule.simulate import simulate, simulate_plan

@@ -7,6 +7,7 @@ import csv
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from instances import pipeline_instance
 
 from planner.cost.instance import SchedulingInstance
 from planner.schedule.actions import (
@@ -21,7 +22,6 @@ from planner.schedule.actions import (
     try_parse_action,
 )
 from planner.schedule.errors import ScheduleError
-from planner.schedule.examples import pipeline_instance
 from planner.schedule.program import Schedule, schedule_from_plan, schedule_to_instance_order
 from planner.schedule.simulate import simulate_schedule
 from planner.schedule.torch_csv import read_torch_csv, schedule_to_torch_rows, write_torch_csv

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from instances import random_instance, round_robin_orders
 
 from planner.cost.instance import SchedulingInstance
 from planner.schedule.errors import DeadlockError, SimulationError
-from planner.schedule.examples import random_instance, round_robin_orders
 from planner.schedule.memory import memory_intervals, memory_profile
 from planner.schedule.simulate import plan_orders, retime_plan, simulate, simulate_plan
 from planner.schedule.timeline import timeline_of_plan

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_bruteforce import brute_force_makespan, random_instance
+from brute_force import brute_force_makespan, random_instance
 
 from planner.cost.instance import SchedulingInstance
 from planner.decompose import bottleneck_tasks, decompose_and_solve, induced_instance, segments
 from planner.heuristics.list_schedule import heft
+from planner.prepare import prepare
 from planner.schedule.validate import validate_plan
-from planner.solve import Method, SolveOptions, plan_instance, prepare
+from planner.solve import Method, SolveOptions, plan_instance
 
 REPO = Path(__file__).resolve().parents[1]
 MOE = REPO / "experiments" / "models" / "moe.onnx"

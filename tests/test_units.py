@@ -168,6 +168,8 @@ def test_formatting():
     assert format_bytes(80 * 2**30) == "80GiB"
     assert format_bytes(80e9, binary=False) == "80GB"
     assert format_bytes(100) == "100B"
+    assert format_bytes(60, exact=True) == "60 B"
+    assert format_bytes(3 * 2**29, exact=True) == "1610612736 B (1.5GiB)"
     assert format_bandwidth(450e9) == "450GB/s"
     assert format_bandwidth(math.inf) == "inf"
     assert format_flops(989.4e12) == "989.4TFLOPS"

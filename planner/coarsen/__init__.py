@@ -2,7 +2,9 @@
 
 Modules, one idea each: `levels` (estimates, t/b-levels, critical path), `linear` (linear clustering), `repair`
 (acyclic cluster graph), `split` (memory limit), `merge` (granularity), `contract` (the coarse instance),
-`expand` (cluster plan -> op plan), `pipeline` (`coarsen`), `bench` (timings).
+`expand` (cluster plan -> op plan), `pipeline` (`coarsen`), `refine` (cluster surgery between rounds of the
+bi-level search: split to a target size, refine on the critical path, carry plans across clusterings), `adjacency`,
+`dot` (Graphviz).  Timings are in `experiments/bench_coarsen.py`.
 """
 
 from planner.coarsen.contract import cluster_name, contract

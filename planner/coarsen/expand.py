@@ -13,23 +13,22 @@ the fine edge's, and v starts no earlier than b, which starts after a's end (>= 
 
 The result is a plan for the fine instance: its `lower_bound_tick` is the fine instance's trivial bound (a bound
 proved on the coarse instance does not hold for the fine one, whose optimum may be shorter), and a plan proved
-'optimal' on clusters becomes 'feasible'.  The plan is duck-typed (`dataclasses.replace` on its placements), so
-this module does not import `planner.schedule` (coarsening sits below it in the layering).
+'optimal' on clusters becomes 'feasible'.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 from planner.coarsen.adjacency import Adjacency
 from planner.cost.instance import SchedulingInstance
+from planner.schedule.plan import Plan
 
 
 def expand_plan(fine: SchedulingInstance, coarse: SchedulingInstance, clusters: Sequence[Sequence[int]],
-                plan: Any) -> Any:
-    """The fine-task plan of the cluster plan `plan` (a `planner.schedule.plan.Plan` over `coarse`'s tasks).
+                plan: Plan) -> Plan:
+    """The fine-task plan of the cluster plan `plan` (a plan over `coarse`'s tasks).
 
     `clusters[k]` holds the fine task indices of `coarse`'s task k.  ValueError if the plan names an unknown task,
     places a cluster on a device where a member is ineligible, or gives it an interval shorter than its duration.

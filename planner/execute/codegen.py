@@ -14,7 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from planner.execute.partition import partition_plan
+from planner.execute.program import default_feeds
 from planner.execute.runner import load_checked_plan
 from planner.ir.onnx_values import model_program
 
@@ -130,10 +133,6 @@ if __name__ == "__main__":
 def write_code(plan_path: str | Path, out_dir: str | Path, *, nproc: int | None = None,
                input_shapes: Mapping[str, Sequence[int]] | None = None) -> list[Path]:
     """Write rank_<r>.py for every rank, launch.py and inputs.npz into `out_dir`; return the paths written."""
-    import numpy as np
-
-    from planner.execute.program import default_feeds
-
     plan, graph = load_checked_plan(plan_path, input_shapes)
     part = partition_plan(plan, graph, nproc, str(plan_path))
     out = Path(out_dir)

@@ -9,14 +9,13 @@ import torch
 import torch.distributed as dist
 
 from planner.execute.ops import OPS, OpContext, torch_dtype
+from planner.execute.program import load_program, prepared_graph
 
 __all__ = ["load_constants", "op", "send", "recv"]
 
 
 def load_constants(model_path: str, ops: list[str]) -> dict[str, torch.Tensor]:
     """Weights and folded constants the named ops read, from the ONNX file (after the planner's passes)."""
-    from planner.execute.program import load_program, prepared_graph
-
     if not ops:
         return {}
     return load_program(prepared_graph(model_path), model_path, ops).constants

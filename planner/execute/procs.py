@@ -15,6 +15,7 @@ killed parent, and leaves with ``os._exit`` so it never runs the parent's atexit
 from __future__ import annotations
 
 import ctypes
+import multiprocessing as mp
 import os
 import signal
 import socket
@@ -22,6 +23,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from multiprocessing.connection import wait
 from typing import Any
 
 GRACE_S = 2.0
@@ -95,9 +97,6 @@ def run_forked(world: int, body: Callable[[int], Any], *, timeout_s: float, what
                name: str = "opplan-rank") -> list[Any]:
     """Every rank's `body(rank)` result, in rank order; `error(message)` for the root cause of a failure or when
     `what` has not finished within `timeout_s` (see the module docstring)."""
-    import multiprocessing as mp
-    from multiprocessing.connection import wait
-
     ctx = mp.get_context("fork")
     parent = os.getpid()
     procs, conns = [], []

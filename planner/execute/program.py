@@ -19,7 +19,9 @@ import torch
 from planner.errors import InputError
 from planner.execute.ops import OPS, OpContext, torch_dtype, unsupported_ops
 from planner.ir.graph import OpGraph
+from planner.ir.load import load_model
 from planner.ir.onnx_values import NodeSpec, model_program
+from planner.prepare import run_passes
 
 __all__ = ["Program", "prepared_graph", "load_program", "run_ops", "execute", "default_feeds", "to_tensor",
            "check_supported"]
@@ -27,11 +29,7 @@ __all__ = ["Program", "prepared_graph", "load_program", "run_ops", "execute", "d
 
 def prepared_graph(model_path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None) -> OpGraph:
     """The graph plan-solve plans: the model after constant folding and dead-code elimination."""
-    from planner.ir.load import load_model
-    from planner.passes.dce import eliminate_dead_code
-    from planner.passes.fold import fold_constants
-
-    return eliminate_dead_code(fold_constants(load_model(model_path, input_shapes)))
+    return run_passes(load_model(model_path, input_shapes))
 
 
 def check_supported(graph: OpGraph, where: str = "") -> None:

@@ -33,6 +33,8 @@ from planner.execute.dist import Fault, RankResult, RunSpec, launch_local
 from planner.execute.partition import Partition, partition_plan
 from planner.execute.program import check_supported, default_feeds, prepared_graph
 from planner.ir.graph import OpGraph
+from planner.ir.onnx_values import run_onnxruntime
+from planner.schedule.atomic import atomic_write_text
 from planner.schedule.plan import Plan
 from planner.schedule.plan_io import load_plan
 
@@ -137,8 +139,6 @@ def build_report(plan_path, plan: Plan, partition: Partition, results: Sequence[
     mid = min(range(repeat), key=lambda i: (abs(spans[i] - median), i))
     max_abs = max_rel = None
     if check_feeds is not None:
-        from planner.ir.onnx_values import run_onnxruntime
-
         ref = run_onnxruntime(plan.model_path, check_feeds, partition.outputs)
         max_abs, max_rel = compare_outputs(outputs, ref)
     report: dict[str, Any] = {
@@ -156,8 +156,6 @@ def build_report(plan_path, plan: Plan, partition: Partition, results: Sequence[
         "trace": None,
     }
     if report_path is not None:
-        from planner.schedule.atomic import atomic_write_text
-
         rp = Path(report_path)
         rp.parent.mkdir(parents=True, exist_ok=True)
         trace_path = rp.with_name(rp.stem + ".trace.json")

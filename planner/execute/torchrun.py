@@ -27,6 +27,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
+from planner.errors import InputError, OpplanError
+from planner.execute.dist import RunSpec, run_rank
+from planner.execute.partition import partition_plan
+from planner.execute.program import default_feeds
+from planner.execute.runner import build_report, load_checked_plan
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m planner.execute.torchrun", description=__doc__,
@@ -40,11 +48,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=None)
     parser.add_argument("--timeout", type=float, default=60.0)
     args = parser.parse_args(argv)
-    from planner.errors import InputError, OpplanError
-    from planner.execute.dist import RunSpec, run_rank
-    from planner.execute.partition import partition_plan
-    from planner.execute.program import default_feeds
-    from planner.execute.runner import build_report, load_checked_plan
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     try:
@@ -57,8 +60,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: rank {rank}: {exc}", file=sys.stderr)
         return exc.exit_status
     if args.backend == "nccl":
-        import torch
-
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     feeds = default_feeds(graph)
     spec = RunSpec(plan.model_path, graph, part, feeds, backend=args.backend, repeat=args.repeat,

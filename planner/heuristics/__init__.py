@@ -11,7 +11,8 @@ Modules:
   program (the stage formulation's warm start and, on a given map, its proof)
 * `memory` — capacity lower bounds (`smallest_feasible_capacity_bytes`, `largest_memory_tasks`) and the
   conservative memory tracker used while scheduling
-* `bench` — random layered instances and `bench_heft` timings for `make bench`
+
+Timings are in `experiments/bench_heft.py`.
 """
 
 from planner.heuristics.baselines import round_robin, single_device

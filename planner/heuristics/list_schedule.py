@@ -36,7 +36,7 @@ rank_u + rank_d (CPOP's priority; downward rank rank_d(t) = max over (p, t) of r
 same earliest-finish placement (not CPOP's critical-path processor).
 
 Cost: O((tasks + edges) x devices) Python steps plus O(log) per gap search and memory check; about 30 us per task
-on 8 devices (see `planner/heuristics/bench.py`).
+on 8 devices (see `experiments/bench_heft.py`).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ Units are in the names: `_bytes`, `flops` (floating point operations, FLOPs = 2 
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -141,8 +142,6 @@ class OpGraph:
             succs[position[e.src]].append(position[e.dst])
             indeg[position[e.dst]] += 1
         # Kahn's algorithm with a heap keeps the given order where the dependencies allow it.
-        import heapq
-
         ready = [i for i, d in enumerate(indeg) if d == 0]
         heapq.heapify(ready)
         order: list[int] = []

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from planner.errors import InputError
 from planner.ir.graph import OpGraph
+from planner.ir.onnx_import import load_onnx
+from planner.ir.taskgraph import load_stg, load_taskgraph
 
 
 def load_model(path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None) -> OpGraph:
@@ -14,18 +16,12 @@ def load_model(path: str | Path, input_shapes: Mapping[str, Sequence[int]] | Non
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".onnx":
-        from planner.ir.onnx_import import load_onnx
-
         return load_onnx(path, input_shapes)
     if input_shapes:
         raise InputError("--input-shape applies to ONNX models only", path=str(path))
     if suffix == ".json":
-        from planner.ir.taskgraph import load_taskgraph
-
         return load_taskgraph(path)
     if suffix == ".stg":
-        from planner.ir.taskgraph import load_stg
-
         return load_stg(path)
     raise InputError(f"unknown model format {suffix or '(no extension)'!r}", path=str(path),
                      fix="use an .onnx model, a task-graph .json or an .stg file")

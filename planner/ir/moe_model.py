@@ -41,7 +41,8 @@ Node names are unique and structured: ``embed/*``, ``layer{i}/attn/*``, ``layer{
 ``layer{i}/expert{e}/*``, ``layer{i}/combine/*``, ``head/*``.  A node's only output tensor is named
 ``{node name}:0`` (TopK: ``:0`` values, ``:1`` indices); weights are initializers named like
 ``layer0/expert2/w1``; shared constants live under ``const/*``.  This is the only module that builds the model;
-onnx is imported only here (``planner/ir/``).
+onnx is imported only here (``planner/ir/``).  `MoEConfig` (the shape) lives in `planner.ir.moe_config`, without
+onnx, because the torch training runtime (`planner.execute.train`) builds the same model from it.
 """
 
 from __future__ import annotations
@@ -55,52 +56,12 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from planner.ir.moe_config import MoEConfig
+
 LN_EPSILON = 1e-5
 MASK_NEG = -1e9
 WEIGHT_STD = 0.02
-DEFAULT_OPSET = 20  # Gelu is a default-domain op from opset 20
 IR_VERSION = 9  # the IR version that goes with opset 20
-
-
-@dataclass(frozen=True)
-class MoEConfig:
-    """Shape of the MoE transformer; `capacity_factor` sets the per-expert buffer (see `expert_capacity`)."""
-
-    layers: int = 2
-    experts: int = 4
-    top_k: int = 2
-    hidden: int = 64
-    ffn: int = 128
-    heads: int = 4
-    seq_len: int = 32
-    batch: int = 1
-    vocab: int = 256
-    capacity_factor: float = 1.25
-    seed: int = 0
-    opset: int = DEFAULT_OPSET
-    renormalize: bool = True  # gates = top-k probabilities / their sum (Mixtral style); False keeps raw probs
-
-    def __post_init__(self) -> None:
-        positive = ("layers", "experts", "top_k", "hidden", "ffn", "heads", "seq_len", "batch", "vocab")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"MoEConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.top_k > self.experts:
-            raise ValueError(f"MoEConfig.top_k={self.top_k} exceeds experts={self.experts}")
-        if self.hidden % self.heads:
-            raise ValueError(f"MoEConfig.hidden={self.hidden} is not divisible by heads={self.heads}")
-        if not self.capacity_factor > 0:
-            raise ValueError(f"MoEConfig.capacity_factor must be > 0, got {self.capacity_factor}")
-        if self.opset < DEFAULT_OPSET:
-            raise ValueError(f"MoEConfig.opset must be >= {DEFAULT_OPSET} (Gelu), got {self.opset}")
-
-    @property
-    def tokens(self) -> int:
-        return self.batch * self.seq_len
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
 
 
 def expert_capacity(config: MoEConfig) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnxruntime as ort
 from onnx import AttributeProto, helper, numpy_helper
 
 from planner.ir.graph import OpGraph
@@ -81,8 +82,6 @@ def model_program(graph: OpGraph, model_path: str | Path, ops: Iterable[str] | N
 def run_onnxruntime(model_path: str | Path, feeds: Mapping[str, np.ndarray],
                     outputs: Iterable[str] | None = None) -> dict[str, np.ndarray]:
     """Run the original model on onnxruntime's CPU provider (sequential, all graph optimizations)."""
-    import onnxruntime as ort
-
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1

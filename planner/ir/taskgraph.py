@@ -17,6 +17,7 @@ dummies of zero time, trailing lines starting with '#'.  Zero communication.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
@@ -45,8 +46,6 @@ def _number(value: object, where: str, path: Path, *, integer: bool = False) -> 
 
 
 def _check_keys(obj: dict, allowed: set[str], where: str, path: Path) -> None:
-    import difflib
-
     for key in obj:
         if key not in allowed:
             near = difflib.get_close_matches(key, sorted(allowed), n=1)

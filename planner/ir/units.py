@@ -189,13 +189,21 @@ def _scaled(value: float, steps: tuple[tuple[float, str], ...], digits: int) -> 
     return f"{value / scale:.{digits}g}{unit}"
 
 
-def format_bytes(size_bytes: float, *, binary: bool = True, digits: int = 4) -> str:
-    """85899345920 -> '80GiB' (binary=False: '85.9GB')."""
+def format_bytes(size_bytes: float, *, binary: bool = True, digits: int = 4, exact: bool = False) -> str:
+    """85899345920 -> '80GiB' (binary=False: '85.9GB').  The project's one bytes formatter.
+
+    `exact` (for error messages, where the exact count matters): the whole number of bytes first, then the short
+    form when it has a prefix: 60 -> '60 B', 1610612736 -> '1610612736 B (1.5GiB)'.
+    """
     if binary:
         steps = tuple((float(2**e), f"{p}B") for e, p in ((50, "Pi"), (40, "Ti"), (30, "Gi"), (20, "Mi"), (10, "Ki")))
     else:
         steps = tuple((float(10**e), f"{p}B") for e, p in ((15, "P"), (12, "T"), (9, "G"), (6, "M"), (3, "k")))
-    return _scaled(size_bytes, (*steps, (1.0, "B")), digits)
+    short = _scaled(size_bytes, (*steps, (1.0, "B")), digits)
+    if not exact:
+        return short
+    whole = f"{round(size_bytes)} B"
+    return whole if abs(size_bytes) < steps[-1][0] else f"{whole} ({short})"
 
 
 def format_bandwidth(bytes_per_s: float, *, digits: int = 4) -> str:

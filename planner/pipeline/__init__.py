@@ -1,4 +1,4 @@
-"""Training pipelines: unrolled F/B/W tasks, the hand-designed baseline schedules, and their comparison.
+"""Training pipelines: unrolled F/B/W tasks and the hand-designed baseline schedules.
 
 Modules (import them directly; this package imports nothing eagerly):
 
@@ -11,9 +11,9 @@ Modules (import them directly; this package imports nothing eagerly):
 * `zero_bubble` — ZB-H1, ZB-H2, ZB-V
 * `dualpipe` — DualPipe (bidirectional) and DualPipeV
 * `registry` — every generator by name, with the pipeline (stage split, placement) it runs on; `UnitCosts`
-* `plot` — the side-by-side picture of plan-compare
-* `model_costs` — a real model's op-level instance cut into p stages / 2p chunks (the model mode of plan-compare)
 * `streams` — simulate a baseline with per-device communication streams (sends first come, first served)
-* `compare` — simulate every schedule on one cost model, solve the planned one (`formulations.pipeline`), write
-  compare.csv, Gantt charts, torch CSVs
+* `greedy` — the constructive list schedule that warm-starts the planned schedule
+
+The comparison of these schedules with the planned one (which needs `formulations/`) is `planner.compare`, one
+layer above.
 """

@@ -14,6 +14,5 @@ Modules (one idea each; import them directly, this package imports nothing eager
 * `textgrid` — small device-by-time text pictures for error messages
 * `trace` — Chrome trace JSON (Perfetto)
 * `atomic` — atomic file writes
-* `examples` — seeded random instances, a toy training pipeline, round-robin orders (tests, examples)
 * `errors` — typed errors of this layer
 """

@@ -27,6 +27,7 @@ import heapq
 from collections.abc import Mapping, Sequence
 
 from planner.cost.instance import SchedulingInstance
+from planner.schedule.actions import try_parse_action
 from planner.schedule.errors import DeadlockError, SimulationError
 from planner.schedule.plan import Plan, PlanMethod, PlanStatus
 from planner.schedule.program import Schedule, schedule_to_instance_order
@@ -195,8 +196,6 @@ def simulate_plan(instance: SchedulingInstance, plan: Plan, *, link_contention: 
 
 def simulate_schedule(instance: SchedulingInstance, schedule: Schedule, *, link_contention: bool = False) -> Timeline:
     """Replay a pipeline `Schedule` on an instance whose tasks are named by action strings."""
-    from planner.schedule.actions import try_parse_action
-
     orders = schedule_to_instance_order(schedule, instance)
     stages: dict[str, int | None] = {}
     for name in instance.task_names:

@@ -25,6 +25,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from planner.cost.instance import SchedulingInstance
+from planner.ir.units import format_bytes
 from planner.schedule.errors import PlanInvalidError
 from planner.schedule.memory import MemoryProfile, memory_intervals, memory_profile
 from planner.schedule.plan import Plan, TaskPlacement
@@ -58,13 +59,6 @@ class ValidationReport:
     peak_memory_bytes: tuple[int, ...]
     peak_memory_tick: tuple[int, ...]
     memory: MemoryProfile
-
-
-def _fmt_bytes(n: int) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit} ({n} B)"
-    return f"{n} B"
 
 
 def check_plan(
@@ -194,11 +188,11 @@ def check_plan(
             tick, used = hit
             cap = profile.capacity_bytes[d]
             holders = profile.live_at(d, tick)
-            top = ", ".join(f"{iv.task} {iv.what} {_fmt_bytes(iv.size_bytes)}" for iv in holders[:5])
+            top = ", ".join(f"{iv.task} {iv.what} {format_bytes(iv.size_bytes, exact=True)}" for iv in holders[:5])
             out.append(Violation(
                 "memory",
-                f"device {dname(d)} holds {_fmt_bytes(used)} at tick {tick}, over its capacity {_fmt_bytes(cap)} by "
-                f"{_fmt_bytes(used - cap)}; largest: {top}",
+                f"device {dname(d)} holds {format_bytes(used, exact=True)} at tick {tick}, over its capacity "
+                f"{format_bytes(cap, exact=True)} by {format_bytes(used - cap, exact=True)}; largest: {top}",
                 d, tuple(dict.fromkeys(iv.task for iv in holders[:5])), tick,
             ))
 

@@ -25,7 +25,6 @@ import torch.distributed as dist
 
 from planner.errors import OpplanError
 from planner.execute.procs import free_port, run_forked
-from planner.execute.train.model import MoEConfig
 from planner.execute.train.runtime import (
     PeerCommError,
     RankOutput,
@@ -34,6 +33,7 @@ from planner.execute.train.runtime import (
     comm_call,
     run_rank_actions,
 )
+from planner.ir.moe_config import MoEConfig
 from planner.schedule.program import Schedule
 
 __all__ = ["TrainResult", "TrainRunFailed", "run_training_schedule"]

@@ -7,15 +7,21 @@ The model (decoder-only, pre-norm):
 * ``Attn``: causal multi-head self-attention written with plain matmuls (one fused qkv projection, one output
   projection).
 * ``MoE``: a router (linear d -> E, softmax) picks the top-k of E experts per token; the k gate weights are
-  renormalised to sum to 1; expert e (d -> d_ff -> d, GELU) runs on the tokens routed to it, and its output,
-  times the gate weight, is added back with ``index_add``.  An expert that receives no token in a micro-batch gets
-  no gradient from it (its gradient is zero, see `named_grads`).
+  renormalised to sum to 1 (unless ``MoEConfig.renormalize`` is off); expert e (d -> d_ff -> d, GELU) runs on the
+  tokens routed to it, and its output, times the gate weight, is added back with ``index_add``.  An expert that
+  receives no token in a micro-batch gets no gradient from it (its gradient is zero, see `named_grads`).
 * loss: cross-entropy of the logits against random target tokens, mean over the micro-batch's tokens, divided by
   the number of micro-batches, so that the gradients summed over micro-batches are those of the mean loss.
 
+**Shape.**  `planner.ir.moe_config.MoEConfig`, the one config of the bundled MoE (the ONNX model is written from
+it too): d = ``hidden``, d_ff = ``ffn``, E = ``experts``, L = ``layers``, a micro-batch is ``batch`` sequences of
+``seq_len`` tokens over ``vocab`` token ids.  Every routed token runs (no expert capacity here), so
+``capacity_factor`` and ``opset``, which describe the ONNX graph, do not apply.  `TRAIN_CONFIG` is the small
+default the tests and the launcher use.
+
 **Chunks.**  `num_chunks` contiguous pieces: chunk c holds layers ``[c*L // C, (c+1)*L // C)``; chunk 0 also the
 embedding, chunk C-1 also the final norm and the head.  The activation crossing every chunk boundary is the
-residual stream, shape ``(microbatch_size, seq_len, d_model)`` float32 (`boundary_shape`), so a receiver always
+residual stream, shape ``(batch, seq_len, hidden)`` float32 (`MoEConfig.residual_shape`), so a receiver always
 knows what it gets.  Parameters keep the whole model's names (``layers.3.moe.experts.1.fc1.weight``), so
 gradients from any split compare name by name.
 
@@ -27,41 +33,19 @@ draws tokens and targets from ``seed + 1`` the same way.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["MoEConfig", "MoETransformer", "build_model", "chunk_layers", "chunk_param_names", "make_batches",
+from planner.ir.moe_config import MoEConfig
+
+__all__ = ["TRAIN_CONFIG", "MoETransformer", "build_model", "chunk_layers", "chunk_param_names", "make_batches",
            "microbatch_loss"]
 
 
-@dataclass(frozen=True)
-class MoEConfig:
-    vocab_size: int = 64
-    d_model: int = 32
-    n_heads: int = 4
-    d_ff: int = 48
-    n_experts: int = 4
-    top_k: int = 2
-    n_layers: int = 4
-    seq_len: int = 8
-    microbatch_size: int = 2
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}")
-        if not 1 <= self.top_k <= self.n_experts:
-            raise ValueError(f"top_k {self.top_k} must be in 1..n_experts ({self.n_experts})")
-        if min(self.vocab_size, self.d_model, self.d_ff, self.n_layers, self.seq_len, self.microbatch_size) < 1:
-            raise ValueError(f"every size of {self} must be >= 1")
-
-    @property
-    def boundary_shape(self) -> tuple[int, int, int]:
-        """Shape of the activation (and of its gradient) between two chunks."""
-        return (self.microbatch_size, self.seq_len, self.d_model)
+TRAIN_CONFIG = MoEConfig(layers=4, experts=4, top_k=2, hidden=32, ffn=48, heads=4, seq_len=8, batch=2, vocab=64)
+"""The training runtime's default shape: 4 layers, 4 experts top-2, width 32, micro-batches of 2 x 8 tokens."""
 
 
 class Attention(nn.Module):
@@ -92,9 +76,10 @@ class Expert(nn.Module):
 
 
 class MoE(nn.Module):
-    def __init__(self, d: int, d_ff: int, n_experts: int, top_k: int) -> None:
+    def __init__(self, d: int, d_ff: int, n_experts: int, top_k: int, renormalize: bool) -> None:
         super().__init__()
         self.top_k = top_k
+        self.renormalize = renormalize
         self.router = nn.Linear(d, n_experts, bias=False)
         self.experts = nn.ModuleList(Expert(d, d_ff) for _ in range(n_experts))
 
@@ -102,7 +87,8 @@ class MoE(nn.Module):
         b, t, d = x.shape
         tokens = x.reshape(b * t, d)
         gate, chosen = self.router(tokens).softmax(dim=-1).topk(self.top_k, dim=-1)  # (n, k) each
-        gate = gate / gate.sum(dim=-1, keepdim=True)
+        if self.renormalize:
+            gate = gate / gate.sum(dim=-1, keepdim=True)
         out = torch.zeros_like(tokens)
         for e, expert in enumerate(self.experts):
             rows, slot = (chosen == e).nonzero(as_tuple=True)
@@ -115,10 +101,10 @@ class MoE(nn.Module):
 class Block(nn.Module):
     def __init__(self, cfg: MoEConfig) -> None:
         super().__init__()
-        self.ln1 = nn.LayerNorm(cfg.d_model)
-        self.attn = Attention(cfg.d_model, cfg.n_heads)
-        self.ln2 = nn.LayerNorm(cfg.d_model)
-        self.moe = MoE(cfg.d_model, cfg.d_ff, cfg.n_experts, cfg.top_k)
+        self.ln1 = nn.LayerNorm(cfg.hidden)
+        self.attn = Attention(cfg.hidden, cfg.heads)
+        self.ln2 = nn.LayerNorm(cfg.hidden)
+        self.moe = MoE(cfg.hidden, cfg.ffn, cfg.experts, cfg.top_k, cfg.renormalize)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
@@ -129,10 +115,10 @@ class MoETransformer(nn.Module):
     def __init__(self, cfg: MoEConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
-        self.norm = nn.LayerNorm(cfg.d_model)
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
+        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.norm = nn.LayerNorm(cfg.hidden)
+        self.head = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
 
     def forward_chunk(self, chunk: int, num_chunks: int, x: torch.Tensor) -> torch.Tensor:
         """Chunk `chunk` of `num_chunks`: token ids (chunk 0) or the residual stream in; the residual stream or
@@ -152,12 +138,12 @@ class MoETransformer(nn.Module):
 
 def chunk_layers(cfg: MoEConfig, chunk: int, num_chunks: int) -> tuple[int, int]:
     """The layer range ``[lo, hi)`` of chunk `chunk`; every chunk of a split needs at least one layer."""
-    if not 1 <= num_chunks <= cfg.n_layers:
-        raise ValueError(f"cannot cut {cfg.n_layers} layers into {num_chunks} chunks (each needs a layer); "
-                         f"raise MoEConfig.n_layers to at least {num_chunks}")
+    if not 1 <= num_chunks <= cfg.layers:
+        raise ValueError(f"cannot cut {cfg.layers} layers into {num_chunks} chunks (each needs a layer); "
+                         f"raise MoEConfig.layers to at least {num_chunks}")
     if not 0 <= chunk < num_chunks:
         raise ValueError(f"chunk {chunk} is not in 0..{num_chunks - 1}")
-    return chunk * cfg.n_layers // num_chunks, (chunk + 1) * cfg.n_layers // num_chunks
+    return chunk * cfg.layers // num_chunks, (chunk + 1) * cfg.layers // num_chunks
 
 
 def chunk_param_names(model: MoETransformer, chunk: int, num_chunks: int) -> list[str]:
@@ -184,18 +170,18 @@ def build_model(cfg: MoEConfig) -> MoETransformer:
             elif ".ln" in name or name.startswith("norm."):
                 p.copy_(1.0 + torch.randn(p.shape, generator=gen) * 0.02)
             elif ".router." in name:  # larger, so that routing is decided by clear margins
-                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(cfg.d_model))
+                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(cfg.hidden))
             else:
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
     return model
 
 
 def make_batches(cfg: MoEConfig, num_microbatches: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tokens and target tokens, each ``(num_microbatches, microbatch_size, seq_len)`` int64, from ``seed + 1``."""
+    """Tokens and target tokens, each ``(num_microbatches, batch, seq_len)`` int64, from ``seed + 1``."""
     gen = torch.Generator().manual_seed(cfg.seed + 1)
-    shape = (num_microbatches, cfg.microbatch_size, cfg.seq_len)
-    tokens = torch.randint(cfg.vocab_size, shape, generator=gen)
-    targets = torch.randint(cfg.vocab_size, shape, generator=gen)
+    shape = (num_microbatches, cfg.batch, cfg.seq_len)
+    tokens = torch.randint(cfg.vocab, shape, generator=gen)
+    targets = torch.randint(cfg.vocab, shape, generator=gen)
     return tokens, targets
 
 

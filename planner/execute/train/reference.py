@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from planner.execute.train.model import MoEConfig, build_model, make_batches, microbatch_loss
+from planner.execute.train.model import build_model, make_batches, microbatch_loss
+from planner.ir.moe_config import MoEConfig
 
 __all__ = ["RTOL", "ATOL", "LOSS_RTOL", "ReferenceResult", "GradientComparison", "reference_step",
            "compare_gradients"]

@@ -35,7 +35,7 @@ one rank is a local tensor, not a message.
 **Communication rule.**  A transfer exists for every chain edge whose two stages sit on different ranks: the
 activation of ``F(s, k)`` to ``F(next(s), k)`` and the input gradient of ``B|BW(next(s), k)`` to
 ``B|BW(s, k)``.  Each is identified by its tag ``2 * (consumer_stage * M + k) + (0 activation | 1 gradient)``,
-unique per message, and its shape and dtype are known beforehand (`MoEConfig.boundary_shape`, float32).
+unique per message, and its shape and dtype are known beforehand (`MoEConfig.residual_shape`, float32).
 
 1. A rank posts *all* its receives (``irecv`` with source and tag) before its first action; gloo matches a
    message to the receive with the same source and tag, whatever the order in which they are sent or waited.
@@ -64,13 +64,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from planner.execute.train.model import (
-    MoEConfig,
-    build_model,
-    chunk_param_names,
-    make_batches,
-    microbatch_loss,
-)
+from planner.execute.train.model import build_model, chunk_param_names, make_batches, microbatch_loss
+from planner.ir.moe_config import MoEConfig
 from planner.schedule.actions import Action, ActionKind, OverlapAction, ScheduleAction
 from planner.schedule.program import Schedule
 
@@ -234,7 +229,7 @@ class _RankProgram:
                 else:
                     continue
                 if src != self.rank:
-                    buf = torch.empty(self.cfg.boundary_shape, dtype=torch.float32)
+                    buf = torch.empty(self.cfg.residual_shape, dtype=torch.float32)
                     work = comm_call(f"rank {self.rank}: posting a receive from rank {src}", dist.irecv, buf,
                                      src=src, tag=lay.tag(*key))
                     self.inbox[key] = (buf, work, src)
@@ -260,9 +255,9 @@ class _RankProgram:
 
     def _give(self, key: tuple[int, int, int], value: torch.Tensor, consumer: int) -> None:
         value = value.detach()
-        if tuple(value.shape) != self.cfg.boundary_shape or value.dtype != torch.float32:
+        if tuple(value.shape) != self.cfg.residual_shape or value.dtype != torch.float32:
             raise RuntimeError(f"rank {self.rank}: boundary tensor for stage {consumer} is {tuple(value.shape)} "
-                               f"{value.dtype}, expected {self.cfg.boundary_shape} float32")
+                               f"{value.dtype}, expected {self.cfg.residual_shape} float32")
         dst = self._device(consumer)
         if dst == self.rank:
             self.local[key] = value

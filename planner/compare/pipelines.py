@@ -1,17 +1,18 @@
 """Compare the baselines and the planned schedule on one cost model (the library side of ``plan-compare``).
 
-Every schedule is simulated on the instance of its own pipeline (`registry.pipeline_for` on unit costs,
-`model_costs.ModelCosts.pipeline` on a model: the same model on the same p devices, cut as the schedule needs) with
-the same costs; figures come from `metrics.figures`.  Units: on unit costs makespan in the user's time unit, memory
-in the user's memory unit (`--activation`, `--param`); on a model microseconds and MiB.  Bubble ratio =
-total idle time / (devices x makespan).  Peak memory = max over devices of (parameters + activations in flight).
+Every schedule is simulated on the instance of its own pipeline (`planner.pipeline.registry.pipeline_for` on unit
+costs, `model_costs.ModelCosts.pipeline` on a model: the same model on the same p devices, cut as the schedule
+needs) with the same costs; figures come from `planner.pipeline.metrics.figures`.  Units: on unit costs makespan in
+the user's time unit, memory in the user's memory unit (`--activation`, `--param`); on a model microseconds and
+MiB.  Bubble ratio = total idle time / (devices x makespan).  Peak memory = max over devices of (parameters +
+activations in flight).
 
 The planned row ``opplan`` solves `formulations.pipeline` on a placement (``auto``: both DualPipe's two-direction
 split — two copies, m/2 micro-batches each way — and the V-shape split — 2p half stages, as ZB-V and DualPipeV —
 with half the time limit each, keeping the shorter; or one of ``dualpipe``, ``v``, ``fixed``), warm-started from
-the best baseline on that split that fits the cap, or the constructive list schedule of `greedy` when that is
-shorter (its overlapped pairs included when `fb_overlap` < 1: the
-formulation may pair F and B itself); the cap defaults to DualPipe's peak memory per device.
+the best baseline on that split that fits the cap, or the constructive list schedule of `planner.pipeline.greedy`
+when that is shorter (its overlapped pairs included when `fb_overlap` < 1: the formulation may pair F and B
+itself); the cap defaults to DualPipe's peak memory per device.
 """
 
 from __future__ import annotations
@@ -24,15 +25,21 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from formulations.pipeline import solve_pipeline, split_start_times
+from planner.compare.model_costs import ModelCosts
+from planner.compare.plot import plot_side_by_side
 from planner.errors import OpplanError
 from planner.pipeline.generators import RequirementError
+from planner.pipeline.greedy import best_greedy
 from planner.pipeline.metrics import PipelineFigures, figures
-from planner.pipeline.model_costs import ModelCosts
 from planner.pipeline.registry import GENERATORS, Scales, UnitCosts, pipeline_for
 from planner.pipeline.streams import simulate_pipeline
 from planner.pipeline.unroll import TrainingPipeline
+from planner.plot import plot_gantt
+from planner.schedule.atomic import atomic_write_text
 from planner.schedule.program import Schedule
 from planner.schedule.timeline import Timeline
+from planner.schedule.torch_csv import write_torch_csv
 from planner.schedule.validate import validate_plan
 
 CSV_COLUMNS = ("schedule", "makespan", "bubble_ratio", "peak_memory", "param_memory")
@@ -188,8 +195,6 @@ def compare(
 
 
 def _solve_opplan(placement, p, m, costs, scales, by_name, cap, time_limit_s, backend) -> CompareRow | None:
-    from formulations.pipeline import solve_pipeline, split_start_times
-
     pipe = _pipeline(_SPLIT[placement], p, m, costs, scales)
     pipe = dataclasses.replace(pipe, name=f"opplan-{placement}")
     warm, warm_name = None, ""
@@ -201,8 +206,6 @@ def _solve_opplan(placement, p, m, costs, scales, by_name, cap, time_limit_s, ba
         if times is not None and (warm is None or r.figures.makespan_tick < warm[1]):
             warm = (times, r.figures.makespan_tick)
             warm_name = n
-    from planner.pipeline.greedy import best_greedy
-
     greedy = best_greedy(pipe, [cap if cap is not None else 2**40] * p)
     if greedy is not None and (warm is None or greedy[1] < warm[1]):
         warm, warm_name = greedy, "greedy"
@@ -223,9 +226,6 @@ def _solve_opplan(placement, p, m, costs, scales, by_name, cap, time_limit_s, ba
 def write_outputs(cmp: Comparison, out_dir: str | os.PathLike[str], *, pictures: bool = True) -> list[Path]:
     """compare.csv, one torch pipelining CSV and (if `pictures`) one Gantt PNG per schedule, and a side-by-side
     picture; returns the paths written."""
-    from planner.schedule.atomic import atomic_write_text
-    from planner.schedule.torch_csv import write_torch_csv
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "compare.csv"]
@@ -236,9 +236,6 @@ def write_outputs(cmp: Comparison, out_dir: str | os.PathLike[str], *, pictures:
         write_torch_csv(r.schedule, path)
         written.append(path)
     if pictures:
-        from planner.pipeline.plot import plot_side_by_side
-        from planner.plot import plot_gantt
-
         for r in cmp.ok_rows():
             path = out / f"{r.name}.png"
             v = cmp.values(r)

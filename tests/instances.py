@@ -1,9 +1,14 @@
-"""Small random instances and simple valid orders, for tests, examples and benchmarks (numpy only, seeded).
+"""Scheduling instances for tests, built by hand or at random (numpy only, seeded); no tests here.
 
-`round_robin_orders` is the simplest valid plan maker: tasks in a (random) topological order, each given to the
-next device (round robin) that may run it; each device runs its tasks in that topological order, so the orders are
-always consistent with precedence and the simulator turns them into a valid plan.  It is not a heuristic worth
-comparing against (see HEFT for that).
+* `make_instance` — an instance from per-task per-device durations and an edge list (hand-derived test cases)
+* `random_instance` — a seeded random DAG instance of any size, heterogeneous or uniform
+* `random_topological_order`, `round_robin_orders` — the simplest valid plan maker: tasks in a (random)
+  topological order, each given to the next device (round robin) that may run it; each device runs its tasks in
+  that order, so the orders are always consistent with precedence and the simulator turns them into a valid plan.
+  Not a heuristic worth comparing against (see HEFT for that).
+* `pipeline_instance` — a toy training pipeline whose tasks are named by action strings
+
+(The instances small enough for brute force are in `brute_force.py`.)
 """
 
 from __future__ import annotations
@@ -162,3 +167,31 @@ def pipeline_instance(
         s = int(n[: len(n) - len(n.lstrip("0123456789"))])
         pinned[t, s] = inst.duration_tick[t, s]
     return dataclasses.replace(inst, duration_tick=pinned)
+
+
+def make_instance(name, durations, edges, *, link_class=None, latency=None, bandwidth=None, params=None,
+                  acts=None, internal=None, capacity=UNBOUNDED_BYTES):
+    """durations: per task a list of per-device ticks (None = ineligible); edges: (src, dst, fixed ticks[, bytes])."""
+    n, d = len(durations), len(durations[0])
+    dur = np.array([[INELIGIBLE if v is None else v for v in row] for row in durations], dtype=np.int64)
+    if link_class is None:
+        link_class = 1 - np.eye(d, dtype=np.int64)
+    link_class = np.asarray(link_class, dtype=np.int64)
+    n_cls = int(link_class.max()) + 1
+    latency = np.zeros(n_cls) if latency is None else np.asarray(latency, dtype=np.float64)
+    bandwidth = np.full(n_cls, np.inf) if bandwidth is None else np.asarray(bandwidth, dtype=np.float64)
+    tensors, tensor_bytes = [], {}
+    for e in edges:
+        key = f"{e[0]}->{e[1]}"
+        tensors.append((key,))
+        tensor_bytes[key] = int(e[3]) if len(e) > 3 else 0
+    caps = capacity if isinstance(capacity, (list, tuple)) else [capacity] * d
+    return SchedulingInstance(
+        name=name, task_names=tuple(f"t{i}" for i in range(n)), device_names=tuple(f"d{i}" for i in range(d)),
+        duration_tick=dur, edges=tuple((int(e[0]), int(e[1])) for e in edges), edge_tensors=tuple(tensors),
+        tensor_bytes=tensor_bytes, edge_fixed_tick=np.array([int(e[2]) for e in edges], dtype=np.int64),
+        link_class=link_class, link_latency_tick=latency, link_bytes_per_tick=bandwidth,
+        param_bytes=np.array(params or [0] * n, dtype=np.int64), activation_bytes=np.array(acts or [0] * n,
+                                                                                         dtype=np.int64),
+        peak_internal_bytes=np.array(internal or [0] * n, dtype=np.int64),
+        capacity_bytes=np.array(caps, dtype=np.int64))

@@ -1,7 +1,8 @@
 """Pipeline costs of a real model: the op-level instance of an ONNX model cut into contiguous stages.
 
 The model mode of ``plan-compare`` (``--model M.onnx --hw H.yaml --stages p --microbatches m``).  Every schedule
-runs the same model on the same p devices, cut as the schedule needs (as `registry` does on unit costs):
+runs the same model on the same p devices, cut as the schedule needs (as `planner.pipeline.registry` does on unit
+costs):
 
 * **p stages** (GPipe, 1F1B, ZB-H1, ZB-H2, and DualPipe's two copies): `formulations.stages.solve_stages` on the
   prepared op-level instance, stage s on device s (``StagePlacement.FIXED``: it minimises the bottleneck stage
@@ -19,16 +20,16 @@ Per stage (or chunk) c on its device d:
   `StagePlan.activation_bytes` reports), allocated by F and freed by W; parameters = its ops' `param_bytes`, per
   copy (DualPipe holds two);
 * communication: the hop from c to the next stage of its chain carries every tensor of an edge crossing that
-  boundary (an edge that skips stages is forwarded stage by stage, as in `formulations.stage_plan`), each at the
+  boundary (an edge that skips stages is forwarded stage by stage, as in `planner.heuristics.stage_dp`), each at the
   instance's delay over the link between the two devices (`SchedulingInstance.comm`: latency + bytes /
   bandwidth), summed; 0 when both sit on one device.  The gradient going back over the same hop costs the same.
-  By default (`comm_stream`) each such hop is a send task on the sender's communication stream (`unroll`
-  docstring): it overlaps compute, and a device's sends run one at a time.
-* MoE all-to-all (`StageCost.a2a_tick`, `unroll` docstring; on unless `a2a` is off): for every MoE layer with
-  ops in the piece, the tokens it dispatches are the outputs of its ``<layer>/expert<e>/dispatch`` ops (summed over
-  experts; the combine returns as many bytes); one all-to-all of the layer costs latency + bytes / bandwidth of the
-  profile's slowest link between two devices (the experts as if spread over the other devices: expert
-  parallelism), rounded up; the piece's `a2a_tick` is the sum over its MoE layers.  Dispatch and combine, forward
+  By default (`comm_stream`) each such hop is a send task on the sender's communication stream
+  (`planner.pipeline.unroll` docstring): it overlaps compute, and a device's sends run one at a time.
+* MoE all-to-all (`StageCost.a2a_tick`, `planner.pipeline.unroll` docstring; on unless `a2a` is off): for every MoE
+  layer with ops in the piece, the tokens it dispatches are the outputs of its ``<layer>/expert<e>/dispatch`` ops
+  (summed over experts; the combine returns as many bytes); one all-to-all of the layer costs latency + bytes /
+  bandwidth of the profile's slowest link between two devices (the experts as if spread over the other devices:
+  expert parallelism), rounded up; the piece's `a2a_tick` is the sum over its MoE layers.  Dispatch and combine, forward
   and backward, each cost that.
 * overlapped pairs (DualPipe's F&B): `fb_overlap` X, a pair lasting round(X * (F + B [+ W])) of its stages.
 
@@ -42,6 +43,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from formulations.stages import solve_stages
 from planner.cost.instance import SchedulingInstance
 from planner.errors import InputError
 from planner.pipeline.unroll import StageCost, TrainingPipeline, fixed_placement, v_placement
@@ -63,7 +65,7 @@ class ModelCosts:
     bytes_per_unit: int = MIB
     time_unit: str = "us"
     memory_unit: str = "MiB"
-    stage_plan: object = None  # the formulations.stage_plan.StagePlan of the p-stage cut
+    stage_plan: object = None  # the planner.heuristics.stage_dp.StagePlan of the p-stage cut
     comm_stream: bool = True  # hops as send tasks on per-device communication streams (`unroll` docstring)
     a2a: bool = True  # MoE all-to-all tasks on the communication streams
     fb_overlap: float = 1.0  # a pair lasts this fraction of its halves (1: pairs run as their halves)
@@ -156,8 +158,6 @@ def _halve(durations: Sequence[int]) -> int:
 def model_costs(instance: SchedulingInstance, num_devices: int, *, time_limit_s: float = 20.0,
                 backend: str = "cpsat", comm_stream: bool = True) -> ModelCosts:
     """Cut `instance` into `num_devices` stages with the stage formulation, and each stage in two halves."""
-    from formulations.stages import solve_stages
-
     p = int(num_devices)
     if p < 1 or p > instance.num_devices:
         raise InputError(f"--stages {p} needs 1..{instance.num_devices} devices of the hardware profile")

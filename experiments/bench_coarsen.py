@@ -1,4 +1,4 @@
-"""Timing of `coarsen` on random layered DAGs (called by `make bench`; never by pass/fail tests).
+"""Timing of `coarsen` on random layered DAGs (the `coarsen` section of `make bench`; never a pass/fail test).
 
 `random_layered_instance(n, seed=...)` builds a reproducible instance shaped like a dataflow graph: tasks in layers
 of random width, each task reading 1..3 tensors from the previous layer or (skip connections, 20%) from up to four
@@ -88,6 +88,6 @@ def bench_coarsen(sizes: tuple[int, ...] | list[int] = (10_000, 100_000), *, see
     return rows
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m experiments.bench_coarsen
     for row in bench_coarsen():
         print(row)

@@ -1,4 +1,5 @@
-"""Random layered task graphs and HEFT timings (`bench_heft`, for `make bench`; never a pass/fail test)."""
+"""Random layered task graphs and HEFT timings (`bench_heft`: the `heft` section of `make bench`; never a
+pass/fail test)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from planner.cost.instance import UNBOUNDED_BYTES, SchedulingInstance
+from planner.heuristics.list_schedule import heft
+from planner.heuristics.memory import smallest_feasible_capacity_bytes
 
 
 def random_layered_instance(
@@ -72,9 +75,6 @@ def bench_heft(sizes: Iterable[int] = (1_000, 10_000, 100_000), *, num_devices: 
 
     `memory_limited` gives every device 1.5x the smallest capacity rule (so the memory tracker runs).
     """
-    from planner.heuristics.list_schedule import heft
-    from planner.heuristics.memory import smallest_feasible_capacity_bytes
-
     rows = []
     for n in sizes:
         inst = random_layered_instance(n, num_devices, seed=seed)
@@ -102,6 +102,6 @@ def bench_heft(sizes: Iterable[int] = (1_000, 10_000, 100_000), *, num_devices: 
     return rows
 
 
-if __name__ == "__main__":  # python -m planner.heuristics.bench
+if __name__ == "__main__":  # python -m experiments.bench_heft
     for row in bench_heft((1_000, 10_000)):
         print(row)
