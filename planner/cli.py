@@ -11,9 +11,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from planner.data import BUNDLED_MODEL as DEFAULT_MODEL
 from planner.errors import OpplanError
-
-DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "experiments" / "models" / "moe.onnx"
 
 
 def _run(main: Callable[[argparse.Namespace], int], parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
@@ -32,7 +31,8 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", type=Path, default=None,
                         help="ONNX model, task-graph JSON or STG file (default: the bundled MoE)")
     parser.add_argument("--hw", type=Path, default=None,
-                        help="hardware profile YAML (default: hardware_profiles/cpu-4.yaml)")
+                        help="hardware profile YAML, or a bundled profile's name such as h100-8-nvlink.yaml "
+                             "(default: the bundled cpu-4.yaml)")
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=AxBxC",
                         help="fix a dynamic input's shape (repeatable)")
 

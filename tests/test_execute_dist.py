@@ -38,7 +38,7 @@ def _plan(tmp, model, method, hw, name, time_limit="5"):
 def plans(tmp_path_factory, repo_root, light_models_dir, hw_dir):
     tmp = tmp_path_factory.mktemp("plans")
     hw = hw_dir / "cpu-4.yaml"
-    moe = repo_root / "experiments" / "models" / "moe.onnx"
+    moe = repo_root / "planner" / "data" / "models" / "moe.onnx"
     light = {n: light_models_dir / f"light_{n}.onnx" for n in ("inception_v1", "resnet50", "squeezenet")}
     return {
         "moe_milp": _plan(tmp, moe, "milp", hw, "moe_milp", "4"),
