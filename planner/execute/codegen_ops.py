@@ -218,6 +218,19 @@ def _variadic(node, ins, cx):
     return out
 
 
+@_emits("Mean")
+def _mean(node, ins, cx):
+    xs = [e for t, e in zip(node.inputs, ins, strict=True) if t]
+    return f"({' + '.join(xs)}) / {len(xs)}" if _is_float(cx.dtype(node.outputs[0])) else None
+
+
+@_emits("Mod")
+def _mod(node, ins, cx):
+    if int(node.attrs.get("fmod", 0)) or _is_float(cx.dtype(node.inputs[0])):
+        return f"torch.fmod({ins[0]}, {ins[1]})"
+    return f"torch.remainder({ins[0]}, {ins[1]})"  # integer Mod takes the divisor's sign, like Python's %
+
+
 @_emits("Identity")
 def _identity(node, ins, cx):
     return ins[0]
