@@ -16,7 +16,7 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["PROFILES_DIR", "DEFAULT_PROFILE", "BUNDLED_MODEL", "bundled_profile_names", "resolve_profile"]
+__all__ = ["BUNDLED_MODEL", "DEFAULT_PROFILE", "PROFILES_DIR", "bundled_profile_names", "resolve_profile"]
 
 
 def _data_dir() -> Path:

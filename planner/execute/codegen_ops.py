@@ -25,7 +25,7 @@ from planner.execute.ops import torch_dtype
 from planner.execute.ops.nn import _pool_geometry, _torch_pad, _window_args
 from planner.ir.onnx_values import NodeSpec
 
-__all__ = ["EmitContext", "emit", "helper_call", "literal", "dtype_source"]
+__all__ = ["EmitContext", "dtype_source", "emit", "helper_call", "literal"]
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,8 @@ def helper_call(node: NodeSpec, cx: EmitContext, outs: Sequence[str]) -> list[st
     shapes = [list(cx.shape(o)) if o else None for o in node.outputs]
     types = [cx.dtype(o) if o else None for o in node.outputs]
     target = ", ".join(outs) + ("," if len(outs) == 1 else "")
-    return [f"{target} = onnx_op({node.op_type!r}, {ins}, {attrs}, opset={cx.opset}, "
-            f"output_shapes={shapes!r}, output_dtypes={types!r})"]
+    return [(f"{target} = onnx_op({node.op_type!r}, {ins}, {attrs}, opset={cx.opset}, "
+             f"output_shapes={shapes!r}, output_dtypes={types!r})")]
 
 
 # --- helpers for the emitters ----------------------------------------------------------------------------------
@@ -145,7 +145,7 @@ def emit(node: NodeSpec, cx: EmitContext, outs: Sequence[str]) -> tuple[list[str
     lines = []
     for line in out:
         for i, name in enumerate(outs):
-            line = line.replace("{%d}" % i, name)
+            line = line.replace(f"{{{i}}}", name)
         lines.append(line)
     return lines, False
 
@@ -598,6 +598,6 @@ def _topk(node, ins, cx):
     axis = int(node.attrs.get("axis", -1))
     largest = bool(int(node.attrs.get("largest", 1)))
     # A stable sort keeps equal values in index order, as ONNX TopK requires (torch.topk does not promise it).
-    return [f"{{0}}, {{1}} = (t.narrow({axis}, 0, {k}) for t in torch.sort({ins[0]}, dim={axis}, "
-            f"descending={largest}, stable=True))"]
+    return [(f"{{0}}, {{1}} = (t.narrow({axis}, 0, {k}) for t in torch.sort({ins[0]}, dim={axis}, "
+             f"descending={largest}, stable=True))")]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from planner.execute import codegen_p2p, ops
 
-__all__ = ["p2p_source", "onnx_ops_source"]
+__all__ = ["onnx_ops_source", "p2p_source"]
 
 _FAMILIES = ("elementwise", "shape", "nn", "reduce", "index")  # the order planner.execute.ops imports them in
 
