@@ -1,8 +1,9 @@
 """`make bench` section `pipeline`: every baseline and the planned schedule, side by side (issue 6's benchmark).
 
 Cases: unit costs F = B = W = 1 (activation 1 per stage and micro-batch, no parameters, no communication) at
-(p, m) = (4, 8), (8, 20), (16, 32); and the bundled MoE (experiments/models/moe.onnx) cut into 8 stages on
-hardware_profiles/h100-8-nvlink.yaml with 16 micro-batches (`planner.compare.model_costs`: microseconds, MiB;
+(p, m) = (4, 8), (8, 20), (16, 32); and the bundled MoE (planner/data/models/moe.onnx) cut into 8 stages on
+planner/data/hardware_profiles/h100-8-nvlink.yaml with 16 micro-batches
+(`planner.compare.model_costs`: microseconds, MiB;
 sends and the MoE layers' all-to-all dispatch/combine as tasks on per-device communication streams).
 The planned schedule (`opplan`) gets DualPipe's peak memory per device as its cap and 120 s (split between the
 two placements it tries, `planner.compare.pipelines`); `--quick` uses smaller sizes and 10 s.
@@ -21,8 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MOE = REPO / "experiments" / "models" / "moe.onnx"
-HW = REPO / "hardware_profiles" / "h100-8-nvlink.yaml"
+MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
+HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
 
 
 def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> list[dict]:

@@ -1,6 +1,6 @@
 """`make bench` section `runtime`: one model step timed five ways, side by side in one run, as ratios.
 
-For the bundled MoE (`experiments/models/moe.onnx`) and the Inception-v1, ResNet-50 and SqueezeNet light models of
+For the bundled MoE (`planner/data/models/moe.onnx`) and the Inception-v1, ResNet-50 and SqueezeNet light models of
 the onnx wheel, each timed as the median of K repetitions after warm-up (K = 5; 2 with `--quick`); the first three
 in this process, one after the other, each after two warm-up runs (see `blocked_medians` for why not interleaved):
 
@@ -10,7 +10,7 @@ in this process, one after the other, each after two warm-up runs (see `blocked_
 * `ort_seq_s`        onnxruntime, CPU provider, `ExecutionMode.ORT_SEQUENTIAL`, 1 intra-op thread (default graph
                      optimizations, so it runs fused kernels on the original model, not our folded graph).
 * `ort_par_s`        onnxruntime `ExecutionMode.ORT_PARALLEL`, 4 inter-op threads, 1 intra-op thread.
-* `opplan_measured_s` the plan for `hardware_profiles/cpu-4.yaml` (4 CPU processes; `plan-solve` MILP with a 20 s
+* `opplan_measured_s` the plan for the bundled `cpu-4.yaml` (4 CPU processes; `plan-solve` MILP with a 20 s
                      budget, HEFT with `--quick`) run on 4 forked gloo ranks by `run_plan` with `repeat=K`: the
                      report's `measured_makespan_s` (median over repetitions of latest rank end - start barrier).
 * `opplan_simulated_s` the plan's own makespan (the cost model's seconds), and `simulated_serial_s` the makespan
@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-HW = REPO / "hardware_profiles" / "cpu-4.yaml"
+HW = REPO / "planner" / "data" / "hardware_profiles" / "cpu-4.yaml"
 NPROC = 4
 ORT_INTER_OP_THREADS = 4
 MILP_TIME_LIMIT_S = 20
@@ -62,7 +62,7 @@ def _light_dir() -> Path:
 def models() -> dict[str, Path]:
     light = _light_dir()
     return {
-        "moe": REPO / "experiments" / "models" / "moe.onnx",
+        "moe": REPO / "planner" / "data" / "models" / "moe.onnx",
         **{name: light / f"light_{name}.onnx" for name in ("inception_v1", "resnet50", "squeezenet")},
     }
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from planner.coarsen import coarsen, contract
 from planner.coarsen.dot import cluster_graph_dot
 from planner.cost.measured import load_measured_times
+from planner.data import BUNDLED_MODEL as DEFAULT_MODEL
 from planner.errors import InputError, OpplanError
 from planner.ir.hardware import DEFAULT_PROFILE, load_topology
 from planner.ir.load import parse_input_shape
@@ -32,8 +33,6 @@ from planner.schedule.simulate import retime_plan, simulate_plan
 from planner.schedule.trace import write_chrome_trace
 from planner.solve import Method, SolveOptions, plan_instance
 from planner.whatif import memory_sweep, parse_memory_range, write_whatif
-
-DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "experiments" / "models" / "moe.onnx"
 
 
 def _run(main: Callable[[argparse.Namespace], int], parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
@@ -52,7 +51,8 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", type=Path, default=None,
                         help="ONNX model, task-graph JSON or STG file (default: the bundled MoE)")
     parser.add_argument("--hw", type=Path, default=None,
-                        help="hardware profile YAML (default: hardware_profiles/cpu-4.yaml)")
+                        help="hardware profile YAML, or a bundled profile's name such as h100-8-nvlink.yaml "
+                             "(default: the bundled cpu-4.yaml)")
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=AxBxC",
                         help="fix a dynamic input's shape (repeatable)")
 

@@ -100,7 +100,7 @@ def _codegen(args: argparse.Namespace) -> int:
 
 def codegen_main(argv: Sequence[str] | None = None) -> int:
     """plan-codegen: write one plain PyTorch file per rank (torch calls in plan order, explicit sends and
-    receives, weights loaded from the ONNX file) and a launcher, runnable with torchrun."""
+    receives), each rank's weights beside it (torch.save) and a launcher for torchrun; the folder needs only torch."""
     parser = argparse.ArgumentParser(prog="plan-codegen", description=codegen_main.__doc__)
     parser.add_argument("--plan", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True, help="folder for rank_<r>.py, launch.py, weights")

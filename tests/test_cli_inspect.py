@@ -14,7 +14,8 @@ from onnx import TensorProto, helper
 from planner.cli import inspect_main
 
 REPO = Path(__file__).resolve().parents[1]
-MOE = REPO / "experiments" / "models" / "moe.onnx"
+MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
+HW = REPO / "planner" / "data" / "hardware_profiles"
 LIGHT = sorted((Path(onnx.__file__).parent / "backend" / "test" / "data" / "light").glob("*.onnx"))
 
 
@@ -35,7 +36,7 @@ def test_inspect_bundled_moe_json_has_the_documented_totals(capsys):
 
 @pytest.mark.parametrize("path", LIGHT, ids=lambda p: p.stem)
 def test_inspect_every_light_model(capsys, path):
-    out = _json(capsys, ["--model", str(path), "--hw", str(REPO / "hardware_profiles" / "h100-8-nvlink.yaml")])
+    out = _json(capsys, ["--model", str(path), "--hw", str(HW / "h100-8-nvlink.yaml")])
     assert out["num_ops"] > 0 and out["total_flops"] > 0
     assert len(out["hardware"]["devices"]) == 8
 
@@ -67,9 +68,9 @@ def _unknown_op_model(path: Path) -> Path:
 def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
     (tmp / "notonnx.onnx").write_text("hello, I am not a model\n")
     (tmp / "truncated.onnx").write_bytes(MOE.read_bytes()[: MOE.stat().st_size // 2])
-    typo = (REPO / "hardware_profiles" / "cpu-4.yaml").read_text().replace("memory:", "memroy:", 1)
+    typo = (HW / "cpu-4.yaml").read_text().replace("memory:", "memroy:", 1)
     (tmp / "typo.yaml").write_text(typo)
-    badunit = (REPO / "hardware_profiles" / "cpu-4.yaml").read_text()
+    badunit = (HW / "cpu-4.yaml").read_text()
     import re
 
     badunit = re.sub(r"memory: *\S+", "memory: 8 GiBs", badunit, count=1)

@@ -11,7 +11,7 @@ import pytest
 from planner.cli import simulate_main, solve_main, whatif_main
 
 REPO = Path(__file__).resolve().parents[1]
-HW = REPO / "hardware_profiles"
+HW = REPO / "planner" / "data" / "hardware_profiles"
 
 # The README's example: a(5) feeds b(3) with comm 15 and c(4) with comm 1, on 2 devices.
 # All on one device: 12.  a and b together, c on the other device: c starts at 5 + 1 = 6, ends 10; b ends 8.

@@ -59,7 +59,7 @@ def test_every_intermediate_tensor_matches_onnxruntime(light_models_dir, name):
 
 
 def test_moe_matches_onnxruntime_in_any_topological_order(repo_root):
-    path = repo_root / "experiments" / "models" / "moe.onnx"
+    path = repo_root / "planner" / "data" / "models" / "moe.onnx"
     graph = prepared_graph(path)
     feeds = default_feeds(graph)
     ref = _ort(onnx.load(str(path)), feeds)

@@ -14,7 +14,7 @@ from planner.ir.hardware import DEFAULT_PROFILE, load_topology
 from planner.prepare import prepare
 
 REPO = Path(__file__).resolve().parents[1]
-MOE = REPO / "experiments" / "models" / "moe.onnx"
+MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
 
 
 def test_onnxruntime_profile_times_replace_the_roofline(tmp_path):

@@ -182,8 +182,8 @@ def test_each_expert_is_its_own_subgraph(built):
 
 
 def test_bundled_model_is_regenerable(repo_root, tmp_path):
-    bundled = repo_root / "experiments" / "models" / "moe.onnx"
-    assert bundled.is_file(), "run: python -m experiments.models.make_moe"
+    bundled = repo_root / "planner" / "data" / "models" / "moe.onnx"
+    assert bundled.is_file(), "run: python -m planner.data.make_moe --out planner/data/models/moe.onnx"
     assert bundled.stat().st_size < 2_000_000
     fresh = write_moe_model(tmp_path / "moe.onnx", DEFAULT)
     if bundled.read_bytes() == fresh.read_bytes():
@@ -205,7 +205,7 @@ def test_make_moe_cli_writes_a_model(repo_root, tmp_path):
 
     out = tmp_path / "small.onnx"
     args = ["--out", str(out), "--layers", "1", "--experts", "2", "--top-k", "1", "--seq-len", "8"]
-    proc = subprocess.run([sys.executable, "-m", "experiments.models.make_moe", *args], cwd=repo_root,
+    proc = subprocess.run([sys.executable, "-m", "planner.data.make_moe", *args], cwd=repo_root,
                           capture_output=True, text=True, check=True)
     summary = json.loads(proc.stdout)
     assert summary["expert_capacity"] == 5  # ceil(1.25 * 8 * 1 / 2)

@@ -17,7 +17,7 @@ from planner.passes.dce import eliminate_dead_code
 from planner.passes.fold import fold_constants, foldable_ops
 
 REPO = Path(__file__).resolve().parents[1]
-MOE = REPO / "experiments" / "models" / "moe.onnx"
+MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
 
 _NP = {TensorProto.FLOAT: np.float32, TensorProto.INT64: np.int64, TensorProto.INT32: np.int32}
 

@@ -19,8 +19,8 @@ from planner.pipeline.streams import simulate_pipeline
 from planner.pipeline.unroll import uniform_pipeline, unroll
 
 REPO = Path(__file__).resolve().parents[1]
-MOE = REPO / "experiments" / "models" / "moe.onnx"
-HW = REPO / "hardware_profiles" / "h100-8-nvlink.yaml"
+MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
+HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,8 @@ from planner.schedule.validate import validate_plan
 from planner.solve import Method, SolveOptions, plan_instance
 
 REPO = Path(__file__).resolve().parents[1]
-MOE = REPO / "experiments" / "models" / "moe.onnx"
-H100 = REPO / "hardware_profiles" / "h100-8-nvlink.yaml"
+MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
+H100 = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
 
 
 def _light_inception() -> Path:

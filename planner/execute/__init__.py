@@ -6,5 +6,7 @@
 * `dist`        one rank's loop (`run_rank`), the local fork launcher (`launch_local`), fault handling
 * `runner`      `run_plan`: hash check, launch, --check against onnxruntime, run.json + Chrome trace
 * `torchrun`    `python -m planner.execute.torchrun`: the same run under torchrun (one host or many)
-* `codegen`     `write_code`: one plain Python file per rank + a launcher (`plan-codegen`)
+* `codegen`     `write_code`: one plain PyTorch file per rank, weights, a launcher (`plan-codegen`); needs only torch
+* `codegen_ops` one ONNX node -> its direct torch call; `codegen_support`, `codegen_p2p`: the helper files written
+                beside the code (send/receive; the runtime's ops flattened into `onnx_ops.py` for the rest)
 """

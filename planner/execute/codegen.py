@@ -1,109 +1,167 @@
-"""`plan-codegen`: one plain Python file per rank, plus a launcher, that run a plan without the planner's runtime.
+"""`plan-codegen`: a folder of plain PyTorch that runs a plan with torch alone (no opplan, no ONNX file).
 
-Each `rank_<r>.py` is straight-line code in plan order: explicit `dist.recv` (with the exact shape, dtype and tag)
-before the op that needs a tensor, one line per op calling the torch implementation of its ONNX op type
-(`planner.execute.ops`, with the attributes written out), explicit `dist.isend` after the op that makes a tensor
-another rank reads.  Weights (and folded constants) are loaded from the ONNX file when the rank starts.
-`launch.py` is run with torchrun (`torchrun --standalone --nproc-per-node N launch.py`); it imports the rank's
-file, runs it on deterministic inputs (the same as plan-run's) and, on rank 0, saves the outputs to
-`outputs.npz` in the folder.
+What `write_code(plan, out_dir)` writes:
+
+* ``rank_<r>.py`` per rank: one function ``run(inputs, W, timeout)``, straight-line code in plan order.  Each op is
+  one line with its direct torch call (``torch.matmul``, ``F.conv2d``, ``torch.cat`` ...; `codegen_ops`), every
+  attribute written out, tensors as local variables named after the ONNX tensors, weights as ``W["name"]``.  An
+  explicit ``recv(src, tag, shape, dtype, timeout)`` comes before the op that first reads a tensor made on another
+  rank, an explicit ``send(tensor, dst, tag)`` right after the op that makes one another rank reads.
+* ``rank_<r>.weights.pt``: that rank's weights and folded constants (``torch.save`` of name -> tensor; safetensors
+  is not a dependency of this project).
+* ``p2p.py`` (send / receive) and, only when an op has no direct torch translation, ``onnx_ops.py``
+  (`codegen_support`).
+* ``inputs.pt``: the deterministic inputs plan-run uses; ``launch.py``: ``torchrun --standalone
+  --nproc-per-node N launch.py`` runs every rank on them and rank 0 saves the outputs to ``outputs.pt``.
+
+Every path in the folder is relative to the folder (found through ``__file__``), so it can be moved or copied to
+another machine that has torch.
 """
 
 from __future__ import annotations
 
+import builtins
+import keyword
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+import torch
 
-from planner.execute.partition import partition_plan
-from planner.execute.program import default_feeds
+from planner.execute.codegen_ops import EmitContext, dtype_source, emit
+from planner.execute.codegen_support import onnx_ops_source, p2p_source
+from planner.execute.partition import Partition, partition_plan
+from planner.execute.program import default_feeds, to_tensor
 from planner.execute.runner import load_checked_plan
+from planner.ir.graph import OpGraph
 from planner.ir.onnx_values import model_program
 
 __all__ = ["write_code"]
 
-
-def _attr_repr(value) -> str:
-    if hasattr(value, "dtype") and hasattr(value, "tolist"):  # numpy array
-        return f"np.array({value.tolist()!r}, dtype=np.{value.dtype})"
-    if isinstance(value, list):
-        return "[" + ", ".join(_attr_repr(v) for v in value) + "]"
-    return repr(value)
+# Names the generated function uses itself; a tensor never takes one of them.
+_RESERVED = frozenset({"torch", "F", "W", "inputs", "timeout", "sent", "send", "recv", "onnx_op", "work", "run",
+                       "t"}) | frozenset(dir(builtins))
 
 
-def _rank_source(rank: int, plan_path: str, model_path: str, part, graph, opset: int, nodes) -> str:
+class _Names:
+    """ONNX tensor names -> distinct Python identifiers (``/layer0/attn/MatMul_output_0`` ->
+    ``layer0_attn_MatMul_output_0``)."""
+
+    def __init__(self) -> None:
+        self._of: dict[str, str] = {}
+        self._used: set[str] = set()
+
+    def __call__(self, tensor: str) -> str:
+        if tensor not in self._of:
+            base = re.sub(r"\W+", "_", tensor).strip("_") or "t"
+            if base[0].isdigit() or keyword.iskeyword(base) or base in _RESERVED:
+                base = f"t_{base}"
+            name, n = base, 1
+            while name in self._used:
+                n += 1
+                name = f"{base}_{n}"
+            self._used.add(name)
+            self._of[tensor] = name
+        return self._of[tensor]
+
+
+def _rank_source(rank: int, plan_name: str, part: Partition, graph: OpGraph, program) -> tuple[str, bool]:
+    """The text of rank_<rank>.py and whether it calls onnx_ops."""
+    constants = program.constants if program else {}
+    nodes = {n.name: n for n in program.nodes} if program else {}
+    opset = int(program.opsets.get("", 1)) if program else 1
+    names = _Names()
+
+    def expr(t: str) -> str:
+        return f"W[{t!r}]" if t in constants else names(t)
+
+    cx = EmitContext(expr=expr, const=constants.get, shape=lambda t: tuple(graph.tensors[t].shape),
+                     dtype=lambda t: graph.tensors[t].dtype, opset=opset)
     sends = part.sends_after(rank)
     incoming = part.incoming(rank)
     where = {t.tensor: t for lst in incoming.values() for t in lst}
-    lines = [
-        f'"""Rank {rank} of {part.world_size}: {len(part.rank_ops[rank])} ops of plan {plan_path}.',
-        "",
-        "Generated by plan-codegen: ops in plan order, receives before the op that reads a tensor from another",
-        'rank, sends right after the op that makes it.  Run through launch.py."""',
-        "",
-        "import numpy as np",
-        "import torch",
-        "import torch.distributed as dist",
-        "",
-        "from planner.execute.codegen_support import load_constants, op, recv, send",
-        "",
-        f"MODEL = {model_path!r}",
-        f"OPSET = {opset}",
-        "",
-        "",
-        "def run(v, timeout):",
-        '    """v: name -> tensor, holding the graph inputs; returns it with every tensor this rank made or got."""',
-        f"    v.update(load_constants(MODEL, {list(part.rank_ops[rank])!r}))",
-        "    sent = []",
-    ]
-    got: set[str] = set()
-    received_upto: dict[int, int] = {src: 0 for src in incoming}
+    received_upto = {src: 0 for src in incoming}
+    ops = part.rank_ops[rank]
+    body: list[str] = []
+    have: set[str] = set()
+    uses_helper = False
 
-    def recv_lines(tensor: str) -> None:
+    def receive(tensor: str) -> None:
+        # Receive, in order, everything the source rank sent us up to this tensor (the matching order of NCCL).
         t = where[tensor]
         lst = incoming[t.src]
         while received_upto[t.src] <= t.seq:
             tr = lst[received_upto[t.src]]
-            lines.append(f"    v[{tr.tensor!r}] = recv({tr.src}, {tr.tag}, {list(tr.shape)!r}, {tr.dtype!r}, timeout)"
-                         f"  # made by {tr.producer!r}")
-            got.add(tr.tensor)
+            body.append(f"{names(tr.tensor)} = recv({tr.src}, {tr.tag}, {list(tr.shape)}, "
+                        f"{dtype_source(tr.dtype)}, timeout)  # from rank {tr.src}, made by {tr.producer!r}")
+            have.add(tr.tensor)
             received_upto[t.src] += 1
 
-    for name in part.rank_ops[rank]:
+    for t in graph.graph_inputs:
+        if any(t in graph.op(name).reads for name in ops):
+            body.append(f"{names(t)} = inputs[{t!r}]")
+            have.add(t)
+    for name in ops:
         node = nodes[name]
-        for t in graph.op(name).reads:
-            if t in where and t not in got:
-                recv_lines(t)
-        attrs = "{" + ", ".join(f"{k!r}: {_attr_repr(a)}" for k, a in node.attrs.items()) + "}"
-        ins = "[" + ", ".join(f"v[{t!r}]" if t else "None" for t in node.inputs) + "]"
-        outs = ", ".join(f"v[{o!r}]" if o else "_" for o in node.outputs)
-        lines.append(f"    {outs}, = op({node.op_type!r}, {ins}, {attrs}, OPSET, {len(node.outputs)})  # {name}")
+        for t in node.inputs:
+            if t and t in where and t not in have:
+                receive(t)
+        outs = [names(o) if o else "_" for o in node.outputs]
+        lines, helper = emit(node, cx, outs)
+        uses_helper |= helper
+        lines[-1] += f"  # {name} ({node.op_type})"
+        body += lines
+        have.update(o for o in node.outputs if o)
         for tr in sends.get(name, ()):
-            lines.append(f"    sent.append(send(v[{tr.tensor!r}], {tr.dst}, {tr.tag}))")
+            body.append(f"sent.append(send({names(tr.tensor)}, {tr.dst}, {tr.tag}))  # to rank {tr.dst}")
+    results = []
     if rank == 0:
         for out in part.outputs:
-            if out in where and out not in got:
-                recv_lines(out)
-    lines += ["    for work in sent:", "        work.wait(timeout)", "    return v", ""]
-    return "\n".join(lines)
+            if out in where and out not in have:
+                receive(out)
+            results.append(out)
+    header = [
+        f'"""Rank {rank} of {part.world_size}: {len(ops)} ops of the plan {plan_name}, in plan order.',
+        "",
+        "Written by plan-codegen: plain PyTorch, one line per ONNX op (the op's name and type in the comment),",
+        "receives before the first op that reads a tensor from another rank, sends right after the op that makes",
+        'it.  Run all ranks with launch.py under torchrun."""',
+        "",
+        "import torch",
+        "import torch.nn.functional as F",
+        "",
+        "from p2p import recv, send",
+    ]
+    if uses_helper:
+        header.append("from onnx_ops import onnx_op")
+    header += [
+        "",
+        "",
+        "def run(inputs, W, timeout):",
+        f'    """inputs: graph input name -> tensor; W: weight name -> tensor (rank_{rank}.weights.pt).',
+        '    Returns the graph outputs (rank 0) or an empty dict."""',
+        "    sent = []",
+    ]
+    ret = "{" + ", ".join(f"{o!r}: {names(o)}" for o in results) + "}"
+    footer = ["    for work in sent:", "        work.wait(timeout)", f"    return {ret}", ""]
+    return "\n".join(header + ["    " + line for line in body] + footer), uses_helper
 
 
 _LAUNCH = '''"""Launcher: torchrun --standalone --nproc-per-node {world} launch.py
 
-Every rank runs its rank_<r>.py on the same deterministic inputs; rank 0 saves the outputs to outputs.npz."""
+Every rank runs its rank_<r>.py on the inputs in inputs.pt (the deterministic inputs plan-run uses) with its
+weights from rank_<r>.weights.pt; rank 0 saves the graph outputs to outputs.pt.  Needs only torch."""
 
 import importlib.util
 import os
 from datetime import timedelta
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
 HERE = Path(__file__).resolve().parent
-OUTPUTS = {outputs!r}
 
 
 def main():
@@ -115,12 +173,12 @@ def main():
     spec = importlib.util.spec_from_file_location(f"rank_{{rank}}", HERE / f"rank_{{rank}}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    inputs = np.load(HERE / "inputs.npz")
-    v = {{k: torch.from_numpy(inputs[k].copy()) for k in inputs.files}}
+    inputs = torch.load(HERE / "inputs.pt")
+    weights = torch.load(HERE / f"rank_{{rank}}.weights.pt")
     with torch.inference_mode():
-        v = module.run(v, timeout)
+        outputs = module.run(inputs, weights, timeout)
     if rank == 0:
-        np.savez(HERE / "outputs.npz", **{{k: v[k].contiguous().numpy() for k in OUTPUTS}})
+        torch.save({{k: v.contiguous() for k, v in outputs.items()}}, HERE / "outputs.pt")
     dist.barrier()
     dist.destroy_process_group()
 
@@ -130,23 +188,35 @@ if __name__ == "__main__":
 '''
 
 
+def _tensors(values: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    """Tensors that own their memory (a view of a larger buffer would be saved with all of it)."""
+    return {k: to_tensor(v).clone() for k, v in values.items()}
+
+
 def write_code(plan_path: str | Path, out_dir: str | Path, *, nproc: int | None = None,
                input_shapes: Mapping[str, Sequence[int]] | None = None) -> list[Path]:
-    """Write rank_<r>.py for every rank, launch.py and inputs.npz into `out_dir`; return the paths written."""
+    """Write the folder described in the module docstring into `out_dir`; return the paths written."""
     plan, graph = load_checked_plan(plan_path, input_shapes)
     part = partition_plan(plan, graph, nproc, str(plan_path))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written = []
+    written: list[Path] = []
+    needs_helper = False
     for r in range(part.world_size):
         ops = part.rank_ops[r]
-        prog = model_program(graph, plan.model_path, ops) if ops else None
-        nodes = {n.name: n for n in prog.nodes} if prog else {}
-        opset = int(prog.opsets.get("", 1)) if prog else 1
+        program = model_program(graph, plan.model_path, ops) if ops else None
+        source, helper = _rank_source(r, Path(plan_path).name, part, graph, program)
+        needs_helper |= helper
         path = out / f"rank_{r}.py"
-        path.write_text(_rank_source(r, str(plan_path), plan.model_path, part, graph, opset, nodes))
-        written.append(path)
-    launch = out / "launch.py"
-    launch.write_text(_LAUNCH.format(world=part.world_size, outputs=list(part.outputs)))
-    np.savez(out / "inputs.npz", **default_feeds(graph))
-    return [*written, launch, out / "inputs.npz"]
+        path.write_text(source)
+        weights = out / f"rank_{r}.weights.pt"
+        torch.save(_tensors(program.constants) if program else {}, weights)
+        written += [path, weights]
+    support = {"p2p.py": p2p_source(), "launch.py": _LAUNCH.format(world=part.world_size)}
+    if needs_helper:
+        support["onnx_ops.py"] = onnx_ops_source()
+    for name, text in support.items():
+        (out / name).write_text(text)
+        written.append(out / name)
+    torch.save(_tensors(default_feeds(graph)), out / "inputs.pt")
+    return [*written, out / "inputs.pt"]

@@ -1,7 +1,8 @@
 """Hardware profile (YAML) -> `Topology`.
 
 The schema is written once as pydantic models (`Profile` and its parts, all `extra='forbid'`); the key reference
-for users is `hardware_profiles/README.md`.  `load_topology(path)` reads the file, checks it, and builds the
+for users is `planner/data/hardware_profiles/README.md`.  `load_topology(path)` reads the file (a path, or the name
+of a bundled profile: `planner.data.resolve_profile`), checks it, and builds the
 immutable `Topology` the rest of the planner sees: devices numbered 0..n-1 in listing order (hosts in order, groups
 in order, `count` expanded), named ``<host>/<name_prefix><index>`` with the index counted per prefix within a host
 (so a host's GPUs are gpu0..gpu7 however many groups list them), and a link for every ordered device pair:
@@ -28,15 +29,13 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, ValidationError
 
+from planner.data import DEFAULT_PROFILE, PROFILES_DIR, bundled_profile_names, resolve_profile
 from planner.errors import InputError
 from planner.ir.topology import LOCAL, Device, Link, Topology
 from planner.ir.units import UnitError, to_bytes, to_bytes_per_s, to_flops_per_s, to_seconds
 
 __all__ = ["DEFAULT_PROFILE", "PROFILES_DIR", "Profile", "load_topology", "topology_from_profile"]
 
-PROFILES_DIR = Path(__file__).resolve().parents[2] / "hardware_profiles"
-DEFAULT_PROFILE: Path = PROFILES_DIR / "cpu-4.yaml"
-"""The local default: one host, four CPU processes talking over gloo."""
 
 
 # --- field types: a unit string (or plain SI number) checked and converted on the way in ------------------------
@@ -147,7 +146,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 def _read_yaml(path: Path, shown: str) -> tuple[object, str]:
     if not path.exists():
-        raise InputError("hardware profile not found", path=shown, fix=f"bundled profiles are in {PROFILES_DIR}")
+        raise InputError("hardware profile not found", path=shown,
+                         fix=f"give a path, or the name of a profile bundled in {PROFILES_DIR}: "
+                             f"{', '.join(bundled_profile_names())}")
     if path.is_dir():
         raise InputError("is a directory, expected a hardware profile (.yaml)", path=shown)
     try:
@@ -351,9 +352,11 @@ def topology_from_profile(profile: Profile, *, source_path: str = "", source_sha
 
 
 def load_topology(path: str | Path) -> Topology:
-    """Read a hardware profile and build its `Topology`.  Every problem with the file is a one-line `InputError`."""
+    """Read a hardware profile (a path, or a bundled profile's name) and build its `Topology`.  Every problem with
+    the file is a one-line `InputError` naming `path` as given; `Topology.source_path` is the file actually read."""
     shown = str(path)
-    data, digest = _read_yaml(Path(path), shown)
+    file = resolve_profile(path)
+    data, digest = _read_yaml(file, shown)
     if data is None:
         raise InputError("file is empty; expected a hardware profile with keys name, hosts, links", path=shown)
     if not isinstance(data, dict):
@@ -364,4 +367,5 @@ def load_topology(path: str | Path) -> Topology:
         profile = Profile.model_validate(data)
     except ValidationError as err:
         raise _one_line(err, shown) from None
-    return topology_from_profile(profile, source_path=shown, source_sha256=digest)
+    source = shown if file == Path(path) else str(file)
+    return topology_from_profile(profile, source_path=source, source_sha256=digest)

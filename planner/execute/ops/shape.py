@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -17,10 +16,9 @@ def _axis(a: int, rank: int) -> int:
 
 
 def _from_numpy(value) -> torch.Tensor:
-    arr = np.asarray(value)
-    if not arr.flags.writeable or not arr.flags.c_contiguous:
-        arr = np.ascontiguousarray(arr).copy()
-    return torch.from_numpy(arr)
+    """A tensor copy of an attribute's array value (torch.tensor copies, so read-only arrays are fine); no numpy
+    import here keeps the ops torch-only for the code plan-codegen writes."""
+    return torch.tensor(value)
 
 
 @register("Reshape")

@@ -1,9 +1,11 @@
-"""Write the bundled MoE transformer as ONNX.
+"""Write the bundled MoE transformer (or a variant of it) as ONNX; works from any directory.
 
-    python -m experiments.models.make_moe --out experiments/models/moe.onnx [--layers 2 --experts 4 ...]
+    python -m planner.data.make_moe [--out moe.onnx] [--layers 2 --experts 4 ...]
 
-With no shape options it writes the default `MoEConfig`, which is what `experiments/models/moe.onnx` holds
-(a test checks the bundled file equals a fresh build).  Prints size, node count and op-type histogram.
+With no shape options it writes the default `MoEConfig`, which is what the bundled `planner/data/models/moe.onnx`
+holds (a test checks the bundled file equals a fresh build; regenerate it in a source checkout with
+``--out planner/data/models/moe.onnx``).  The default output is ``moe.onnx`` in the working directory, never the
+installed package's own copy.  Prints size, node count and op-type histogram.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from pathlib import Path
 
 from planner.ir.moe_model import MoEConfig, describe_model, expert_capacity, write_moe_model
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "moe.onnx"
+DEFAULT_OUT = Path("moe.onnx")
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[Path, MoEConfig]:
     defaults = MoEConfig()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output file (default {DEFAULT_OUT})")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output file (default {DEFAULT_OUT} here)")
     for field in dataclasses.fields(MoEConfig):
         flag = "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
