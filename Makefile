@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean venv
+.PHONY: demo test lint bench clean venv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: $(STAMP)
 ## test: the fast test suite (slow and gpu tests are opt-in markers)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2
+
+## lint: ruff's checks (pyflakes, pycodestyle, import order, bugbear, pyupgrade; rules in pyproject.toml)
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 ## bench: speed and quality measurements, written to CSV under bench/results/
 bench: $(STAMP)

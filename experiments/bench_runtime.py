@@ -107,8 +107,7 @@ def torch_serial_step(model: Path) -> Callable[[], None]:
     timing, as the ranks build theirs before the start barrier.  Call it with one torch thread."""
     import torch
 
-    from planner.execute.program import check_supported, default_feeds, load_program, prepared_graph, run_ops, \
-        to_tensor
+    from planner.execute.program import check_supported, default_feeds, load_program, prepared_graph, run_ops, to_tensor
 
     graph = prepared_graph(model)
     check_supported(graph, str(model))

@@ -66,7 +66,8 @@ Constraint families (name: what, built by)
        tasks run at once); CP-SAT uses it for energetic reasoning, MILP backends drop it.   `_redundant`
    10. sym[t,d] / symu[t,d]: symmetry breaking for interchangeable devices.  Devices a and b are interchangeable
        when swapping them maps the instance onto itself (equal durations and capacities, and link classes that
-       agree with every third device and between the two: `SchedulingInstance.interchangeable_device_classes`).  Within a class d_1 < ... < d_k and the tasks t_1,
+       agree with every third device and between the two: `SchedulingInstance.interchangeable_device_classes`).
+       Within a class d_1 < ... < d_k and the tasks t_1,
        t_2, ... (topological order) that may run there:  x[t_i, d_j] <= u[i-1, j-1] and
        u[i,j] <= u[i-1,j] + x[t_i,d_j], u[0,·] = 0: device d_j is used only after d_{j-1} (the first task on the
        class goes to d_1).  Every solution has an equivalent one (relabel the class in order of first use), so

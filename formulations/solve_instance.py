@@ -69,7 +69,7 @@ def schedule_problems(instance: SchedulingInstance, device: Sequence[int], start
             out.append(f"{names[v]} starts at {start[v]} before {names[u]}'s data arrives at {arrive}")
     for d in range(instance.num_devices):
         runs = sorted((start[t], end[t], t) for t in range(n) if device[t] == d and end[t] > start[t])
-        for (s0, e0, a), (s1, _e1, b) in zip(runs, runs[1:]):
+        for (_s0, e0, a), (s1, _e1, b) in zip(runs, runs[1:]):
             if s1 < e0:
                 out.append(f"{names[a]} and {names[b]} overlap on device {d}")
     prof = memory_profile(instance, memory_intervals(instance, device, start, end))

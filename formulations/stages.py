@@ -59,7 +59,8 @@ Constraint families (name: what, built by)
     8. mem[s]:      Σ_i need[s,i]·y[i,s] <= cap[dev[s]]  (FIXED / map);
                     Σ_i need[s,i]·y[i,s] <= Σ_d cap[d]·a[s,d]  (FREE)                               `_memory`
     9. sym_used[d], sym_order[d] (FREE): for each class of interchangeable devices d_1 < ... < d_m
-       (`SchedulingInstance.interchangeable_device_classes`: swapping any two changes nothing): Σ_s a[s,d_j] <= Σ_s a[s,d_{j-1}] and
+       (`SchedulingInstance.interchangeable_device_classes`: swapping any two changes nothing): Σ_s a[s,d_j] <= Σ_s
+       a[s,d_{j-1}] and
        Σ_s s·a[s,d_j] - Σ_s s·a[s,d_{j-1}] >= 1 - S·(1 - Σ_s a[s,d_j]): a class's devices are used in index
        order along the pipeline.  Relabelling a class in stage order maps any solution to one that satisfies this,
        so no optimum is lost.                                                                      `_symmetry`

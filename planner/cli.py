@@ -259,7 +259,8 @@ def _simulate(args: argparse.Namespace) -> int:
     retimed = retime_plan(plan, coarse, link_contention=args.contention,
                           hardware_path=str(hw or ""), hardware_sha256=topology.source_sha256)
     timeline = simulate_plan(coarse, retimed, link_contention=args.contention)
-    summary = plan_summary(retimed, timeline, coarse, extra={"planned_makespan": plan.makespan_tick * (plan.tick_s or 1)})
+    planned_makespan = plan.makespan_tick * (plan.tick_s or 1)
+    summary = plan_summary(retimed, timeline, coarse, extra={"planned_makespan": planned_makespan})
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         save_plan(retimed, args.out)

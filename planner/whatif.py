@@ -111,7 +111,8 @@ def write_whatif(result: WhatIfResult, out_dir: Path) -> tuple[Path, Path]:
     csv_path = out_dir / "whatif.csv"
     with csv_path.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["capacity_bytes", "feasible", f"makespan_{result.time_unit}", f"lower_bound_{result.time_unit}",
+        writer.writerow(["capacity_bytes", "feasible", f"makespan_{result.time_unit}",
+                         f"lower_bound_{result.time_unit}",
                          "peak_memory_bytes", "plan_found_at_capacity_bytes", "reason"])
         for r in result.rows:
             writer.writerow([r.capacity_bytes, int(r.feasible), "" if not r.feasible else f"{r.makespan_s:.9g}",

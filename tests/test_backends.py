@@ -72,7 +72,8 @@ def _random_medium(seed: int):
     # 9-10 tasks, 3 devices (two close, one far), heterogeneous durations, comm over two link classes.
     rng = random.Random(seed)
     n = rng.randint(9, 10)
-    durations = [[max(1, base + rng.randint(-1, 2)) for _ in range(3)] for base in (rng.randint(1, 6) for _ in range(n))]
+    bases = [rng.randint(1, 6) for _ in range(n)]
+    durations = [[max(1, base + rng.randint(-1, 2)) for _ in range(3)] for base in bases]
     edges = [(u, v, rng.randint(0, 3)) for v in range(1, n) for u in range(v) if rng.random() < 0.25]
     lc = [[0, 1, 2], [1, 0, 2], [2, 2, 0]]
     return make_instance(f"medium{seed}", durations, edges, link_class=lc, latency=[0.0, 1.0, 3.0])

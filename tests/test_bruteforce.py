@@ -4,7 +4,7 @@ equals it, on every backend.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import pytest
 from brute_force import brute_force_makespan, random_instance
@@ -22,7 +22,7 @@ SEEDS = [0, 4, 5, 9, 11, 12, 13, 16, 17, 20, 24, 25, 27, 38, 39]
 INFEASIBLE_SEEDS = [6, 28]  # the parameter limit admits no assignment at all
 
 
-@lru_cache(maxsize=None)
+@cache
 def _brute(seed: int) -> int | None:
     return brute_force_makespan(random_instance(seed))
 

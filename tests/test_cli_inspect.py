@@ -59,7 +59,8 @@ def _dynamic_model(path: Path) -> Path:
 def _unknown_op_model(path: Path) -> Path:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
-    model = helper.make_model(helper.make_graph([helper.make_node("FooBar", ["x"], ["y"], name="weird")], "g", [x], [y]),
+    node = helper.make_node("FooBar", ["x"], ["y"], name="weird")
+    model = helper.make_model(helper.make_graph([node], "g", [x], [y]),
                               opset_imports=[helper.make_opsetid("", 18)])
     onnx.save(model, path)
     return path

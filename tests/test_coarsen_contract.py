@@ -66,8 +66,9 @@ def test_contract_rejects_a_cycle_and_a_bad_partition() -> None:
 
 
 def test_ineligible_member_makes_the_cluster_ineligible() -> None:
-    from planner.cost.instance import INELIGIBLE
     import dataclasses
+
+    from planner.cost.instance import INELIGIBLE
 
     inst = tensor_instance()
     dur = inst.duration_tick.copy()

@@ -16,10 +16,10 @@ import pytest
 from instances import make_instance
 
 from formulations.backends import available_backends, get_backend
-from planner.heuristics.stage_dp import StagePlacement, StagePlan, stage_data, stages_dp
 from formulations.stages import build_stage_model, solve_stages
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.errors import InfeasibleError, InputError
+from planner.heuristics.stage_dp import StagePlacement, StagePlan, stage_data, stages_dp
 
 BACKENDS = available_backends()
 FIXED, FREE = StagePlacement.FIXED, StagePlacement.FREE

@@ -60,7 +60,8 @@ def installed(tmp_path_factory) -> dict:
 
 
 def test_the_wheel_is_what_gets_imported(installed):
-    probe = "import planner, planner.data as d; print(planner.__file__); print(d.BUNDLED_MODEL); print(d.DEFAULT_PROFILE)"
+    probe = ("import planner, planner.data as d; print(planner.__file__); print(d.BUNDLED_MODEL); "
+             "print(d.DEFAULT_PROFILE)")
     where = _sh([str(installed["bin"] / "python"), "-c", probe],
                 installed["work"], installed["env"]).split()
     assert all(Path(p).is_relative_to(installed["site"]) and Path(p).exists() for p in where), where

@@ -9,10 +9,10 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from onnx_models import make_model
 
 from planner.errors import DynamicShapeError, InputError, OpplanError, UnsupportedOpError
 from planner.ir.onnx_import import load_onnx
-from onnx_models import make_model
 
 F = TensorProto.FLOAT
 

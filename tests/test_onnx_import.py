@@ -8,9 +8,9 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnx_models import make_model
 
 from planner.ir.onnx_import import load_onnx
-from onnx_models import make_model
 
 F = TensorProto.FLOAT
 

@@ -12,9 +12,9 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from onnx_models import make_model
 
 from planner.ir.onnx_import import load_onnx
-from onnx_models import make_model
 from planner.ir.op_workload import TRANSCENDENTAL, NodeShapes, einsum, op_flops
 
 F = TensorProto.FLOAT

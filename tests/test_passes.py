@@ -152,7 +152,8 @@ def test_repeated_and_omitted_inputs_survive_a_round_trip(tmp_path):
     nodes = [helper.make_node("Mul", ["x", "x"], ["sq"], name="square"),
              helper.make_node("Clip", ["sq", "", "hi"], ["y"], name="clip")]
     inits = [numpy_helper.from_array(np.array(2.0, np.float32), "hi")]
-    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 18)])
     path = tmp_path / "rep.onnx"
     onnx.save(model, path)
     graph = load_onnx(path)

@@ -27,12 +27,12 @@ def test_tasks_and_dependencies_of_two_stages():
     assert sorted(inst.task_names) == sorted(f"{s}{k}{m}" for s in range(2) for k in "FBW" for m in range(2))
     e = _edges(inst)
     for m in range(2):
-        assert ("0F%d" % m, "1F%d" % m) in e  # F(s,m) -> F(s+1,m)
-        assert ("1F%d" % m, "1B%d" % m) in e  # F(last,m) -> B(last,m)
-        assert ("1B%d" % m, "0B%d" % m) in e  # B(s+1,m) -> B(s,m)
-        assert ("0F%d" % m, "0B%d" % m) in e  # F(s,m) -> B(s,m)
-        assert ("0B%d" % m, "0W%d" % m) in e  # B(s,m) -> W(s,m)
-        assert ("0F%d" % m, "0W%d" % m) in e  # carries the activation to W
+        assert (f"0F{m}", f"1F{m}") in e  # F(s,m) -> F(s+1,m)
+        assert (f"1F{m}", f"1B{m}") in e  # F(last,m) -> B(last,m)
+        assert (f"1B{m}", f"0B{m}") in e  # B(s+1,m) -> B(s,m)
+        assert (f"0F{m}", f"0B{m}") in e  # F(s,m) -> B(s,m)
+        assert (f"0B{m}", f"0W{m}") in e  # B(s,m) -> W(s,m)
+        assert (f"0F{m}", f"0W{m}") in e  # carries the activation to W
     assert len(e) == 2 * (3 * 2 + 2)  # per micro-batch: F->B, B->W, F->W per stage, plus one F->F and one B->B
     idx = inst.task_index
     assert inst.duration_tick[idx["0F0"], 0] == 2 and inst.duration_tick[idx["1B1"], 1] == 3

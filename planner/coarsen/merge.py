@@ -179,7 +179,8 @@ class _ClusterGraph:
 
     # ----- levels -----
     def score(self, every_edge: bool = False) -> tuple[float, list[tuple[float, float, int, int]]]:
-        """(critical path, [(growth, balance key, a, b)]: each cluster's best incident edge a -> b), this round's levels."""
+        """(critical path, [(growth, balance key, a, b)]: each cluster's best incident edge a -> b), this round's
+        levels."""
         order = self.live_order()
         k_count = len(self.alive)
         cost, succ = self.cost, self.succ
@@ -286,7 +287,7 @@ def _merge(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list[float],
         for locked in (True, False):
             if not locked and done >= max(1, budget // 2):
                 break
-            for growth, _, a0, b0 in cands:
+            for _growth, _, a0, b0 in cands:
                 if done >= budget or (count_met() and n_small == 0):
                     break
                 a, b = g.find(a0), g.find(b0)
@@ -342,6 +343,7 @@ def merge_clusters(inst: SchedulingInstance, clusters: Sequence[Sequence[int]], 
     adj = Adjacency.of(inst)
     ordered = _repair(adj, clusters)
     return _merge(adj, ordered, task_cost_estimate(inst).tolist(), edge_comm_estimate(inst).tolist(),
-                  inst.param_bytes.tolist(), eligibility_masks(inst), num_devices=num_devices, target_clusters=target_clusters,
+                  inst.param_bytes.tolist(), eligibility_masks(inst), num_devices=num_devices,
+                  target_clusters=target_clusters,
                   min_cluster_cost_fraction=min_cluster_cost_fraction,
                   max_cluster_param_bytes=max_cluster_param_bytes)

@@ -93,7 +93,8 @@ def build_instance(
         tick = 1.0 / scale
     else:
         unit = "s"
-        tick = tick_s if tick_s is not None else choose_tick_s(float(seconds.max(axis=1).sum()) if seconds.size else 0.0)
+        serial_s = float(seconds.max(axis=1).sum()) if seconds.size else 0.0
+        tick = tick_s if tick_s is not None else choose_tick_s(serial_s)
     duration = np.ceil(seconds / tick - 1e-9).astype(np.int64)
     if not is_taskgraph:
         duration = np.maximum(duration, 1)  # every real op occupies its device for at least one tick

@@ -372,7 +372,8 @@ def heft(
     if rank is Rank.SUM:
         priority = priority + downward_rank(instance)
     plan = list_schedule(instance, priority, earliest_finish, insertion=insertion, respect_memory=respect_memory,
-                         max_gap_scan=max_gap_scan, method=PlanMethod.HEFT if rank is Rank.UPWARD else PlanMethod.HEFT_SUM)
+                         max_gap_scan=max_gap_scan,
+                         method=PlanMethod.HEFT if rank is Rank.UPWARD else PlanMethod.HEFT_SUM)
     return with_solve_time(plan, time.perf_counter() - t0)
 
 

@@ -2,8 +2,9 @@ r"""Pipeline stages: the result type, the data both methods read, and the exact 
 
 The problem (the formulation in `formulations.stages` states it as a model; this DP is its warm start and, on
 a given map, its proof).  Cut the tasks, taken in the fixed topological order ``inst.topological_order``
-(position 0 .. n-1), into S non-empty contiguous stages 0 .. S-1 and put stage s on device dev[s] (distinct devices).  Because every edge (u, v) goes forward in that
-order, stage(u) <= stage(v): the stage graph is the chain 0 -> 1 -> ... -> S-1.
+(position 0 .. n-1), into S non-empty contiguous stages 0 .. S-1 and put stage s on device dev[s] (distinct
+devices).  Because every edge (u, v) goes forward in that order, stage(u) <= stage(v): the stage graph is the
+chain 0 -> 1 -> ... -> S-1.
 
 * compute[s] = sum of the stage's task durations on dev[s].
 * comm[s] (s < S-1) = the time to send, over the link dev[s] -> dev[s+1], every edge that crosses the boundary

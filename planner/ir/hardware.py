@@ -311,7 +311,8 @@ def topology_from_profile(profile: Profile, *, source_path: str = "", source_sha
                         name=name,
                         kind=group.kind,
                         host=host.name,
-                        peak_flops_per_s=dict(peak),  # a plain dict: Topology must pickle (execute/ ships it to workers)
+                        # a plain dict: Topology must pickle (execute/ ships it to workers)
+                        peak_flops_per_s=dict(peak),
                         memory_bytes=group.memory,
                         memory_bandwidth_bytes_per_s=group.memory_bandwidth,
                         launch_overhead_s=group.launch_overhead,

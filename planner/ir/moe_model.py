@@ -259,9 +259,10 @@ def build_moe_model(config: MoEConfig) -> onnx.ModelProto:
     return model
 
 
-def write_moe_model(path: str | Path, config: MoEConfig = MoEConfig()) -> Path:
+def write_moe_model(path: str | Path, config: MoEConfig | None = None) -> Path:
     """Build the model for `config` and save it to `path` (parent folders created); returns the path."""
     path = Path(path)
+    config = config if config is not None else MoEConfig()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(build_moe_model(config).SerializeToString())
     return path

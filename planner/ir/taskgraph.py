@@ -92,7 +92,8 @@ def load_taskgraph(path: str | Path) -> OpGraph:
         src, dst = str(edge["src"]), str(edge["dst"])
         for end in (src, dst):
             if end not in seen:
-                raise InputError(f"{where}: unknown task id {end!r}", path=str(path), fix="every edge end must be a task id")
+                raise InputError(f"{where}: unknown task id {end!r}", path=str(path),
+                                 fix="every edge end must be a task id")
         if src == dst:
             raise InputError(f"{where}: edge from {src!r} to itself", path=str(path))
         if (src, dst) in pairs:

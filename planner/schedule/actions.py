@@ -41,7 +41,7 @@ from enum import Enum
 from planner.schedule.errors import ScheduleError
 
 
-class ActionKind(str, Enum):
+class ActionKind(str, Enum):  # noqa: UP042 - str() of a member must stay "ActionKind.F" for existing callers
     """What an action does; the value is the letter(s) of our string form."""
 
     F = "F"

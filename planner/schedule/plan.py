@@ -73,7 +73,8 @@ class Plan:
     """A schedule of one step plus its provenance and quality.
 
     `status` is a `PlanStatus`: optimal (proven), feasible (a solver incumbent with a gap), heuristic (no proof
-    attempted beyond the trivial bound), infeasible.  `method` is a `PlanMethod` (or a replayed schedule's name).  `lower_bound_tick` is never below the trivial bound
+    attempted beyond the trivial bound), infeasible.  `method` is a `PlanMethod` (or a replayed schedule's name).
+    `lower_bound_tick` is never below the trivial bound
     max(critical path, total work / total speed); `gap` = (makespan - bound) / makespan.
     """
 

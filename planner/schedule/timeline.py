@@ -85,7 +85,8 @@ class Timeline:
         return tuple(sorted((p for p in self.placements if p.device == device),
                             key=lambda p: (p.start_tick, p.end_tick)))
 
-    def to_plan(self, *, method: PlanMethod | str, status: PlanStatus = PlanStatus.HEURISTIC, lower_bound_tick: int = 0, **provenance) -> Plan:
+    def to_plan(self, *, method: PlanMethod | str, status: PlanStatus = PlanStatus.HEURISTIC,
+                lower_bound_tick: int = 0, **provenance) -> Plan:
         """This timeline as a `Plan` (times relative to the timeline, makespan = last end - first start)."""
         return Plan(
             instance_name=self.instance_name,

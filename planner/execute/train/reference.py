@@ -23,7 +23,8 @@ We state
     |got - want| <= ATOL + RTOL * |want|   elementwise, RTOL = 1e-5, ATOL = 1e-7,
 
 about 45x the reordering error measured, while a missing micro-batch or a 1e-4 relative change of one entry
-fails it (tests check both; a schedule missing a W is refused before any process starts).  The loss (a sum of per-micro-batch Python floats in micro-batch
+fails it (tests check both; a schedule missing a W is refused before any process starts).  The loss (a sum of
+per-micro-batch Python floats in micro-batch
 order on both sides) must agree to `LOSS_RTOL` = 1e-6 relative; it agrees exactly in every case above.
 """
 
