@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean venv
+.PHONY: demo test bench mutate clean venv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,6 +27,10 @@ test: $(STAMP)
 ## bench: speed and quality measurements, written to CSV under bench/results/
 bench: $(STAMP)
 	$(BIN)/python -m experiments.bench
+
+## mutate: mutation testing of the core modules (about 30 min; not part of test/CI); MODULE=validate runs one
+mutate: $(STAMP)
+	$(BIN)/python -m mutation.run $(if $(MODULE),--module $(MODULE))
 
 clean:
 	rm -rf $(VENV) build *.egg-info
