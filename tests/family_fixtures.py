@@ -20,7 +20,7 @@ UNBOUNDED = 2**50
 
 
 def instance(name: str, durations, edges=(), *, link_class=None, latency=None, params=None, acts=None,
-             internal=None, capacity=UNBOUNDED) -> SchedulingInstance:
+             internal=None, capacity=UNBOUNDED, edge_bytes=None) -> SchedulingInstance:
     """durations: per task a list of per-device ticks (None = ineligible); edges: (src, dst, fixed ticks).
 
     link_class: device x device class matrix (default: 0 on the diagonal, 1 elsewhere); latency: ticks per class.
@@ -34,7 +34,8 @@ def instance(name: str, durations, edges=(), *, link_class=None, latency=None, p
         name=name, task_names=tuple(f"t{i}" for i in range(n)), device_names=tuple(f"d{i}" for i in range(nd)),
         duration_tick=dur, edges=tuple((int(e[0]), int(e[1])) for e in edges),
         edge_tensors=tuple((f"{e[0]}->{e[1]}",) for e in edges),
-        tensor_bytes={f"{e[0]}->{e[1]}": 0 for e in edges},
+        tensor_bytes={f"{e[0]}->{e[1]}": (0 if edge_bytes is None else int(edge_bytes[i])) for i, e in
+                      enumerate(edges)},
         edge_fixed_tick=np.array([int(e[2]) for e in edges], dtype=np.int64),
         link_class=lc, link_latency_tick=np.zeros(n_cls) if latency is None else np.asarray(latency, float),
         link_bytes_per_tick=np.full(n_cls, np.inf),
@@ -51,12 +52,17 @@ class Solved:
     device: tuple[int, ...]
     start: tuple[int, ...]
     end: tuple[int, ...]
+    objective: float | None = None
 
 
-def solve_model(inst: SchedulingInstance, backend: str, *, horizon: int = 100, **kw) -> Solved:
-    """Build the placement model on `backend` and solve it to optimality; read the schedule back."""
+def solve_model(inst: SchedulingInstance, backend: str, *, horizon: int = 100, fix=None, **kw) -> Solved:
+    """Build the placement model on `backend` and solve it to optimality; read the schedule back.
+
+    `fix(model, builder)` may add constraints before the solve (e.g. pin variables to a hint's values)."""
     builder = get_backend(backend).new_builder()
     m = build_placement_model(inst, builder, horizon=horizon, **kw)
+    if fix is not None:
+        fix(m, builder)
     res = builder.solve(SolveParams(time_limit_s=20, threads=1, seed=0))
     if not res.has_solution:
         return Solved(res.status, None, (), (), ())
@@ -64,7 +70,7 @@ def solve_model(inst: SchedulingInstance, backend: str, *, horizon: int = 100, *
     dev = tuple(next(d for d in m.eligible[t] if res.bool_value(m.x[t, d])) for t in range(inst.num_tasks))
     start = tuple(res.int_value(m.start[t]) for t in range(inst.num_tasks))
     end = tuple(start[t] + int(inst.duration_tick[t, dev[t]]) for t in range(inst.num_tasks))
-    return Solved(res.status, res.int_value(m.makespan), dev, start, end)
+    return Solved(res.status, res.int_value(m.makespan), dev, start, end, res.objective)
 
 
 def overlaps(sol: Solved) -> list[tuple[int, int]]:

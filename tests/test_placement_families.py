@@ -13,6 +13,7 @@ from family_fixtures import BACKENDS, instance, overlaps, solve_model
 
 from formulations.backends import get_backend
 from formulations.model_api import SolveStatus
+from formulations.placement import Objective, heads_and_tails, hint_schedule
 from formulations.solve_instance import solve_placement
 from planner.errors import InfeasibleError
 
@@ -152,3 +153,105 @@ def test_sym_keeps_the_optimum_on_interchangeable_devices(backend: str) -> None:
     assert sol.makespan == 6 and len(set(sol.device)) == 3
     # the first task in topological order is on the class's first device (what family 10 promises)
     assert sol.device[0] == 0
+
+
+# 8d. hold_same (and the same / same_lb literals it needs): an output stays until its last local consumer ends.
+# Four devices, every task pinned, 15 bytes each.  d0: u (1, 10 bytes out), v (1), w (2, 10 bytes working memory);
+# d1: y (10) after w;  d2: z (5) before v;  d3: q (11) after u.  No delays.
+#   w first: w [0,2), y [2,12); u [2,3), q [3,14); v [5,6): 14.
+#   u first: u [0,1), q [1,12); u's output stays on d0 until v ends (v >= 5 after z), so w waits until 6 and
+#            y ends at 18.  Optimum 14.  If the output left with u's end, w [1,3) and y [3,13), q [1,12): 13.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hold_same_output_stays_until_its_local_consumer_ends(backend: str) -> None:
+    #                          u          v          w          y          z          q
+    inst = instance("hold_same", [[1, N, N, N], [1, N, N, N], [2, N, N, N], [N, 10, N, N], [N, N, 5, N],
+                                  [N, N, N, 11]],
+                    [(0, 1, 0), (4, 1, 0), (2, 3, 0), (0, 5, 0)], acts=[10, 0, 0, 0, 0, 0],
+                    internal=[0, 0, 10, 0, 0, 0], capacity=15)
+    sol = solve_model(inst, backend)
+    if get_backend(backend).exact_cumulative:
+        assert sol.makespan == 14 and sol.start[2] == 0
+    else:
+        assert sol.status is SolveStatus.INFEASIBLE
+
+
+# 8a'. param_cap counts one-byte parameters too: two 1-byte tasks, 1 byte per device, a -> b over 5 ticks: 9.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_param_cap_counts_small_parameters(backend: str) -> None:
+    inst = instance("param1", [[2, 2], [2, 2]], [(0, 1, 5)], params=[1, 1], capacity=1)
+    assert solve_model(inst, backend).makespan == 9
+
+
+# Objective: comm volume in units rounded up per edge.  r (1) forks to a (4), b (4), no delay, 2.5 MiB per edge,
+# weights 1 per tick and 1 per MiB.  Serial: makespan 9, nothing crosses: 9.  Split: makespan 5, one edge crosses,
+# ceil(2.5) = 3 units: 8.  Optimum 8 (split); with floor it would be 7, with no rounding to units far above 9.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_comm_volume_objective_rounds_each_edge_up_to_units(backend: str) -> None:
+    inst = instance("volume", [[1, 1], [4, 4], [4, 4]], [(0, 1, 0), (0, 2, 0)],
+                    edge_bytes=[5 * 2**19, 5 * 2**19])
+    sol = solve_model(inst, backend, objective=Objective(comm_volume_weight=1))
+    assert sol.objective == pytest.approx(8) and sol.makespan == 5 and len(set(sol.device)) == 2
+
+
+def test_objective_makespan_only() -> None:
+    assert Objective().makespan_only
+    assert not Objective(comm_volume_weight=1).makespan_only
+    assert not Objective(peak_memory_weight=1).makespan_only
+
+
+def test_heads_and_tails_by_hand() -> None:
+    # a [2, 4] -> b [3, 3] -> c [1, 5]; a -> c.  Fastest: 2, 3, 1.  head: a 0, b 2, c 5; tail: c 1, b 4, a 6.
+    inst = instance("ht", [[2, 4], [3, 3], [1, 5]], [(0, 1, 0), (1, 2, 0), (0, 2, 0)])
+    head, tail = heads_and_tails(inst)
+    assert head.tolist() == [0, 2, 5] and tail.tolist() == [6, 4, 1]
+
+
+# 10. sym, exactly: on three identical devices the devices are used in order of first use (topological order).
+# The assignment t0 -> d0, t1 -> d2, t2 -> d1 skips d1 and must be infeasible; its canonical relabelling
+# (t0 -> d0, t1 -> d1, t2 -> d2) is feasible.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sym_rejects_a_device_used_before_its_predecessor_in_the_class(backend: str) -> None:
+    inst = instance("sym3", [[3, 3, 3]] * 3)
+
+    def pin(devices):
+        def fix(m, b):
+            for t, d in enumerate(devices):
+                b.add(m.x[t, d] + 0 >= 1, f"pin[{t}]")
+        return fix
+
+    assert solve_model(inst, backend, fix=pin([0, 2, 1])).status is SolveStatus.INFEASIBLE
+    assert solve_model(inst, backend, fix=pin([0, 1, 2])).makespan == 3
+
+
+# Warm starts: `hint_schedule` hints every variable, and the hinted values are one consistent solution of the
+# model.  Recorded hints are turned into equalities: the model must stay feasible with the hint's makespan.
+HINTED = [
+    # (instance, device, start): memory (outputs, received copies), two link levels, interchangeable devices
+    (instance("hint_mem", [[1, N], [6, N], [N, 1], [2, N], [N, 2]], [(0, 1, 1), (0, 2, 1), (1, 2, 1), (3, 4, 1)],
+              acts=[10, 0, 0, 0, 0], internal=[0, 0, 0, 0, 10], capacity=15),
+     [0, 0, 1, 0, 1], [0, 1, 8, 7, 10]),
+    (instance("hint_lvl", [[1, 1, 1], [4, 4, 4], [4, 4, 4], [4, 4, 4]], [(0, 1, 0), (0, 2, 0), (0, 3, 0)],
+              link_class=[[0, 1, 2], [1, 0, 2], [2, 2, 0]], latency=[0, 1, 10]),
+     [1, 1, 0, 2], [0, 1, 2, 11]),
+    (instance("hint_sym", [[2, 2, 2]] * 4, [(0, 1, 3), (0, 2, 3)], acts=[5, 5, 5, 5], capacity=12),
+     [2, 2, 0, 1], [0, 2, 5, 0]),
+]
+
+
+@pytest.mark.parametrize(("inst", "device", "start"), HINTED, ids=[h[0].name for h in HINTED])
+def test_hint_is_one_consistent_solution(inst, device, start) -> None:
+    hints: dict[int, int] = {}
+
+    def fix(m, b):
+        b.hint = lambda var, value: hints.__setitem__(var.index, value)  # record instead of hinting
+        hint_schedule(m, device, start)
+        by_index = {v.index: v for v in b._vars}
+        for idx, value in hints.items():
+            b.add(by_index[idx] + 0 == value, f"fixed[{idx}]")
+        # every variable of the formulation got a value
+        assert set(hints) == set(by_index)
+
+    end = [s + int(inst.duration_tick[t, device[t]]) for t, s in enumerate(start)]
+    sol = solve_model(inst, "cpsat", fix=fix)
+    assert sol.status is SolveStatus.OPTIMAL and sol.makespan == max(end)
+    assert sorted(zip(sol.start, sol.end)) == sorted(zip(start, end))
