@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mutation.operators import Mutant, list_mutants, mutated_code
+from mutation.operators import list_mutants, mutated_code
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -95,7 +95,7 @@ class _MutantFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
     def exec_module(self, module) -> None:
-        exec(self.code, module.__dict__)
+        exec(self.code, module.__dict__)  # noqa: S102 - the mutant is our own compiled syntax tree
 
 
 def load_equivalent() -> dict[tuple[str, str], str]:
@@ -127,7 +127,7 @@ def _run_child(target: Target, index: int | None, code_source: str, quiet: bool)
         rc = pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-n", "0",
                           "-o", "addopts=-m 'not slow and not gpu'", *target.tests])
         code = int(rc)
-    except BaseException:  # a mutant that breaks the import machinery is a killed mutant
+    except BaseException:  # noqa: BLE001 - a mutant that breaks the import machinery is a killed mutant
         code = 3
     os._exit(code)
 
@@ -177,7 +177,7 @@ def mutate_module(key: str, target: Target, *, max_mutants: int | None, seed: in
     counts = {"killed": 0, "timeout": 0, "survived": 0, "error": 0}
     survivors: list[dict] = []
     for m in sample:
-        result, secs = _run(target, m.index, source, timeout_s)
+        result, _secs = _run(target, m.index, source, timeout_s)
         counts[result] += 1
         if result == "survived":
             survivors.append({"module": key, "path": target.path, "line": m.line, "edit": m.edit,

@@ -10,7 +10,11 @@ from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
 from planner.plot import default_group, plot_gantt
-from planner.schedule.examples import pipeline_instance, random_instance, round_robin_orders
+from planner.schedule.examples import (
+    pipeline_instance,
+    random_instance,
+    round_robin_orders,
+)
 from planner.schedule.program import Schedule
 from planner.schedule.simulate import simulate, simulate_schedule
 from planner.schedule.timeline import timeline_of_plan
