@@ -75,7 +75,7 @@ def run_node(node: NodeSpec, env: dict[str, torch.Tensor], program: Program) -> 
     infos = [tensors.get(o) for o in outs]
     ctx = OpContext(opset=program.opset, num_outputs=len(outs),
                     output_shapes=tuple(i.shape if i else None for i in infos),
-                    output_dtypes=tuple(i.dtype if i else None for i in infos), name=node.name)
+                    output_dtypes=tuple(i.dtype if i else None for i in infos), name=node.name, scope=env)
     results = OPS[node.op_type](ins, dict(node.attrs), ctx)
     for name, value in zip(outs, results, strict=False):
         if name:
