@@ -22,14 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 from onnx import AttributeProto, helper, numpy_helper
 
 from planner.ir.graph import OpGraph
+from planner.ir.onnx_constants import bind_input_values
 from planner.ir.onnx_export import export_onnx
 
 __all__ = ["GraphSpec", "NodeSpec", "ModelProgram", "model_program", "run_onnxruntime", "plain_attributes",
-           "graph_spec"]
+           "graph_spec", "bound_input_feeds"]
 
 
 @dataclass(frozen=True)
@@ -117,3 +119,16 @@ def run_onnxruntime(model_path: str | Path, feeds: Mapping[str, np.ndarray],
     names = list(outputs) if outputs is not None else [o.name for o in session.get_outputs()]
     values = session.run(names, dict(feeds))
     return dict(zip(names, (np.asarray(v) for v in values), strict=True))
+
+
+def bound_input_feeds(model_path: str | Path, input_values: Mapping[str, Iterable[float]]) -> dict[str, np.ndarray]:
+    """The arrays `--input-value` bound at import (the input's own dtype and shape), to feed the original model
+    to onnxruntime for `--check`."""
+    if not input_values:
+        return {}
+    model = onnx.load(str(model_path), load_external_data=False)
+    inits = {t.name for t in model.graph.initializer}
+    shell = helper.make_model(helper.make_graph([], "inputs", [vi for vi in model.graph.input if vi.name not in inits],
+                                                []), ir_version=max(model.ir_version, 4))
+    bind_input_values(shell, {k: tuple(v) for k, v in input_values.items()}, str(model_path))
+    return {t.name: numpy_helper.to_array(t) for t in shell.graph.initializer}
