@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections import ChainMap
 
-import numpy as np
 import torch
 
 from planner.execute.ops import OPS, OpContext, int_list, register, scalar
 
 
-def _constant(value: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.array(value, copy=True, order="C"))
+def _constant(value) -> torch.Tensor:
+    """A body initializer (a numpy array) as a tensor; no numpy import: the generated helper file needs only torch."""
+    return torch.from_numpy(value.copy(order="C"))
 
 
 def run_body(spec, inputs: list, scope, opset: int, constants: dict | None = None) -> list[torch.Tensor]:
