@@ -95,6 +95,9 @@ class Plan:
     hardware_path: str = ""
     hardware_sha256: str = ""
     task_ops: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # the --input-shape and --input-value options the model was planned with (ONNX models; empty otherwise)
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    input_values: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
     @property
     def gap(self) -> float:
