@@ -95,6 +95,9 @@ class Plan:
     hardware_path: str = ""
     hardware_sha256: str = ""
     task_ops: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # cluster -> its member ops, recorded beside an op-level plan (whose tasks are the input's own ids) to show how
+    # the planner grouped them; informational, nothing reads it back into the schedule
+    clusters: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def gap(self) -> float:

@@ -16,7 +16,10 @@ Format version 1 (keys at the top level)::
     model_path, model_sha256, hardware_path, hardware_sha256
     devices           device names, in index order
     tasks             list of {id, device (name), device_index, stage, start, end, start_tick, end_tick}
-    task_ops          {task: [op, ...]} for coarsened inputs (clusters -> ops), else {}
+    task_ops          {task: [op, ...]} for a plan whose tasks are clusters (clusters -> ops), else {}
+    clusters          optional {cluster: [op, ...]}: how the planner grouped the tasks of an op-level plan (the
+                      plans `plan-solve` writes list every task/op of the input under its own id in `tasks`, and
+                      record the clusters here; informational)
 
 On load the `*_tick` fields are authoritative (exact); `start`/`end`/`makespan` are for readers.  A file without
 `start_tick` (hand-written) has its times converted back: round(start / tick_s), or start itself when tick_s is null.
@@ -88,6 +91,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "devices": list(plan.device_names),
         "tasks": tasks,
         "task_ops": {k: list(v) for k, v in plan.task_ops.items()},
+        "clusters": {k: list(v) for k, v in plan.clusters.items()},
     }
 
 
@@ -188,6 +192,11 @@ def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
             raise r.fail(f"task_ops.{k}", "must be a list of op names")
         task_ops[k] = tuple(v)
+    clusters: dict[str, tuple[str, ...]] = {}
+    for k, v in r.get(data, "clusters", (dict,), default={}).items():
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise r.fail(f"clusters.{k}", "must be a list of op names")
+        clusters[k] = tuple(v)
     return Plan(
         instance_name=r.get(data, "instance", (str,), default=""),
         placements=tuple(placements),
@@ -206,6 +215,7 @@ def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
         hardware_path=r.get(data, "hardware_path", (str,), default=""),
         hardware_sha256=r.get(data, "hardware_sha256", (str,), default=""),
         task_ops=task_ops,
+        clusters=clusters,
     )
 
 
@@ -217,8 +227,14 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
             text = fh.read()
     except FileNotFoundError:
         raise InputError("plan file not found", path=p, fix="check the path, or create it with plan-solve") from None
+    except IsADirectoryError:
+        raise InputError("is a folder, not a plan file", path=p, fix="pass the plan.json that plan-solve wrote") \
+            from None
     except OSError as exc:
         raise InputError(f"cannot read plan file: {exc.strerror or exc}", path=p) from None
+    except UnicodeDecodeError:  # e.g. --plan model.onnx: a binary file where the JSON plan belongs
+        raise InputError("not a plan file (binary, not JSON text)",
+                         path=p, fix="pass the plan.json that plan-solve wrote") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
