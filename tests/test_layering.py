@@ -39,8 +39,8 @@ RESTRICTED = {
 # The internal order, lowest first: (layer, paths relative to the repo).  A path ending in "/" is a folder (all
 # modules under it); the longest matching path decides a module's layer.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("errors", ("planner/__init__.py", "planner/errors.py")),
-    ("ir", ("planner/ir/",)),
+    ("errors", ("planner/__init__.py", "planner/errors.py", "planner/data/__init__.py")),  # data: bundled files
+    ("ir", ("planner/ir/", "planner/data/make_moe.py")),  # the bundled MoE's generator writes it with planner.ir
     ("cost", ("planner/cost/",)),
     ("passes", ("planner/passes/",)),
     # model file -> passes -> costed instance; needs ir, cost and passes only

@@ -257,7 +257,7 @@ def _one_line(err: ValidationError, shown: str) -> InputError:
     errors.sort(key=lambda e: e["type"] != "extra_forbidden")
     # Every problem is named (still one line): a user fixing one typo should not have to run again to meet the next.
     first, *others = [f"{_loc_text(tuple(e['loc']))}: {_describe(e)}" for e in errors]
-    more = f" (and {len(others)} more: {'; '.join(others)})" if others else ""
+    more = f" (and {len(others)} more): {'; '.join(others)}" if others else ""
     return InputError(f"{first}{more}", path=shown)
 
 
