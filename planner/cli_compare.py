@@ -64,8 +64,9 @@ def _model_costs(args: argparse.Namespace) -> ModelCosts:
     costs = model_costs(instance, args.stages, time_limit_s=args.stage_time_limit, backend=args.backend,
                         comm_stream=not args.no_comm_stream)
     plan = costs.stage_plan
+    bottleneck = plan.bottleneck_tick / costs.ticks_per_unit  # type: ignore[union-attr]
     print(f"stages of {args.model}: {plan.num_stages} on {', '.join(plan.device_names)}, bottleneck "  # type: ignore
-          f"{plan.bottleneck_tick} ticks ({plan.status}); times in {costs.time_unit}, memory in "  # type: ignore
+          f"{bottleneck:.4g} {costs.time_unit} ({plan.status}); times in {costs.time_unit}, memory in "  # type: ignore
           f"{costs.memory_unit}")
     return costs
 
