@@ -14,6 +14,13 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from planner.cli_args import (
+    ArgumentParser,
+    fraction,
+    nonnegative_int,
+    positive_int,
+    positive_seconds,
+)
 from planner.coarsen import coarsen, contract
 from planner.coarsen.dot import cluster_graph_dot
 from planner.cost.measured import load_measured_times
@@ -22,21 +29,28 @@ from planner.errors import InputError, OpplanError
 from planner.ir.hardware import DEFAULT_PROFILE, load_topology
 from planner.ir.load import parse_input_shape, parse_input_value
 from planner.ir.topology import Topology
-from planner.ir.units import format_bytes, parse_bytes
+from planner.ir.units import format_bytes, format_time, parse_bytes
 from planner.plot import plot_gantt
 from planner.prepare import prepare
 from planner.report import clustering_summary, inspect_summary, plan_summary
-from planner.report_format import human_time, print_clustering, print_inspect_table, print_plan_table
+from planner.report_format import print_clustering, print_inspect_table, print_plan_table
 from planner.schedule.atomic import atomic_write_text
+from planner.schedule.plan import Plan, PlanStatus
 from planner.schedule.plan_io import load_plan, save_plan
 from planner.schedule.simulate import retime_plan, simulate_plan
 from planner.schedule.trace import write_chrome_trace
+from planner.schedule.validate import check_plan
 from planner.solve import Method, SolveOptions, plan_instance
 from planner.whatif import memory_sweep, parse_memory_range, write_whatif
 
 
 def _run(main: Callable[[argparse.Namespace], int], parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
-    args = parser.parse_args(argv)
+    """Parse (a bad argument is one line and status 2: `planner.cli_args`), run, and turn every user error into one
+    line on stderr and its exit status; the status is returned, so a `*_main` called from Python never exits."""
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a bad argument, already reported on one line (2)
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return main(args)
     except OpplanError as exc:
@@ -96,12 +110,12 @@ def _inspect_clusters(args: argparse.Namespace, instance) -> int:
 
 def inspect_main(argv: Sequence[str] | None = None) -> int:
     """plan-inspect: op count, FLOPs, parameter and activation bytes, bounds on the hardware, heaviest ops."""
-    parser = argparse.ArgumentParser(prog="plan-inspect", description=inspect_main.__doc__)
+    parser = ArgumentParser(prog="plan-inspect", description=inspect_main.__doc__)
     _add_model_args(parser)
     parser.add_argument("--format", choices=("table", "json"), default="table")
-    parser.add_argument("--top", type=int, default=10, help="how many of the heaviest ops to list")
+    parser.add_argument("--top", type=nonnegative_int, default=10, help="how many of the heaviest ops to list")
     parser.add_argument("--clusters", action="store_true", help="report the coarsening (linear clustering + merge)")
-    parser.add_argument("--target-clusters", type=int, default=None, help="with --clusters: how many clusters")
+    parser.add_argument("--target-clusters", type=positive_int, default=None, help="with --clusters: how many clusters")
     parser.add_argument("--dot", type=Path, default=None, help="write the cluster graph as Graphviz DOT here")
     return _run(_inspect, parser, argv)
 
@@ -122,17 +136,16 @@ def _parse_rules(items: Sequence[str], flag: str) -> dict[str, str]:
 def _add_solve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=[m.value for m in Method], default="milp")
     parser.add_argument("--backend", default="cpsat", help="cpsat (default), scip, cbc or highs")
-    parser.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="total budget in seconds")
-    parser.add_argument("--gap", type=float, default=0.0, help="stop at this relative gap (0.01 = 1%%)")
-    parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--clusters", type=int, default=None, help="target number of clusters for the MILP")
-    parser.add_argument("--rounds", type=int, default=4, help="most refinement rounds of the bi-level loop")
+    parser.add_argument("--time-limit", type=positive_seconds, default=60.0, metavar="S",
+                        help="total budget in seconds")
+    parser.add_argument("--gap", type=fraction, default=0.0, help="stop at this relative gap (0.01 = 1%%)")
+    parser.add_argument("--threads", type=positive_int, default=8)
+    parser.add_argument("--seed", type=nonnegative_int, default=0)
+    parser.add_argument("--clusters", type=positive_int, default=None, help="target number of clusters for the MILP")
+    parser.add_argument("--rounds", type=nonnegative_int, default=4, help="most refinement rounds of the bi-level loop")
 
 
 def _options(args: argparse.Namespace):
-    if args.time_limit <= 0:
-        raise InputError(f"--time-limit {args.time_limit}: must be positive")
     return SolveOptions(method=Method(args.method), backend=args.backend, time_limit_s=args.time_limit,
                         rel_gap=args.gap, threads=args.threads, seed=args.seed, target_clusters=args.clusters,
                         max_rounds=args.rounds)
@@ -150,13 +163,41 @@ def _progress_printer(quiet: bool):
     return say
 
 
+def plan_in_user_ids(outcome) -> Plan:
+    """The plan a plan file stores: every task/op of the input under its own id, with its device, start and end.
+
+    The search may have planned clusters (`outcome.saved_plan()` then names `cluster#26` ...); its expansion to the
+    op graph (`outcome.op_plan`, validated on the op graph, same makespan and bound) is what the user reads, with
+    the clusters recorded beside it (`Plan.clusters`).
+    """
+    saved = outcome.saved_plan()
+    plan = saved
+    if saved.task_ops:
+        plan = dataclasses.replace(outcome.op_plan, instance_name=outcome.fine.name, task_ops={},
+                                   clusters={k: tuple(v) for k, v in saved.task_ops.items()})
+    return _as_early_as_possible(plan, outcome.fine)
+
+
+def _as_early_as_possible(plan: Plan, fine) -> Plan:
+    """The plan with each op started as early as its device order and inputs allow, when that is shorter and still
+    fits memory.  Cluster members expanded back to back can often start earlier; replaying the plan (the Gantt
+    chart, plan-simulate) does exactly that, so the file states the times every other output will show."""
+    tight = retime_plan(plan, fine)
+    if tight.makespan_tick >= plan.makespan_tick or check_plan(fine, tight)[0]:
+        return plan
+    bound = min(plan.lower_bound_tick, tight.makespan_tick)
+    status = PlanStatus.OPTIMAL if bound >= tight.makespan_tick else plan.status
+    return dataclasses.replace(plan, placements=tight.placements, makespan_tick=tight.makespan_tick,
+                               lower_bound_tick=bound, status=status)
+
+
 def _write_outputs(outcome, plan_path: Path, *, pictures: bool, provenance: dict) -> dict:
     """Save the plan (atomically) and, next to it, the Gantt PNG and the Chrome trace of the op-level timeline."""
-    plan = dataclasses.replace(outcome.saved_plan(), **provenance)
+    plan = dataclasses.replace(plan_in_user_ids(outcome), **provenance)
     plan_path.parent.mkdir(parents=True, exist_ok=True)
     save_plan(plan, plan_path)
     written = {"plan": str(plan_path)}
-    timeline = simulate_plan(outcome.fine, outcome.op_plan)
+    timeline = simulate_plan(outcome.fine, plan)  # the saved plan, replayed: the times the file states
     if pictures:
         stem = plan_path.with_suffix("")
         gantt = plot_gantt(timeline, f"{stem}.gantt.png", title=f"{plan.instance_name}: {plan.method}")
@@ -218,10 +259,10 @@ def _solve(args: argparse.Namespace) -> int:
 
 def solve_main(argv: Sequence[str] | None = None) -> int:
     """plan-solve: place and order every op on the devices (bi-level MILP by default); write plan, Gantt, trace."""
-    parser = argparse.ArgumentParser(prog="plan-solve", description=solve_main.__doc__)
+    parser = ArgumentParser(prog="plan-solve", description=solve_main.__doc__)
     _add_model_args(parser)
     parser.add_argument("--graph", type=Path, default=None, help="a task-graph JSON file instead of a model")
-    parser.add_argument("--devices", type=int, default=None, help="with --graph: N identical devices")
+    parser.add_argument("--devices", type=positive_int, default=None, help="with --graph: N identical devices")
     parser.add_argument("--out", type=Path, default=Path("out/plan.json"), help="plan file (default out/plan.json)")
     parser.add_argument("--memory", default=None, help="override every device's memory, e.g. 16GiB")
     parser.add_argument("--measured", type=Path, default=None, help="measured op times (.csv op,seconds or ORT .json)")
@@ -235,11 +276,32 @@ def solve_main(argv: Sequence[str] | None = None) -> int:
 
 
 # --------------------------------------------------------------------------------------------- plan-simulate
+def _simulate_instance(plan: Plan, fine, plan_path: str):
+    """The instance the plan's tasks live on: the op graph, or (an older plan file whose tasks are clusters) the op
+    graph contracted to the plan's clusters.  Names the first task the model does not have."""
+    index = fine.task_index
+    if not plan.task_ops:
+        unknown = next((p.task for p in plan.placements if p.task not in index), None)
+        if unknown is not None:
+            raise InputError(f"the plan names op {unknown!r}, which the model does not have", path=plan_path,
+                             fix="re-plan with plan-solve")
+        return fine
+    try:
+        clusters = [[index[op] for op in plan.task_ops[name]] for name in (p.task for p in plan.placements)]
+    except KeyError as exc:
+        raise InputError(f"the plan names op {exc.args[0]!r}, which the model does not have", path=plan_path) \
+            from None
+    names = tuple(p.task for p in plan.placements)
+    return dataclasses.replace(contract(fine, clusters), task_names=names,
+                               task_ops={n: tuple(plan.task_ops[n]) for n in names})
+
+
 def _simulate(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
     model = Path(plan.model_path)
-    if not model.is_file():
-        raise InputError(f"the plan's model {model} is missing", path=str(args.plan), fix="re-plan with plan-solve")
+    if not plan.model_path or not model.is_file():
+        raise InputError(f"the plan's model {plan.model_path or '(none recorded)'} is missing", path=str(args.plan),
+                         fix="re-plan with plan-solve")
     if plan.model_sha256 and hashlib.sha256(model.read_bytes()).hexdigest() != plan.model_sha256:
         raise InputError(f"the model {model} changed since this plan was made (hash mismatch)", path=str(args.plan),
                          fix="re-plan with plan-solve")
@@ -250,23 +312,25 @@ def _simulate(args: argparse.Namespace) -> int:
                          path=str(args.plan), fix="simulate on hardware with the same number of devices")
     fine = prepare(model, topology, input_shapes=plan.input_shapes or None,
                    input_values=plan.input_values or None).instance
-    if plan.task_ops:
-        index = fine.task_index
-        try:
-            clusters = [[index[op] for op in plan.task_ops[name]] for name in (p.task for p in plan.placements)]
-        except KeyError as exc:
-            raise InputError(f"the plan names op {exc.args[0]!r}, which the model does not have",
-                             path=str(args.plan)) from None
-        names = tuple(p.task for p in plan.placements)
-        coarse = dataclasses.replace(contract(fine, clusters), task_names=names,
-                                     task_ops={n: tuple(plan.task_ops[n]) for n in names})
-    else:
-        coarse = fine
-    retimed = retime_plan(plan, coarse, link_contention=args.contention,
+    instance = _simulate_instance(plan, fine, str(args.plan))
+    retimed = retime_plan(plan, instance, link_contention=args.contention,
                           hardware_path=str(hw or ""), hardware_sha256=topology.source_sha256)
-    timeline = simulate_plan(coarse, retimed, link_contention=args.contention)
+    # One lower bound, of the op graph (planner.report): on the plan's own hardware the plan's bound still holds
+    # (it was proven on this very instance; contention only lengthens a plan); elsewhere only the op graph's
+    # critical path / work bound on the new hardware is known.  Never a bound of the contracted cluster graph.
+    same_hw = topology.source_sha256 == plan.hardware_sha256 and fine.tick_s == plan.tick_s
+    bound = fine.trivial_lower_bound_tick()
+    if same_hw:
+        bound = max(bound, plan.lower_bound_tick)
+        note = "op graph, from the plan (the same hardware)"
+    else:
+        note = f"op graph on {hw or 'these devices'}: max(critical path, work bound)"
+    bound = min(bound, retimed.makespan_tick)
+    unchanged = same_hw and retimed.makespan_tick == plan.makespan_tick
+    retimed = dataclasses.replace(retimed, lower_bound_tick=bound, status=plan.status if unchanged else retimed.status)
+    timeline = simulate_plan(instance, retimed, link_contention=args.contention)
     planned_makespan = plan.makespan_tick * (plan.tick_s or 1)
-    summary = plan_summary(retimed, timeline, coarse, extra={"planned_makespan": planned_makespan})
+    summary = plan_summary(retimed, timeline, fine, extra={"planned_makespan": planned_makespan}, bound_note=note)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         save_plan(retimed, args.out)
@@ -276,7 +340,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(summary, indent=2, default=str))
     else:
-        print(f"planned makespan {human_time(summary['planned_makespan'], summary['time_unit'])}; re-timed on "
+        print(f"planned makespan {format_time(summary['planned_makespan'], unit=summary['time_unit'])}; re-timed on "
               f"{hw or 'the same devices'}:")
         print_plan_table(summary)
     return 0
@@ -284,7 +348,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def simulate_main(argv: Sequence[str] | None = None) -> int:
     """plan-simulate: replay a plan (same devices and orders) on its hardware or other hardware (--hw)."""
-    parser = argparse.ArgumentParser(prog="plan-simulate", description=simulate_main.__doc__)
+    parser = ArgumentParser(prog="plan-simulate", description=simulate_main.__doc__)
     parser.add_argument("--plan", type=Path, required=True)
     parser.add_argument("--hw", type=Path, default=None, help="other hardware profile (same number of devices)")
     parser.add_argument("--contention", action="store_true", help="serialize transfers on each directed link")
@@ -303,7 +367,7 @@ def _whatif(args: argparse.Namespace) -> int:
     csv_path, png_path = write_whatif(result, args.out_dir)
     unit = prepared.instance.time_unit
     for row in result.rows:
-        shown = human_time(row.makespan_s, unit) if row.feasible else f"infeasible: {row.reason}"
+        shown = format_time(row.makespan_s, unit=unit) if row.feasible else f"infeasible: {row.reason}"
         print(f"{format_bytes(row.capacity_bytes):>12}  {shown}")
     print(f"smallest capacity that can fit at all (lower bound): {format_bytes(result.capacity_lower_bound_bytes)} "
           f"({result.capacity_lower_bound_reason})")
@@ -317,7 +381,7 @@ def _whatif(args: argparse.Namespace) -> int:
 
 def whatif_main(argv: Sequence[str] | None = None) -> int:
     """plan-whatif: plan under each memory capacity; CSV and plot of makespan against memory."""
-    parser = argparse.ArgumentParser(prog="plan-whatif", description=whatif_main.__doc__)
+    parser = ArgumentParser(prog="plan-whatif", description=whatif_main.__doc__)
     _add_model_args(parser)
     parser.add_argument("--memory", required=True, metavar="FROM:TO:STEP", help="e.g. 8GiB:80GiB:8GiB, or a list a,b,c")
     parser.add_argument("--out-dir", type=Path, default=Path("out/whatif"))

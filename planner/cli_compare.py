@@ -19,12 +19,23 @@ import dataclasses
 from collections.abc import Sequence
 
 from planner.cli import _run
+from planner.cli_args import (
+    ArgumentParser,
+    nonnegative_float,
+    overlap_fraction,
+    positive_float,
+    positive_int,
+    positive_seconds,
+)
 from planner.compare.model_costs import ModelCosts, model_costs
 from planner.compare.pipelines import compare, write_outputs
 from planner.errors import InputError
 from planner.ir.hardware import load_topology
 from planner.pipeline.registry import GENERATORS, UnitCosts
 from planner.prepare import prepare
+
+# Like plan-solve (out/plan.json) and plan-whatif (out/whatif): a run without --out still leaves its results.
+DEFAULT_OUT = "out/compare"
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -41,9 +52,8 @@ def _compare(args: argparse.Namespace) -> int:
                   memory_cap_units=args.memory, opplan_placement=args.placement, time_limit_s=args.time_limit,
                   backend=args.backend)
     print(cmp.table())
-    if args.out is not None:
-        written = write_outputs(cmp, args.out, pictures=not args.no_pictures)
-        print(f"wrote {len(written)} files to {args.out} (compare.csv, <schedule>.torch.csv, pictures)")
+    written = write_outputs(cmp, args.out, pictures=not args.no_pictures)
+    print(f"wrote {len(written)} files to {args.out} (compare.csv, <schedule>.torch.csv, pictures)")
     return 0
 
 
@@ -54,31 +64,32 @@ def _model_costs(args: argparse.Namespace) -> ModelCosts:
     costs = model_costs(instance, args.stages, time_limit_s=args.stage_time_limit, backend=args.backend,
                         comm_stream=not args.no_comm_stream)
     plan = costs.stage_plan
+    bottleneck = plan.bottleneck_tick / costs.ticks_per_unit  # type: ignore[union-attr]
     print(f"stages of {args.model}: {plan.num_stages} on {', '.join(plan.device_names)}, bottleneck "  # type: ignore
-          f"{plan.bottleneck_tick} ticks ({plan.status}); times in {costs.time_unit}, memory in "  # type: ignore
+          f"{bottleneck:.4g} {costs.time_unit} ({plan.status}); times in {costs.time_unit}, memory in "  # type: ignore
           f"{costs.memory_unit}")
     return costs
 
 
 def compare_main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="plan-compare", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stages", type=int, required=True, help="pipeline devices p (the model in p stages)")
-    parser.add_argument("--microbatches", type=int, required=True, help="micro-batches m per step")
+    parser = ArgumentParser(prog="plan-compare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stages", type=positive_int, required=True, help="pipeline devices p (the model in p stages)")
+    parser.add_argument("--microbatches", type=positive_int, required=True, help="micro-batches m per step")
     parser.add_argument("--model", default=None, help="ONNX model (model mode; needs --hw)")
     parser.add_argument("--hw", default=None, help="hardware profile YAML (model mode)")
-    parser.add_argument("--stage-time-limit", type=float, default=20.0,
+    parser.add_argument("--stage-time-limit", type=positive_seconds, default=20.0,
                         help="time limit of the stage formulation in model mode (seconds)")
-    parser.add_argument("--f", type=float, default=1.0, help="forward time of one stage")
-    parser.add_argument("--b", type=float, default=1.0, help="input-gradient backward time of one stage")
-    parser.add_argument("--w", type=float, default=1.0, help="weight-gradient backward time of one stage")
-    parser.add_argument("--fb-overlap", type=float, default=1.0,
+    parser.add_argument("--f", type=nonnegative_float, default=1.0, help="forward time of one stage")
+    parser.add_argument("--b", type=nonnegative_float, default=1.0, help="input-gradient backward time of one stage")
+    parser.add_argument("--w", type=nonnegative_float, default=1.0, help="weight-gradient backward time of one stage")
+    parser.add_argument("--fb-overlap", type=overlap_fraction, default=1.0,
                         help="an overlapped F&B pair lasts this fraction of its halves, F + B (+ W when it runs the "
                         "full backward) (default 1: no gain); the baselines' pairs and the planned schedule's")
-    parser.add_argument("--activation", type=float, default=1.0, help="activation memory of one stage, one "
+    parser.add_argument("--activation", type=nonnegative_float, default=1.0, help="activation memory of one stage, one "
                         "micro-batch")
-    parser.add_argument("--param", type=float, default=0.0, help="parameter memory of one stage copy")
-    parser.add_argument("--comm", type=float, default=0.0, help="time of one stage-to-stage transfer")
-    parser.add_argument("--a2a", type=float, default=0.0,
+    parser.add_argument("--param", type=nonnegative_float, default=0.0, help="parameter memory of one stage copy")
+    parser.add_argument("--comm", type=nonnegative_float, default=0.0, help="time of one stage-to-stage transfer")
+    parser.add_argument("--a2a", type=nonnegative_float, default=0.0,
                         help="unit costs: every stage has MoE layers whose all-to-all dispatch and combine each take "
                         "this long per micro-batch, forward and backward, as tasks on the device's communication "
                         "stream (two-chunk schedules: half each chunk); default 0: none")
@@ -90,18 +101,19 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         "(sends overlap compute, one at a time per device); default: a delay on the edge")
     parser.add_argument("--no-comm-stream", action="store_true",
                         help="model mode: transfers as edge delays instead of send tasks on communication streams")
-    parser.add_argument("--memory", type=float, default=None,
+    parser.add_argument("--memory", type=positive_float, default=None,
                         help="memory cap per device for the planned schedule (default: DualPipe's peak)")
     parser.add_argument("--placement", choices=("auto", "dualpipe", "v", "fixed"), default="auto",
                         help="stage placement of the planned schedule: dualpipe (two copies, both directions), v "
                         "(2p half stages), fixed (one stage per device); auto tries dualpipe and v, half the time "
                         "limit each, and keeps the better")
     parser.add_argument("--schedules", default=None, help="comma-separated baselines (default: all)")
-    parser.add_argument("--time-limit", type=float, default=120.0, help="solver time limit in seconds")
+    parser.add_argument("--time-limit", type=positive_seconds, default=120.0, help="solver time limit in seconds")
     parser.add_argument("--backend", default="cpsat", help="solver backend (default cpsat)")
     parser.add_argument("--no-opplan", action="store_true", help="baselines only")
     parser.add_argument("--no-pictures", action="store_true", help="skip the PNG files")
-    parser.add_argument("--out", default=None, help="write compare.csv, torch CSVs and pictures here")
+    parser.add_argument("--out", default=DEFAULT_OUT,
+                        help=f"write compare.csv, torch CSVs and pictures here (default {DEFAULT_OUT})")
     return _run(_compare, parser, argv)
 
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from planner.cli import _run
+from planner.cli_args import ArgumentParser, nonnegative_int, positive_int, positive_seconds
 from planner.errors import InputError
 from planner.ir.load import parse_input_shape
-from planner.report_format import human_time
+from planner.ir.units import format_time
 
 
 def _shapes(items: Sequence[str]):
@@ -71,9 +72,9 @@ def _run_plan(args: argparse.Namespace) -> int:
     for name, info in r["outputs"].items():
         print(f"  output {name}: shape {info['shape']} {info['dtype']}")
     sim = r["simulated_makespan_s"]
-    print(f"measured makespan {human_time(r['measured_makespan_s'], 's')} (median of {args.repeat} after "
-          f"{args.warmup} warm-up)" + (f"; simulated {human_time(sim, 's')}" if sim is not None else ""))
-    print("busy per rank: " + ", ".join(human_time(b, "s") for b in r["busy_s"]))
+    print(f"measured makespan {format_time(r['measured_makespan_s'])} (median of {args.repeat} after "
+          f"{args.warmup} warm-up)" + (f"; simulated {format_time(sim)}" if sim is not None else ""))
+    print("busy per rank: " + ", ".join(format_time(b) for b in r["busy_s"]))
     if args.check:
         print(f"check against onnxruntime: max abs error {r['max_abs_error']:.3g}, "
               f"max rel error {r['max_rel_error']:.3g}")
@@ -88,25 +89,25 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     Multi-host: start `python -m planner.execute.torchrun --plan plan.json` with torchrun on every host
     (torchrun --nnodes H --nproc-per-node P --node-rank I --rdzv-backend c10d --rdzv-endpoint HOST:PORT ...);
     each rank reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment."""
-    parser = argparse.ArgumentParser(prog="plan-run", description=run_main.__doc__,
+    parser = ArgumentParser(prog="plan-run", description=run_main.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--plan", type=Path, default=None, help="plan file from plan-solve (an ONNX model's plan)")
     parser.add_argument("--list-ops", action="store_true", help="print the ONNX op types the runtime runs and exit")
     parser.add_argument("--replan", action="store_true",
                         help="with --input-shape other than the plan's: plan those shapes (HEFT) and run that")
-    parser.add_argument("--nproc", type=int, default=None,
+    parser.add_argument("--nproc", type=positive_int, default=None,
                         help="processes (default: one per planned device; fewer: device d runs on rank d %% N)")
     parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     parser.add_argument("--check", action="store_true", help="compare the outputs with onnxruntime")
-    parser.add_argument("--repeat", type=int, default=1, help="measured repetitions (the median is reported)")
-    parser.add_argument("--warmup", type=int, default=1, help="warm-up repetitions before measuring")
+    parser.add_argument("--repeat", type=positive_int, default=1, help="measured repetitions (the median is reported)")
+    parser.add_argument("--warmup", type=nonnegative_int, default=1, help="warm-up repetitions before measuring")
     parser.add_argument("--report", type=Path, default=None, help="write run.json (+ .trace.json) here")
     parser.add_argument("--inputs", type=Path, default=None, help=".npz of input arrays (default: deterministic)")
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=AxBxC",
                         help="input shapes to run (default: the ones the plan was made with, stored in it); "
                              "others are refused unless --replan")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds any one transfer may wait")
-    parser.add_argument("--run-timeout", type=float, default=600.0, help="seconds the whole run may take")
+    parser.add_argument("--timeout", type=positive_seconds, default=60.0, help="seconds any one transfer may wait")
+    parser.add_argument("--run-timeout", type=positive_seconds, default=600.0, help="seconds the whole run may take")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     return _run(_run_plan, parser, argv)
 
@@ -124,10 +125,10 @@ def _codegen(args: argparse.Namespace) -> int:
 def codegen_main(argv: Sequence[str] | None = None) -> int:
     """plan-codegen: write one plain PyTorch file per rank (torch calls in plan order, explicit sends and
     receives), each rank's weights beside it (torch.save) and a launcher for torchrun; the folder needs only torch."""
-    parser = argparse.ArgumentParser(prog="plan-codegen", description=codegen_main.__doc__)
+    parser = ArgumentParser(prog="plan-codegen", description=codegen_main.__doc__)
     parser.add_argument("--plan", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True, help="folder for rank_<r>.py, launch.py, weights")
-    parser.add_argument("--nproc", type=int, default=None)
+    parser.add_argument("--nproc", type=positive_int, default=None)
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=AxBxC")
     return _run(_codegen, parser, argv)
 

@@ -8,7 +8,15 @@ its capacity as a dashed line of the same colour.  Labels are written only insid
 a few hundred tasks stay readable.  For a plan use `planner.schedule.timeline.timeline_of_plan(instance, plan)`
 (its own times) or `planner.schedule.simulate.simulate_plan` (replayed).
 
-No pyplot: figures are built on `matplotlib.figure.Figure` + the Agg canvas, so nothing global is touched.
+Units agree with the tables and CSVs: times on the axes and in the titles use the prefixes of
+`planner.ir.units.format_time` (or the task graph's own unit, never "s" for abstract units), sizes the binary
+units of `format_bytes`; a caller with units of its own (plan-compare: "us" and "MiB", or the user's units) passes
+`time_unit=` / `memory_unit=`.  Every Gantt title states the makespan and peak memory in the axes' units, read from
+the timeline that is drawn.
+
+Each picture has a function that returns the `Figure` (`gantt_figure`, `whatif_figure`), so that tests read what
+is drawn (titles, labels, limits); the `plot_*` functions save it.  No pyplot: figures are built on
+`matplotlib.figure.Figure` + the Agg canvas, so nothing global is touched.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from planner.cost.instance import UNBOUNDED_BYTES
+from planner.ir.units import bytes_axis, format_bytes, format_time, time_axis
 from planner.schedule.actions import try_parse_action
 from planner.schedule.timeline import Timeline
 
@@ -43,26 +52,30 @@ def default_group(task: str) -> str:
     return head or task
 
 
-def _time_scale(timeline: Timeline) -> tuple[float, str]:
-    if timeline.tick_s is None:
-        return 1.0, timeline.time_unit or "tick"
-    span_s = max(timeline.end_tick, 1) * timeline.tick_s
-    for factor, unit in ((1.0, "s"), (1e3, "ms"), (1e6, "µs")):
-        if span_s * factor >= 1.0:
-            return timeline.tick_s * factor, unit
-    return timeline.tick_s * 1e9, "ns"
+def _time_scale(timeline: Timeline, time_unit: tuple[float, str] | None) -> tuple[float, str]:
+    """(axis units per tick, label): the caller's (ticks per unit, label), else seconds with a readable prefix, else
+    the timeline's own unit (a task graph's abstract unit stays abstract)."""
+    if time_unit is not None:
+        ticks_per_unit, label = time_unit
+        return 1.0 / ticks_per_unit, label
+    tick = timeline.tick_s if timeline.tick_s is not None else 1.0
+    unit = timeline.time_unit or "tick"
+    divisor, label = time_axis(max(timeline.end_tick, 1) * tick, unit)
+    return tick / divisor, label
 
 
-def _byte_scale(value: float) -> tuple[float, str]:
-    for size, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if value >= size:
-            return float(size), unit
-    return 1.0, "B"
+def _byte_scale(peak_bytes: float, memory_unit: tuple[float, str] | None) -> tuple[float, str]:
+    """(bytes per axis unit, label): the caller's, else the binary unit `format_bytes` would print."""
+    return memory_unit if memory_unit is not None else bytes_axis(peak_bytes)
 
 
-def plot_gantt(
+def _amount(value: float, unit: str) -> str:
+    """A figure as a title prints it, in its axis' unit: '1.311 ms', '33 unit', '4.5 MiB'."""
+    return f"{value:.4g} {unit}"
+
+
+def gantt_figure(
     timeline: Timeline,
-    path: str | os.PathLike[str],
     *,
     group: Callable[[str], str] | None = None,
     title: str | None = None,
@@ -70,11 +83,20 @@ def plot_gantt(
     show_memory: bool = True,
     max_arrows: int = 60,
     dpi: int = 120,
-) -> Path:
-    """Draw the Gantt chart (and memory panel) of `timeline` into the PNG `path`; return the path."""
+    time_unit: tuple[float, str] | None = None,
+    memory_unit: tuple[float, str] | None = None,
+) -> Figure:
+    """The Gantt chart (and memory panel) of `timeline` as a `Figure`.
+
+    `title` names the picture; the makespan, peak memory and bubble ratio are always appended, in the axes' units.
+    `time_unit` = (ticks per unit, label) and `memory_unit` = (bytes per unit, label) override the automatic units.
+    The memory panel is left out when nothing in the plan holds memory (a task graph without `memory`).
+    """
     group = group or default_group
     num_dev = timeline.num_devices
-    scale, unit = _time_scale(timeline)
+    scale, unit = _time_scale(timeline, time_unit)
+    peak = max(timeline.memory.peak_bytes, default=0)
+    show_memory = show_memory and peak > 0
     width_in = 13.0
     gantt_h = 0.9 + 0.5 * max(num_dev, 1)
     mem_h = 2.4 if show_memory else 0.0
@@ -136,10 +158,13 @@ def plot_gantt(
     ax.set_ylim(num_dev - 0.5, -0.6)
     ax.set_xlim(x0, x1)
     ax.grid(axis="x", linewidth=0.3, alpha=0.5)
-    ax.set_title(title or (
-        f"{timeline.instance_name}: makespan {timeline.makespan_tick * scale:.4g} {unit}, "
-        f"bubble ratio {timeline.bubble_ratio:.1%}" + (" (link contention)" if timeline.link_contention else "")
-    ), fontsize=10)
+    bytes_per_unit, memory_label = _byte_scale(peak, memory_unit)
+    figures = [f"makespan {_amount(timeline.makespan_tick * scale, unit)}",
+               f"peak memory {_amount(peak / bytes_per_unit, memory_label)}" if peak else "no memory",
+               f"bubble ratio {timeline.bubble_ratio:.1%}"]
+    if timeline.link_contention:
+        figures.append("link contention")
+    ax.set_title(f"{title or timeline.instance_name}: " + ", ".join(figures), fontsize=10)
     if len(groups) <= 20:
         handles = [Patch(facecolor=c, label=g) for g, c in groups.items()]
         if show_comm and timeline.transfers:
@@ -148,17 +173,24 @@ def plot_gantt(
     if mem_ax is None:
         ax.set_xlabel(f"time ({unit})")
     else:
-        _plot_memory(mem_ax, timeline, scale, unit, x1)
+        _plot_memory(mem_ax, timeline, scale, unit, x1, (bytes_per_unit, memory_label))
+    return fig
+
+
+def plot_gantt(timeline: Timeline, path: str | os.PathLike[str], *, dpi: int = 120, **options) -> Path:
+    """Draw `gantt_figure(timeline, **options)` into the PNG `path`; return the path."""
+    fig = gantt_figure(timeline, dpi=dpi, **options)
     fig.savefig(path, dpi=dpi, bbox_inches="tight")
     return Path(path)
 
 
-def _plot_memory(ax, timeline: Timeline, scale: float, unit: str, x_end: float) -> None:
+def _plot_memory(ax, timeline: Timeline, scale: float, unit: str, x_end: float,
+                 memory_unit: tuple[float, str]) -> None:
     mem = timeline.memory
     peak = max(mem.peak_bytes, default=0)
     finite_caps = [c for c in mem.capacity_bytes if c < UNBOUNDED_BYTES // 2]
     top = max([peak] + [c for c in finite_caps if c <= 4 * max(peak, 1)])
-    bscale, bunit = _byte_scale(max(top, 1))
+    bscale, bunit = memory_unit
     cmap = colormaps["tab10"]
     off_scale: list[str] = []
     for d, row in enumerate(mem.steps):
@@ -172,8 +204,8 @@ def _plot_memory(ax, timeline: Timeline, scale: float, unit: str, x_end: float) 
             if cap <= 4 * max(peak, 1):
                 ax.axhline(cap / bscale, color=color, linestyle="--", linewidth=0.8)
             else:
-                off_scale.append(f"{timeline.device_names[d]} {cap / 2**30:.3g} GiB")
-    ax.set_ylim(0, max(top / bscale * 1.12, 1e-9))
+                off_scale.append(f"{timeline.device_names[d]} {format_bytes(cap)}")
+    ax.set_ylim(0, top / bscale * 1.12)
     ax.set_ylabel(f"memory ({bunit})")
     ax.set_xlabel(f"time ({unit})")
     ax.grid(linewidth=0.3, alpha=0.5)
@@ -184,33 +216,43 @@ def _plot_memory(ax, timeline: Timeline, scale: float, unit: str, x_end: float) 
                 ha="right", va="top", fontsize=7, color="0.3")
 
 
-def plot_whatif(result, path: str | os.PathLike[str], *, dpi: int = 120) -> Path:
-    """Makespan against per-device memory capacity (a `planner.whatif.WhatIfResult`); infeasible capacities are
-    marked along the bottom and the smallest capacity that can fit at all is a dashed line."""
+def whatif_figure(result) -> Figure:
+    """Makespan against per-device memory capacity (a `planner.whatif.WhatIfResult`) as a `Figure`; infeasible
+    capacities are marked along the bottom and the smallest capacity that can fit at all is a dashed line.  The
+    axes use the units `format_bytes` / `format_time` print for the sweep's largest values (the CSV beside it holds
+    the raw numbers: bytes, and the instance's time unit)."""
     fig = Figure(figsize=(8, 4.5))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
-    gib = 2**30
     feasible = [r for r in result.rows if r.feasible]
     infeasible = [r for r in result.rows if not r.feasible]
-    scale, unit = (1e3, "ms") if result.time_unit == "s" else (1.0, result.time_unit)
+    largest = max([r.capacity_bytes for r in result.rows] + [result.capacity_lower_bound_bytes])
+    bdiv, bunit = bytes_axis(largest)
+    tdiv, tunit = time_axis(max((r.makespan_s for r in feasible), default=1.0), result.time_unit)
     if feasible:
-        ax.step([r.capacity_bytes / gib for r in feasible], [r.makespan_s * scale for r in feasible], where="post",
+        ax.step([r.capacity_bytes / bdiv for r in feasible], [r.makespan_s / tdiv for r in feasible], where="post",
                 marker="o", label="planned makespan")
-        ax.plot([r.capacity_bytes / gib for r in feasible], [r.lower_bound_s * scale for r in feasible], ":",
-                color="grey", label="lower bound (critical path, work)")
+        ax.plot([r.capacity_bytes / bdiv for r in feasible], [r.lower_bound_s / tdiv for r in feasible], ":",
+                color="grey", label="lower bound (op graph, at that capacity)")
     if infeasible:
-        ymin = min((r.makespan_s * scale for r in feasible), default=1.0)
-        ax.scatter([r.capacity_bytes / gib for r in infeasible], [ymin * 0.95] * len(infeasible), marker="x",
+        ymin = min((r.makespan_s / tdiv for r in feasible), default=1.0)
+        ax.scatter([r.capacity_bytes / bdiv for r in infeasible], [ymin * 0.95] * len(infeasible), marker="x",
                    color="red", label="infeasible")
-    ax.axvline(result.capacity_lower_bound_bytes / gib, ls="--", color="red", alpha=0.6,
+    ax.axvline(result.capacity_lower_bound_bytes / bdiv, ls="--", color="red", alpha=0.6,
                label="smallest capacity that can fit")
-    ax.set_xlabel("memory per device (GiB)")
-    ax.set_ylabel(f"makespan ({unit})")
-    ax.set_title("Memory what-if")
+    ax.set_xlabel(f"memory per device ({bunit})")
+    ax.set_ylabel(f"makespan ({tunit})")
+    best = min(feasible, key=lambda r: (r.makespan_s, r.capacity_bytes), default=None)
+    ax.set_title("Memory what-if" + (f": best makespan {format_time(best.makespan_s, unit=result.time_unit)} "
+                                     f"from {format_bytes(best.capacity_bytes)}" if best else ""))
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def plot_whatif(result, path: str | os.PathLike[str], *, dpi: int = 120) -> Path:
+    """Save `whatif_figure(result)` as the PNG `path`."""
     out = Path(path)
-    fig.savefig(out, dpi=dpi)
+    whatif_figure(result).savefig(out, dpi=dpi)
     return out

@@ -1,4 +1,21 @@
-"""Metrics for people: model inspection summaries (what `plan-inspect` prints)."""
+"""Metrics for people: what `plan-inspect`, `plan-solve` and `plan-simulate` print, each figure defined once.
+
+The figures and the one place each is defined, so that every command that prints one prints the same number:
+
+* **lower bound** — of the *op graph* (never of a coarsened one): `SchedulingInstance.trivial_lower_bound_tick`
+  (max(critical path, total work / total speed)), raised by whatever the planner proved (the decomposition bound);
+  a plan file carries it (`Plan.lower_bound_tick`) and every command reports the plan's own bound on the plan's
+  own hardware.  `bound_note` says which bound a summary holds.
+* **critical path** — of the op graph, each op at its fastest device, communication free
+  (`SchedulingInstance.critical_path_tick`).  The coarsening's estimates (`clustering_summary`) are a different
+  figure and are named so.
+* **parameter bytes** — `param_bytes_as_placed`: what the planner's memory model holds (each op's parameters on
+  its device; an initializer read by k ops is counted k times, because those ops may sit on k devices).  This is
+  the figure in memory errors, `plan-whatif` and the capacity bound.  `param_bytes` (each initializer once) is the
+  model's own size, printed beside it by `plan-inspect`.
+* **memory peaks** — per device, from the simulated timeline of the plan (`Timeline.peak_memory_bytes`), the same
+  curve the Gantt picture draws.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +24,14 @@ from typing import Any
 
 from planner.cost.instance import SchedulingInstance
 from planner.ir.graph import OpGraph
+
+
+def param_bytes_as_placed(instance: SchedulingInstance) -> int:
+    """Parameter bytes as the planner's memory model holds them (see the module docstring)."""
+    return int(instance.param_bytes.sum())
+
+
+OP_GRAPH_BOUND = "op graph: max(critical path, work bound) and any bound the planner proved"
 
 
 def inspect_summary(graph: OpGraph, instance: SchedulingInstance, *, top: int = 10) -> dict[str, Any]:
@@ -26,6 +51,7 @@ def inspect_summary(graph: OpGraph, instance: SchedulingInstance, *, top: int = 
         "num_edges": len(graph.edges),
         "total_flops": int(graph.total_flops),
         "param_bytes": int(graph.param_bytes),
+        "param_bytes_as_placed": param_bytes_as_placed(instance),
         "activation_bytes": int(graph.activation_bytes),
         "op_types": dict(Counter(op.op_type for op in graph.ops).most_common()),
         "hardware": {"devices": list(instance.device_names), "tick": tick, "time_unit": instance.time_unit},
@@ -42,11 +68,12 @@ def inspect_summary(graph: OpGraph, instance: SchedulingInstance, *, top: int = 
 
 
 def plan_summary(plan, timeline, instance: SchedulingInstance, *, baselines: dict[str, int] | None = None,
-                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                 extra: dict[str, Any] | None = None, bound_note: str = OP_GRAPH_BOUND) -> dict[str, Any]:
     """What `plan-solve` and `plan-simulate` print: quality, per-device busy time and memory, bytes per link.
 
-    Times are in the instance's unit (seconds for ONNX models).  `gap` = (makespan - bound) / makespan, with the
-    bound max(critical path, total work / total speed) of the op graph unless the plan proves better.
+    Times are in the instance's unit (seconds for ONNX models).  `gap` = (makespan - bound) / makespan with the
+    plan's bound (of the op graph: module docstring); `bound_note` says which bound that is.  `instance` is the
+    op-level instance the timeline was simulated on.
     """
     tick = instance.tick_s or 1.0
     devices = []
@@ -69,11 +96,14 @@ def plan_summary(plan, timeline, instance: SchedulingInstance, *, baselines: dic
         "makespan": plan.makespan_tick * tick,
         "lower_bound": plan.lower_bound_tick * tick,
         "gap": plan.gap,
+        "lower_bound_of": bound_note,
         "makespan_tick": plan.makespan_tick,
         "lower_bound_tick": plan.lower_bound_tick,
         "solve_time_s": plan.solve_time_s,
         "bubble_ratio": timeline.bubble_ratio,
         "devices": devices,
+        "param_bytes_as_placed": param_bytes_as_placed(instance),
+        "peak_memory_bytes": max((d["peak_memory_bytes"] for d in devices), default=0),
         "bytes_across_links": int(sum(link["bytes"] for link in links)),
         "links": links,
     }
@@ -87,8 +117,10 @@ def plan_summary(plan, timeline, instance: SchedulingInstance, *, baselines: dic
 def clustering_summary(result) -> dict[str, Any]:
     """What `plan-inspect --clusters` prints about a `CoarseningResult` (times in the instance's unit).
 
-    Critical paths use the coarsener's estimates: each task at its mean duration over eligible devices and every
-    edge at the most common cross-device link (so 'before' is the op graph with every edge cut).
+    `critical_path` is the op graph's, as `plan-inspect` defines it (fastest device, free links).  The
+    `critical_path_estimate_*` figures are the coarsener's own, a different quantity: each task at its mean
+    duration over eligible devices and every edge at the most common cross-device link ('ops' is the op graph with
+    every edge cut, 'clusters' the cluster graph with only the edges between clusters cut).
     """
     tick = result.fine.tick_s or 1.0
     sizes = sorted(result.sizes, reverse=True)
@@ -101,6 +133,7 @@ def clustering_summary(result) -> dict[str, Any]:
         "mean_cluster_size": sum(sizes) / len(sizes) if sizes else 0,
         "cut_bytes": int(result.cut_bytes),
         "total_edge_bytes": int(result.fine.edge_bytes.sum()) if result.fine.edges else 0,
+        "critical_path": result.fine.critical_path_tick() * tick,
         "critical_path_before": result.critical_path_before_tick * tick,
         "critical_path_after": result.critical_path_after_tick * tick,
         "time_unit": result.fine.time_unit,

@@ -1,25 +1,30 @@
 """Terminal rendering of reports with rich (kept apart from the pure summaries in report.py).
 
-Bytes are printed by `planner.ir.units.format_bytes`, the project's one bytes formatter.
+Bytes and times are printed by `planner.ir.units.format_bytes` and `format_time`, the project's one formatter of
+each (so a table, a progress line and a picture say the same thing the same way).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from planner.ir.units import format_bytes
+from planner.ir.units import format_time as _format_time
 
 
-def human_time(t: float, unit: str) -> str:
-    if unit != "s":
-        return f"{t:g} {unit}"
-    for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if t >= scale:
-            return f"{t / scale:.3f} {name}"
-    return f"{t / 1e-9:.1f} ns"
+def format_time(value: float, unit: str) -> str:
+    """`planner.ir.units.format_time` in the summary's unit (shorter to call in the tables below)."""
+    return _format_time(value, unit=unit)
+
+
+def _console() -> Console:
+    """A console that does not wrap a line mid-phrase when the output is piped (rich assumes 80 columns there)."""
+    piped = not sys.stdout.isatty()
+    return Console(soft_wrap=True, width=200 if piped else None)
 
 
 def human_count(n: float) -> str:
@@ -30,25 +35,28 @@ def human_count(n: float) -> str:
 
 
 def print_inspect_table(summary: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or _console()
     unit = summary["hardware"]["time_unit"]
     totals = Table(title=f"Model {summary['model']}", show_header=False)
     before = summary.get("num_ops_before_passes", summary["num_ops"])
     totals.add_row("ops (after folding, dead code)", f"{summary['num_ops']} (of {before})")
     totals.add_row("edges", str(summary["num_edges"]))
     totals.add_row("FLOPs (2 x MACs)", human_count(summary["total_flops"]))
-    totals.add_row("parameters", format_bytes(summary["param_bytes"]))
+    totals.add_row("parameters (each initializer once)", format_bytes(summary["param_bytes"]))
+    totals.add_row("parameters as placed (per op; memory checks use this)",
+                   format_bytes(summary["param_bytes_as_placed"]))
     totals.add_row("activations (all outputs)", format_bytes(summary["activation_bytes"]))
     totals.add_row("devices", f"{len(summary['hardware']['devices'])}")
-    totals.add_row("critical path (fastest device, free links)", human_time(summary["critical_path"], unit))
-    totals.add_row("work bound (total work / total speed)", human_time(summary["work_bound"], unit))
-    totals.add_row("serial time on fastest device", human_time(summary["serial_time_fastest_device"], unit))
+    totals.add_row("critical path of the op graph (fastest device, free links)",
+                   format_time(summary["critical_path"], unit))
+    totals.add_row("work bound (total work / total speed)", format_time(summary["work_bound"], unit))
+    totals.add_row("serial time on fastest device", format_time(summary["serial_time_fastest_device"], unit))
     console.print(totals)
     heavy = Table(title="Heaviest ops")
     for col in ("op", "type", "time", "FLOPs"):
         heavy.add_column(col)
     for row in summary["heaviest_ops"]:
-        heavy.add_row(row["name"], row["op_type"], human_time(row["time"], unit), human_count(row["flops"]))
+        heavy.add_row(row["name"], row["op_type"], format_time(row["time"], unit), human_count(row["flops"]))
     console.print(heavy)
     if summary["estimated_op_types"]:
         est = ", ".join(f"{k} x{v}" for k, v in summary["estimated_op_types"].items())
@@ -59,33 +67,34 @@ def print_inspect_table(summary: dict[str, Any], console: Console | None = None)
 
 def print_plan_table(summary: dict[str, Any], console: Console | None = None) -> None:
     """The plan-solve / plan-simulate summary: quality line, per-device table, links, baselines."""
-    console = console or Console()
+    console = console or _console()
     unit = summary["time_unit"]
     console.print(
         f"[bold]{summary['method']}[/] ({summary['solver'] or 'no solver'}, {summary['status']}): makespan "
-        f"[bold]{human_time(summary['makespan'], unit)}[/], lower bound {human_time(summary['lower_bound'], unit)}, "
-        f"gap {100 * summary['gap']:.1f}%, bubble ratio {summary['bubble_ratio']:.2f} (idle / (devices x makespan))"
+        f"[bold]{format_time(summary['makespan'], unit)}[/], lower bound {format_time(summary['lower_bound'], unit)}, "
+        f"gap {100 * summary['gap']:.1f}%, bubble ratio {summary['bubble_ratio']:.2f} (idle / (devices x makespan))",
     )
+    console.print(f"  lower bound of the {summary['lower_bound_of']}")
     if "cluster_bound" in summary:
-        console.print(f"  on {summary['clusters']} clusters: solver bound {human_time(summary['cluster_bound'], unit)}"
+        console.print(f"  on {summary['clusters']} clusters: solver bound {format_time(summary['cluster_bound'], unit)}"
                       f" ({summary['rounds']} rounds, {summary['solve_time_s']:.1f} s)")
     table = Table()
     for col in ("device", "tasks", "busy", "busy %", "peak memory", "capacity"):
         table.add_column(col, justify="right" if col != "device" else "left")
     for d in summary["devices"]:
         cap = d["capacity_bytes"]
-        table.add_row(d["device"], str(d["tasks"]), human_time(d["busy"], unit), f"{100 * d['busy_fraction']:.0f}",
+        table.add_row(d["device"], str(d["tasks"]), format_time(d["busy"], unit), f"{100 * d['busy_fraction']:.0f}",
                       format_bytes(d["peak_memory_bytes"]), format_bytes(cap) if cap < 2**61 else "unbounded")
     console.print(table)
     console.print(f"bytes across links: {format_bytes(summary['bytes_across_links'])} over "
                   f"{len(summary['links'])} device pairs")
     if summary.get("baselines"):
-        parts = [f"{k} {human_time(v, unit)}" for k, v in summary["baselines"].items()]
+        parts = [f"{k} {format_time(v, unit)}" for k, v in summary["baselines"].items()]
         console.print("baselines on the op graph: " + ", ".join(parts))
 
 
 def print_clustering(summary: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or _console()
     unit = summary["time_unit"]
     table = Table(title="Coarsening", show_header=False)
     table.add_row("ops", str(summary["num_ops"]))
@@ -95,8 +104,11 @@ def print_clustering(summary: dict[str, Any], console: Console | None = None) ->
     table.add_row("largest clusters (ops)", ", ".join(map(str, summary["largest_clusters"])))
     table.add_row("bytes cut / all edge bytes", f"{format_bytes(summary['cut_bytes'])} / "
                   f"{format_bytes(summary['total_edge_bytes'])}")
-    table.add_row("critical path estimate, ops -> clusters", f"{human_time(summary['critical_path_before'], unit)} -> "
-                  f"{human_time(summary['critical_path_after'], unit)}")
+    table.add_row("critical path of the op graph (fastest device, free links; as plan-inspect)",
+                  format_time(summary["critical_path"], unit))
+    table.add_row("coarsening estimate (mean durations, every cut edge paid), ops -> clusters",
+                  f"{format_time(summary['critical_path_before'], unit)} -> "
+                  f"{format_time(summary['critical_path_after'], unit)}")
     console.print(table)
     if "dot" in summary:
         console.print(f"wrote the cluster graph: {summary['dot']}")

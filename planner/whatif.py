@@ -5,12 +5,22 @@ smallest capacity up and, at each capacity, keeps the better of its own plan and
 capacity.  Makespan therefore never decreases as capacity shrinks.  Below the smallest capacity that can fit at all
 (`capacity_lower_bound`: the largest single task's own memory, or total parameters / devices), and wherever the
 planner proves or finds nothing, the answer is "infeasible" with the planner's reason.
+
+Budget.  `options.time_limit_s` is the budget of the whole sweep, as `plan-whatif --time-limit` documents: each
+capacity that is planned gets an equal share of what is left (time a point does not use goes to the points after
+it), so the sweep ends near the budget however many capacities it has.
+
+Lower bound per capacity.  A bound proven at capacity c also holds at every smaller capacity (less memory never
+helps), never at a larger one.  Each row's bound is therefore the best bound proven at its own capacity or any
+larger one (at least the op graph's critical path / work bound, which ignores memory): it never rises with
+memory, and it never exceeds the row's makespan.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +30,7 @@ import numpy as np
 from planner.cost.instance import SchedulingInstance
 from planner.errors import InfeasibleError, InputError
 from planner.heuristics.memory import capacity_lower_bound
-from planner.ir.units import parse_bytes
+from planner.ir.units import format_bytes, format_time, parse_bytes
 from planner.plot import plot_whatif
 from planner.schedule.validate import check_plan
 from planner.solve import SolveOptions, plan_instance
@@ -66,43 +76,66 @@ class WhatIfResult:
         return next((r.capacity_bytes for r in self.rows if r.feasible), None)
 
 
+# a point planned after the budget is spent still gets a moment (HEFT and the bound are fast; the MILP stops early)
+_MIN_SHARE_S = 0.5
+
+
 def _with_capacity(instance: SchedulingInstance, capacity: int) -> SchedulingInstance:
     return dataclasses.replace(instance, capacity_bytes=np.full(instance.num_devices, capacity, dtype=np.int64))
 
 
 def memory_sweep(instance: SchedulingInstance, capacities: Sequence[int], options: SolveOptions,
                  progress: Callable[[str], None] | None = None) -> WhatIfResult:
-    """Plan `instance` at each capacity (ascending); see the module docstring for monotonicity."""
+    """Plan `instance` at each capacity (ascending) within `options.time_limit_s` in all (module docstring)."""
     say = progress or (lambda _m: None)
     tick = instance.tick_s or 1.0
+    unit = instance.time_unit
     bound = capacity_lower_bound(instance)
-    rows: list[WhatIfRow] = []
+    ordered = sorted(capacities)
+    to_plan = [c for c in ordered if c >= bound.capacity_bytes]
+    deadline = time.monotonic() + options.time_limit_s
+    kept = []  # per capacity: (capacity, (kept op plan, capacity it was found at) or None, peak, bound here, why)
     best = None  # (op plan, capacity it was found at)
-    for capacity in sorted(capacities):
+    for capacity in ordered:
         inst = _with_capacity(instance, capacity)
         reason = ""
         found = None
+        own_bound = instance.trivial_lower_bound_tick()
         if capacity < bound.capacity_bytes:
             reason = f"below the smallest capacity that can fit ({bound.reason})"
         else:
+            left = len(to_plan) - to_plan.index(capacity)
+            share = max(deadline - time.monotonic(), 0.0) / left
             try:
-                found = plan_instance(inst, options).op_plan
+                found = plan_instance(inst, dataclasses.replace(options, time_limit_s=max(share, _MIN_SHARE_S))).op_plan
+                own_bound = max(own_bound, found.lower_bound_tick)
             except InfeasibleError as exc:
                 reason = str(exc)
         if found is not None and (best is None or found.makespan_tick <= best[0].makespan_tick):
             best = (found, capacity)
+        peak = 0
         if best is not None:
-            plan, source = best
-            violations, profile = check_plan(inst, plan)
+            violations, profile = check_plan(inst, best[0])
             assert not violations, violations  # a plan that fits less memory fits this much
             peak = int(max(profile.peak_bytes)) if profile is not None else 0
-            rows.append(WhatIfRow(capacity, True, plan.makespan_tick * tick, plan.lower_bound_tick * tick, peak,
-                                  source))
-            say(f"capacity {capacity} bytes: makespan {plan.makespan_tick} ticks")
+            say(f"capacity {format_bytes(capacity)}: makespan {format_time(best[0].makespan_tick * tick, unit=unit)}, "
+                f"peak memory {format_bytes(peak)}")
         else:
+            say(f"capacity {format_bytes(capacity)}: infeasible ({reason})")
+        kept.append((capacity, best, peak, own_bound, reason))
+    # bounds from the top down: a bound at a larger capacity holds here too
+    floor = 0
+    rows: list[WhatIfRow] = []
+    for capacity, chosen, peak, own_bound, reason in reversed(kept):
+        floor = max(floor, own_bound)
+        if chosen is None:
             rows.append(WhatIfRow(capacity, False, float("nan"), float("nan"), 0, 0, reason))
-            say(f"capacity {capacity} bytes: infeasible ({reason})")
-    return WhatIfResult(tuple(rows), instance.time_unit, bound.capacity_bytes, bound.reason)
+            continue
+        plan, source = chosen
+        lb = min(floor, plan.makespan_tick)
+        rows.append(WhatIfRow(capacity, True, plan.makespan_tick * tick, lb * tick, peak, source))
+    rows.reverse()
+    return WhatIfResult(tuple(rows), unit, bound.capacity_bytes, bound.reason)
 
 
 def write_whatif(result: WhatIfResult, out_dir: Path) -> tuple[Path, Path]:

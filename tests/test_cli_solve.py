@@ -42,18 +42,27 @@ def test_default_solve_plans_the_bundled_moe_and_draws_it(tmp_path, capsys):
     out = tmp_path / "plan.json"
     assert solve_main(["--time-limit", "8", "--out", str(out), "--quiet"]) == 0
     plan = json.loads(out.read_text())
-    assert plan["task_ops"], "a coarsened plan maps its clusters back to ops"
-    ops = [op for members in plan["task_ops"].values() for op in members]
+    # issue 13: `tasks` lists every op of the model under its own name; the clusters the search used are beside
+    assert plan["clusters"], "a coarsened plan records its clusters beside the ops"
+    assert plan["task_ops"] == {}
+    ops = [op for members in plan["clusters"].values() for op in members]
     assert len(ops) == len(set(ops))
+    assert sorted(ops) == sorted(t["id"] for t in plan["tasks"])  # every op once, in a cluster and in `tasks`
+    cluster_device = {}
+    by_op = {t["id"]: t for t in plan["tasks"]}
+    for name, members in plan["clusters"].items():
+        cluster_device[name] = {by_op[op]["device"] for op in members}
+        assert len(cluster_device[name]) == 1, name  # a cluster's ops share its device
     assert plan["lower_bound"] <= plan["makespan"]
+    assert max(t["end"] for t in plan["tasks"]) == pytest.approx(plan["makespan"])
     assert (tmp_path / "plan.gantt.png").stat().st_size > 10_000
     trace = json.loads((tmp_path / "plan.trace.json").read_text())
     from planner.schedule.trace import COMPUTE_TID
 
     compute = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("tid") == COMPUTE_TID]
     per_device: dict[int, int] = {}
-    for task in plan["tasks"]:  # one trace event per op, on the compute thread of its cluster's device
-        per_device[task["device_index"]] = per_device.get(task["device_index"], 0) + len(plan["task_ops"][task["id"]])
+    for task in plan["tasks"]:  # one trace event per op, on the compute thread of its device
+        per_device[task["device_index"]] = per_device.get(task["device_index"], 0) + 1
     seen: dict[int, int] = {}
     for e in compute:
         seen[e["pid"]] = seen.get(e["pid"], 0) + 1

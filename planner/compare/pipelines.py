@@ -27,7 +27,7 @@ from pathlib import Path
 
 from formulations.pipeline import solve_pipeline, split_start_times
 from planner.compare.model_costs import ModelCosts
-from planner.compare.plot import plot_side_by_side
+from planner.compare.plot import plot_schedule, plot_side_by_side
 from planner.errors import OpplanError
 from planner.pipeline.generators import RequirementError
 from planner.pipeline.greedy import best_greedy
@@ -35,7 +35,6 @@ from planner.pipeline.metrics import PipelineFigures, figures
 from planner.pipeline.registry import GENERATORS, Scales, UnitCosts, pipeline_for
 from planner.pipeline.streams import simulate_pipeline
 from planner.pipeline.unroll import TrainingPipeline
-from planner.plot import plot_gantt
 from planner.schedule.atomic import atomic_write_text
 from planner.schedule.program import Schedule
 from planner.schedule.timeline import Timeline
@@ -86,6 +85,12 @@ class Comparison:
             "param_memory": max(f.param_bytes, default=0) / self.scales.bytes_per_unit,
         }
 
+    def units(self) -> tuple[str, str]:
+        """(time unit, memory unit) of every figure: the model's ("us", "MiB"), or the user's own on unit costs."""
+        if isinstance(self.costs, ModelCosts):
+            return self.costs.time_unit, self.costs.memory_unit
+        return "unit", "unit"
+
     def csv_text(self) -> str:
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
@@ -95,21 +100,34 @@ class Comparison:
         return buf.getvalue()
 
     def table(self) -> str:
-        lines = [f"{'schedule':<18}{'makespan':>10}{'bubble':>9}{'peak mem':>10}{'params':>8}"]
+        """The table plan-compare prints: one row per schedule, figures in the comparison's units (`units`)."""
+        time_unit, memory_unit = self.units()
+        lines = [f"{'schedule':<18}{'makespan':>12}{'bubble':>9}{'peak mem':>12}{'params':>12}",
+                 f"{'':<18}{f'({time_unit})':>12}{'':>9}{f'({memory_unit})':>12}{f'({memory_unit})':>12}"]
         for r in self.rows:
             if r.skipped:
                 lines.append(f"{r.name:<18}skipped: {r.skipped}")
                 continue
             v = self.values(r)
-            lines.append(f"{r.name:<18}{v['makespan']:>10.4g}{v['bubble_ratio']:>9.2%}{v['peak_memory']:>10.4g}"
-                         f"{v['param_memory']:>8.4g}")
+            lines.append(f"{r.name:<18}{_figure(v['makespan']):>12}{v['bubble_ratio']:>9.2%}"
+                         f"{_figure(v['peak_memory']):>12}{_figure(v['param_memory']):>12}")
         opp = next((r for r in self.rows if r.name == "opplan" and not r.skipped), None)
         if opp is not None:
-            lines.append(f"opplan: {opp.notes.get('status')}, bound {opp.notes.get('bound_units')}, gap "
+            bound = opp.notes.get("bound_units")
+            cap = self.memory_cap_units
+            lines.append(f"opplan: {opp.notes.get('status')}, bound "
+                         f"{_figure(bound) + ' ' + time_unit if isinstance(bound, (int, float)) else bound}, gap "
                          f"{opp.notes.get('gap', 0):.1%}, placement {opp.notes.get('placement')}, warm start "
                          f"{opp.notes.get('warm_start') or 'none'}, "
-                         f"memory cap {self.memory_cap_units}, {opp.notes.get('solve_time_s', 0):.1f} s")
+                         f"memory cap {_figure(cap) + ' ' + memory_unit if cap is not None else 'none'}, "
+                         f"{opp.notes.get('solve_time_s', 0):.1f} s")
         return "\n".join(lines)
+
+
+def _figure(value: float) -> str:
+    """One number format for a column: at most 4 significant digits below 10^4, whole numbers above, never an
+    exponent (1.121e+04 beside 9962 reads as a different magnitude)."""
+    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
 
 
 def _pipeline(name: str, p: int, m: int, costs, scales: Scales) -> TrainingPipeline:
@@ -238,10 +256,7 @@ def write_outputs(cmp: Comparison, out_dir: str | os.PathLike[str], *, pictures:
     if pictures:
         for r in cmp.ok_rows():
             path = out / f"{r.name}.png"
-            v = cmp.values(r)
-            title = (f"{r.name}: makespan {v['makespan']:.4g}, bubble ratio {v['bubble_ratio']:.1%}, "
-                     f"peak memory {v['peak_memory']:.4g}")
-            plot_gantt(r.timeline, path, title=title)  # type: ignore[arg-type]
+            plot_schedule(cmp, r, path)  # the figures of compare.csv, in its units (planner.compare.plot)
             written.append(path)
         written.append(plot_side_by_side(cmp, out / "side_by_side.png"))
     return written

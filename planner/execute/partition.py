@@ -14,7 +14,8 @@ makes it; graph outputs made off rank 0 are sent to rank 0, which collects the o
 does not need yet, so the matching is the same for backends that match by tag (gloo) and by order (NCCL).  Each
 transfer has a unique `tag`, and the shape and dtype the receiver allocates come from the graph's static shapes.
 
-Devices and ranks.  One rank per planned device by default; with fewer processes, device d runs on rank d % N.
+Devices and ranks.  One rank per planned device by default; with fewer processes, device d runs on rank d % N;
+more processes than devices are refused (they would have nothing to run).
 """
 
 from __future__ import annotations
@@ -101,9 +102,12 @@ def _op_assignment(plan: Plan, graph: OpGraph, where: str) -> tuple[dict[str, in
 def partition_plan(plan: Plan, graph: OpGraph, nproc: int | None = None, where: str = "<plan>") -> Partition:
     """Ranks, per-rank op orders and transfers for running `plan` (a plan of `graph`) on `nproc` ranks."""
     num_devices = len(plan.device_names)
-    world = nproc or num_devices
+    world = num_devices if nproc is None else nproc  # not `nproc or ...`: 0 is an error, not "the default"
     if world < 1:
         raise InputError(f"--nproc {world}: must be at least 1")
+    if world > num_devices:  # a rank with no device would have no ops: refuse rather than idle in silence
+        raise InputError(f"--nproc {world}: the plan has {num_devices} devices, so at most {num_devices} ranks "
+                         "have work", path=where, fix=f"use --nproc {num_devices} or fewer, or re-plan on more devices")
     rank_of_device = tuple(d % world for d in range(num_devices))
     device, key = _op_assignment(plan, graph, where)
     # Global order: Kahn's algorithm with the plan's priority.

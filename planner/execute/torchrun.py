@@ -34,6 +34,7 @@ from planner.execute.dist import RunSpec, run_rank
 from planner.execute.partition import partition_plan
 from planner.execute.program import default_feeds
 from planner.execute.runner import build_report, load_checked_plan
+from planner.ir.units import format_time
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -52,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     try:
         plan, graph = load_checked_plan(args.plan)
-        part = partition_plan(plan, graph, args.nproc or world, str(args.plan))
+        part = partition_plan(plan, graph, world if args.nproc is None else args.nproc, str(args.plan))
         if part.world_size != world:
             raise InputError(f"torchrun started {world} ranks; the plan needs {part.world_size} "
                              f"(or pass --nproc {world})", path=str(args.plan))
@@ -72,8 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if rank == 0:
         report = build_report(args.plan, plan, part, results, results[0].outputs, feeds if args.check else None,
                               args.backend, args.repeat, args.warmup, args.report)
-        print(f"measured makespan {report['measured_makespan_s']:.6f} s, simulated "
-              f"{report['simulated_makespan_s']}, max abs error {report['max_abs_error']}")
+        sim = report["simulated_makespan_s"]
+        print(f"measured makespan {format_time(report['measured_makespan_s'])}, simulated "
+              f"{format_time(sim) if sim is not None else 'n/a'}, max abs error {report['max_abs_error']}")
     return 0
 
 

@@ -319,7 +319,7 @@ def _memory_message(instance: SchedulingInstance, t: int, d: int, chk, method: P
     }
     parts["input copies"] = chk.need_bytes - sum(parts.values())
     detail = ", ".join(f"{k} {v}" for k, v in parts.items() if v)
-    return (f"{method}: task {instance.task_names[t]!r} fits on no device: it needs {show_bytes(chk.need_bytes)}"
+    return (f"task {instance.task_names[t]!r} fits on no device: it needs {show_bytes(chk.need_bytes)}"
             f" ({detail or 'nothing'}); the best device, {instance.device_names[d]}, has"
             f" {show_bytes(max(0, chk.free_bytes))} free of {show_bytes(int(instance.capacity_bytes[d]))}")
 

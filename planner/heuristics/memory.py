@@ -109,7 +109,7 @@ def capacity_lower_bound(instance: SchedulingInstance) -> CapacityBound:
         if value > best.capacity_bytes:
             best = CapacityBound(
                 value,
-                f"the parameters ({show_bytes(total)} in all) need at least {show_bytes(share)} on one of"
+                f"the parameters as placed ({show_bytes(total)} in all) need at least {show_bytes(share)} on one of"
                 f" {num_dev} devices, plus {show_bytes(int(rest.min()))} for the smallest task's other memory",
             )
     eligible = instance.duration_tick < INELIGIBLE

@@ -255,9 +255,10 @@ def _one_line(err: ValidationError, shown: str) -> InputError:
     errors = err.errors(include_url=False)
     # A misspelt key also makes its correct spelling "missing": report the misspelling, it names the fix.
     errors.sort(key=lambda e: e["type"] != "extra_forbidden")
-    first = errors[0]
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return InputError(f"{_loc_text(tuple(first['loc']))}: {_describe(first)}{more}", path=shown)
+    # Every problem is named (still one line): a user fixing one typo should not have to run again to meet the next.
+    first, *others = [f"{_loc_text(tuple(e['loc']))}: {_describe(e)}" for e in errors]
+    more = f" (and {len(others)} more): {'; '.join(others)}" if others else ""
+    return InputError(f"{first}{more}", path=shown)
 
 
 # --- profile -> Topology --------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from planner.errors import InputError
 
 __all__ = [
     "UnitError",
+    "bytes_axis",
     "format_bandwidth",
     "format_bytes",
     "format_flops",
@@ -34,6 +35,7 @@ __all__ = [
     "parse_bytes",
     "parse_flops",
     "parse_time",
+    "time_axis",
     "to_bytes",
     "to_bytes_per_s",
     "to_flops_per_s",
@@ -221,9 +223,41 @@ def format_flops(flops_per_s: float, *, digits: int = 4) -> str:
     return _scaled(flops_per_s, (*steps, (1.0, "FLOPS")), digits)
 
 
-def format_time(seconds: float, *, digits: int = 4) -> str:
-    """5e-6 -> '5us', 0.0021 -> '2.1ms', 1.5 -> '1.5s'."""
-    if seconds == 0:
+_TIME_STEPS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns"))
+_BYTE_STEPS = ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+
+
+def format_time(value: float, *, unit: str = "s", digits: int = 4) -> str:
+    """The project's one time formatter: 5e-6 -> '5us', 0.0021 -> '2.1ms', 1.5 -> '1.5s'.
+
+    `unit` is the unit `value` is in: "s" (ONNX models) is scaled to a readable prefix; any other unit (a task
+    graph's own, such as "unit" or "cycles") is kept as written: format_time(12, unit="unit") -> '12 unit'.
+    """
+    if unit != "s":
+        return f"{value:.{digits}g} {unit}"
+    if value == 0:
         return "0s"
-    steps = ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns"))
-    return _scaled(seconds, steps, digits)
+    return _scaled(value, _TIME_STEPS, digits)
+
+
+def time_axis(span: float, unit: str = "s") -> tuple[float, str]:
+    """(divisor, label) for an axis of times up to `span` (in `unit`): values / divisor are in the label's unit.
+
+    Seconds get the prefix `format_time` would print for `span` (0.0013 s -> (1e-3, 'ms')); any other unit is
+    kept as is.  Pictures use this so that their axes read like the tables and CSVs beside them.
+    """
+    if unit != "s":
+        return 1.0, unit
+    for scale, name in _TIME_STEPS:
+        if abs(span) >= scale:
+            return scale, name
+    return _TIME_STEPS[-1]
+
+
+def bytes_axis(largest_bytes: float) -> tuple[float, str]:
+    """(divisor, label) for an axis of sizes up to `largest_bytes`, in the binary units of `format_bytes`
+    (300 KiB -> (1024, 'KiB')); below 1 KiB, bytes."""
+    for scale, name in _BYTE_STEPS:
+        if abs(largest_bytes) >= scale:
+            return float(scale), name
+    return 1.0, "B"

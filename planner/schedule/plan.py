@@ -98,6 +98,9 @@ class Plan:
     # the --input-shape and --input-value options the model was planned with (ONNX models; empty otherwise)
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     input_values: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    # cluster -> its member ops, recorded beside an op-level plan (whose tasks are the input's own ids) to show how
+    # the planner grouped them; informational, nothing reads it back into the schedule
+    clusters: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def gap(self) -> float:

@@ -16,7 +16,10 @@ Format version 1 (keys at the top level)::
     model_path, model_sha256, hardware_path, hardware_sha256
     devices           device names, in index order
     tasks             list of {id, device (name), device_index, stage, start, end, start_tick, end_tick}
-    task_ops          {task: [op, ...]} for coarsened inputs (clusters -> ops), else {}
+    task_ops          {task: [op, ...]} for a plan whose tasks are clusters (clusters -> ops), else {}
+    clusters          optional {cluster: [op, ...]}: how the planner grouped the tasks of an op-level plan (the
+                      plans `plan-solve` writes list every task/op of the input under its own id in `tasks`, and
+                      record the clusters here; informational)
     input_shapes      optional: {graph input: [dims]} the model was planned with (--input-shape)
     input_values      optional: {graph input: [values]} the model was planned with (--input-value)
 
@@ -92,6 +95,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "task_ops": {k: list(v) for k, v in plan.task_ops.items()},
         "input_shapes": {k: list(v) for k, v in plan.input_shapes.items()},
         "input_values": {k: list(v) for k, v in plan.input_values.items()},
+        "clusters": {k: list(v) for k, v in plan.clusters.items()},
     }
 
 
@@ -202,6 +206,11 @@ def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
         if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
             raise r.fail(f"input_values.{k}", "must be a list of numbers")
         input_values[k] = tuple(float(x) for x in v)
+    clusters: dict[str, tuple[str, ...]] = {}
+    for k, v in r.get(data, "clusters", (dict,), default={}).items():
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise r.fail(f"clusters.{k}", "must be a list of op names")
+        clusters[k] = tuple(v)
     return Plan(
         instance_name=r.get(data, "instance", (str,), default=""),
         placements=tuple(placements),
@@ -222,6 +231,7 @@ def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
         task_ops=task_ops,
         input_shapes=input_shapes,
         input_values=input_values,
+        clusters=clusters,
     )
 
 
@@ -233,8 +243,14 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
             text = fh.read()
     except FileNotFoundError:
         raise InputError("plan file not found", path=p, fix="check the path, or create it with plan-solve") from None
+    except IsADirectoryError:
+        raise InputError("is a folder, not a plan file", path=p, fix="pass the plan.json that plan-solve wrote") \
+            from None
     except OSError as exc:
         raise InputError(f"cannot read plan file: {exc.strerror or exc}", path=p) from None
+    except UnicodeDecodeError:  # e.g. --plan model.onnx: a binary file where the JSON plan belongs
+        raise InputError("not a plan file (binary, not JSON text)",
+                         path=p, fix="pass the plan.json that plan-solve wrote") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

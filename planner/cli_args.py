@@ -1,0 +1,111 @@
+"""The one place that checks command-line arguments: a parser whose errors are one line, and typed numbers.
+
+Every command builds its parser with `ArgumentParser` from here.  A bad argument (a missing required flag, an
+unknown choice, a number out of range, text where a number belongs) then reads like every other user error of
+opplan (`planner.errors`): one line ``error: <flag>: <what> (<fix>)`` on stderr, exit status 2, no usage block and
+no traceback, and nothing is computed or written.
+
+The number types (`positive_int`, `count`, `positive_seconds`, `fraction`, ...) are argparse ``type=`` callables:
+they refuse NaN, infinities and values out of range with a message that names the range, so a command body can
+trust its numbers.  Ranges that depend on other inputs (``--nproc`` against a plan's devices) are checked where the
+input is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+__all__ = [
+    "ArgumentParser",
+    "count",
+    "fraction",
+    "nonnegative_float",
+    "nonnegative_int",
+    "positive_float",
+    "positive_int",
+    "positive_seconds",
+]
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """`argparse.ArgumentParser` whose errors are one line on stderr and exit status 2 (`--help` is unchanged)."""
+
+    def error(self, message: str) -> NoReturn:
+        # argparse words its messages "argument --devices: ..."; the flag alone is what the user typed
+        text = message.replace("argument ", "", 1) if message.startswith("argument ") else message
+        print(f"error: {self.prog}: {text} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _number(kind: Callable[[str], float], text: str, expect: str) -> float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expect}, got {text!r}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected {expect}, got {text!r}")
+    return value
+
+
+def _integer(text: str, minimum: int, expect: str) -> int:
+    value = int(_number(int, text, expect))
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected {expect}, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (devices, stages, micro-batches, processes, threads, repetitions)."""
+    return _integer(text, 1, "a whole number >= 1")
+
+
+count = positive_int  # a readable alias where the flag counts things
+
+
+def nonnegative_int(text: str) -> int:
+    """An integer >= 0 (refinement rounds, warm-up repetitions, a seed)."""
+    return _integer(text, 0, "a whole number >= 0")
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (costs, memory in the user's unit)."""
+    value = _number(float, text, "a positive number")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number >= 0 (costs that may be zero: communication, parameter memory)."""
+    value = _number(float, text, "a number >= 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """A time budget in seconds: finite and > 0."""
+    value = _number(float, text, "a positive number of seconds")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A relative value in [0, 1] (a relative gap: 0.01 = 1 %)."""
+    value = _number(float, text, "a fraction between 0 and 1")
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1 (0.01 = 1%), got {text}")
+    return value
+
+
+def overlap_fraction(text: str) -> float:
+    """A duration factor in (0, 1] (an overlapped F&B pair lasts this fraction of its halves)."""
+    value = _number(float, text, "a number in (0, 1]")
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text}")
+    return value
