@@ -38,6 +38,7 @@ class CorpusModule:
     make: Callable[[], nn.Module]
     inputs: dict[str, torch.Tensor]
     input_values: dict[str, list[float]] = field(default_factory=dict)
+    other_values: dict[str, float] = field(default_factory=dict)  # fed when the input is not bound (If at run time)
     needs_cond: bool = False  # control flow written with torch.cond (the legacy exporter needs a scripted twin)
 
 
@@ -162,7 +163,8 @@ class Bert(nn.Module):
 class _SwiGLU(nn.Module):
     def __init__(self, d: int, ff: int) -> None:
         super().__init__()
-        self.w1, self.w3, self.w2 = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False), nn.Linear(ff, d, bias=False)
+        self.w1, self.w3 = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False)
+        self.w2 = nn.Linear(ff, d, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
@@ -326,11 +328,14 @@ class GRUEncoder(nn.Module):
 
 
 class _VADBranch(nn.Module):
-    """One sample rate's front end: strided conv 'STFT', magnitude-like features, a conv encoder, a score."""
+    """One sample rate's front end: a strided conv 'STFT' (window `window`, hop `HOP`), magnitude features, a conv
+    encoder and a per-frame speech probability."""
+
+    HOP = 64
 
     def __init__(self, window: int, c: int = 8) -> None:
         super().__init__()
-        self.stft = nn.Conv1d(1, 2 * c, window, stride=window // 2, bias=False)
+        self.stft = nn.Conv1d(1, 2 * c, window, stride=self.HOP, bias=False)
         self.enc = nn.Sequential(nn.Conv1d(c, c, 3, padding=1), nn.ReLU(), nn.Conv1d(c, c, 3, padding=1), nn.ReLU())
         self.c = c
         self.score = nn.Linear(c, 1)
@@ -338,14 +343,19 @@ class _VADBranch(nn.Module):
     def forward(self, audio: torch.Tensor) -> torch.Tensor:
         s = self.stft(audio.unsqueeze(1))
         mag = torch.sqrt(s[:, :self.c] ** 2 + s[:, self.c:] ** 2 + 1e-6)
-        h = self.enc(torch.log(mag + 1e-3)).mean(-1)
-        return torch.sigmoid(self.score(h))
+        h = self.enc(torch.log(mag + 1e-3)).transpose(1, 2)
+        return torch.sigmoid(self.score(h)).squeeze(-1)
+
+
+def _frame_loudness(audio: torch.Tensor, hop: int) -> torch.Tensor:
+    """Mean |sample| per frame, (batch, frames, 1): what the 8 kHz branch scores a quiet chunk by."""
+    return audio.abs().reshape(audio.shape[0], -1, hop).mean(-1, keepdim=True)
 
 
 class SampleRateVAD(nn.Module):
-    """A voice-activity detector in the style of models shipped with a sample-rate switch: the output is computed
-    by the 16 kHz or the 8 kHz front end depending on the input `sr` (an `If` on an input value; the 8 kHz branch
-    nests a second switch on the loudness of the chunk)."""
+    """A voice-activity detector in the style of models shipped with a sample-rate switch: per-frame speech
+    probabilities computed by the 16 kHz or the 8 kHz front end depending on the input `sr` (an `If` on an input
+    value; the 8 kHz branch nests a second switch on the loudness of the chunk)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -362,7 +372,7 @@ class SampleRateVAD(nn.Module):
                 return self.b8(z)
 
             def quiet(z: torch.Tensor) -> torch.Tensor:
-                return torch.sigmoid(self.quiet(z.abs().mean(-1, keepdim=True)))
+                return torch.sigmoid(self.quiet(_frame_loudness(z, _VADBranch.HOP))).squeeze(-1)
 
             return torch.cond(a.abs().mean() > 0.01, loud, quiet, (a,))
 
@@ -375,13 +385,14 @@ class SampleRateVADScripted(nn.Module):
     def __init__(self, twin: SampleRateVAD) -> None:
         super().__init__()
         self.b16, self.b8, self.quiet = twin.b16, twin.b8, twin.quiet
+        self.hop = _VADBranch.HOP  # TorchScript reads an int attribute, not a class constant of another class
 
     def forward(self, audio: torch.Tensor, sr: torch.Tensor) -> torch.Tensor:
         if bool(sr.reshape(()) == 16000):
             return self.b16(audio)
         if bool(audio.abs().mean() > 0.01):
             return self.b8(audio)
-        return torch.sigmoid(self.quiet(audio.abs().mean(-1, keepdim=True)))
+        return torch.sigmoid(self.quiet(_frame_loudness(audio, self.hop))).squeeze(-1)
 
 
 def corpus_modules() -> list[CorpusModule]:
@@ -415,7 +426,7 @@ def corpus_modules() -> list[CorpusModule]:
         CorpusModule("vad_sr_switch", "VAD with If on the input sample rate (nested If)",
                      lambda: _init_random(SampleRateVAD(), 8),
                      {"audio": torch.randn(1, 512, generator=gen), "sr": torch.tensor([16000])},
-                     input_values={"sr": [16000]}, needs_cond=True),
+                     input_values={"sr": [16000]}, other_values={"sr": 8000}, needs_cond=True),
         CorpusModule("cnn_classifier", "Conv + BatchNorm + pooling classifier",
                      lambda: _init_random(ConvBNClassifier(), 9), {"x": torch.rand(2, 3, 32, 32, generator=gen)}),
     ]
