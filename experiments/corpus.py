@@ -326,13 +326,23 @@ def write_table(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
         writer.writerows(rows)
 
 
+def _us(seconds: str) -> str:
+    return f"{float(seconds) * 1e6:.1f} µs" if seconds else ""
+
+
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
-    """The README's table: one line per model file."""
-    cols = ("model", "source", "exporter", "ops", "import", "makespan_s", "lower_bound_s", "ranks", "max_rel_error",
-            "result")
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    """The README's table: one line per model file (errors without the file's folder)."""
+    lines = ["| model | source | exporter | ops | import | HEFT makespan | lower bound | run plan, ranks, transfers "
+             "| max abs error | max rel error | result |", "|---|---|---|---:|---|---:|---:|---|---:|---:|---|"]
     for r in rows:
-        lines.append("| " + " | ".join(str(r[c]).replace("|", "/") for c in cols) + " |")
+        result = str(r["result"])
+        for part in result.split():
+            if os.sep in part and ".onnx" in part:
+                result = result.replace(part, Path(part.rstrip(":")).name + (":" if part.endswith(":") else ""))
+        run = f"{r['run_plan']}, {r['ranks']}, {r['transfers']}" if r["ranks"] != "" else ""
+        cells = [r["model"], r["source"], r["exporter"] or "—", r["ops"], r["import"], _us(r["makespan_s"]),
+                 _us(r["lower_bound_s"]), run, r["max_abs_error"], r["max_rel_error"], result]
+        lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
     return "\n".join(lines)
 
 
