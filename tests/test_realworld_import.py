@@ -213,3 +213,30 @@ def test_plan_run_uses_the_plans_shapes_and_refuses_others_unless_replan(shaped_
                      comm_timeout_s=30, run_timeout_s=120)
     assert again.report["replanned"] and again.report["input_shapes"] == {"x": [1, 3, 32, 32]}
     assert again.report["max_abs_error"] <= 1e-5
+
+
+def test_ir3_model_with_initializers_not_listed_as_inputs_imports_and_runs(tmp_path):
+    # onnxruntime's shipped datasets/mul_1.onnx: IR 3, initializer W not among the graph inputs; onnxruntime runs it
+    graph = helper.make_graph([helper.make_node("Mul", ["X", "W"], ["Y"])], "g",
+                              [helper.make_tensor_value_info("X", F, [3, 2])],
+                              [helper.make_tensor_value_info("Y", F, [3, 2])],
+                              [_init("W", R.standard_normal((3, 2)).astype(np.float32))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 7)], ir_version=3)
+    path = tmp_path / "ir3.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(onnx.checker.ValidationError):  # what the importer used to pass on as "invalid ONNX model"
+        onnx.checker.check_model(model)
+    g = prepared_graph(path)
+    assert list(g.graph_inputs) == ["X"] and [op.op_type for op in g.ops] == ["Mul"]
+    _check_against_ort(path, g)
+
+
+def test_a_sequence_output_is_refused_with_the_zipmap_fix(tmp_path):
+    # a classifier's ZipMap-style output (sequence of maps) is not a tensor: name it and say how to export tensors
+    seq = helper.make_tensor_sequence_value_info("probs", F, None)
+    graph = helper.make_graph([helper.make_node("SequenceConstruct", ["X"], ["probs"])], "g",
+                              [helper.make_tensor_value_info("X", F, [3, 2])], [seq])
+    path = tmp_path / "seq.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    with pytest.raises(InputError, match=r"graph output\(s\) 'probs' \(sequence_type\) are not tensors.*zipmap"):
+        load_model(path)

@@ -77,6 +77,7 @@ _MAX_ROUNDS = 32  # inference rounds: constant evaluation, If inlining, upgrade 
 _CONTRIB_DOMAINS = frozenset({"com.microsoft"})
 _CANON_DOMAIN = {"ai.onnx": ""}
 _SHOW = 5  # items listed in one error message
+_IR_INITIALIZERS_APART = 4  # from this IR version on an initializer need not be listed among the graph inputs
 
 
 # --------------------------------------------------------------------------- public API
@@ -140,6 +141,8 @@ def _normalized_cached(stamp: tuple, shown: str, shapes: tuple, values: tuple
             raise InputError(f"cannot inline the model's local functions: {_one_line(exc)}", path=shown,
                              fix="re-export the model; onnx.checker.check_model shows the details") from None
     _check_op_types(model, shown)
+    _check_tensor_outputs(model, shown)
+    _read_old_ir_as_4(model, external)
     _check_structure(model, p, shown, external)
     if shapes:
         _apply_input_shapes(model, dict(shapes), shown)
@@ -180,6 +183,26 @@ def _parse(data: bytes, shown: str) -> ModelProto:
         raise InputError("not an ONNX model (no IR version or no graph)", path=shown,
                          fix="pass an .onnx model file; re-export it if it is truncated or corrupt")
     return model
+
+
+def _read_old_ir_as_4(model: ModelProto, external: bool) -> None:
+    """IR 3 asked that every initializer also be a graph input; files of that time often list only the real
+    inputs (onnxruntime's own `datasets/mul_1.onnx`), and onnxruntime runs them.  Such a graph means the same
+    read as IR 4 (an initializer that is also an input stays an input with a default), so the in-memory copy is
+    read as IR 4 rather than refused by the checker.  External data is checked from the file, so left alone."""
+    if not external and model.ir_version < _IR_INITIALIZERS_APART:
+        model.ir_version = _IR_INITIALIZERS_APART
+
+
+def _check_tensor_outputs(model: ModelProto, shown: str) -> None:
+    """Graph outputs must be tensors: a sequence or map output (ai.onnx.ml ZipMap, SequenceConstruct) has no
+    shape to plan with nor a tensor to send between ranks."""
+    bad = [f"{vi.name!r} ({vi.type.WhichOneof('value')})" for vi in model.graph.output
+           if vi.type.WhichOneof("value") not in (None, "tensor_type")]
+    if bad:
+        raise InputError(f"graph output(s) {', '.join(bad[:_SHOW])} are not tensors; opplan plans and runs tensor "
+                         "graphs", path=shown, fix="export the model with tensor outputs (e.g. skl2onnx's "
+                                                   "options={'zipmap': False} for classifiers)")
 
 
 def _check_structure(model: ModelProto, p: Path, shown: str, external: bool) -> None:
