@@ -35,23 +35,31 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from formulations.backends import get_backend
 from formulations.solve_instance import solve_placement
-from planner.coarsen import coarsen, contract, expand_plan
-from planner.coarsen.refine import as_singletons, project_plan, refine, replay, split_to_target
+from planner.coarsen import expand_plan
+from planner.coarsen.refine import as_singletons
+from planner.coarsen.respect import respecting_clusters
 from planner.cost.instance import SchedulingInstance
 from planner.decompose import Decomposition, decompose_and_solve
 from planner.errors import InfeasibleError
 from planner.heuristics.baselines import round_robin, single_device
-from planner.heuristics.list_schedule import heft
+from planner.heuristics.list_schedule import Rank, heft
+from planner.ir.units import format_time
+from planner.lns import lns
+from planner.schedule.errors import PlanInvalidError
 from planner.schedule.plan import Plan
 from planner.schedule.validate import validate_plan
 
 ProgressFn = Callable[[str], None]
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class Method(enum.Enum):
@@ -78,7 +86,27 @@ class SolveOptions:
 
 # CP-SAT handles a hundred-odd clusters on 8 devices comfortably; big-M MILPs stall far earlier (see README).
 DEFAULT_CLUSTERS = {"cpsat": 96, "scip": 24, "cbc": 16, "highs": 16}
-FIRST_ROUND_SHARE = 0.5
+CLUSTER_ROUND_FACTOR = 4  # a cluster round runs on at most this many times the backend's cluster count
+CLUSTER_SHARE = 0.3  # of the time left, what one cluster round may use (LNS gets the rest)
+
+
+def tick_formatter(instance: SchedulingInstance) -> Callable[[int], str]:
+    """Ticks -> text with a unit: seconds when the instance has a tick length, else its own time unit."""
+    if instance.tick_s:
+        tick_s = instance.tick_s
+        return lambda t: format_time(t * tick_s)
+    unit = instance.time_unit or "tick"
+    return lambda t: f"{t} {unit}"
+
+
+@dataclass(frozen=True)
+class PhaseLog:
+    """A step of the search that improved the incumbent: which part (a list scheduler's name, 'decomposition',
+    'cluster round', 'LNS'), the makespan it reached, and the seconds it took."""
+
+    source: str
+    makespan_tick: int
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -120,6 +148,12 @@ class Outcome:
     baselines: Mapping[str, int] = field(default_factory=dict)
     lower_bound_tick: int = 0  # for the op graph (decomposition bound); equals op_plan.lower_bound_tick
     decomposition: Decomposition | None = None
+    phases: tuple[PhaseLog, ...] = ()  # the incumbent's history: first the list schedule, last what found the plan
+
+    @property
+    def found_by(self) -> str:
+        """The part of the search that found the returned plan (see `PhaseLog`)."""
+        return self.phases[-1].source if self.phases else str(self.op_plan.method)
 
     def saved_plan(self) -> Plan:
         """The cluster plan (with its map back to ops), or, when no op was grouped with another, the op plan itself
@@ -154,7 +188,12 @@ def baseline_makespans(fine: SchedulingInstance) -> dict[str, int]:
 
 def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions(),
                   progress: ProgressFn | None = None) -> Outcome:
-    """Plan an op-level instance with the chosen method (see module docstring); the result is validated."""
+    """Plan an op-level instance with the chosen method (see module docstring); the result is validated.
+
+    On a valid input this never fails because of the search: every candidate is checked before it can become the
+    incumbent, and a phase that fails inside (a bug) is logged with its traceback and skipped, so the plan of
+    the phases before it is returned.  Only what no search can fix (no device for a task, memory nothing fits:
+    `InfeasibleError` from the list schedulers) reaches the caller."""
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
     if options.method is not Method.MILP:
@@ -163,26 +202,56 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
         singletons = tuple((i,) for i in range(fine.num_tasks))
         return Outcome(plan=plan, op_plan=plan, fine=fine, coarse=fine, clusters=singletons,
                        baselines=baseline_makespans(fine))
+    unit = tick_formatter(fine)
     fine_bound = fine.trivial_lower_bound_tick()
-    incumbent = heft(fine)  # the op-level incumbent: HEFT, or the stitched decomposition plan when shorter
+    incumbent = _best_list_schedule(fine)
+    phases = [PhaseLog(str(incumbent.method), incumbent.makespan_tick, time.monotonic() - t0)]
+    say(f"list scheduling: {incumbent.method} {unit(incumbent.makespan_tick)} (the incumbent); op-graph bound "
+        f"{unit(fine_bound)} (critical path {unit(fine.critical_path_tick())}, work / speed "
+        f"{unit(fine.work_bound_tick())})")
     decomposition = None
     if options.decomposition_share > 0 and fine.num_tasks > 1:
-        decomposition = decompose_and_solve(fine, time_limit_s=options.decomposition_share * options.time_limit_s,
-                                            backend=options.backend, threads=options.threads, seed=options.seed,
-                                            progress=say)
-        fine_bound = max(fine_bound, min(decomposition.bound_tick, incumbent.makespan_tick))
-        if decomposition.plan is not None and decomposition.plan.makespan_tick < incumbent.makespan_tick:
-            incumbent = decomposition.plan
-        say(f"decomposition: {len(decomposition.segments)} segments ({decomposition.solved} by the solver), "
-            f"op-level bound {fine_bound}, stitched plan "
-            f"{decomposition.plan.makespan_tick if decomposition.plan is not None else 'none'}, HEFT "
-            f"{incumbent.makespan_tick if incumbent.method == 'heft' else '(worse)'}; {decomposition.seconds:.1f}s")
+        t1 = time.monotonic()
+        decomposition = _guarded("decomposition", say, lambda: decompose_and_solve(
+            fine, time_limit_s=options.decomposition_share * options.time_limit_s, backend=options.backend,
+            threads=options.threads, seed=options.seed, progress=say))
+        if decomposition is not None:
+            fine_bound = max(fine_bound, min(decomposition.bound_tick, incumbent.makespan_tick))
+            stitched = decomposition.plan
+            if stitched is not None and stitched.makespan_tick < incumbent.makespan_tick:
+                incumbent = stitched
+                phases.append(PhaseLog("decomposition", stitched.makespan_tick, time.monotonic() - t1))
+            say(f"decomposition: {len(decomposition.segments)} segments ({decomposition.solved} by the solver), "
+                f"op-level bound {unit(fine_bound)}, stitched plan "
+                f"{unit(stitched.makespan_tick) if stitched is not None else 'none'}; incumbent "
+                f"{unit(incumbent.makespan_tick)}; {decomposition.seconds:.1f}s")
     best: ClusterSolution | None = None
     rounds: list[RoundLog] = []
-    if incumbent.makespan_tick > fine_bound:
-        best, rounds = _bilevel(fine, incumbent, options, t0, say)
+    if incumbent.makespan_tick <= fine_bound:
+        say(f"the incumbent ({incumbent.method}, {unit(incumbent.makespan_tick)}) meets the lower bound: optimal")
     else:
-        say(f"the incumbent ({incumbent.method}, {incumbent.makespan_tick} ticks) meets the lower bound: optimal")
+        found = _guarded("cluster rounds", say, lambda: _cluster_rounds(fine, incumbent, options, t0, say, unit))
+        if found is not None:
+            best, rounds = found
+            if best is not None and best.op_plan.makespan_tick < incumbent.makespan_tick:
+                phases.append(PhaseLog("cluster round", best.op_plan.makespan_tick,
+                                       sum(r.seconds for r in rounds)))
+                incumbent = best.op_plan
+        left = options.time_limit_s - (time.monotonic() - t0)
+        if incumbent.makespan_tick > fine_bound and left > 0.5:
+            start = incumbent
+            say(f"LNS on the op plan from {unit(start.makespan_tick)} ({left:.0f}s left; bound {unit(fine_bound)})")
+            searched = _guarded("LNS", say, lambda: lns(
+                fine, start, time_limit_s=left, bound_tick=fine_bound, backend=options.backend,
+                threads=options.threads, seed=options.seed, progress=say, unit=unit))
+            if searched is not None:
+                say(f"LNS: {searched.moves} moves ({searched.improving_moves} improving, {searched.rejected_moves}"
+                    f" rejected) in {searched.seconds:.1f}s: {unit(start.makespan_tick)} -> "
+                    f"{unit(searched.plan.makespan_tick)}")
+                if searched.plan.makespan_tick < incumbent.makespan_tick and _valid(fine, searched.plan):
+                    phases.append(PhaseLog("LNS", searched.plan.makespan_tick, searched.seconds))
+                    incumbent = searched.plan
+                    best = None
     if best is None or incumbent.makespan_tick < best.op_plan.makespan_tick:
         coarse, clusters, plan = as_singletons(fine, incumbent)
         best = ClusterSolution(plan, incumbent, coarse, clusters, fine_bound)
@@ -191,7 +260,7 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
     status = "optimal" if op_plan.makespan_tick <= fine_bound else "feasible"
     elapsed = time.monotonic() - t0
     solver = {}
-    if not plan.solver and (rounds or (decomposition is not None and decomposition.solved)):
+    if not plan.solver and (rounds or (decomposition is not None and decomposition.solved) or len(phases) > 1):
         backend = get_backend(options.backend)  # it proved the bound (and maybe found nothing better than HEFT)
         solver = {"solver": backend.name, "solver_version": backend.version}
     final = dataclasses.replace(plan, method="milp", status=status, lower_bound_tick=fine_bound,
@@ -200,61 +269,83 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                                   solve_time_s=elapsed, **solver)
     validate_plan(coarse, final)
     validate_plan(fine, op_plan)
+    say(f"found by {phases[-1].source}: " + " -> ".join(f"{p.source} {unit(p.makespan_tick)}" for p in phases)
+        + f"; bound {unit(fine_bound)}, gap {100 * op_plan.gap:.1f}%")
     return Outcome(plan=final, op_plan=op_plan, fine=fine, coarse=coarse, clusters=tuple(map(tuple, clusters)),
                    rounds=tuple(rounds), cluster_bound_tick=best.cluster_bound_tick,
-                   baselines=baseline_makespans(fine), lower_bound_tick=fine_bound, decomposition=decomposition)
+                   baselines=baseline_makespans(fine), lower_bound_tick=fine_bound, decomposition=decomposition,
+                   phases=tuple(phases))
 
 
-def _bilevel(fine: SchedulingInstance, incumbent: Plan, options: SolveOptions, t0: float, say: ProgressFn
-             ) -> tuple[ClusterSolution | None, list[RoundLog]]:
-    """Phase 2 (module docstring): the best round's solution (None when no round ran) and the rounds."""
-    target = options.target_clusters or DEFAULT_CLUSTERS.get(options.backend, 32)
-    result = coarsen(fine, target_clusters=target)
-    clusters = split_to_target(fine, result.clusters, target)
-    coarse = contract(fine, clusters)
-    say(f"coarsened {fine.num_tasks} ops into {coarse.num_tasks} clusters "
-        f"({result.num_linear_clusters} linear clusters; critical path estimate "
-        f"{result.critical_path_before_tick:.0f} -> {result.critical_path_after_tick:.0f} ticks)")
-    warm = heft(coarse)
+def _best_list_schedule(fine: SchedulingInstance) -> Plan:
+    """The shortest of the classic list schedules on the op graph (HEFT; HEFT with CPoP's priority)."""
+    plans = [heft(fine)]
     try:
-        projected = project_plan(incumbent, coarse, clusters, fine)
-        if projected.makespan_tick < warm.makespan_tick:
-            warm = projected
-    except Exception as exc:  # noqa: BLE001 - a warm start is optional; memory may forbid the projection
-        say(f"(no warm start from the op-level incumbent: {exc})")
+        plans.append(heft(fine, rank=Rank.SUM))
+    except InfeasibleError:
+        pass
+    return min(plans, key=lambda p: p.makespan_tick)
+
+
+def _valid(fine: SchedulingInstance, plan: Plan) -> bool:
+    try:
+        validate_plan(fine, plan)
+    except PlanInvalidError:
+        return False
+    return True
+
+
+def _guarded(what: str, say: ProgressFn, run: Callable[[], T]) -> T | None:
+    """run(), or None when it raises: a phase of the search that fails is a bug, logged with its traceback, and
+    the search goes on with what it has.  Infeasibility proofs are not bugs and pass through."""
+    try:
+        return run()
+    except InfeasibleError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see the docstring: the user still gets a valid plan
+        log.exception("%s failed (a bug); the search continues without it", what)
+        say(f"internal error in {what} (a bug; traceback in the log): {type(exc).__name__}: {exc}; "
+            f"continuing with the incumbent")
+        return None
+
+
+def _cluster_rounds(fine: SchedulingInstance, incumbent: Plan, options: SolveOptions, t0: float, say: ProgressFn,
+                    unit: Callable[[int], str]) -> tuple[ClusterSolution | None, list[RoundLog]]:
+    """Phase 2 (module docstring): clusters that respect the incumbent, solved warm-started from its projection;
+    repeated on the improved plan while a round improves it.  (best round or None, the rounds)."""
+    limit = options.target_clusters or DEFAULT_CLUSTERS.get(options.backend, 32)
     best: ClusterSolution | None = None
     rounds: list[RoundLog] = []
+    current = incumbent
     for rnd in range(options.max_rounds):
-        elapsed = time.monotonic() - t0
-        remaining = options.time_limit_s - elapsed
-        if remaining <= 0.5:  # the caller falls back on the incumbent
+        remaining = options.time_limit_s - (time.monotonic() - t0)
+        if remaining <= 1.0:
             break
-        share = remaining * FIRST_ROUND_SHARE if rnd == 0 and options.max_rounds > 1 else remaining / max(
-            1, options.max_rounds - rnd)
+        clusters, coarse, warm = respecting_clusters(fine, current)
+        if coarse.num_tasks > CLUSTER_ROUND_FACTOR * limit:
+            say(f"cluster round skipped: the incumbent's runs make {coarse.num_tasks} clusters, more than "
+                f"{CLUSTER_ROUND_FACTOR * limit} (LNS handles it)")
+            break
         r0 = time.monotonic()
+        share = remaining * CLUSTER_SHARE
 
-        def report(elapsed_s, incumbent, bound, gap, _rnd=rnd):
-            if incumbent is not None:
-                say(f"round {_rnd}: {elapsed_s:6.1f}s incumbent {incumbent:.0f} bound "
-                    f"{(bound if bound is not None else float('nan')):.0f} gap {100 * (gap or 0):.1f}%")
+        def report(elapsed_s, value, bound, gap, _rnd=rnd):
+            if value is not None:
+                say(f"cluster round {_rnd}: {elapsed_s:5.1f}s incumbent {unit(int(value))} cluster bound "
+                    f"{unit(int(bound)) if bound is not None else '-'}")
 
         plan = solve_placement(coarse, backend=options.backend, time_limit_s=max(0.5, share), rel_gap=options.rel_gap,
                                threads=options.threads, seed=options.seed, warm_start=warm, progress=report)
-        op_plan = expand_plan(fine, coarse, clusters, plan)  # members back to back: the same makespan
+        op_plan = expand_plan(fine, coarse, clusters, plan)
+        validate_plan(fine, op_plan)
         rounds.append(RoundLog(rnd, coarse.num_tasks, op_plan.makespan_tick, plan.lower_bound_tick, plan.status,
                                time.monotonic() - r0))
-        say(f"round {rnd}: {coarse.num_tasks} clusters, makespan {op_plan.makespan_tick} ticks "
-            f"({plan.status} on clusters, cluster bound {plan.lower_bound_tick})")
-        improved = best is None or op_plan.makespan_tick < best.op_plan.makespan_tick
-        if improved:
-            best = ClusterSolution(plan, op_plan, coarse, clusters, plan.lower_bound_tick)
-        elif rnd > 0:
+        say(f"cluster round {rnd}: {coarse.num_tasks} clusters (the incumbent's runs; warm start "
+            f"{unit(warm.makespan_tick)}), plan {unit(op_plan.makespan_tick)} ({plan.status} on these clusters)")
+        if best is not None and op_plan.makespan_tick >= best.op_plan.makespan_tick:
             break
-        refined = refine(fine, coarse, clusters, plan, target)
-        if refined is None:
+        if op_plan.makespan_tick >= current.makespan_tick:
             break
-        old_names = coarse.task_names
-        clusters = refined.clusters
-        coarse = contract(fine, clusters)
-        warm = replay(coarse, plan, old_names, refined.parent)
+        best = ClusterSolution(plan, op_plan, coarse, clusters, plan.lower_bound_tick)
+        current = op_plan
     return best, rounds
