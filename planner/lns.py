@@ -111,6 +111,8 @@ def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[in
     """One move (module docstring, steps 2-4) on the window `window` (op indices, all starting at or after the
     earliest of them): (the replayed, validated plan or None when the move is rejected, whether the neighbourhood
     was solved to optimality)."""
+    if not window:
+        return None, True
     by = plan.by_task()
     names = fine.task_names
     start = np.array([by[n].start_tick for n in names], dtype=np.int64)
