@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from formulations.placement import memory_may_bind
 from formulations.solve_instance import solve_placement
 from planner.coarsen.refine import critical_tasks
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
@@ -51,8 +52,9 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[[str], None]
 
 MIN_WINDOW_OPS = 8
-MAX_WINDOW_OPS = 160
-MOVE_TIME_S = 2.0  # most time one neighbourhood solve gets
+MAX_WINDOW_OPS = 48
+MOVE_TIME_S = 0.5  # most time one neighbourhood solve gets
+STALE_MOVES = 8  # after this many moves without improvement the window grows by a quarter
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class LnsResult:
     start_makespan_tick: int
     moves: int
     improving_moves: int
-    rejected_moves: int
+    rejected_moves: int  # the result was longer, invalid (deadlock, memory) or the solve failed
     seconds: float
 
 
@@ -158,13 +160,56 @@ def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[in
     for t in sorted(post, key=lambda t: (start[t], end[t])):
         orders[device[t]].append(t)
     optimal = solved.status == "optimal"
+    times = _replay(fine, orders)
+    if times is None:
+        log.debug("LNS move at tick %d rejected: the orders deadlock", a_tick)
+        return None, optimal
+    new_start, new_end, new_device = times
+    if max(new_end, default=0) > plan.makespan_tick:
+        return None, optimal  # no better: no need to build and check the plan
     try:
         new = simulate(fine, orders).to_plan(method=plan.method, lower_bound_tick=plan.lower_bound_tick)
-        validate_plan(fine, new)
+        if memory_may_bind(fine):  # the simulator keeps precedence, delays and device order by construction
+            validate_plan(fine, new)
     except (SimulationError, PlanInvalidError) as exc:
         log.debug("LNS move at tick %d rejected: %s", a_tick, exc)
         return None, optimal
     return new, optimal
+
+
+def _replay(fine: SchedulingInstance, orders: Sequence[Sequence[int]]
+            ) -> tuple[list[int], list[int], list[int]] | None:
+    """Earliest start and end of every op under the per-device orders (what the simulator computes, without the
+    timeline), or None when the orders deadlock."""
+    n = fine.num_tasks
+    device = [0] * n
+    for d, row in enumerate(orders):
+        for t in row:
+            device[t] = d
+    start, end = [-1] * n, [-1] * n
+    done = 0
+    pos = [0] * len(orders)
+    free = [0] * len(orders)
+    progress = True
+    while progress:
+        progress = False
+        for d, row in enumerate(orders):
+            while pos[d] < len(row):
+                t = row[pos[d]]
+                ready = free[d]
+                for u, e in fine.predecessors[t]:
+                    if end[u] < 0:
+                        break
+                    ready = max(ready, end[u] + fine.comm(e, device[u], d))
+                else:
+                    start[t], end[t] = ready, ready + int(fine.duration_tick[t, d])
+                    free[d] = end[t]
+                    pos[d] += 1
+                    done += 1
+                    progress = True
+                    continue
+                break
+    return (start, end, device) if done == n else None
 
 
 def lns(fine: SchedulingInstance, plan: Plan, *, time_limit_s: float, bound_tick: int = 0, backend: str = "cpsat",
@@ -184,36 +229,43 @@ def lns(fine: SchedulingInstance, plan: Plan, *, time_limit_s: float, bound_tick
     except PlanInvalidError:
         best = plan
     first = best.makespan_tick
-    size = window_ops or max(MIN_WINDOW_OPS, min(MAX_WINDOW_OPS, 6 * fine.num_devices))
-    size = min(size, fine.num_tasks)
+    base = min(fine.num_tasks, window_ops or max(MIN_WINDOW_OPS, min(MAX_WINDOW_OPS, 2 * fine.num_devices)))
+    size = base
+    stale = 0
     moves = improving = rejected = 0
     last_say = t0
     critical: list[int] = []
+    changed = True
+    finite = np.where(fine.duration_tick < INELIGIBLE, fine.duration_tick, 0)
+    mean_tick = float(finite.max(axis=1).mean()) if fine.num_tasks else 1.0
     while best.makespan_tick > bound_tick:
         left = time_limit_s - (time.monotonic() - t0)
         if left < 0.3:
             break
         moves += 1
         by = best.by_task()
-        if moves % 2 == 0 or not critical:
+        if changed or not critical:
             critical = sorted(critical_tasks(fine, best))
-        if moves % 2 == 0 and critical:
+            changed = False
+        if moves % 4 and critical:  # three moves in four start just before an op of the critical chain
             c = critical[int(rng.integers(len(critical)))]
-            a_tick = max(0, by[fine.task_names[c]].start_tick - int(rng.integers(0, best.makespan_tick // 4 + 1)))
+            span = int(mean_tick * size / max(1, fine.num_devices))
+            a_tick = max(0, by[fine.task_names[c]].start_tick - int(rng.integers(0, span // 2 + 1)))
         else:
             a_tick = int(rng.integers(0, best.makespan_tick))
         window = _window(fine, best, a_tick, size)
+        before = best.makespan_tick
         if not window:
             continue
         try:
-            new, optimal = neighbourhood_move(fine, best, window, time_limit_s=min(MOVE_TIME_S, left),
+            new, _optimal = neighbourhood_move(fine, best, window, time_limit_s=min(MOVE_TIME_S, left),
                                               backend=backend, threads=threads, seed=seed + moves)
         except OpplanError as exc:  # no plan within the move's time: a rejected move
             log.debug("LNS move rejected: %s", exc)
-            new, optimal = None, False
+            new, _optimal = None, False
         except Exception:  # noqa: BLE001 - a bug in one move must not lose the incumbent; it is logged
             log.exception("LNS move at tick %d failed (a bug; the move is rejected)", a_tick)
-            new, optimal = None, False
+            new, _optimal = None, False
         if new is None:
             rejected += 1
         elif new.makespan_tick <= best.makespan_tick:
@@ -223,7 +275,12 @@ def lns(fine: SchedulingInstance, plan: Plan, *, time_limit_s: float, bound_tick
                 if now - last_say >= 1.0:
                     say(f"LNS: {unit(new.makespan_tick)} after {moves} moves ({now - t0:.1f}s)")
                     last_say = now
+            changed = changed or new.placements != best.placements
             best = new
-        size = int(size * 1.25) + 1 if optimal else int(size * 0.8)
-        size = max(MIN_WINDOW_OPS, min(MAX_WINDOW_OPS, size, fine.num_tasks))
+        if new is not None and new.makespan_tick < before:
+            stale, size = 0, base
+        else:
+            stale += 1
+            if stale % STALE_MOVES == 0:  # stuck: look at larger neighbourhoods
+                size = min(MAX_WINDOW_OPS, fine.num_tasks, int(size * 1.25) + 1)
     return LnsResult(best, first, moves, improving, rejected, time.monotonic() - t0)

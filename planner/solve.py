@@ -47,7 +47,7 @@ from planner.coarsen import expand_plan
 from planner.coarsen.refine import as_singletons
 from planner.coarsen.respect import respecting_clusters
 from planner.cost.instance import SchedulingInstance
-from planner.decompose import Decomposition, decompose_and_solve
+from planner.decompose import Decomposition, decompose_and_solve, segments
 from planner.errors import InfeasibleError
 from planner.heuristics.baselines import round_robin, single_device
 from planner.heuristics.list_schedule import Rank, heft
@@ -88,6 +88,8 @@ class SolveOptions:
 DEFAULT_CLUSTERS = {"cpsat": 96, "scip": 24, "cbc": 16, "highs": 16}
 CLUSTER_ROUND_FACTOR = 4  # a cluster round runs on at most this many times the backend's cluster count
 CLUSTER_SHARE = 0.3  # of the time left, what one cluster round may use (LNS gets the rest)
+ONE_SEGMENT_TASKS = 150  # above this, a graph without bottlenecks gets only ONE_SEGMENT_SHARE for phase 1
+ONE_SEGMENT_SHARE = 0.15
 
 
 def tick_formatter(instance: SchedulingInstance) -> Callable[[int], str]:
@@ -212,8 +214,11 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
     decomposition = None
     if options.decomposition_share > 0 and fine.num_tasks > 1:
         t1 = time.monotonic()
+        share = options.decomposition_share
+        if fine.num_tasks > ONE_SEGMENT_TASKS and len(segments(fine)) == 1:
+            share = min(share, ONE_SEGMENT_SHARE)  # one large segment: a bound, rarely a plan; LNS gets the time
         decomposition = _guarded("decomposition", say, lambda: decompose_and_solve(
-            fine, time_limit_s=options.decomposition_share * options.time_limit_s, backend=options.backend,
+            fine, time_limit_s=share * options.time_limit_s, backend=options.backend,
             threads=options.threads, seed=options.seed, progress=say))
         if decomposition is not None:
             fine_bound = max(fine_bound, min(decomposition.bound_tick, incumbent.makespan_tick))
