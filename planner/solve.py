@@ -2,6 +2,7 @@
 
 The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` makes it from a model file).
 
+    phase 0, list scheduling: the shorter of HEFT and HEFT with CPoP's priority (upward + downward rank).
     phase 1, decomposition (`planner.decompose`): cut the op graph at its bottlenecks (ops that every other op
                precedes or follows: a layer's residual add, a module's concat); solve each segment's placement
                model at op level (CP-SAT, time shared by size, identical segments once; segments HEFT solves to
@@ -9,20 +10,23 @@ The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` m
                op graph (usually far above max(critical path, work / speed), since it counts the transfers forks
                and joins cannot avoid), and the segment schedules join into an op plan.  The best of that plan and
                HEFT on the op graph is the incumbent.  When it meets the bound it is optimal and we stop.
-    phase 2, the bi-level loop, with the time left:
-    round 0:   coarsen (linear clustering + merging) -> cluster instance -> warm start (HEFT on clusters, or the
-               incumbent projected onto the clusters) -> placement model (CP-SAT by default) -> cluster plan
-    round k:   refine (`planner.coarsen.refine`): split the clusters on the plan's critical path in two
-               (contiguous halves of their member order, which keeps the cluster graph acyclic), merge pairs of
-               clusters that run back to back on one device off the critical path (only when the cluster graph
-               stays acyclic), so the model keeps its size; the previous plan, replayed on the new clusters, is
-               the warm start; re-solve.
-    stop:      when the time budget is spent, a round brings no improvement, or `max_rounds` is reached.
+    phase 2, cluster rounds (`planner.coarsen.respect`): the incumbent's runs (ops it runs one after another on
+               one device whose outside inputs have arrived when the run starts) become clusters, so the
+               incumbent is expressible on them: its projection is a valid warm start no longer than it.  The
+               placement model on those clusters (CP-SAT by default) can only keep or improve it; repeated on the
+               improved plan while a round improves it.  Skipped when the runs are more than
+               CLUSTER_ROUND_FACTOR x the backend's cluster count (tight plans of large graphs: LNS handles those).
+    phase 3, large-neighbourhood search on the op plan (`planner.lns`) with the time left: free a window of
+               ops at the critical chain, freeze the rest, solve the window exactly with the placement model
+               (release times, delivery tails), replay and accept what is no longer; until the budget is spent
+               or the plan meets the bound.
 
-Every round's cluster plan is expanded to ops (members back to back inside their cluster's interval, so the
-makespan is the same) and checked on the fine instance by the validator; the shortest plan wins, the phase-1
-incumbent included.  When that is an op plan (phase 1 won), it is returned over one-op clusters, so `Outcome.plan`
-is always a plan of `Outcome.coarse` whose `task_ops` lead back to the ops.
+Every candidate is checked before it can become the incumbent (the validator on the op graph); a phase that fails
+inside is a bug, logged with its traceback, and the search continues with the incumbent it has (`_guarded`), so a
+valid input always gets a valid plan.  `Outcome.phases` (and the plan file's `search`) lists each step that
+improved the incumbent: the list scheduler, then 'decomposition', 'cluster round', 'LNS'; the last one found
+the plan.  When the plan is an op plan, it is returned over one-op clusters, so `Outcome.plan` is always a plan
+of `Outcome.coarse` whose `task_ops` lead back to the ops.
 
 The reported lower bound is for the real (op-level) problem: the decomposition bound, never below
 max(critical path, total work / total speed) of the fine instance.  The solver's bound on the clusters is
@@ -166,7 +170,7 @@ class Outcome:
         bound = max(op.lower_bound_tick, min(self.cluster_bound_tick, op.makespan_tick))
         status = "optimal" if bound >= op.makespan_tick else op.status
         return dataclasses.replace(op, lower_bound_tick=bound, status=status, task_ops={},
-                                   instance_name=self.fine.name)
+                                   instance_name=self.fine.name, search=self.plan.search or op.search)
 
 
 def _baseline(fine: SchedulingInstance, method: Method) -> Plan:
@@ -268,10 +272,11 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
     if not plan.solver and (rounds or (decomposition is not None and decomposition.solved) or len(phases) > 1):
         backend = get_backend(options.backend)  # it proved the bound (and maybe found nothing better than HEFT)
         solver = {"solver": backend.name, "solver_version": backend.version}
+    search = tuple((p.source, p.makespan_tick) for p in phases)
     final = dataclasses.replace(plan, method="milp", status=status, lower_bound_tick=fine_bound,
-                                solve_time_s=elapsed, task_ops=dict(coarse.task_ops), **solver)
+                                solve_time_s=elapsed, task_ops=dict(coarse.task_ops), search=search, **solver)
     op_plan = dataclasses.replace(op_plan, method="milp", status=status, lower_bound_tick=fine_bound,
-                                  solve_time_s=elapsed, **solver)
+                                  solve_time_s=elapsed, search=search, **solver)
     validate_plan(coarse, final)
     validate_plan(fine, op_plan)
     say(f"found by {phases[-1].source}: " + " -> ".join(f"{p.source} {unit(p.makespan_tick)}" for p in phases)

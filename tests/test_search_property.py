@@ -15,6 +15,7 @@ from planner.coarsen.respect import respecting_clusters
 from planner.errors import InfeasibleError
 from planner.heuristics.list_schedule import heft
 from planner.lns import _window, lns, neighbourhood_move
+from planner.schedule.plan_io import load_plan, save_plan
 from planner.schedule.simulate import plan_orders
 from planner.schedule.validate import validate_plan
 from planner.solve import SolveOptions, plan_instance
@@ -113,3 +114,12 @@ def test_a_phase_that_fails_inside_is_logged_and_the_plan_still_comes_back(monke
     assert out.op_plan.makespan_tick <= heft(inst).makespan_tick
     assert sum("internal error" in m for m in messages) == 3
     assert "Traceback" in caplog.text or any(r.exc_info for r in caplog.records)
+
+
+def test_the_plan_file_says_which_part_found_the_plan(tmp_path) -> None:
+    inst = layered_dag(40, 4, seed=11, comm_ratio=2.0)
+    out = plan_instance(inst, SolveOptions(time_limit_s=1.5, threads=1))
+    saved = out.saved_plan()
+    assert saved.search and saved.search[-1] == (out.found_by, out.op_plan.makespan_tick)
+    save_plan(saved, tmp_path / "p.json")
+    assert load_plan(tmp_path / "p.json").search == saved.search

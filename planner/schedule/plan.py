@@ -95,6 +95,8 @@ class Plan:
     hardware_path: str = ""
     hardware_sha256: str = ""
     task_ops: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # planner.solve's search: (part, makespan_tick) per step that improved the plan, the last one found it
+    search: tuple[tuple[str, int], ...] = ()
 
     @property
     def gap(self) -> float:
