@@ -208,6 +208,7 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
         singletons = tuple((i,) for i in range(fine.num_tasks))
         return Outcome(plan=plan, op_plan=plan, fine=fine, coarse=fine, clusters=singletons,
                        baselines=baseline_makespans(fine))
+    get_backend(options.backend)  # an unknown or missing backend is the user's error, raised before the search
     unit = tick_formatter(fine)
     fine_bound = fine.trivial_lower_bound_tick()
     incumbent = _best_list_schedule(fine)
