@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean venv
+.PHONY: demo test lint typecheck bench mutate clean venv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,9 +28,18 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+## typecheck: mypy over planner/ and formulations/ (not yet clean, so not part of lint/CI)
+typecheck: $(STAMP)
+	$(BIN)/pip install -q mypy
+	$(BIN)/mypy
+
 ## bench: speed and quality measurements, written to CSV under bench/results/
 bench: $(STAMP)
 	$(BIN)/python -m experiments.bench
+
+## mutate: mutation testing of the core modules (about 30 min; not part of test/CI); MODULE=validate runs one
+mutate: $(STAMP)
+	$(BIN)/python -m experiments.mutation.run $(if $(MODULE),--module $(MODULE))
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -42,7 +42,7 @@ from planner.heuristics.horizon import (
     critical_path_schedule,
     serial_bound_tick,
 )
-from planner.heuristics.memory import capacity_lower_bound, task_alone_bytes
+from planner.heuristics.memory import capacity_lower_bound, show_bytes, task_alone_bytes
 from planner.schedule.memory import memory_intervals, memory_profile
 from planner.schedule.plan import Plan, PlanMethod, PlanStatus, TaskPlacement
 
@@ -102,19 +102,16 @@ def _value(sched: TimedAssignment, tail_tick: Sequence[int] | None) -> int:
     return max((e + int(q) for e, q in zip(sched.end, tail_tick, strict=True)), default=0)
 
 # ------------------------------------------------------------------------------------------------ infeasibility
-def _fmt_bytes(b: int) -> str:
-    return f"{b} bytes" if b < 2**20 else f"{b} bytes ({b / 2**30:.3g} GiB)"
-
 def memory_report(instance: SchedulingInstance, *, proven: bool, note: str = "") -> str:
     need = task_alone_bytes(instance)
     bound = capacity_lower_bound(instance)
     top = np.argsort(-need, kind="stable")[:3]
-    largest = ", ".join(f"{instance.task_names[t]} ({_fmt_bytes(int(need[t]))})" for t in top)
+    largest = ", ".join(f"{instance.task_names[t]} ({show_bytes(int(need[t]))})" for t in top)
     caps = sorted({int(c) for c in instance.capacity_bytes})
-    cap_txt = ", ".join(_fmt_bytes(c) for c in caps)
+    cap_txt = ", ".join(show_bytes(c) for c in caps)
     head = "no plan fits in device memory" if proven else "the device memory cannot hold this model"
     msg = (f"{head} (capacity {cap_txt}); the smallest capacity that could fit is at least "
-           f"{_fmt_bytes(bound.capacity_bytes)} per device ({bound.reason}); largest tasks by memory: {largest}")
+           f"{show_bytes(bound.capacity_bytes)} per device ({bound.reason}); largest tasks by memory: {largest}")
     return msg + (f"; {note}" if note else "")
 
 def precheck(instance: SchedulingInstance) -> None:
@@ -129,14 +126,14 @@ def precheck(instance: SchedulingInstance) -> None:
         if need[t] > room:
             raise InfeasibleError(memory_report(instance, proven=True,
                                                 note=f"task {instance.task_names[t]} alone needs "
-                                                     f"{_fmt_bytes(int(need[t]))}, {_fmt_bytes(int(need[t]) - room)}"
+                                                     f"{show_bytes(int(need[t]))}, {show_bytes(int(need[t]) - room)}"
                                                      f" more than its largest eligible device"))
     total_params = int(instance.param_bytes.sum())
     total_cap = int(instance.capacity_bytes.astype(object).sum())
     if total_params > total_cap:
         raise InfeasibleError(memory_report(instance, proven=True,
                                             note=f"parameters exceed all memory together by "
-                                                 f"{_fmt_bytes(total_params - total_cap)}"))
+                                                 f"{show_bytes(total_params - total_cap)}"))
 
 # ------------------------------------------------------------------------------------------------ the driver's view
 class PlacementFormulation(Formulation[PlacementModel, TimedAssignment]):

@@ -20,7 +20,7 @@ from planner.cost.measured import load_measured_times
 from planner.data import BUNDLED_MODEL as DEFAULT_MODEL
 from planner.errors import InputError, OpplanError
 from planner.ir.hardware import DEFAULT_PROFILE, load_topology
-from planner.ir.load import parse_input_shape
+from planner.ir.load import parse_input_shape, parse_input_value
 from planner.ir.topology import Topology
 from planner.ir.units import format_bytes, parse_bytes
 from planner.plot import plot_gantt
@@ -55,13 +55,16 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
                              "(default: the bundled cpu-4.yaml)")
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=AxBxC",
                         help="fix a dynamic input's shape (repeatable)")
+    parser.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
+                        help="bind an input to a known value, e.g. a sample rate (repeatable; an If on it is inlined)")
 
 
 def _load_model_and_hw(args: argparse.Namespace):
     """The model after the same passes plan-solve runs (constant folding, dead code), costed on the hardware."""
     shapes = dict(parse_input_shape(s) for s in args.input_shape)
     topology = load_topology(args.hw or DEFAULT_PROFILE)
-    prepared = prepare(args.model or DEFAULT_MODEL, topology, input_shapes=shapes or None)
+    values = dict(parse_input_value(s) for s in args.input_value)
+    prepared = prepare(args.model or DEFAULT_MODEL, topology, input_shapes=shapes or None, input_values=values or None)
     return prepared, topology, prepared.instance
 
 
@@ -180,7 +183,9 @@ def _solve(args: argparse.Namespace) -> int:
     capacity = parse_bytes(args.memory, where="--memory") if args.memory else None
     measured = load_measured_times(args.measured) if args.measured else None
     shapes = dict(parse_input_shape(s) for s in args.input_shape)
-    prepared = prepare(model_path, topology, input_shapes=shapes or None, capacity_bytes=capacity,
+    values = dict(parse_input_value(s) for s in args.input_value)
+    prepared = prepare(model_path, topology, input_shapes=shapes or None, input_values=values or None,
+                       capacity_bytes=capacity,
                        measured_s=measured, pins=_parse_rules(args.pin, "--pin"),
                        forbids=_parse_rules(args.forbid, "--forbid"))
     say = _progress_printer(args.quiet)
@@ -192,7 +197,7 @@ def _solve(args: argparse.Namespace) -> int:
     provenance = {
         "model_path": str(Path(model_path).resolve()), "model_sha256": source.sha256 if source else "",
         "hardware_path": str(Path(topology.source_path).resolve()) if topology.source_path else "",
-        "hardware_sha256": topology.source_sha256,
+        "hardware_sha256": topology.source_sha256, "input_shapes": shapes, "input_values": values,
     }
     out = _write_outputs(outcome, args.out, pictures=not args.no_pictures, provenance=provenance)
     extra = {"written": out["written"]}
@@ -245,7 +250,8 @@ def _simulate(args: argparse.Namespace) -> int:
     if topology.num_devices != len(plan.device_names):
         raise InputError(f"the plan uses {len(plan.device_names)} devices, {hw} has {topology.num_devices}",
                          path=str(args.plan), fix="simulate on hardware with the same number of devices")
-    fine = prepare(model, topology).instance
+    fine = prepare(model, topology, input_shapes=plan.input_shapes or None,
+                   input_values=plan.input_values or None).instance
     if plan.task_ops:
         index = fine.task_index
         try:

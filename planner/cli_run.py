@@ -35,12 +35,27 @@ def _feeds(path: Path | None):
             from None
 
 
+def _list_ops() -> int:
+    # here, not at the top: torch stays optional (module docstring)
+    from planner.execute.ops import supported_op_types
+
+    ops = supported_op_types()
+    print(f"{len(ops)} ONNX op types (default domain) the runtime runs:")
+    for i in range(0, len(ops), 8):
+        print("  " + ", ".join(ops[i:i + 8]))
+    return 0
+
+
 def _run_plan(args: argparse.Namespace) -> int:
+    if args.list_ops:
+        return _list_ops()
+    if args.plan is None:
+        raise InputError("--plan is required (or --list-ops)")
     # here, not at the top: torch stays optional (module docstring)
     from planner.execute.runner import run_plan
 
-    outcome = run_plan(args.plan, nproc=args.nproc, backend=args.backend, check=args.check, repeat=args.repeat,
-                       warmup=args.warmup, report_path=args.report, feeds=_feeds(args.inputs),
+    outcome = run_plan(args.plan, replan=args.replan, nproc=args.nproc, backend=args.backend, check=args.check,
+                       repeat=args.repeat, warmup=args.warmup, report_path=args.report, feeds=_feeds(args.inputs),
                        input_shapes=_shapes(args.input_shape), comm_timeout_s=args.timeout,
                        run_timeout_s=args.run_timeout)
     r = outcome.report
@@ -49,6 +64,10 @@ def _run_plan(args: argparse.Namespace) -> int:
         return 0
     print(f"ran {args.plan} on {r['world_size']} {r['backend']} ranks, {r['transfers']} transfers "
           f"({r['transfer_bytes']} bytes)")
+    shapes = ", ".join(f"{k}={'x'.join(map(str, v))}" for k, v in r["input_shapes"].items())
+    values = ", ".join(f"{k}={','.join(f'{x:g}' for x in v)}" for k, v in r["input_values"].items())
+    print(f"  input shapes: {shapes or 'none'}" + (f"; input values: {values}" if values else "")
+          + ("; re-planned (HEFT) for these shapes" if r["replanned"] else ""))
     for name, info in r["outputs"].items():
         print(f"  output {name}: shape {info['shape']} {info['dtype']}")
     sim = r["simulated_makespan_s"]
@@ -71,7 +90,10 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     each rank reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment."""
     parser = argparse.ArgumentParser(prog="plan-run", description=run_main.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--plan", type=Path, required=True, help="plan file from plan-solve (an ONNX model's plan)")
+    parser.add_argument("--plan", type=Path, default=None, help="plan file from plan-solve (an ONNX model's plan)")
+    parser.add_argument("--list-ops", action="store_true", help="print the ONNX op types the runtime runs and exit")
+    parser.add_argument("--replan", action="store_true",
+                        help="with --input-shape other than the plan's: plan those shapes (HEFT) and run that")
     parser.add_argument("--nproc", type=int, default=None,
                         help="processes (default: one per planned device; fewer: device d runs on rank d %% N)")
     parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
@@ -81,7 +103,8 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=None, help="write run.json (+ .trace.json) here")
     parser.add_argument("--inputs", type=Path, default=None, help=".npz of input arrays (default: deterministic)")
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=AxBxC",
-                        help="the --input-shape values the plan was made with")
+                        help="input shapes to run (default: the ones the plan was made with, stored in it); "
+                             "others are refused unless --replan")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds any one transfer may wait")
     parser.add_argument("--run-timeout", type=float, default=600.0, help="seconds the whole run may take")
     parser.add_argument("--format", choices=("table", "json"), default="table")

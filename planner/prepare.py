@@ -41,11 +41,11 @@ class Prepared:
     ops_before_passes: int
 
 
-def prepare(model_path: str | Path, topology: Topology, *, input_shapes=None, capacity_bytes: int | None = None,
-            measured_s: Mapping[str, float] | None = None, pins: Mapping[str, str] | None = None,
-            forbids: Mapping[str, str] | None = None) -> Prepared:
+def prepare(model_path: str | Path, topology: Topology, *, input_shapes=None, input_values=None,
+            capacity_bytes: int | None = None, measured_s: Mapping[str, float] | None = None,
+            pins: Mapping[str, str] | None = None, forbids: Mapping[str, str] | None = None) -> Prepared:
     """Load the model, run the passes (constant folding, dead code), cost it on the topology, apply the rules."""
-    graph = load_model(model_path, input_shapes)
+    graph = load_model(model_path, input_shapes, input_values)
     before = graph.num_ops
     unknown = [name for name in (measured_s or {}) if name not in graph.index]
     if unknown:

@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from onnx import TensorProto, helper
-from test_execute_ops import CASES
+from op_cases import CASES
 
 from planner.execute.codegen_ops import EmitContext, emit
 from planner.execute.codegen_support import onnx_ops_source, p2p_source

@@ -11,6 +11,7 @@ from formulations.solve_instance import solve_placement
 from planner.cost.instance import SchedulingInstance
 from planner.errors import InfeasibleError
 from planner.schedule.plan import Plan, TaskPlacement
+from planner.schedule.validate import check_plan
 
 
 def _serial_plan(instance: SchedulingInstance) -> Plan:
@@ -56,6 +57,9 @@ def test_an_invalid_warm_start_is_only_a_hint() -> None:
     # Everything on device 0 breaks this instance's parameter limit: the plan must still be valid.
     inst = random_instance(5)
     warm = _serial_plan(inst)
+    # The premise: the warm start really is invalid (over the parameter limit of device 0), else this proves nothing.
+    violations, _ = check_plan(inst, warm)
+    assert any(v.kind == "memory" for v in violations), violations
     plan = solve_placement(inst, time_limit_s=10, threads=2, warm_start=warm)
     check_plan_valid(inst, plan)
 

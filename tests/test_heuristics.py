@@ -60,10 +60,25 @@ def check_basic(inst: SchedulingInstance, plan: Plan) -> dict[str, tuple[int, in
     assert plan.makespan_tick == max((e for _, _, e in got.values()), default=0)
     assert plan.status == "heuristic"
     assert plan.lower_bound_tick == inst.trivial_lower_bound_tick()
+    # ... and that bound recomputed here, not with the function the heuristic calls (issue 17): it is at least
+    # the longest chain of fastest durations, and at most the makespan.
+    assert plan.lower_bound_tick >= _chain_bound(inst)
+    if (inst.duration_tick == inst.duration_tick[:, :1]).all():  # identical devices: the bound is exact
+        work = int(inst.duration_tick[:, 0].sum())
+        assert plan.lower_bound_tick == max(_chain_bound(inst), -(-work // inst.num_devices))
     assert plan.makespan_tick >= plan.lower_bound_tick
     assert plan.instance_name == inst.name and plan.time_unit == inst.time_unit and plan.tick_s == inst.tick_s
     assert plan.solve_time_s >= 0
     return got
+
+
+def _chain_bound(inst: SchedulingInstance) -> int:
+    """Longest path of fastest eligible durations, communication ignored (by hand, for check_basic)."""
+    finish: dict[int, int] = {}
+    for t in inst.topological_order:
+        fastest = min(int(d) for d in inst.duration_tick[t] if d < INELIGIBLE)
+        finish[t] = max((finish[p] for p, _ in inst.predecessors[t]), default=0) + fastest
+    return max(finish.values(), default=0)
 
 
 def check(inst: SchedulingInstance, plan: Plan) -> dict[str, tuple[int, int, int]]:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import pytest
 from instances import pipeline_instance, random_instance, round_robin_orders
+from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
 
 from planner.plot import default_group, plot_gantt
 from planner.schedule.program import Schedule
@@ -14,6 +17,42 @@ from planner.schedule.timeline import timeline_of_plan
 from planner.schedule.trace import chrome_trace, write_chrome_trace
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The figures `plot_gantt` saves, so a test can check what is drawn rather than the file's size."""
+    figures: list[Figure] = []
+    original = Figure.savefig
+
+    def capture(self, *args, **kwargs):
+        figures.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", capture)
+    return figures
+
+
+def _bars(ax) -> list[tuple[float, float, float]]:
+    """(x, width, row centre) of every task bar on the Gantt axes (transfers are the thin bars, height 0.1)."""
+    out = []
+    for coll in ax.collections:
+        if not isinstance(coll, PolyCollection):
+            continue
+        for path in coll.get_paths():
+            xs, ys = path.vertices[:, 0], path.vertices[:, 1]
+            if ys.max() - ys.min() > 0.5:
+                out.append((float(xs.min()), float(xs.max() - xs.min()), float(round(ys.min() + 0.38))))
+    return sorted(out)
+
+
+def _check_gantt(ax, tl) -> None:
+    """Rows are the devices, by name; one bar per task at its time on its row; the x axis spans the step."""
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(tl.device_names)
+    assert ax.get_xlim() == pytest.approx((tl.start_tick, tl.end_tick))
+    want = sorted((float(p.start_tick), float(p.end_tick - p.start_tick), float(p.device))
+                  for p in tl.placements if p.end_tick > p.start_tick)
+    assert [tuple(round(v, 6) for v in bar) for bar in _bars(ax)] == want
 
 
 def _pipeline_timeline():
@@ -26,20 +65,36 @@ def _pipeline_timeline():
     return inst, simulate_schedule(inst, Schedule.build(rows))
 
 
-def test_gantt_png_for_a_pipeline(tmp_path):
+def test_gantt_png_for_a_pipeline(tmp_path, drawn):
     _, tl = _pipeline_timeline()
     out = plot_gantt(tl, tmp_path / "gantt.png")
     data = out.read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 20_000
+    (fig,) = drawn
+    gantt, mem = fig.axes[0], fig.axes[1]
+    _check_gantt(gantt, tl)
+    legend = [t.get_text() for t in gantt.get_legend().get_texts()]
+    assert legend == ["F", "B", "W", "transfer"]
+    assert [line.get_label() for line in mem.get_lines()] == list(tl.device_names)
+    # the memory panel's top reaches the peak (in MiB here: 3 MiB activations)
+    peak_mib = max(tl.memory.peak_bytes) / 2**20
+    assert max(max(line.get_ydata()) for line in mem.get_lines()) == pytest.approx(peak_mib)
 
 
-def test_gantt_png_for_a_random_dag_with_custom_groups(tmp_path):
+def test_gantt_png_for_a_random_dag_with_custom_groups(tmp_path, drawn):
     inst = random_instance(5, 40, 4)
     tl = simulate(inst, round_robin_orders(inst, 1), link_contention=True)
     out = plot_gantt(tl, tmp_path / "g.png", group=lambda name: f"g{int(name[1:]) % 5}", show_memory=True)
     assert out.read_bytes().startswith(PNG_MAGIC) and out.stat().st_size > 20_000
     out2 = plot_gantt(tl, tmp_path / "g2.png", show_memory=False, show_comm=False)
     assert out2.stat().st_size > 10_000
+    with_memory, without = drawn
+    assert len(with_memory.axes) == 2 and len(without.axes) == 1
+    for fig in (with_memory, without):
+        _check_gantt(fig.axes[0], tl)
+    labels = [t.get_text() for t in with_memory.axes[0].get_legend().get_texts()]
+    assert sorted(labels) == ["g0", "g1", "g2", "g3", "g4", "transfer"]
+    assert "transfer" not in [t.get_text() for t in without.axes[0].get_legend().get_texts()]
 
 
 def test_default_groups():

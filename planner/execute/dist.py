@@ -242,6 +242,18 @@ def _inject(fault: Fault, op: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------- local launcher
+# Errors that follow another rank's failure rather than cause one: a peer's closed socket, a broken or timed-out
+# transfer or barrier (gloo's and our own wording).
+_CONSEQUENCES = ("connection closed by peer", "connection reset", "broken pipe", "failed or timed out",
+                 "timed out", "gloo/transport", "read error", "socket closed")
+
+
+def is_consequence(text: str) -> bool:
+    """True when a rank's error reads like the consequence of another rank's failure (see `_CONSEQUENCES`)."""
+    low = text.lower()
+    return any(c in low for c in _CONSEQUENCES)
+
+
 def launch_local(spec: RunSpec) -> list[RankResult]:
     """Fork one process per rank on this host, run, and return every rank's result (index = rank).
 
@@ -249,4 +261,4 @@ def launch_local(spec: RunSpec) -> list[RankResult]:
     other ranks are killed first (`planner.execute.procs`)."""
     init = f"tcp://127.0.0.1:{free_port()}"
     return run_forked(spec.partition.world_size, lambda rank: run_rank(rank, spec, init),
-                      timeout_s=spec.run_timeout_s, what="the run", error=RunFailed)
+                      timeout_s=spec.run_timeout_s, what="the run", error=RunFailed, secondary=is_consequence)

@@ -5,10 +5,13 @@ child r runs ``body(r)`` and pipes back its return value, or its error and trace
 pipe and process sentinel until `timeout_s`.
 
 When a rank fails, its peers usually fail soon after (their receives break or time out), sometimes before the
-parent hears of the first one.  So after the first failure the parent waits up to `GRACE_S` for the others, then
-reports in this order of preference: a rank that died without reporting, a rank that raised a primary error, a
-rank whose error `secondary(text)` marks as a consequence (e.g. a broken receive); the others follow in one line
-each.  All children are then terminated (then killed).  Each child also gets PR_SET_PDEATHSIG, so none outlives a
+parent hears of the first one: a rank that raised closes its sockets as it exits, and gloo on the other ranks then
+reports "Connection closed by peer", which can reach the parent first.  So after the first failure the parent
+waits up to `GRACE_S` for the others, then reports in causal order: a rank that died without reporting, then a
+rank that raised a primary error, then a rank whose error `secondary(text)` marks as a consequence (a broken or
+timed-out receive or send, a closed connection); within each class, the error raised first (each child stamps its
+error with the system-wide monotonic clock).  The others follow in one line each, consequences marked as such.
+All children are then terminated (then killed).  Each child also gets PR_SET_PDEATHSIG, so none outlives a
 killed parent, and leaves with ``os._exit`` so it never runs the parent's atexit handlers or pytest's teardown.
 """
 
@@ -80,7 +83,8 @@ def _child(rank: int, body: Callable[[int], Any], conn, parent: int) -> None:
     except BaseException as exc:  # noqa: BLE001 - every failure goes to the parent
         status = 1
         try:
-            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+            # time.monotonic() is CLOCK_MONOTONIC, one clock for every process on the host: it orders the errors
+            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc(), time.monotonic()))
         except Exception:  # noqa: BLE001
             pass
     finally:
@@ -109,7 +113,8 @@ def run_forked(world: int, body: Callable[[int], Any], *, timeout_s: float, what
             procs.append(proc)
             conns.append(recv_end)
         outputs: dict[int, Any] = {}
-        failures: dict[int, tuple[int, str]] = {}  # rank -> (preference, message); lower is preferred
+        # rank -> (class, when, message): class 0 died, 1 raised, 2 a consequence; sorted, the first is the cause
+        failures: dict[int, tuple[int, float, str]] = {}
         deadline = time.monotonic() + timeout_s
         grace_end: float | None = None
         while len(outputs) + len(failures) < world:
@@ -134,20 +139,25 @@ def run_forked(world: int, body: Callable[[int], Any], *, timeout_s: float, what
                     if msg is not None:
                         frames = [ln.strip() for ln in msg[2].splitlines() if ln.strip().startswith("File ")]
                         where = f" (at {frames[-1]})" if frames else ""
-                        failures[r] = (2 if secondary(msg[1]) else 1, f"rank {r} failed: {msg[1]}{where}")
+                        when = msg[3] if len(msg) > 3 else time.monotonic()
+                        failures[r] = (2 if secondary(msg[1]) else 1, when, f"rank {r} failed: {msg[1]}{where}")
                     else:
                         procs[r].join(1.0)
-                        failures[r] = (0, f"rank {r} {how_it_ended(procs[r].exitcode)} before reporting a result")
+                        failures[r] = (0, time.monotonic(),
+                                       f"rank {r} {how_it_ended(procs[r].exitcode)} before reporting a result")
                 elif procs[r].sentinel in ready:
                     procs[r].join(1.0)
-                    failures[r] = (0, f"rank {r} {how_it_ended(procs[r].exitcode)} before reporting a result")
+                    failures[r] = (0, time.monotonic(),
+                                   f"rank {r} {how_it_ended(procs[r].exitcode)} before reporting a result")
             if failures and grace_end is None:
                 grace_end = time.monotonic() + GRACE_S
         if failures:
-            order = sorted(failures, key=lambda r: failures[r][0])
-            text = failures[order[0]][1]
+            order = sorted(failures, key=lambda r: failures[r][:2])
+            text = failures[order[0]][2]
             if len(order) > 1:
-                text += "; then " + "; ".join(failures[r][1] for r in order[1:])
+                text += "; then " + "; ".join(
+                    failures[r][2].replace(" failed: ", " failed (a consequence): ", 1) if failures[r][0] == 2
+                    else failures[r][2] for r in order[1:])
             raise error(text)
         return [outputs[r] for r in range(world)]
     finally:

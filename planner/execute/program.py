@@ -27,9 +27,10 @@ __all__ = ["Program", "prepared_graph", "load_program", "run_ops", "execute", "d
            "check_supported"]
 
 
-def prepared_graph(model_path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None) -> OpGraph:
+def prepared_graph(model_path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                   input_values: Mapping[str, Sequence[float]] | None = None) -> OpGraph:
     """The graph plan-solve plans: the model after constant folding and dead-code elimination."""
-    return run_passes(load_model(model_path, input_shapes))
+    return run_passes(load_model(model_path, input_shapes, input_values))
 
 
 def check_supported(graph: OpGraph, where: str = "") -> None:
@@ -75,7 +76,7 @@ def run_node(node: NodeSpec, env: dict[str, torch.Tensor], program: Program) -> 
     infos = [tensors.get(o) for o in outs]
     ctx = OpContext(opset=program.opset, num_outputs=len(outs),
                     output_shapes=tuple(i.shape if i else None for i in infos),
-                    output_dtypes=tuple(i.dtype if i else None for i in infos), name=node.name)
+                    output_dtypes=tuple(i.dtype if i else None for i in infos), name=node.name, scope=env)
     results = OPS[node.op_type](ins, dict(node.attrs), ctx)
     for name, value in zip(outs, results, strict=False):
         if name:

@@ -14,10 +14,14 @@ Report (`run.json`, written atomically)::
     transfers, transfer_bytes
     trace                  path of the Chrome trace of the median repetition (pid = rank, tid 0 compute, 1 receive
                            waits; opens in Perfetto)
+    input_shapes           {graph input: shape} that ran (the plan's, or the new ones with --replan)
+    input_values           {input: values} bound at import (from the plan)
+    replanned              true when --replan made a new plan for other input shapes
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import statistics
@@ -32,8 +36,12 @@ from planner.errors import InputError
 from planner.execute.dist import Fault, RankResult, RunSpec, launch_local
 from planner.execute.partition import Partition, partition_plan
 from planner.execute.program import check_supported, default_feeds, prepared_graph
+from planner.heuristics.list_schedule import heft
 from planner.ir.graph import OpGraph
-from planner.ir.onnx_values import run_onnxruntime
+from planner.ir.hardware import load_topology
+from planner.ir.onnx_values import bound_input_feeds, run_onnxruntime
+from planner.ir.topology import Topology
+from planner.prepare import prepare
 from planner.schedule.atomic import atomic_write_text
 from planner.schedule.plan import Plan
 from planner.schedule.plan_io import load_plan
@@ -50,10 +58,32 @@ class RunOutcome:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-def load_checked_plan(plan_path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None
-                      ) -> tuple[Plan, OpGraph]:
+def _fmt_shapes(shapes: Mapping[str, Sequence[int]]) -> str:
+    return " ".join(f"{k}={'x'.join(map(str, v))}" for k, v in sorted(shapes.items())) or "the model's own shapes"
+
+
+def _replan(plan: Plan, model: Path, shapes: Mapping[str, Sequence[int]], where: str) -> Plan:
+    """A HEFT plan of the same model on the same hardware for other input shapes (plan-run --replan)."""
+    hw = Path(plan.hardware_path) if plan.hardware_path else None
+    topology = load_topology(hw) if hw is not None and hw.is_file() else Topology.identical(len(plan.device_names))
+    if topology.num_devices != len(plan.device_names):
+        raise InputError(f"cannot re-plan: the plan's hardware {hw} now has {topology.num_devices} devices",
+                         path=where, fix="re-plan with plan-solve")
+    prepared = prepare(model, topology, input_shapes=shapes, input_values=plan.input_values or None)
+    fresh = heft(prepared.instance)
+    return dataclasses.replace(fresh, model_path=plan.model_path, model_sha256=plan.model_sha256,
+                               hardware_path=plan.hardware_path, hardware_sha256=plan.hardware_sha256,
+                               input_shapes={k: tuple(v) for k, v in shapes.items()},
+                               input_values=dict(plan.input_values))
+
+
+def load_checked_plan(plan_path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                      *, replan: bool = False) -> tuple[Plan, OpGraph]:
     """The plan and its prepared model graph; InputError when the model is missing or changed (hash mismatch) or
-    the runtime lacks some of its ops."""
+    the runtime lacks some of its ops.
+
+    The model is prepared with the input shapes and values the plan stores.  `input_shapes` that differ from
+    them are refused unless `replan` (then a HEFT plan for the new shapes is made and run)."""
     where = str(plan_path)
     plan = load_plan(plan_path)
     if not plan.model_path:
@@ -68,7 +98,16 @@ def load_checked_plan(plan_path: str | Path, input_shapes: Mapping[str, Sequence
         raise InputError(f"the model {model} does not match this plan (hash mismatch: the plan was made for "
                          f"{plan.model_sha256[:12]}, the file is {sha[:12]})", path=where,
                          fix="re-plan with plan-solve")
-    graph = prepared_graph(model, input_shapes)
+    planned = {k: tuple(v) for k, v in plan.input_shapes.items()}
+    given = {k: tuple(int(d) for d in v) for k, v in (input_shapes or {}).items()}
+    if given and given != planned:
+        if not replan:
+            raise InputError(f"the plan was made for input shapes {_fmt_shapes(planned)}, not {_fmt_shapes(given)}",
+                             path=where, fix="drop --input-shape to run the plan's shapes, or add --replan to plan "
+                                             "the new shapes (HEFT) and run that")
+        plan = _replan(plan, model, given, where)
+        planned = given
+    graph = prepared_graph(model, planned or None, plan.input_values or None)
     check_supported(graph, where)
     return plan, graph
 
@@ -110,13 +149,13 @@ def run_plan(plan_path: str | Path, *, nproc: int | None = None, backend: str = 
              repeat: int = 1, warmup: int = 1, report_path: str | Path | None = None,
              feeds: Mapping[str, np.ndarray] | None = None,
              input_shapes: Mapping[str, Sequence[int]] | None = None, fault: Fault | None = None,
-             comm_timeout_s: float = 60.0, run_timeout_s: float = 600.0) -> RunOutcome:
+             comm_timeout_s: float = 60.0, run_timeout_s: float = 600.0, replan: bool = False) -> RunOutcome:
     """Run a plan file on local ranks (fork); see the module docstring for the report."""
     if repeat < 1 or warmup < 0:
         raise InputError(f"--repeat {repeat}: must be at least 1 (and warm-up at least 0)")
     if backend not in ("gloo", "nccl"):
         raise InputError(f"--backend {backend}: expected gloo or nccl")
-    plan, graph = load_checked_plan(plan_path, input_shapes)
+    plan, graph = load_checked_plan(plan_path, input_shapes, replan=replan)
     partition = partition_plan(plan, graph, nproc, str(plan_path))
     feeds = dict(feeds) if feeds is not None else default_feeds(graph)
     missing = [k for k in graph.graph_inputs if k not in feeds]
@@ -126,14 +165,16 @@ def run_plan(plan_path: str | Path, *, nproc: int | None = None, backend: str = 
                    comm_timeout_s=comm_timeout_s, run_timeout_s=run_timeout_s, fault=fault)
     results = launch_local(spec)
     outputs = results[0].outputs
-    report = build_report(plan_path, plan, partition, results, outputs, feeds if check else None, backend,
-                          repeat, warmup, report_path)
+    ref_feeds = {**feeds, **bound_input_feeds(plan.model_path, plan.input_values)} if check else None
+    report = build_report(plan_path, plan, partition, results, outputs, ref_feeds, backend, repeat, warmup,
+                          report_path, graph)
     return RunOutcome(plan, partition, results, outputs, report)
 
 
 def build_report(plan_path, plan: Plan, partition: Partition, results: Sequence[RankResult],
                  outputs: Mapping[str, np.ndarray], check_feeds: Mapping[str, np.ndarray] | None, backend: str,
-                 repeat: int, warmup: int, report_path: str | Path | None) -> dict[str, Any]:
+                 repeat: int, warmup: int, report_path: str | Path | None, graph: OpGraph | None = None
+                 ) -> dict[str, Any]:
     spans = [max(res.runs[i].end_s for res in results) for i in range(repeat)]
     median = statistics.median(spans)
     mid = min(range(repeat), key=lambda i: (abs(spans[i] - median), i))
@@ -154,6 +195,9 @@ def build_report(plan_path, plan: Plan, partition: Partition, results: Sequence[
         "transfers": len(partition.transfers),
         "transfer_bytes": sum(t.size_bytes for t in partition.transfers),
         "trace": None,
+        "input_shapes": {k: list(graph.tensors[k].shape) for k in graph.graph_inputs} if graph is not None else {},
+        "input_values": {k: list(v) for k, v in plan.input_values.items()},
+        "replanned": plan.input_shapes != load_plan(plan_path).input_shapes,
     }
     if report_path is not None:
         rp = Path(report_path)

@@ -86,12 +86,15 @@ class Edge:
 
 @dataclass(frozen=True, slots=True)
 class SourceInfo:
-    """Where a graph came from: file path, its SHA-256, its kind ('onnx' or 'taskgraph') and time unit."""
+    """Where a graph came from: file path, its SHA-256, its kind ('onnx' or 'taskgraph') and time unit, and the
+    import options it was made with (sorted (input name, shape) and (input name, values) pairs)."""
 
     path: str
     sha256: str
     kind: str
     time_unit: str = "s"
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    input_values: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
 
 @dataclass(frozen=True)

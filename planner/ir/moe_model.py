@@ -121,14 +121,19 @@ class _GraphBuilder:
         self.initializers.append(numpy_helper.from_array(np.asarray(value), name))
         return name
 
-    def op(self, op_type: str, name: str, inputs: list[str], n_outputs: int = 1, output: str | None = None,
-           **attrs: object) -> str | list[str]:
+    def op(self, op_type: str, name: str, inputs: list[str], output: str | None = None, **attrs: object) -> str:
+        """Add a one-output node; returns its output's name."""
+        return self.op_outputs(op_type, name, inputs, 1, output, **attrs)[0]
+
+    def op_outputs(self, op_type: str, name: str, inputs: list[str], n_outputs: int, output: str | None = None,
+                   **attrs: object) -> list[str]:
+        """Add a node with `n_outputs` outputs (named `name:k`, or `output` for a single one); returns them."""
         if name in self._names:
             raise ValueError(f"duplicate node name {name!r}")
         self._names.add(name)
         outputs = [output] if output is not None else [f"{name}:{n}" for n in range(n_outputs)]
-        self.nodes.append(helper.make_node(op_type, inputs, outputs, name=name, **attrs))
-        return outputs[0] if n_outputs == 1 else outputs
+        self.nodes.append(helper.make_node(op_type, inputs, outputs, name=name, **attrs))  # type: ignore[arg-type]
+        return outputs
 
 
 def _i64(*values: int) -> np.ndarray:
@@ -196,7 +201,7 @@ def build_moe_model(config: MoEConfig) -> onnx.ModelProto:
         r = f"layer{i}/router"
         hr = g.op("Reshape", f"{r}/flatten", [layer_norm(r, x), shape_th])  # [T, H]
         router_probs = g.op("Softmax", f"{r}/softmax", [g.op("MatMul", f"{r}/logits", [hr, f"{r}/w"])], axis=-1)
-        top_vals, top_idx = g.op("TopK", f"{r}/topk", [router_probs, top_k], n_outputs=2, axis=-1)
+        top_vals, top_idx = g.op_outputs("TopK", f"{r}/topk", [router_probs, top_k], 2, axis=-1)
         gates = top_vals
         if config.renormalize:
             total = g.op("ReduceSum", f"{r}/gate_sum", [top_vals, axis_last], keepdims=1)
@@ -215,7 +220,7 @@ def build_moe_model(config: MoEConfig) -> onnx.ModelProto:
             fits = g.op("Cast", f"{p}/fits_f", [g.op("Less", f"{p}/fits", [pos, capacity_f])], to=TensorProto.FLOAT)
             keep = g.op("Mul", f"{p}/keep", [m, fits])
             score = g.op("Add", f"{p}/score", [g.op("Mul", f"{p}/score_kept", [keep, tokens_f]), rank_desc])
-            _, slot = g.op("TopK", f"{p}/slots", [score, capacity_k], n_outputs=2, axis=0)  # [C] token ids
+            _, slot = g.op_outputs("TopK", f"{p}/slots", [score, capacity_k], 2, axis=0)  # [C] token ids
             kept_gate = g.op("Mul", f"{p}/kept_gate", [gate, keep])
             slot_gate = g.op("Gather", f"{p}/slot_gate", [kept_gate, slot], axis=0)  # [C], 0 for empty slots
             tokens_in = g.op("Gather", f"{p}/dispatch", [hr, slot], axis=0)  # [C, H]

@@ -1,9 +1,11 @@
 """Write an `OpGraph` (after passes) back to ONNX, so that passes can be checked by running both models.
 
-Each op is rebuilt from the original model's node of the same name (or of `Op.origin` for clones), with the op's
-own input and output tensor names.  Tensors that became constants through folding get their values here: the
-ops that produced them are evaluated with the onnx reference evaluator, `Shape` and `Size` from the static shapes
-recorded at import.  Node names follow the importer's naming (`onnx_import.node_names`).
+Each op is rebuilt from the model's node of the same name (or of `Op.origin` for clones), with the op's own input
+and output tensor names; the model is the one the importer planned (`onnx_import.normalized_model`: input values
+bound, opset upgraded, known Ifs inlined, with the options kept in the graph's `SourceInfo`).  Tensors that became
+constants through folding get their values here: the ops that produced them are evaluated node by node
+(`onnx_eval`: onnx's reference evaluator, else onnxruntime), `Shape` and `Size` from the static shapes recorded at
+import.  Node names follow the importer's naming (`onnx_import.node_names`).
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
+from planner.errors import InputError
 from planner.ir.graph import OpGraph
-from planner.ir.onnx_import import node_names
+from planner.ir.onnx_eval import EvaluationError, evaluate_node
+from planner.ir.onnx_import import node_names, normalized_model
 
 
 def _shape_value(node: onnx.NodeProto, shape: tuple[int, ...]) -> np.ndarray:
@@ -30,43 +33,50 @@ def _shape_value(node: onnx.NodeProto, shape: tuple[int, ...]) -> np.ndarray:
 
 def _evaluate_constants(model: onnx.ModelProto, names: list[str], wanted: set[str], graph: OpGraph
                         ) -> dict[str, np.ndarray]:
-    """Values of `wanted` tensors, which depend on initializers and static shapes only."""
+    """Values of `wanted` tensors, which depend on initializers and static shapes only: their producers are
+    evaluated node by node (`onnx_eval.evaluate_node`: onnx's reference evaluator, else onnxruntime)."""
     if not wanted:
         return {}
     producer = {t: i for i, node in enumerate(model.graph.node) for t in node.output}
-    initializers = {init.name for init in model.graph.initializer}
-    feeds: dict[str, np.ndarray] = {}
+    inits = {init.name: init for init in model.graph.initializer}
+    values: dict[str, np.ndarray] = {}
     needed_nodes: set[int] = set()
     stack = list(wanted)
     seen: set[str] = set()
     while stack:
         t = stack.pop()
-        if t in seen or t in initializers or not t:
+        if t in seen or not t:
             continue
         seen.add(t)
+        if t in inits:
+            values[t] = numpy_helper.to_array(inits[t])
+            continue
         i = producer[t]
         node = model.graph.node[i]
         if node.op_type in ("Shape", "Size"):
-            feeds[node.output[0]] = _shape_value(node, graph.tensors[node.input[0]].shape)
+            values[node.output[0]] = _shape_value(node, graph.tensors[node.input[0]].shape)
             continue
         needed_nodes.add(i)
         stack.extend(node.input)
-    nodes = [model.graph.node[i] for i in sorted(needed_nodes)]
-    used_inits = [init for init in model.graph.initializer if any(init.name in n.input for n in nodes)]
-    sub = helper.make_graph(
-        nodes, "constants",
-        inputs=[helper.make_tensor_value_info(k, onnx.TensorProto.INT64, None) for k in feeds],
-        outputs=[helper.make_tensor_value_info(t, onnx.TensorProto.UNDEFINED, None) for t in sorted(wanted)],
-        initializer=used_inits,
-    )
-    sub_model = helper.make_model(sub, opset_imports=model.opset_import, ir_version=model.ir_version)
-    values = ReferenceEvaluator(sub_model).run(None, feeds)
-    return dict(zip(sorted(wanted), (np.asarray(v) for v in values)))
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in model.opset_import}
+    for i in sorted(needed_nodes):  # the model's node order is topological
+        node = onnx.NodeProto()
+        node.CopyFrom(model.graph.node[i])
+        node.name = names[i]
+        try:
+            results = evaluate_node(node, [values[t] if t else None for t in node.input], opsets,
+                                    model.ir_version)
+        except EvaluationError as exc:
+            raise InputError(f"constant folding: {exc}", path=graph.source.path if graph.source else None,
+                             fix="report the model; this node cannot be folded") from None
+        values.update(zip([o for o in node.output if o], results, strict=False))
+    return {t: values[t] for t in wanted}
 
 
 def export_onnx(graph: OpGraph, model_path: str | Path) -> onnx.ModelProto:
     """An ONNX model computing what `graph` computes, built from the original model at `model_path`."""
-    model = onnx.load(str(model_path))
+    src = graph.source
+    model = normalized_model(model_path, src.input_shapes if src else (), src.input_values if src else ())
     names = node_names(model)
     original = dict(zip(names, model.graph.node))
     init_by_name = {init.name: init for init in model.graph.initializer}

@@ -59,28 +59,75 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
 
 from planner.errors import DynamicShapeError, InputError, UnsupportedOpError
 from planner.ir.graph import Edge, Op, OpGraph, SourceInfo, TensorInfo
+from planner.ir.onnx_constants import (
+    ConstantValues,
+    bind_input_values,
+    inline_constant_ifs,
+    upgrade_opset,
+    with_constants,
+)
 from planner.ir.op_workload import DATA_DEPENDENT, NodeShapes, op_flops
 
-__all__ = ["load_onnx"]
+__all__ = ["load_onnx", "normalized_model", "node_names"]
 
 _PROTOBUF_LIMIT_BYTES = 2**31 - 1
 _SMALL_EXTERNAL_BYTES = 64 * 1024  # external tensors up to this size are read (they may hold shape values)
 _SMALL_EXTERNAL_TOTAL_BYTES = 256 * 2**20
-_MAX_BOUND_ROUNDS = 8
+_MAX_ROUNDS = 32  # inference rounds: constant evaluation, If inlining, upgrade and bounds each need one
 _CONTRIB_DOMAINS = frozenset({"com.microsoft"})
 _CANON_DOMAIN = {"ai.onnx": ""}
 _SHOW = 5  # items listed in one error message
 
 
 # --------------------------------------------------------------------------- public API
-def load_onnx(path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None) -> OpGraph:
+def load_onnx(path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None = None,
+              input_values: Mapping[str, Sequence[float]] | None = None) -> OpGraph:
     """Load an ONNX model as an OpGraph with static shapes and per-op FLOPs and bytes (see the module docstring).
 
     `input_shapes` maps graph input names to concrete shapes; it fixes dynamic dimensions before shape inference.
+    `input_values` binds graph inputs to values (they become constants; an If on them is inlined).
     Raises InputError, UnsupportedOpError or DynamicShapeError (all OpplanError) for anything wrong with the input.
     """
     p = Path(path)
-    shown = str(path)
+    shapes, values = _options_key(input_shapes), _options_key(input_values)
+    model, types, bounded, sha = _normalized(p, str(path), shapes, values)
+    source = SourceInfo(str(path), sha, "onnx", "s", input_shapes=shapes, input_values=values)
+    return _build(model, types, bounded, source, p.stem)
+
+
+def normalized_model(path: str | Path, input_shapes: Sequence[tuple[str, tuple]] = (),
+                     input_values: Sequence[tuple[str, tuple]] = ()) -> ModelProto:
+    """A copy of the model exactly as `load_onnx` planned it (input values bound, opset upgraded if needed, If on
+    known conditions inlined), with every weight loaded: the nodes the plan names are this model's nodes.
+    `input_shapes`/`input_values` as stored in the graph's `SourceInfo`."""
+    p = Path(path)
+    model, _types, _bounded, _sha = _normalized(p, str(path), tuple(input_shapes), tuple(input_values))
+    out = ModelProto()
+    out.CopyFrom(model)
+    if any(_is_external(t) for t in _iter_tensors(out.graph)):
+        onnx.external_data_helper.load_external_data_for_model(out, str(p.parent))
+    return out
+
+
+def _options_key(options: Mapping[str, Sequence] | None) -> tuple[tuple[str, tuple], ...]:
+    """A hashable, canonical form of --input-shape / --input-value options: sorted (name, values) pairs."""
+    return tuple(sorted((k, tuple(v)) for k, v in (options or {}).items()))
+
+
+def _normalized(p: Path, shown: str, shapes: tuple, values: tuple
+                ) -> tuple[ModelProto, MutableMapping[str, _Type], frozenset[str], str]:
+    try:
+        st = p.stat()
+        stamp = (str(p.resolve()), st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = (str(p), 0, 0)  # _read_file reports it
+    return _normalized_cached(stamp, shown, shapes, values)
+
+
+@lru_cache(maxsize=4)  # import and export (every rank's share) read the same model: rewrite it once per process
+def _normalized_cached(stamp: tuple, shown: str, shapes: tuple, values: tuple
+                       ) -> tuple[ModelProto, MutableMapping[str, _Type], frozenset[str], str]:
+    p = Path(shown)
     data = _read_file(p, shown)
     sha = hashlib.sha256(data).hexdigest()
     model = _parse(data, shown)
@@ -94,11 +141,13 @@ def load_onnx(path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None
                              fix="re-export the model; onnx.checker.check_model shows the details") from None
     _check_op_types(model, shown)
     _check_structure(model, p, shown, external)
-    if input_shapes:
-        _apply_input_shapes(model, input_shapes, shown)
+    if shapes:
+        _apply_input_shapes(model, dict(shapes), shown)
+    if values:
+        bind_input_values(model, dict(values), shown)
     _check_dynamic_inputs(model, shown)
     model, bounded, types = _infer_shapes(model, shown)
-    return _build(model, types, bounded, SourceInfo(shown, sha, "onnx", "s"), p.stem)
+    return model, types, bounded, sha
 
 
 # --------------------------------------------------------------------------- reading and parsing
@@ -432,15 +481,46 @@ def _type_map(graph: GraphProto, outer: Mapping[str, _Type] | None = None) -> Mu
     return types
 
 
+def _run_inference(model: ModelProto, consts: ConstantValues, shown: str) -> ModelProto:
+    """onnx shape inference (strict, with data propagation); with known constant values, on a scratch copy that
+    holds them as initializers, its shapes copied back into the model."""
+    try:
+        if not consts.values:
+            return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        scratch = onnx.shape_inference.infer_shapes(with_constants(model, consts.values), check_type=True,
+                                                    strict_mode=True, data_prop=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
+        raise InputError(f"shape inference failed: {_one_line(exc)}", path=shown,
+                         fix="check --input-shape and --input-value values against the model, or re-export "
+                             "it") from None
+    inits = {t.name for t in model.graph.initializer}
+    known = {vi.name: vi for vi in scratch.graph.value_info}
+    for name, value in consts.values.items():
+        if name not in inits and name not in known:
+            known[name] = onnx.helper.make_tensor_value_info(
+                name, onnx.helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(known.values())
+    by_name = {o.name: o for o in scratch.graph.output}
+    for o in model.graph.output:
+        if o.name in by_name:
+            o.type.CopyFrom(by_name[o.name].type)
+        elif o.name in known:
+            o.type.CopyFrom(known[o.name].type)
+    return model
+
+
 def _infer_shapes(model: ModelProto, shown: str) -> tuple[ModelProto, frozenset[str], MutableMapping[str, _Type]]:
-    """Run strict shape inference; bound data-dependent outputs and re-run until every node output is static."""
+    """Shape inference until every needed tensor is static, each round trying, in order: exact shapes onnx leaves
+    out, inlining Ifs with a known condition, the opset upgrade (once, below opset 14), constant evaluation, and
+    upper bounds for data-dependent outputs.  When nothing helps any more, the error names the node that stops
+    propagation and why (`_culprit`)."""
     bounded: set[str] = set()
-    for _ in range(_MAX_BOUND_ROUNDS):
-        try:
-            model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
-        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as exc:
-            raise InputError(f"shape inference failed: {_one_line(exc)}", path=shown,
-                             fix="check --input-shape values against the model, or re-export it") from None
+    consts = ConstantValues()
+    upgraded = False
+    unknown: list[tuple[int, str]] = []
+    for _ in range(_MAX_ROUNDS):
+        model = _run_inference(model, consts, shown)
         graph = model.graph
         types = _type_map(graph)
         needed = {t for node in graph.node for t in node.input} | {vi.name for vi in graph.output}
@@ -458,8 +538,27 @@ def _infer_shapes(model: ModelProto, shown: str) -> tuple[ModelProto, frozenset[
                     progress = True
                 elif o in needed:
                     unknown.append((i, o))
-        if not unknown and not progress:
+        has_if = any(n.op_type == "If" and _CANON_DOMAIN.get(n.domain, n.domain) == "" for n in graph.node)
+        if not unknown and not progress and not has_if:
             return model, frozenset(bounded), types
+        if progress:
+            continue
+        if has_if or unknown:
+            names = _node_names(graph.node)
+            static = {k: ty.shape for k, ty in types.items() if ty.is_tensor}
+            added = consts.evaluate(model, static, names)
+            if has_if and inline_constant_ifs(model, consts.values, names, _node_names):
+                continue
+            if added and unknown:
+                continue
+        if not unknown:
+            return model, frozenset(bounded), types
+        if not upgraded:
+            upgraded = True
+            converted = upgrade_opset(model)
+            if converted is not None:
+                model = converted
+                continue
         for i, out in unknown:
             bound = _output_bound(graph.node[i], out, types)
             if bound is not None:
@@ -468,13 +567,71 @@ def _infer_shapes(model: ModelProto, shown: str) -> tuple[ModelProto, frozenset[
                 progress = True
         if not progress:
             break
+    raise _culprit(model, unknown, consts, shown)
+
+
+# Inputs whose value (not only shape) decides an op's output shape, by op type: index in the node's inputs.
+_SHAPE_VALUE_INPUTS = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Pad": (1, 2, 3), "ConstantOfShape": (0,), "Range": (0, 1, 2),
+    "Slice": (1, 2, 3, 4), "Resize": (1, 2, 3), "Upsample": (1,), "TopK": (1,), "OneHot": (1,),
+    "Squeeze": (1,), "Unsqueeze": (1,), "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,),
+    "ReduceMin": (1,), "ReduceProd": (1,), "Split": (1,), "CenterCropPad": (1,), "If": (0,),
+}
+
+
+def _culprit(model: ModelProto, unknown: list[tuple[int, str]], consts: ConstantValues, shown: str
+             ) -> InputError:
+    """The error for tensors still without a shape: the first node whose inputs all have static shapes but whose
+    output has none (it stops propagation), the input whose value it needs and what that value depends on."""
+    graph = model.graph
     names = _node_names(graph.node)
+    types = _type_map(graph)
+    producer = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
+    inits = {t.name for t in graph.initializer}
+    graph_inputs = [vi.name for vi in graph.input if vi.name not in inits]
     i, out = unknown[0]
+    for j, o in unknown:  # the first one whose inputs are all known
+        if all(not t or (types.get(t) is not None and types[t].shape is not None) for t in graph.node[j].input):
+            i, out = j, o
+            break
     node = graph.node[i]
     more = f" (and {len(unknown) - 1} more tensor{'s' if len(unknown) > 2 else ''})" if len(unknown) > 1 else ""
-    raise InputError(f"tensor {out!r} (output of node {names[i]!r}, {node.op_type}) has no static shape after "
-                     f"shape inference{more}", path=shown,
-                     fix="fix dynamic inputs with --input-shape, or re-export the model with static shapes")
+    what = (f"tensor {out!r} (output of node {names[i]!r}, {node.op_type}) has no static shape after shape "
+            f"inference and constant evaluation{more}")
+    value_inputs = [node.input[k] for k in _SHAPE_VALUE_INPUTS.get(node.op_type, ())
+                    if k < len(node.input) and node.input[k]]
+    pending = [t for t in value_inputs if t not in consts.values and t not in inits]
+    if not pending:
+        return InputError(f"{what}: node {names[i]!r} stops shape propagation", path=shown,
+                          fix="re-export the model with static shapes (or a newer opset)")
+    # what the value depends on: graph inputs upstream, or a node that could not be evaluated
+    seen, stack, sources, failed = set(), list(pending), [], []
+    while stack:
+        t = stack.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        if t in graph_inputs:
+            sources.append(t)
+            continue
+        k = producer.get(t)
+        if k is None:
+            continue
+        if names[k] in consts.failures:
+            failed.append(consts.failures[names[k]])
+        if graph.node[k].op_type in ("Shape", "Size"):
+            continue  # a shape is known: it is not what blocks
+        stack.extend(x for x in graph.node[k].input if x)
+    why = f"its input {pending[0]!r}, whose value decides the shape, is not a constant"
+    if failed:
+        return InputError(f"{what}: {why}: {failed[0]}", path=shown,
+                          fix="report the model; the node that could not be evaluated is named above")
+    if sources:
+        listed = ", ".join(sorted(set(sources))[:_SHOW])
+        return InputError(f"{what}: {why}; it depends on the value of graph input(s) {listed}", path=shown,
+                          fix=f"the input shapes are static, so --input-shape cannot help: give the values with "
+                              f"--input-value NAME=VALUE, e.g. --input-value {sorted(set(sources))[0]}=...")
+    return InputError(f"{what}: {why}", path=shown, fix="re-export the model with static shapes")
 
 
 def _output_exact(node: NodeProto, out: str, types: Mapping[str, _Type]) -> tuple[int, ...] | None:

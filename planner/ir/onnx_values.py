@@ -8,6 +8,10 @@ protobufs into those plain values, so the layering rule (onnx only in `planner/i
   attributes (int, float, str, lists of them, numpy arrays for tensor attributes, None for subgraphs), the values
   of every constant they read (folded ones computed by `export_onnx`), and the model's opsets.
 * `run_onnxruntime(model_path, feeds)`: the reference outputs that `plan-run --check` compares against.
+
+Subgraph attributes (If's branches, Loop's and Scan's body) become `GraphSpec`s: their nodes as `NodeSpec`s (nested
+subgraphs in turn), their initializers as numpy arrays, and their input and output names, so a runtime can run a
+body with the same op table as the main graph.
 """
 
 from __future__ import annotations
@@ -18,13 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 from onnx import AttributeProto, helper, numpy_helper
 
 from planner.ir.graph import OpGraph
+from planner.ir.onnx_constants import bind_input_values
 from planner.ir.onnx_export import export_onnx
 
-__all__ = ["NodeSpec", "ModelProgram", "model_program", "run_onnxruntime", "plain_attributes"]
+__all__ = ["GraphSpec", "NodeSpec", "ModelProgram", "model_program", "run_onnxruntime", "plain_attributes",
+           "graph_spec", "bound_input_feeds"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,25 @@ class NodeSpec:
 
 
 @dataclass(frozen=True)
+class GraphSpec:
+    """A subgraph (If branch, Loop or Scan body): nodes in order, its constants, input and output names.  Names it
+    reads but neither defines nor receives as inputs come from the enclosing scope."""
+
+    nodes: tuple[NodeSpec, ...]
+    constants: Mapping[str, np.ndarray]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+def graph_spec(graph: Any) -> GraphSpec:
+    """A GraphProto as a `GraphSpec` (recursively)."""
+    nodes = tuple(NodeSpec(n.name, n.op_type, n.domain if n.domain != "ai.onnx" else "", tuple(n.input),
+                           tuple(n.output), plain_attributes(n)) for n in graph.node)
+    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    return GraphSpec(nodes, consts, tuple(i.name for i in graph.input), tuple(o.name for o in graph.output))
+
+
+@dataclass(frozen=True)
 class ModelProgram:
     """Ops in graph order, the constants they read, and opset versions by domain ('' = ai.onnx)."""
 
@@ -49,11 +75,14 @@ class ModelProgram:
 
 
 def plain_attributes(node: Any) -> dict[str, Any]:
-    """A NodeProto's attributes as plain values (tensors as numpy arrays, strings decoded, subgraphs None)."""
+    """A NodeProto's attributes as plain values (tensors as numpy arrays, strings decoded, subgraphs as
+    `GraphSpec`s)."""
     out: dict[str, Any] = {}
     for a in node.attribute:
-        if a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
-            out[a.name] = None
+        if a.type == AttributeProto.GRAPH:
+            out[a.name] = graph_spec(a.g)
+        elif a.type == AttributeProto.GRAPHS:
+            out[a.name] = [graph_spec(g) for g in a.graphs]
         elif a.type == AttributeProto.TENSOR:
             out[a.name] = numpy_helper.to_array(a.t)
         elif a.type == AttributeProto.TENSORS:
@@ -90,3 +119,16 @@ def run_onnxruntime(model_path: str | Path, feeds: Mapping[str, np.ndarray],
     names = list(outputs) if outputs is not None else [o.name for o in session.get_outputs()]
     values = session.run(names, dict(feeds))
     return dict(zip(names, (np.asarray(v) for v in values), strict=True))
+
+
+def bound_input_feeds(model_path: str | Path, input_values: Mapping[str, Iterable[float]]) -> dict[str, np.ndarray]:
+    """The arrays `--input-value` bound at import (the input's own dtype and shape), to feed the original model
+    to onnxruntime for `--check`."""
+    if not input_values:
+        return {}
+    model = onnx.load(str(model_path), load_external_data=False)
+    inits = {t.name for t in model.graph.initializer}
+    shell = helper.make_model(helper.make_graph([], "inputs", [vi for vi in model.graph.input if vi.name not in inits],
+                                                []), ir_version=max(model.ir_version, 4))
+    bind_input_values(shell, {k: tuple(v) for k, v in input_values.items()}, str(model_path))
+    return {t.name: numpy_helper.to_array(t) for t in shell.graph.initializer}

@@ -17,6 +17,8 @@ Format version 1 (keys at the top level)::
     devices           device names, in index order
     tasks             list of {id, device (name), device_index, stage, start, end, start_tick, end_tick}
     task_ops          {task: [op, ...]} for coarsened inputs (clusters -> ops), else {}
+    input_shapes      optional: {graph input: [dims]} the model was planned with (--input-shape)
+    input_values      optional: {graph input: [values]} the model was planned with (--input-value)
 
 On load the `*_tick` fields are authoritative (exact); `start`/`end`/`makespan` are for readers.  A file without
 `start_tick` (hand-written) has its times converted back: round(start / tick_s), or start itself when tick_s is null.
@@ -90,6 +92,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "task_ops": {k: list(v) for k, v in plan.task_ops.items()},
         **({"search": [{"found_by": part, "makespan": _to_unit(tick, ts), "makespan_tick": tick}
                        for part, tick in plan.search]} if plan.search else {}),
+        "input_shapes": {k: list(v) for k, v in plan.input_shapes.items()},
+        "input_values": {k: list(v) for k, v in plan.input_values.items()},
     }
 
 
@@ -190,6 +194,16 @@ def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
             raise r.fail(f"task_ops.{k}", "must be a list of op names")
         task_ops[k] = tuple(v)
+    input_shapes: dict[str, tuple[int, ...]] = {}
+    for k, v in r.get(data, "input_shapes", (dict,), default={}).items():
+        if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
+            raise r.fail(f"input_shapes.{k}", "must be a list of positive integers")
+        input_shapes[k] = tuple(v)
+    input_values: dict[str, tuple[float, ...]] = {}
+    for k, v in r.get(data, "input_values", (dict,), default={}).items():
+        if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+            raise r.fail(f"input_values.{k}", "must be a list of numbers")
+        input_values[k] = tuple(float(x) for x in v)
     return Plan(
         instance_name=r.get(data, "instance", (str,), default=""),
         placements=tuple(placements),
@@ -210,6 +224,8 @@ def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
         task_ops=task_ops,
         search=tuple((str(step.get("found_by", "")), int(step.get("makespan_tick", 0)))
                      for step in r.get(data, "search", (list,), default=[]) if isinstance(step, dict)),
+        input_shapes=input_shapes,
+        input_values=input_values,
     )
 
 

@@ -8,14 +8,15 @@ An op function has the signature ``fn(inputs, attrs, ctx) -> list[Tensor]``:
   shapes and dtypes from the import, for ops whose semantics changed between opsets or whose output is static).
 
 It returns one tensor per requested output (trailing optional outputs may be left out).  Functions never modify
-their inputs.  Modules by family: `elementwise`, `shape`, `nn`, `reduce`, `index`.
+their inputs.  Modules by family: `elementwise`, `shape`, `nn`, `reduce`, `index`, `resize`, `rnn`, `control`
+(If, Loop, Scan: one op on one rank, bodies through this same table).
 
 `unsupported_ops(graph)` lists what the runtime lacks, before any process starts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -33,6 +34,8 @@ class OpContext:
     output_shapes: tuple[tuple[int, ...] | None, ...] = ()
     output_dtypes: tuple[str | None, ...] = ()
     name: str = ""
+    # tensors visible to the node (the rank's environment): If/Loop/Scan bodies read outer-scope names from it
+    scope: Mapping[str, Tensor] | None = None
 
 
 OPS: dict[str, OpFn] = {}
@@ -85,11 +88,16 @@ def scalar(t: Tensor) -> float | int | bool:
 
 
 # Import the families so that they register themselves.
-from planner.execute.ops import elementwise, index, nn, reduce, shape  # noqa: E402,F401
+from planner.execute.ops import control, elementwise, index, nn, reduce, resize, rnn, shape  # noqa: E402,F401
 
 # Ops with data-dependent output shapes: the plan's static shapes are only bounds for them, so a distributed run
-# could not size its receive buffers.  If/Loop/Scan need subgraph execution, which this runtime does not do.
-UNSUPPORTED_ALWAYS = frozenset({"NonZero", "Unique", "Compress", "NonMaxSuppression", "If", "Loop", "Scan"})
+# could not size its receive buffers (and the runtime has no implementation for them).
+UNSUPPORTED_ALWAYS = frozenset({"NonZero", "Unique", "Compress", "NonMaxSuppression"})
+
+
+def supported_op_types() -> list[str]:
+    """The ONNX op types (default domain) the runtime runs, sorted."""
+    return sorted(t for t in OPS if t not in UNSUPPORTED_ALWAYS)
 
 
 def unsupported_ops(graph) -> list[str]:

@@ -1,0 +1,65 @@
+"""Pipeline figures (`planner/pipeline/metrics.py`) on hand-checked timelines, in particular the part of an
+activation that B frees (issue 17: "B frees nothing, W frees everything" survived, because the only test had one
+micro-batch, whose peak comes before B)."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.pipeline.generators import gpipe
+from planner.pipeline.metrics import figures
+from planner.pipeline.unroll import StageCost, TrainingPipeline, instance_for_schedule
+from planner.pipeline.zero_bubble import zb_h1
+from planner.schedule.simulate import simulate_schedule
+
+
+def _two_stages(freed_by_b: int, params: int = 0) -> TrainingPipeline:
+    c = StageCost(1, 1, 1, activation_bytes=10, activation_freed_by_b_bytes=freed_by_b, param_bytes=params)
+    return TrainingPipeline((c, c), 2, 2, (0, 1), ((0, 1),))
+
+
+def _run(pipe, schedule):
+    inst = instance_for_schedule(pipe, schedule)
+    tl = simulate_schedule(inst, schedule)
+    return tl, figures(pipe, tl)
+
+
+def _order(tl, device):
+    return [(p.task, p.start_tick, p.end_tick) for p in sorted(tl.placements, key=lambda p: p.start_tick)
+            if p.device == device]
+
+
+# ZB-H1, 2 stages x 2 micro-batches, F = B = W = 1, 10 bytes of activation per (stage, micro-batch).
+#   d0: F0 [0,1) F1 [1,2) B0 [3,4) W0 [4,5) B1 [5,6) W1 [6,7)      -> 10, 20 before any backward: peak 20
+#   d1: F0 [1,2) B0 [2,3) F1 [3,4) B1 [4,5) W0 [5,6) W1 [6,7)
+# With B freeing 6 of the 10 bytes, d1: 10 after F0, 4 after B0, 14 after F1 (B0's end and F1's start at tick 3
+# net out), 8 after B1, 4 after W0, 0 after W1: peak 14.  If B freed nothing d1 would reach 20; if B freed all, 10.
+@pytest.mark.parametrize(("freed", "peak_d1"), [(6, 14), (0, 20), (10, 10)])
+def test_b_frees_its_part_of_the_activation(freed: int, peak_d1: int) -> None:
+    tl, fig = _run(_two_stages(freed), zb_h1(2, 2))
+    assert _order(tl, 1) == [("1F0", 1, 2), ("1B0", 2, 3), ("1F1", 3, 4), ("1B1", 4, 5), ("1W0", 5, 6),
+                             ("1W1", 6, 7)]
+    assert fig.peak_activation_bytes == (20, peak_d1)
+    assert fig.peak_memory_bytes == (20, peak_d1)
+
+
+# Same timeline, 7 ticks, d0 busy 6 and d1 busy 6 of them: bubble 1 + 1 = 2, ratio 2 / (2 x 7).  Parameters of a
+# stage count on its device for the whole step: 5 bytes each.
+def test_bubble_and_parameters() -> None:
+    _tl, fig = _run(_two_stages(6, params=5), zb_h1(2, 2))
+    assert fig.makespan_tick == 7 and fig.bubble_tick == 2
+    assert fig.bubble_ratio == pytest.approx(2 / 14)
+    assert fig.per_device_bubble_tick == pytest.approx(1.0)
+    assert fig.param_bytes == (5, 5)
+    assert fig.peak_memory_bytes == (25, 19)
+    assert fig.max_peak_memory_bytes == 25
+
+
+# GPipe fuses B and W (BW frees the whole activation at its end): one stage, two micro-batches,
+# F0 [0,1) F1 [1,2) BW0 [2,4) BW1 [4,6): 20 bytes at the peak, whatever part B alone would free.
+def test_fused_backward_frees_everything_at_its_end() -> None:
+    c = StageCost(1, 1, 1, activation_bytes=10, activation_freed_by_b_bytes=6)
+    tl, fig = _run(TrainingPipeline((c,), 2, 1, (0,), ((0,),)), gpipe(1, 2))
+    assert _order(tl, 0) == [("0F0", 0, 1), ("0F1", 1, 2), ("0BW0", 2, 4), ("0BW1", 4, 6)]
+    assert fig.peak_activation_bytes == (20,)
+    assert fig.bubble_tick == 0 and fig.bubble_ratio == 0.0
