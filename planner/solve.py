@@ -10,7 +10,14 @@ The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` m
                op graph (usually far above max(critical path, work / speed), since it counts the transfers forks
                and joins cannot avoid), and the segment schedules join into an op plan.  The best of that plan and
                HEFT on the op graph is the incumbent.  When it meets the bound it is optimal and we stop.
-    phase 2, cluster rounds (`planner.coarsen.respect`): the incumbent's runs (ops it runs one after another on
+    phase 2a, linear-clustering rounds (the original bi-level loop), only on graphs with bottlenecks (more than
+               one segment: model graphs such as the bundled MoE, where they found the best plans; on graphs
+               without bottlenecks they were 25-90 % worse than HEFT, issue 16): critical-path linear clustering
+               and merging to the backend's cluster count, warm started from the incumbent projected onto the
+               clusters (or HEFT on them), solved, then refined on the plan's critical path and solved again while
+               a round improves, within LINEAR_SHARE of the time left.  Each round's plan is expanded to ops and
+               validated like every candidate.
+    phase 2b, cluster rounds (`planner.coarsen.respect`): the incumbent's runs (ops it runs one after another on
                one device whose outside inputs have arrived when the run starts) become clusters, so the
                incumbent is expressible on them: its projection is a valid warm start no longer than it.  The
                placement model on those clusters (CP-SAT by default) can only keep or improve it; repeated on the
@@ -24,9 +31,9 @@ The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` m
 Every candidate is checked before it can become the incumbent (the validator on the op graph); a phase that fails
 inside is a bug, logged with its traceback, and the search continues with the incumbent it has (`_guarded`), so a
 valid input always gets a valid plan.  `Outcome.phases` (and the plan file's `search`) lists each step that
-improved the incumbent: the list scheduler, then 'decomposition', 'cluster round', 'LNS'; the last one found
-the plan.  When the plan is an op plan, it is returned over one-op clusters, so `Outcome.plan` is always a plan
-of `Outcome.coarse` whose `task_ops` lead back to the ops.
+improved the incumbent: the list scheduler, then 'decomposition', 'linear cluster round', 'cluster round',
+'LNS'; the last one found the plan.  When the plan is an op plan, it is returned over one-op clusters, so
+`Outcome.plan` is always a plan of `Outcome.coarse` whose `task_ops` lead back to the ops.
 
 The reported lower bound is for the real (op-level) problem: the decomposition bound, never below
 max(critical path, total work / total speed) of the fine instance.  The solver's bound on the clusters is
@@ -47,12 +54,12 @@ from typing import TypeVar
 
 from formulations.backends import get_backend
 from formulations.solve_instance import solve_placement
-from planner.coarsen import expand_plan
-from planner.coarsen.refine import as_singletons
+from planner.coarsen import coarsen, contract, expand_plan
+from planner.coarsen.refine import as_singletons, project_plan, refine, replay, split_to_target
 from planner.coarsen.respect import respecting_clusters
 from planner.cost.instance import SchedulingInstance
 from planner.decompose import Decomposition, decompose_and_solve, segments
-from planner.errors import InfeasibleError
+from planner.errors import InfeasibleError, OpplanError
 from planner.heuristics.baselines import round_robin, single_device
 from planner.heuristics.list_schedule import Rank, heft
 from planner.ir.units import format_time
@@ -94,6 +101,7 @@ CLUSTER_ROUND_FACTOR = 4  # a cluster round runs on at most this many times the 
 CLUSTER_SHARE = 0.3  # of the time left, what one cluster round may use (LNS gets the rest)
 ONE_SEGMENT_TASKS = 150  # above this, a graph without bottlenecks gets only ONE_SEGMENT_SHARE for phase 1
 ONE_SEGMENT_SHARE = 0.15
+LINEAR_SHARE = 0.6  # of the time left after phase 1, what the linear-clustering rounds get on a graph with bottlenecks
 
 
 def tick_formatter(instance: SchedulingInstance) -> Callable[[int], str]:
@@ -235,18 +243,32 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                 f"op-level bound {unit(fine_bound)}, stitched plan "
                 f"{unit(stitched.makespan_tick) if stitched is not None else 'none'}; incumbent "
                 f"{unit(incumbent.makespan_tick)}; {decomposition.seconds:.1f}s")
-    best: ClusterSolution | None = None
+    best: ClusterSolution | None = None  # the cluster plan behind the incumbent, when a round found it
     rounds: list[RoundLog] = []
     if incumbent.makespan_tick <= fine_bound:
         say(f"the incumbent ({incumbent.method}, {unit(incumbent.makespan_tick)}) meets the lower bound: optimal")
     else:
-        found = _guarded("cluster rounds", say, lambda: _cluster_rounds(fine, incumbent, options, t0, say, unit))
+        if fine.num_tasks > 1 and len(segments(fine)) > 1:
+            budget = LINEAR_SHARE * (options.time_limit_s - (time.monotonic() - t0))
+            start = incumbent
+            found = _guarded("linear cluster rounds", say,
+                             lambda: _linear_rounds(fine, start, options, time.monotonic() + budget, say, unit))
+            if found is not None:
+                linear, linear_rounds = found
+                rounds += linear_rounds
+                if linear is not None and linear.op_plan.makespan_tick < incumbent.makespan_tick:
+                    phases.append(PhaseLog("linear cluster round", linear.op_plan.makespan_tick,
+                                           sum(r.seconds for r in linear_rounds)))
+                    incumbent, best = linear.op_plan, linear
+        start = incumbent
+        found = _guarded("cluster rounds", say, lambda: _cluster_rounds(fine, start, options, t0, say, unit))
         if found is not None:
-            best, rounds = found
-            if best is not None and best.op_plan.makespan_tick < incumbent.makespan_tick:
-                phases.append(PhaseLog("cluster round", best.op_plan.makespan_tick,
-                                       sum(r.seconds for r in rounds)))
-                incumbent = best.op_plan
+            respecting, respecting_rounds = found
+            rounds += respecting_rounds
+            if respecting is not None and respecting.op_plan.makespan_tick < incumbent.makespan_tick:
+                phases.append(PhaseLog("cluster round", respecting.op_plan.makespan_tick,
+                                       sum(r.seconds for r in respecting_rounds)))
+                incumbent, best = respecting.op_plan, respecting
         left = options.time_limit_s - (time.monotonic() - t0)
         if incumbent.makespan_tick > fine_bound and left > 0.5:
             start = incumbent
@@ -318,6 +340,66 @@ def _guarded(what: str, say: ProgressFn, run: Callable[[], T]) -> T | None:
         say(f"internal error in {what} (a bug; traceback in the log): {type(exc).__name__}: {exc}; "
             f"continuing with the incumbent")
         return None
+
+
+def _linear_rounds(fine: SchedulingInstance, incumbent: Plan, options: SolveOptions, deadline: float,
+                   say: ProgressFn, unit: Callable[[int], str]) -> tuple[ClusterSolution | None, list[RoundLog]]:
+    """Phase 2a (module docstring): the original bi-level loop until `deadline` (time.monotonic()).  (the best
+    round whose expansion passed the validator and is shorter than `incumbent`, or None; the rounds)."""
+    target = options.target_clusters or DEFAULT_CLUSTERS.get(options.backend, 32)
+    result = coarsen(fine, target_clusters=target)
+    clusters = split_to_target(fine, result.clusters, target)
+    coarse = contract(fine, clusters)
+    say(f"linear clustering: {fine.num_tasks} ops into {coarse.num_tasks} clusters "
+        f"({result.num_linear_clusters} linear clusters; critical path estimate "
+        f"{unit(int(result.critical_path_before_tick))} on ops -> {unit(int(result.critical_path_after_tick))} "
+        f"on clusters)")
+    # Infeasible on these clusters is no proof for the ops (a cluster holds all its members' memory): such a
+    # round is skipped, not reported to the user.
+    warm: Plan | None = None
+    try:
+        warm = heft(coarse)
+    except InfeasibleError:
+        pass
+    try:
+        projected = project_plan(incumbent, coarse, clusters, fine)
+        if warm is None or projected.makespan_tick < warm.makespan_tick:
+            warm = projected
+    except OpplanError:  # the incumbent need not be expressible on these clusters (a deadlock, memory)
+        pass
+    best: ClusterSolution | None = None
+    rounds: list[RoundLog] = []
+    for rnd in range(options.max_rounds):
+        remaining = deadline - time.monotonic()
+        if remaining <= 1.0:
+            break
+        share = remaining * 0.5 if rnd == 0 and options.max_rounds > 1 else remaining / max(1, options.max_rounds - rnd)
+        r0 = time.monotonic()
+        try:
+            plan = solve_placement(coarse, backend=options.backend, time_limit_s=max(0.5, share),
+                                   rel_gap=options.rel_gap, threads=options.threads, seed=options.seed,
+                                   warm_start=warm)
+        except OpplanError as exc:  # infeasible or no plan in time on these clusters: the phase ends
+            say(f"linear cluster round {rnd}: no plan on these clusters ({exc}); phase skipped")
+            break
+        op_plan = expand_plan(fine, coarse, clusters, plan)  # members back to back: the same makespan
+        rounds.append(RoundLog(len(rounds), coarse.num_tasks, op_plan.makespan_tick, plan.lower_bound_tick,
+                               plan.status, time.monotonic() - r0))
+        say(f"linear cluster round {rnd}: {coarse.num_tasks} clusters, plan {unit(op_plan.makespan_tick)} "
+            f"({plan.status} on these clusters)")
+        improved = best is None or op_plan.makespan_tick < best.op_plan.makespan_tick
+        if improved and op_plan.makespan_tick < incumbent.makespan_tick and _valid(fine, op_plan):
+            best = ClusterSolution(plan, op_plan, coarse, clusters, plan.lower_bound_tick)
+        elif rnd > 0:
+            break
+        refined = refine(fine, coarse, clusters, plan, target)
+        if refined is None:
+            break
+        old_names = coarse.task_names
+        clusters = refined.clusters
+        coarse = contract(fine, clusters)
+        warm = replay(coarse, plan, old_names, refined.parent)
+    return best, rounds
 
 
 def _cluster_rounds(fine: SchedulingInstance, incumbent: Plan, options: SolveOptions, t0: float, say: ProgressFn,

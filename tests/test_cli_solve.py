@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from planner.cli import simulate_main, solve_main, whatif_main
+from planner.data import BUNDLED_MODEL
+from planner.ir.hardware import load_topology
+from planner.prepare import prepare
 
 REPO = Path(__file__).resolve().parents[1]
 HW = REPO / "planner" / "data" / "hardware_profiles"
@@ -42,22 +45,28 @@ def test_default_solve_plans_the_bundled_moe_and_draws_it(tmp_path, capsys):
     out = tmp_path / "plan.json"
     assert solve_main(["--time-limit", "8", "--out", str(out), "--quiet"]) == 0
     plan = json.loads(out.read_text())
-    assert plan["task_ops"], "a coarsened plan maps its clusters back to ops"
-    ops = [op for members in plan["task_ops"].values() for op in members]
-    assert len(ops) == len(set(ops))
+    # The saved plan is a cluster plan (task ids map to ops through task_ops) or, when the search ends on an op
+    # plan, an op plan (task ids are the ops' names, no task_ops).  Either way every op of the model is planned
+    # exactly once.
+    model_ops = prepare(BUNDLED_MODEL, load_topology(HW / "cpu-4.yaml")).instance.task_names
+    task_ops = plan.get("task_ops") or {}
+    members = {t["id"]: task_ops[t["id"]] if task_ops else [t["id"]] for t in plan["tasks"]}
+    if task_ops:
+        assert set(task_ops) == set(members), "every cluster of a cluster plan maps back to ops"
+    ops = [op for ms in members.values() for op in ms]
+    assert len(ops) == len(set(ops)) and sorted(ops) == sorted(model_ops)
     assert plan["lower_bound"] <= plan["makespan"]
     assert (tmp_path / "plan.gantt.png").stat().st_size > 10_000
     trace = json.loads((tmp_path / "plan.trace.json").read_text())
     from planner.schedule.trace import COMPUTE_TID
 
     compute = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("tid") == COMPUTE_TID]
-    per_device: dict[int, int] = {}
-    for task in plan["tasks"]:  # one trace event per op, on the compute thread of its cluster's device
-        per_device[task["device_index"]] = per_device.get(task["device_index"], 0) + len(plan["task_ops"][task["id"]])
-    seen: dict[int, int] = {}
-    for e in compute:
-        seen[e["pid"]] = seen.get(e["pid"], 0) + 1
-    assert seen == per_device
+    expected = {}  # one trace event per op, named by the op, on the compute thread of its (cluster's) device
+    for task in plan["tasks"]:
+        for op in members[task["id"]]:
+            expected[op] = task["device_index"]
+    assert len(compute) == len(expected)
+    assert {e["name"]: e["pid"] for e in compute} == expected
 
 
 def test_simulate_retimes_a_plan_on_other_hardware(tmp_path, capsys):
