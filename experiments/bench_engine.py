@@ -2,10 +2,10 @@
 `experiments.layered` with fixed seeds and the bundled MoE on two profiles.
 
 Per instance, one row: the classic list schedulers (HEFT, HEFT with CPoP's priority), the planner's phases (the
-makespan after phase 1, after the cluster rounds, after LNS: `plan_instance`'s `phases`), the final makespan, the
-op-level lower bound (the best of the trivial bound and the decomposition/solver bound), the gap, which part found
-the plan, the share of the list scheduler's gap to the bound that the planner closed, and whether the planner
-failed (an exception: it never should).
+makespan after phase 1, the linear-clustering rounds, the cluster rounds, LNS: `plan_instance`'s `phases`), the
+final makespan, the op-level lower bound (the best of the trivial bound and the decomposition/solver bound), the
+gap, which part found the plan, the share of the list scheduler's gap to the bound that the planner closed, and
+whether the planner failed (an exception: it never should).
 """
 
 from __future__ import annotations
@@ -47,14 +47,16 @@ def _row(name: str, inst: SchedulingInstance, time_limit_s: float, threads: int)
         return row
     after: dict[str, int] = {}
     for phase in out.phases:
-        key = phase.source if phase.source in ("decomposition", "cluster round", "LNS") else "list"
+        key = phase.source if phase.source in ("decomposition", "linear cluster round", "cluster round",
+                                               "LNS") else "list"
         after[key] = phase.makespan_tick
     final = out.op_plan.makespan_tick
     bound = out.lower_bound_tick
     gap_before = best_list - bound
     row.update(
         failed=False, after_list=after.get("list", best_list), after_decomposition=after.get("decomposition", ""),
-        after_cluster_round=after.get("cluster round", ""), after_lns=after.get("LNS", ""), final=final,
+        after_linear_round=after.get("linear cluster round", ""), after_cluster_round=after.get("cluster round", ""),
+        after_lns=after.get("LNS", ""), final=final,
         bound=bound, gap_pct=round(100 * out.op_plan.gap, 2),
         list_gap_pct=round(100 * gap_before / best_list, 2),
         closed_pct=round(100 * (best_list - final) / gap_before, 1) if gap_before > 0 else "",

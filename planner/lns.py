@@ -7,16 +7,18 @@ One move, on the incumbent plan P of the op graph:
    random op of P's critical chain (`planner.coarsen.refine.critical_tasks`), so that most windows hold ops that
    made the plan as long as it is.  Every predecessor of an op of W that is not in W starts before a.
 2. **Neighbourhood instance.**  W, plus the *frozen* ops: the predecessors of W outside W and, per device, the op
-   of P that ends last among those that start before a (it holds the device when the window opens).  A frozen op
+   of P that ends last among those that start before a (it holds the device when the window opens) and the first
+   op of P after the window (what a window op put on that device delays).  A frozen op
    is pinned to its device in P (ineligible elsewhere) and released at its start in P; an op of W is released at
    a.  Device memory is the capacity less the parameters of the ops outside the neighbourhood that P puts there.
 3. **Solve** it with the placement model (`formulations.solve_instance.solve_placement`, release times), warm
    started from P restricted to the neighbourhood (valid there), for a short time.
 4. **Put back.**  Per device: the ops of P that start before a and are not in W (P's order), then W's ops the
-   solution put there (its order), then the ops of P after the window (P's order).  The simulator replays these
-   orders on the whole op graph (they cannot deadlock: no path leads from a later part back to an earlier one);
-   the validator checks the result, memory included.  A result no longer than P is accepted (equal ones too, to
-   move across plateaus); a deadlock, an invalid plan or a solver failure is a rejected move.
+   solution put there and the device's first op after the window (the solution's order), then the ops of P after
+   the window (P's order).  These orders are replayed on the whole op graph (earliest starts, as the simulator
+   computes them; they cannot deadlock: no path leads from a later part back to an earlier one); when memory may
+   bind the validator checks the result.  A result no longer than P is accepted (equal ones too, to move across
+   plateaus); a deadlock, an invalid plan or a solver failure is a rejected move.
 
 The neighbourhood's objective is the end of its last op, a proxy for the plan's makespan: the acceptance test is
 on the whole plan.  The window grows by a quarter after a move whose neighbourhood was solved to optimality and
@@ -30,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,9 +81,10 @@ def _window(fine: SchedulingInstance, plan: Plan, a_tick: int, size: int) -> lis
 
 
 def _delivery(fine: SchedulingInstance, plan: Plan, tasks: Sequence[int], start: np.ndarray, end: np.ndarray,
-              device: np.ndarray) -> list[int]:
+              device: np.ndarray, chained: Collection[int] = ()) -> list[int]:
     """Per neighbourhood task, the work P still has to do after it outside the neighbourhood: the longest path
-    from it through ops outside, in P's graph of data edges (with P's transfer delays) and device orders."""
+    from it through ops outside, in P's graph of data edges (with P's transfer delays) and device orders.  From a
+    task itself only its data edges count, unless it is in `chained` (its device successor in P stays after it)."""
     n = fine.num_tasks
     dur = end - start
     nxt = np.full(n, -1, dtype=np.int64)
@@ -104,6 +107,8 @@ def _delivery(fine: SchedulingInstance, plan: Plan, tasks: Sequence[int], start:
         for v, e in fine.successors[t]:
             if v not in inside:
                 best = max(best, fine.comm(e, int(device[t]), int(device[v])) + int(dur[v]) + int(q[v]))
+        if t in chained and nxt[t] >= 0 and nxt[t] not in inside:
+            best = max(best, int(dur[nxt[t]]) + int(q[nxt[t]]))
         out.append(best)
     return out
 
@@ -129,6 +134,16 @@ def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[in
         before = [t for t in range(fine.num_tasks) if device[t] == d and start[t] < a_tick and t not in free]
         if before:
             frozen.add(max(before, key=lambda t: (end[t], start[t])))
+    # The first op after the window on each device (P's) is frozen too: without it the model sees a device as idle
+    # after the window, while the put-back runs that device's later ops after whatever the window puts there, so
+    # a move could load a device the model thought free (most rejected moves were that).  Its delivery tail
+    # follows its device's order, which the put-back keeps.
+    sentinels: set[int] = set()
+    for d in range(fine.num_devices):
+        after = [t for t in range(fine.num_tasks) if device[t] == d and start[t] >= a_tick and t not in free]
+        if after:
+            sentinels.add(min(after, key=lambda t: (start[t], end[t])))
+    frozen |= sentinels
     tasks = sorted(free | frozen, key=lambda t: (start[t], t))
     sub = induced_instance(fine, tasks, f"{fine.name}[lns@{a_tick}]")
     dur = sub.duration_tick.copy()
@@ -143,7 +158,7 @@ def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[in
     capacity = np.maximum(0, fine.capacity_bytes - outside_params.astype(np.int64))
     sub = dataclasses.replace(sub, duration_tick=dur, capacity_bytes=capacity)
     release = [int(start[t]) if t in frozen else a_tick for t in tasks]
-    tail = _delivery(fine, plan, tasks, start, end, device)
+    tail = _delivery(fine, plan, tasks, start, end, device, chained=sentinels)
     warm = dataclasses.replace(plan, instance_name=sub.name, task_ops={},
                                placements=tuple(by[names[t]] for t in tasks))
     # No symmetry rows: the frozen ops pin devices, so few devices stay interchangeable, and the rows are a large
@@ -151,13 +166,13 @@ def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[in
     solved = solve_placement(sub, backend=backend, time_limit_s=time_limit_s, threads=threads, seed=seed,
                              warm_start=warm, release_tick=release, tail_tick=tail, symmetry_breaking=False)
     sub_by = solved.by_task()
-    placed = {t: sub_by[names[t]] for t in window}
+    placed = {t: sub_by[names[t]] for t in (*window, *sentinels)}
     orders: list[list[int]] = [[] for _ in range(fine.num_devices)]
     pre = [t for t in range(fine.num_tasks) if t not in free and start[t] < a_tick]
-    post = [t for t in range(fine.num_tasks) if t not in free and start[t] >= a_tick]
+    post = [t for t in range(fine.num_tasks) if t not in free and t not in sentinels and start[t] >= a_tick]
     for t in sorted(pre, key=lambda t: (start[t], end[t])):
         orders[device[t]].append(t)
-    for t in sorted(window, key=lambda t: (placed[t].start_tick, placed[t].end_tick)):
+    for t in sorted(placed, key=lambda t: (placed[t].start_tick, placed[t].end_tick)):
         orders[placed[t].device].append(t)
     for t in sorted(post, key=lambda t: (start[t], end[t])):
         orders[device[t]].append(t)

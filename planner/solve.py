@@ -232,7 +232,7 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
             share = min(share, ONE_SEGMENT_SHARE)  # one large segment: a bound, rarely a plan; LNS gets the time
         decomposition = _guarded("decomposition", say, lambda: decompose_and_solve(
             fine, time_limit_s=share * options.time_limit_s, backend=options.backend,
-            threads=options.threads, seed=options.seed, progress=say))
+            threads=options.threads, seed=options.seed, progress=say, incumbent=incumbent))
         if decomposition is not None:
             fine_bound = max(fine_bound, min(decomposition.bound_tick, incumbent.makespan_tick))
             stitched = decomposition.plan
