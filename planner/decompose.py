@@ -215,7 +215,7 @@ def _restricted(plan: Plan, sub: SchedulingInstance) -> Plan | None:
     t0 = min((r.start_tick for r in rows), default=0)
     placements = tuple(TaskPlacement(r.task, r.device, r.start_tick - t0, r.end_tick - t0) for r in rows)
     cut = dataclasses.replace(plan, instance_name=sub.name, placements=placements, task_ops={},
-                              makespan_tick=max((p.end_tick for p in placements), default=0))
+                              makespan_tick=max((p.end_tick for p in placements), default=0), lower_bound_tick=0)
     try:
         validate_plan(sub, cut)
     except PlanInvalidError:
