@@ -5,7 +5,8 @@ The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` m
     phase 0, list scheduling: the shorter of HEFT and HEFT with CPoP's priority (upward + downward rank).
     phase 1, decomposition (`planner.decompose`): cut the op graph at its bottlenecks (ops that every other op
                precedes or follows: a layer's residual add, a module's concat); solve each segment's placement
-               model at op level (CP-SAT, time shared by size, identical segments once; segments HEFT solves to
+               model at op level (CP-SAT, time shared by size, identical segments once; each warm-started from the
+               shorter of HEFT on it and the incumbent's schedule of it; segments a list schedule solves to
                their trivial bound need no solver).  The segment optima add up to a lower bound for the whole
                op graph (usually far above max(critical path, work / speed), since it counts the transfers forks
                and joins cannot avoid), and the segment schedules join into an op plan.  The best of that plan and
