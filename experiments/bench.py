@@ -9,6 +9,9 @@ absolute seconds across runs.  Sections:
 * `stg`      - the STG development set (80 instances with proven optima), at most 10 s per instance.
 * `runtime`  - MoE and 3 light CNNs: serial torch, onnxruntime sequential/parallel, opplan measured and simulated.
 * `pipeline` - GPipe ... DualPipeV and the planned schedule at DualPipe's memory (unit costs and the MoE).
+* `engine`   - the search (`plan_instance`) against HEFT and HEFT/CPoP on 20 random layered DAGs (300-2,000 tasks,
+               4 and 8 devices, comm/compute 0.5-2) and the bundled MoE on a100-4-pcie and cpu-4, 60 s each:
+               what each phase reached, the final gap, which part found the plan (`experiments/bench_engine.py`).
 
 Run one section with `python -m experiments.bench --only stg`; `--quick` shrinks the sizes for a smoke run.
 """
@@ -106,6 +109,12 @@ def bench_pipeline(quick: bool) -> list[dict]:
     return run(quick)
 
 
+def bench_engine(quick: bool) -> list[dict]:
+    from experiments.bench_engine import bench_engine as run
+
+    return run(quick)
+
+
 SECTIONS: dict[str, Callable[[bool], list[dict]]] = {
     "import": bench_import,
     "coarsen": bench_coarsen,
@@ -113,6 +122,7 @@ SECTIONS: dict[str, Callable[[bool], list[dict]]] = {
     "stg": bench_stg,
     "runtime": bench_runtime,
     "pipeline": bench_pipeline,
+    "engine": bench_engine,
 }
 
 

@@ -48,6 +48,8 @@ Constraint families (name: what, built by)
        lvl_ub[e,k,a]: w[e,k] <= 1 - x[u,a] + Σ_{b: c[e,a,b]=k} x[v,b];  lvl_one[e]: Σ_k w[e,k] <= 1   `_levels`
     6. prec[i,j]:  s[v] >= e[u] + δ[e]                                            `_precedence`
     7. mk[t]:      C >= e[t] for every sink t;  load[d]: Σ_t p[t,d] x[t,d] <= C   `_makespan`
+       mk_tail[t]: C >= e[t] + q[t] for a given delivery time q[t] > 0 (optional; with optional release times
+                   r[t] <= s[t], the model of a window of a larger plan: `planner.lns`)
     8. memory, per device d whose memory can bind (or all with a peak weight)      `_memory`
          hold[t], hold_out[e], hold_same[e]: h[t] >= e[t], h[t] >= a[e] (every out-edge), h[t] >= e[v] if same[e]
          recv_on[t,v,d]: y[t,d] >= x[v,d] - x[t,d];  recv_from[e,d]: r[t,d] <= a[e] if x[v,d];
@@ -153,6 +155,7 @@ class PlacementModel:
     classes: list[list[int]] = field(default_factory=list)
     sym_order: dict[int, list[int]] = field(default_factory=dict)
     sym_used: dict[tuple[int, int, int], Var] = field(default_factory=dict)  # (class, pos, j) -> u
+    tail_tick: list[int] | None = None  # delivery times (family 7), when given
 
     def arrival(self, e: int) -> LinExpr:
         u = self.instance.edges[e][0]
@@ -160,16 +163,25 @@ class PlacementModel:
 
 
 # ------------------------------------------------------------------------------------------------ data helpers
-def heads_and_tails(instance: SchedulingInstance) -> tuple[np.ndarray, np.ndarray]:
+def heads_and_tails(instance: SchedulingInstance, release_tick: Sequence[int] | None = None,
+                    tail_tick: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per task, the earliest start (longest chain of fastest durations before it, at least its release time) and
+    the longest chain of fastest durations from it (itself included) to the end (at least its own duration plus
+    its delivery time `tail_tick`)."""
     fastest = instance.min_duration_tick()
     n = instance.num_tasks
     head = np.zeros(n, dtype=np.int64)
     tail = np.zeros(n, dtype=np.int64)
     order = instance.topological_order
     for t in order:
-        head[t] = max((head[u] + fastest[u] for u, _ in instance.predecessors[t]), default=0)
+        head[t] = max((head[u] + fastest[u] for u, _ in instance.predecessors[t]),
+                      default=0)
+        if release_tick is not None:
+            head[t] = max(head[t], int(release_tick[t]))
     for t in reversed(order):
         tail[t] = fastest[t] + max((tail[v] for v, _ in instance.successors[t]), default=0)
+        if tail_tick is not None:
+            tail[t] = max(tail[t], fastest[t] + int(tail_tick[t]))
     return head, tail
 
 
@@ -199,12 +211,21 @@ def build_placement_model(
     lower_bound: int = 0,
     objective: Objective = MAKESPAN,
     symmetry_breaking: bool = True,
+    release_tick: Sequence[int] | None = None,
+    tail_tick: Sequence[int] | None = None,
 ) -> PlacementModel:
-    """Create variables, the numbered constraint families and the objective on `builder`."""
+    """Create variables, the numbered constraint families and the objective on `builder`.
+
+    `release_tick` (optional, per task): task t may not start before `release_tick[t]` (a domain bound on s[t];
+    large-neighbourhood search uses it to freeze the part of a plan it does not re-solve).  `tail_tick`
+    (optional, per task): a delivery time, C >= e[t] + tail_tick[t] (family 7; the search uses it for the work
+    that follows a task outside the model)."""
     n, nd = instance.num_tasks, instance.num_devices
     lower_bound = max(int(lower_bound), instance.trivial_lower_bound_tick())
+    head, tail = heads_and_tails(instance, release_tick, tail_tick)
+    if release_tick is not None or tail_tick is not None:  # these can push the earliest end past the trivial bound
+        lower_bound = max(lower_bound, int((head + tail).max(initial=0)))
     horizon = max(int(horizon), lower_bound)
-    head, tail = heads_and_tails(instance)
     eligible = [[d for d in range(nd) if instance.duration_tick[t, d] < INELIGIBLE] for t in range(n)]
     for t in range(n):
         if not eligible[t]:
@@ -225,6 +246,7 @@ def build_placement_model(
             end.append(ev + 0)
     makespan = builder.int_var(lower_bound, horizon, "C")
     m = PlacementModel(instance, builder, horizon, lower_bound, objective, eligible, x, start, end, end_var, makespan)
+    m.tail_tick = [int(q) for q in tail_tick] if tail_tick is not None else None
 
     mem_devices = memory_may_bind(instance)
     if objective.peak_memory_weight:
@@ -350,6 +372,8 @@ def _makespan(m: PlacementModel) -> None:
     for t in range(inst.num_tasks):
         if not inst.successors[t]:
             b.add(m.makespan >= m.end[t], cname("mk", t=t))
+        if m.tail_tick is not None and m.tail_tick[t] > 0:
+            b.add(m.makespan >= m.end[t] + m.tail_tick[t], cname("mk_tail", t=t))
     for d in range(inst.num_devices):
         terms = [(int(inst.duration_tick[t, d]), m.x[t, d]) for t in range(inst.num_tasks)
                  if (t, d) in m.x and inst.duration_tick[t, d] > 0]
@@ -528,7 +552,8 @@ def hint_schedule(m: PlacementModel, device_of: Sequence[int], start: Sequence[i
         put(m.start[t], s[t])
         if t in m.end_var:
             put(m.end_var[t], end[t])
-    put(m.makespan, max(end, default=0))
+    tails = m.tail_tick or [0] * n
+    put(m.makespan, max((end[t] + tails[t] for t in range(n)), default=0))
     for k, same in m.same.items():
         u, v = inst.edges[k]
         put(same, 1 if dev[u] == dev[v] else 0)

@@ -87,8 +87,19 @@ def _from_plan(instance: SchedulingInstance, plan: Plan) -> TimedAssignment | No
     return TimedAssignment(tuple(r.device for r in rows), tuple(r.start_tick for r in rows),
                            tuple(r.end_tick for r in rows))
 
-def _valid(instance: SchedulingInstance, sched: TimedAssignment | None) -> bool:
-    return sched is not None and not schedule_problems(instance, sched.device, sched.start, sched.end, limit=1)
+def _valid(instance: SchedulingInstance, sched: TimedAssignment | None,
+           release_tick: Sequence[int] | None = None) -> bool:
+    if sched is None:
+        return False
+    if release_tick is not None and any(s < r for s, r in zip(sched.start, release_tick, strict=True)):
+        return False
+    return not schedule_problems(instance, sched.device, sched.start, sched.end, limit=1)
+
+def _value(sched: TimedAssignment, tail_tick: Sequence[int] | None) -> int:
+    """The makespan objective's value: the last end, or with delivery times the last end plus delivery."""
+    if tail_tick is None:
+        return sched.makespan_tick
+    return max((e + int(q) for e, q in zip(sched.end, tail_tick, strict=True)), default=0)
 
 # ------------------------------------------------------------------------------------------------ infeasibility
 def memory_report(instance: SchedulingInstance, *, proven: bool, note: str = "") -> str:
@@ -133,8 +144,10 @@ class PlacementFormulation(Formulation[PlacementModel, TimedAssignment]):
     uses_cumulative = True  # device memory (family 8)
 
     def __init__(self, instance: SchedulingInstance, *, horizon: int, objective: Objective,
-                 symmetry_breaking: bool) -> None:
+                 symmetry_breaking: bool, release_tick: Sequence[int] | None = None,
+                 tail_tick: Sequence[int] | None = None) -> None:
         self.instance, self.horizon, self.objective = instance, horizon, objective
+        self.release_tick, self.tail_tick = release_tick, tail_tick
         self.symmetry_breaking = symmetry_breaking
         self.objective_is_value = objective.makespan_only
         self.subject = instance.name
@@ -143,7 +156,8 @@ class PlacementFormulation(Formulation[PlacementModel, TimedAssignment]):
     def build(self, builder: ModelBuilder) -> PlacementModel:
         model = build_placement_model(self.instance, builder, horizon=self.horizon,
                                       lower_bound=self.instance.trivial_lower_bound_tick(),
-                                      objective=self.objective, symmetry_breaking=self.symmetry_breaking)
+                                      objective=self.objective, symmetry_breaking=self.symmetry_breaking,
+                                      release_tick=self.release_tick, tail_tick=self.tail_tick)
         self._families = sorted(builder.family_counts())
         return model
 
@@ -161,12 +175,15 @@ class PlacementFormulation(Formulation[PlacementModel, TimedAssignment]):
         start = [result.int_value(model.start[t]) for t in range(inst.num_tasks)]
         end = [start[t] + int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks)]
         problems = schedule_problems(inst, device, start, end)
+        if self.release_tick is not None:
+            problems += [f"task {inst.task_names[t]} starts at {start[t]} before its release {r}"
+                         for t, r in enumerate(self.release_tick) if start[t] < r][:5]
         if problems:
             raise RuntimeError(f"{result.solver_name} returned an invalid schedule for {inst.name!r}: {problems}")
         return TimedAssignment(tuple(device), tuple(start), tuple(end))
 
     def value_tick(self, solution: TimedAssignment) -> int:
-        return solution.makespan_tick
+        return _value(solution, self.tail_tick)
 
     def bound_tick(self, solver_bound: float) -> int:
         return ceil_tick(solver_bound / self.objective.makespan_weight)
@@ -183,10 +200,10 @@ class PlacementFormulation(Formulation[PlacementModel, TimedAssignment]):
 
 # ------------------------------------------------------------------------------------------------ entry point
 def _plan(instance: SchedulingInstance, sched: TimedAssignment, *, status: PlanStatus, lower_bound: int,
-          solver: str, version: str, elapsed: float) -> Plan:
+          solver: str, version: str, elapsed: float, shift: bool = True) -> Plan:
     # Makespan is first start to last end: shift so the first task starts at tick 0 (a uniform shift changes
-    # nothing else, memory included).
-    shift = min(sched.start, default=0)
+    # nothing else, memory included).  With release times the times are absolute and nothing is shifted.
+    shift = min(sched.start, default=0) if shift else 0
     makespan = sched.makespan_tick - shift
     placements = tuple(TaskPlacement(instance.task_names[t], int(sched.device[t]), int(sched.start[t] - shift),
                                      int(sched.end[t] - shift)) for t in range(instance.num_tasks))
@@ -210,8 +227,15 @@ def solve_placement(
     progress: ProgressCallback | None = None,
     deterministic: bool = True,
     symmetry_breaking: bool = True,
+    release_tick: Sequence[int] | None = None,
+    tail_tick: Sequence[int] | None = None,
 ) -> Plan:
-    """Place and order every task of `instance` (see the module docstring for the result's meaning)."""
+    """Place and order every task of `instance` (see the module docstring for the result's meaning).
+
+    `release_tick` (optional, per task): earliest start of each task.  With it, times are absolute (the plan is
+    not shifted to start at tick 0) and the makespan is the last end; known schedules that start a task before
+    its release are not used.  `tail_tick` (optional, per task): delivery times; the objective becomes
+    max(end + delivery) (the returned plan's `makespan_tick` stays its last end)."""
     t0 = time.monotonic()
     be = get_backend(backend)
     if instance.num_tasks == 0:
@@ -222,19 +246,24 @@ def solve_placement(
     # Known schedules: the warm start and a list schedule; the valid ones bound the horizon.
     warm = _from_plan(instance, warm_start) if warm_start is not None else None
     listed = critical_path_schedule(instance)
-    valid = [s for s in (warm, listed) if s is not None and _valid(instance, s)]
-    best_known = min(valid, key=lambda s: s.makespan_tick) if valid else None
+    valid = [s for s in (warm, listed) if s is not None and _valid(instance, s, release_tick)]
+    best_known = min(valid, key=lambda s: _value(s, tail_tick)) if valid else None
     if best_known is not None and objective.makespan_only:
-        horizon = best_known.makespan_tick
+        horizon = _value(best_known, tail_tick)
     else:
         serial = serial_bound_tick(instance, slowest=bool(memory_may_bind(instance)))
-        horizon = max([serial] + [s.makespan_tick for s in valid])
+        serial += max(release_tick, default=0) if release_tick is not None else 0
+        horizon = max([serial + max(tail_tick, default=0) if tail_tick is not None else serial]
+                      + [_value(s, tail_tick) for s in valid])
 
     formulation = PlacementFormulation(instance, horizon=horizon, objective=objective,
-                                       symmetry_breaking=symmetry_breaking)
+                                       symmetry_breaking=symmetry_breaking, release_tick=release_tick,
+                                       tail_tick=tail_tick)
     solved = solve_formulation(formulation, backend=be, time_limit_s=time_limit_s, rel_gap=rel_gap,
                                threads=threads, seed=seed, deterministic=deterministic, progress=progress,
-                               hint=best_known or warm or listed, known=best_known,
+                               hint=best_known or warm or (listed if release_tick is None else None),
+                               known=best_known,
                                lower_bound_tick=instance.trivial_lower_bound_tick(), started_s=t0)
     return _plan(instance, solved.solution, status=solved.status, lower_bound=solved.lower_bound_tick,
-                 solver=solved.solver, version=solved.solver_version, elapsed=solved.solve_time_s)
+                 solver=solved.solver, version=solved.solver_version, elapsed=solved.solve_time_s,
+                 shift=release_tick is None)

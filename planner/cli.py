@@ -242,10 +242,12 @@ def _solve(args: argparse.Namespace) -> int:
     }
     out = _write_outputs(outcome, args.out, pictures=not args.no_pictures, provenance=provenance)
     extra = {"written": out["written"]}
+    if outcome.phases:
+        extra.update(found_by=outcome.found_by)
     if outcome.rounds:
         tick = prepared.instance.tick_s or 1.0
-        extra.update(clusters=outcome.coarse.num_tasks, rounds=len(outcome.rounds),
-                     cluster_bound=outcome.cluster_bound_tick * tick)
+        extra.update(clusters=outcome.rounds[-1].clusters, rounds=len(outcome.rounds),
+                     cluster_bound=outcome.rounds[-1].cluster_bound_tick * tick)
     summary = plan_summary(out["plan"], out["timeline"], prepared.instance, baselines=dict(outcome.baselines),
                            extra=extra)
     if args.format == "json":

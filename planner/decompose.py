@@ -49,7 +49,7 @@ from formulations.solve_instance import solve_placement
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.heuristics.list_schedule import heft
 from planner.schedule.errors import PlanInvalidError, SimulationError
-from planner.schedule.plan import Plan
+from planner.schedule.plan import Plan, TaskPlacement
 from planner.schedule.simulate import simulate
 from planner.schedule.validate import validate_plan
 
@@ -207,17 +207,46 @@ def _timed(plan: Plan, sub: SchedulingInstance) -> tuple[tuple[int, ...], tuple[
     return tuple(r.device for r in rows), tuple(r.start_tick for r in rows)
 
 
+def _restricted(plan: Plan, sub: SchedulingInstance) -> Plan | None:
+    """`plan` (of the whole graph) on the segment's tasks, shifted to start at tick 0, when that is a valid plan of
+    the segment `sub` (checked: memory counts differently on a part); else None."""
+    by = plan.by_task()
+    rows = [by[name] for name in sub.task_names]
+    t0 = min((r.start_tick for r in rows), default=0)
+    placements = tuple(TaskPlacement(r.task, r.device, r.start_tick - t0, r.end_tick - t0) for r in rows)
+    cut = dataclasses.replace(plan, instance_name=sub.name, placements=placements, task_ops={},
+                              makespan_tick=max((p.end_tick for p in placements), default=0), lower_bound_tick=0)
+    try:
+        validate_plan(sub, cut)
+    except PlanInvalidError:
+        return None
+    return cut
+
+
+def _list_schedule(sub: SchedulingInstance, incumbent: Plan | None) -> Plan:
+    """The shorter of HEFT on the segment and the incumbent's schedule of it (when valid there)."""
+    plan = heft(sub)
+    cut = _restricted(incumbent, sub) if incumbent is not None else None
+    return cut if cut is not None and cut.makespan_tick < plan.makespan_tick else plan
+
+
 def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, backend: str = "cpsat",
-                        threads: int = 8, seed: int = 0, progress: ProgressFn | None = None) -> Decomposition:
-    """Solve every segment (time shared by size; identical segments once), add up the bound, stitch the plan."""
+                        threads: int = 8, seed: int = 0, progress: ProgressFn | None = None,
+                        incumbent: Plan | None = None) -> Decomposition:
+    """Solve every segment (time shared by size; identical segments once), add up the bound, stitch the plan.
+
+    `incumbent` (optional, a valid plan of `instance`): each segment starts from the shorter of HEFT on it and the
+    incumbent's schedule of it, so a segment's plan is never longer than the incumbent's part (segments run one
+    after another: a bottleneck op separates them), whatever time the solver gets."""
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
     segs = segments(instance)
     subs = [induced_instance(instance, s.tasks, f"{instance.name}[seg{i}]") for i, s in enumerate(segs)]
     results: list[SegmentResult | None] = [None] * len(segs)
     todo: list[int] = []
+    known: dict[int, Plan] = {}
     for i, sub in enumerate(subs):
-        plan = heft(sub)
+        plan = known[i] = _list_schedule(sub, incumbent)
         dev, start = _timed(plan, sub)
         trivial = sub.trivial_lower_bound_tick()
         if plan.makespan_tick <= trivial:
@@ -247,7 +276,7 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
         cache[sig] = i
         if share < 0.2:
             continue
-        warm = heft(sub)
+        warm = known[i]
         plan = solve_placement(sub, backend=backend, time_limit_s=share, threads=threads, seed=seed,
                                warm_start=warm)
         dev, start = _timed(plan, sub)
@@ -255,7 +284,8 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
                                    max(prev.bound_tick, min(plan.lower_bound_tick, plan.makespan_tick)),
                                    SegmentSource.SOLVER)
         say(f"segment {i} ({sub.num_tasks} tasks): makespan {plan.makespan_tick}, bound {plan.lower_bound_tick} "
-            f"(trivial {sub.trivial_lower_bound_tick()}, HEFT {warm.makespan_tick}), {plan.status}")
+            f"(trivial {sub.trivial_lower_bound_tick()}, warm start {warm.makespan_tick} from {warm.method}), "
+            f"{plan.status}")
     final = [r for r in results if r is not None]
     dur = instance.duration_tick
     shared = {s.first for s in segs if s.first is not None}

@@ -2,27 +2,39 @@
 
 The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` makes it from a model file).
 
+    phase 0, list scheduling: the shorter of HEFT and HEFT with CPoP's priority (upward + downward rank).
     phase 1, decomposition (`planner.decompose`): cut the op graph at its bottlenecks (ops that every other op
                precedes or follows: a layer's residual add, a module's concat); solve each segment's placement
-               model at op level (CP-SAT, time shared by size, identical segments once; segments HEFT solves to
+               model at op level (CP-SAT, time shared by size, identical segments once; each warm-started from the
+               shorter of HEFT on it and the incumbent's schedule of it; segments a list schedule solves to
                their trivial bound need no solver).  The segment optima add up to a lower bound for the whole
                op graph (usually far above max(critical path, work / speed), since it counts the transfers forks
                and joins cannot avoid), and the segment schedules join into an op plan.  The best of that plan and
                HEFT on the op graph is the incumbent.  When it meets the bound it is optimal and we stop.
-    phase 2, the bi-level loop, with the time left:
-    round 0:   coarsen (linear clustering + merging) -> cluster instance -> warm start (HEFT on clusters, or the
-               incumbent projected onto the clusters) -> placement model (CP-SAT by default) -> cluster plan
-    round k:   refine (`planner.coarsen.refine`): split the clusters on the plan's critical path in two
-               (contiguous halves of their member order, which keeps the cluster graph acyclic), merge pairs of
-               clusters that run back to back on one device off the critical path (only when the cluster graph
-               stays acyclic), so the model keeps its size; the previous plan, replayed on the new clusters, is
-               the warm start; re-solve.
-    stop:      when the time budget is spent, a round brings no improvement, or `max_rounds` is reached.
+    phase 2a, linear-clustering rounds (the original bi-level loop), only on graphs with bottlenecks (more than
+               one segment: model graphs such as the bundled MoE, where they found the best plans; on graphs
+               without bottlenecks they were 25-90 % worse than HEFT, issue 16): critical-path linear clustering
+               and merging to the backend's cluster count, warm started from the incumbent projected onto the
+               clusters (or HEFT on them), solved, then refined on the plan's critical path and solved again while
+               a round improves, within LINEAR_SHARE of the time left.  Each round's plan is expanded to ops and
+               validated like every candidate.
+    phase 2b, cluster rounds (`planner.coarsen.respect`): the incumbent's runs (ops it runs one after another on
+               one device whose outside inputs have arrived when the run starts) become clusters, so the
+               incumbent is expressible on them: its projection is a valid warm start no longer than it.  The
+               placement model on those clusters (CP-SAT by default) can only keep or improve it; repeated on the
+               improved plan while a round improves it.  Skipped when the runs are more than
+               CLUSTER_ROUND_FACTOR x the backend's cluster count (tight plans of large graphs: LNS handles those).
+    phase 3, large-neighbourhood search on the op plan (`planner.lns`) with the time left: free a window of
+               ops at the critical chain, freeze the rest, solve the window exactly with the placement model
+               (release times, delivery tails), replay and accept what is no longer; until the budget is spent
+               or the plan meets the bound.
 
-Every round's cluster plan is expanded to ops (members back to back inside their cluster's interval, so the
-makespan is the same) and checked on the fine instance by the validator; the shortest plan wins, the phase-1
-incumbent included.  When that is an op plan (phase 1 won), it is returned over one-op clusters, so `Outcome.plan`
-is always a plan of `Outcome.coarse` whose `task_ops` lead back to the ops.
+Every candidate is checked before it can become the incumbent (the validator on the op graph); a phase that fails
+inside is a bug, logged with its traceback, and the search continues with the incumbent it has (`_guarded`), so a
+valid input always gets a valid plan.  `Outcome.phases` (and the plan file's `search`) lists each step that
+improved the incumbent: the list scheduler, then 'decomposition', 'linear cluster round', 'cluster round',
+'LNS'; the last one found the plan.  When the plan is an op plan, it is returned over one-op clusters, so
+`Outcome.plan` is always a plan of `Outcome.coarse` whose `task_ops` lead back to the ops.
 
 The reported lower bound is for the real (op-level) problem: the decomposition bound, never below
 max(critical path, total work / total speed) of the fine instance.  The solver's bound on the clusters is
@@ -35,23 +47,31 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from formulations.backends import get_backend
 from formulations.solve_instance import solve_placement
 from planner.coarsen import coarsen, contract, expand_plan
 from planner.coarsen.refine import as_singletons, project_plan, refine, replay, split_to_target
+from planner.coarsen.respect import respecting_clusters
 from planner.cost.instance import SchedulingInstance
-from planner.decompose import Decomposition, decompose_and_solve
-from planner.errors import InfeasibleError
+from planner.decompose import Decomposition, decompose_and_solve, segments
+from planner.errors import InfeasibleError, OpplanError
 from planner.heuristics.baselines import round_robin, single_device
-from planner.heuristics.list_schedule import heft
+from planner.heuristics.list_schedule import Rank, heft
+from planner.ir.units import format_time
+from planner.lns import lns
+from planner.schedule.errors import PlanInvalidError
 from planner.schedule.plan import Plan
 from planner.schedule.validate import validate_plan
 
 ProgressFn = Callable[[str], None]
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class Method(enum.Enum):
@@ -78,7 +98,30 @@ class SolveOptions:
 
 # CP-SAT handles a hundred-odd clusters on 8 devices comfortably; big-M MILPs stall far earlier (see README).
 DEFAULT_CLUSTERS = {"cpsat": 96, "scip": 24, "cbc": 16, "highs": 16}
-FIRST_ROUND_SHARE = 0.5
+CLUSTER_ROUND_FACTOR = 4  # a cluster round runs on at most this many times the backend's cluster count
+CLUSTER_SHARE = 0.3  # of the time left, what one cluster round may use (LNS gets the rest)
+ONE_SEGMENT_TASKS = 150  # above this, a graph without bottlenecks gets only ONE_SEGMENT_SHARE for phase 1
+ONE_SEGMENT_SHARE = 0.15
+LINEAR_SHARE = 0.6  # of the time left after phase 1, what the linear-clustering rounds get on a graph with bottlenecks
+
+
+def tick_formatter(instance: SchedulingInstance) -> Callable[[int], str]:
+    """Ticks -> text with a unit: seconds when the instance has a tick length, else its own time unit."""
+    if instance.tick_s:
+        tick_s = instance.tick_s
+        return lambda t: format_time(t * tick_s)
+    unit = instance.time_unit or "tick"
+    return lambda t: f"{t} {unit}"
+
+
+@dataclass(frozen=True)
+class PhaseLog:
+    """A step of the search that improved the incumbent: which part (a list scheduler's name, 'decomposition',
+    'cluster round', 'LNS'), the makespan it reached, and the seconds it took."""
+
+    source: str
+    makespan_tick: int
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -120,6 +163,12 @@ class Outcome:
     baselines: Mapping[str, int] = field(default_factory=dict)
     lower_bound_tick: int = 0  # for the op graph (decomposition bound); equals op_plan.lower_bound_tick
     decomposition: Decomposition | None = None
+    phases: tuple[PhaseLog, ...] = ()  # the incumbent's history: first the list schedule, last what found the plan
+
+    @property
+    def found_by(self) -> str:
+        """The part of the search that found the returned plan (see `PhaseLog`)."""
+        return self.phases[-1].source if self.phases else str(self.op_plan.method)
 
     def saved_plan(self) -> Plan:
         """The cluster plan (with its map back to ops), or, when no op was grouped with another, the op plan itself
@@ -130,7 +179,7 @@ class Outcome:
         bound = max(op.lower_bound_tick, min(self.cluster_bound_tick, op.makespan_tick))
         status = "optimal" if bound >= op.makespan_tick else op.status
         return dataclasses.replace(op, lower_bound_tick=bound, status=status, task_ops={},
-                                   instance_name=self.fine.name)
+                                   instance_name=self.fine.name, search=self.plan.search or op.search)
 
 
 def _baseline(fine: SchedulingInstance, method: Method) -> Plan:
@@ -154,7 +203,12 @@ def baseline_makespans(fine: SchedulingInstance) -> dict[str, int]:
 
 def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions(),
                   progress: ProgressFn | None = None) -> Outcome:
-    """Plan an op-level instance with the chosen method (see module docstring); the result is validated."""
+    """Plan an op-level instance with the chosen method (see module docstring); the result is validated.
+
+    On a valid input this never fails because of the search: every candidate is checked before it can become the
+    incumbent, and a phase that fails inside (a bug) is logged with its traceback and skipped, so the plan of
+    the phases before it is returned.  Only what no search can fix (no device for a task, memory nothing fits:
+    `InfeasibleError` from the list schedulers) reaches the caller."""
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
     if options.method is not Method.MILP:
@@ -163,26 +217,74 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
         singletons = tuple((i,) for i in range(fine.num_tasks))
         return Outcome(plan=plan, op_plan=plan, fine=fine, coarse=fine, clusters=singletons,
                        baselines=baseline_makespans(fine))
+    get_backend(options.backend)  # an unknown or missing backend is the user's error, raised before the search
+    unit = tick_formatter(fine)
     fine_bound = fine.trivial_lower_bound_tick()
-    incumbent = heft(fine)  # the op-level incumbent: HEFT, or the stitched decomposition plan when shorter
+    incumbent = _best_list_schedule(fine)
+    phases = [PhaseLog(str(incumbent.method), incumbent.makespan_tick, time.monotonic() - t0)]
+    say(f"list scheduling: {incumbent.method} {unit(incumbent.makespan_tick)} (the incumbent); op-graph bound "
+        f"{unit(fine_bound)} (critical path {unit(fine.critical_path_tick())}, work / speed "
+        f"{unit(fine.work_bound_tick())})")
     decomposition = None
     if options.decomposition_share > 0 and fine.num_tasks > 1:
-        decomposition = decompose_and_solve(fine, time_limit_s=options.decomposition_share * options.time_limit_s,
-                                            backend=options.backend, threads=options.threads, seed=options.seed,
-                                            progress=say)
-        fine_bound = max(fine_bound, min(decomposition.bound_tick, incumbent.makespan_tick))
-        if decomposition.plan is not None and decomposition.plan.makespan_tick < incumbent.makespan_tick:
-            incumbent = decomposition.plan
-        say(f"decomposition: {len(decomposition.segments)} segments ({decomposition.solved} by the solver), "
-            f"op-level bound {fine_bound}, stitched plan "
-            f"{decomposition.plan.makespan_tick if decomposition.plan is not None else 'none'}, HEFT "
-            f"{incumbent.makespan_tick if incumbent.method == 'heft' else '(worse)'}; {decomposition.seconds:.1f}s")
-    best: ClusterSolution | None = None
+        t1 = time.monotonic()
+        share = options.decomposition_share
+        if fine.num_tasks > ONE_SEGMENT_TASKS and len(segments(fine)) == 1:
+            share = min(share, ONE_SEGMENT_SHARE)  # one large segment: a bound, rarely a plan; LNS gets the time
+        decomposition = _guarded("decomposition", say, lambda: decompose_and_solve(
+            fine, time_limit_s=share * options.time_limit_s, backend=options.backend,
+            threads=options.threads, seed=options.seed, progress=say, incumbent=incumbent))
+        if decomposition is not None:
+            fine_bound = max(fine_bound, min(decomposition.bound_tick, incumbent.makespan_tick))
+            stitched = decomposition.plan
+            if stitched is not None and stitched.makespan_tick < incumbent.makespan_tick:
+                incumbent = stitched
+                phases.append(PhaseLog("decomposition", stitched.makespan_tick, time.monotonic() - t1))
+            say(f"decomposition: {len(decomposition.segments)} segments ({decomposition.solved} by the solver), "
+                f"op-level bound {unit(fine_bound)}, stitched plan "
+                f"{unit(stitched.makespan_tick) if stitched is not None else 'none'}; incumbent "
+                f"{unit(incumbent.makespan_tick)}; {decomposition.seconds:.1f}s")
+    best: ClusterSolution | None = None  # the cluster plan behind the incumbent, when a round found it
     rounds: list[RoundLog] = []
-    if incumbent.makespan_tick > fine_bound:
-        best, rounds = _bilevel(fine, incumbent, options, t0, say)
+    if incumbent.makespan_tick <= fine_bound:
+        say(f"the incumbent ({incumbent.method}, {unit(incumbent.makespan_tick)}) meets the lower bound: optimal")
     else:
-        say(f"the incumbent ({incumbent.method}, {incumbent.makespan_tick} ticks) meets the lower bound: optimal")
+        if fine.num_tasks > 1 and len(segments(fine)) > 1:
+            budget = LINEAR_SHARE * (options.time_limit_s - (time.monotonic() - t0))
+            start = incumbent
+            found = _guarded("linear cluster rounds", say,
+                             lambda: _linear_rounds(fine, start, options, time.monotonic() + budget, say, unit))
+            if found is not None:
+                linear, linear_rounds = found
+                rounds += linear_rounds
+                if linear is not None and linear.op_plan.makespan_tick < incumbent.makespan_tick:
+                    phases.append(PhaseLog("linear cluster round", linear.op_plan.makespan_tick,
+                                           sum(r.seconds for r in linear_rounds)))
+                    incumbent, best = linear.op_plan, linear
+        start = incumbent
+        found = _guarded("cluster rounds", say, lambda: _cluster_rounds(fine, start, options, t0, say, unit))
+        if found is not None:
+            respecting, respecting_rounds = found
+            rounds += respecting_rounds
+            if respecting is not None and respecting.op_plan.makespan_tick < incumbent.makespan_tick:
+                phases.append(PhaseLog("cluster round", respecting.op_plan.makespan_tick,
+                                       sum(r.seconds for r in respecting_rounds)))
+                incumbent, best = respecting.op_plan, respecting
+        left = options.time_limit_s - (time.monotonic() - t0)
+        if incumbent.makespan_tick > fine_bound and left > 0.5:
+            start = incumbent
+            say(f"LNS on the op plan from {unit(start.makespan_tick)} ({left:.0f}s left; bound {unit(fine_bound)})")
+            searched = _guarded("LNS", say, lambda: lns(
+                fine, start, time_limit_s=left, bound_tick=fine_bound, backend=options.backend,
+                threads=options.threads, seed=options.seed, progress=say, unit=unit))
+            if searched is not None:
+                say(f"LNS: {searched.moves} moves ({searched.improving_moves} improving, {searched.rejected_moves}"
+                    f" rejected) in {searched.seconds:.1f}s: {unit(start.makespan_tick)} -> "
+                    f"{unit(searched.plan.makespan_tick)}")
+                if searched.plan.makespan_tick < incumbent.makespan_tick and _valid(fine, searched.plan):
+                    phases.append(PhaseLog("LNS", searched.plan.makespan_tick, searched.seconds))
+                    incumbent = searched.plan
+                    best = None
     if best is None or incumbent.makespan_tick < best.op_plan.makespan_tick:
         coarse, clusters, plan = as_singletons(fine, incumbent)
         best = ClusterSolution(plan, incumbent, coarse, clusters, fine_bound)
@@ -191,62 +293,103 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
     status = "optimal" if op_plan.makespan_tick <= fine_bound else "feasible"
     elapsed = time.monotonic() - t0
     solver = {}
-    if not plan.solver and (rounds or (decomposition is not None and decomposition.solved)):
+    if not plan.solver and (rounds or (decomposition is not None and decomposition.solved) or len(phases) > 1):
         backend = get_backend(options.backend)  # it proved the bound (and maybe found nothing better than HEFT)
         solver = {"solver": backend.name, "solver_version": backend.version}
+    search = tuple((p.source, p.makespan_tick) for p in phases)
     final = dataclasses.replace(plan, method="milp", status=status, lower_bound_tick=fine_bound,
-                                solve_time_s=elapsed, task_ops=dict(coarse.task_ops), **solver)
+                                solve_time_s=elapsed, task_ops=dict(coarse.task_ops), search=search, **solver)
     op_plan = dataclasses.replace(op_plan, method="milp", status=status, lower_bound_tick=fine_bound,
-                                  solve_time_s=elapsed, **solver)
+                                  solve_time_s=elapsed, search=search, **solver)
     validate_plan(coarse, final)
     validate_plan(fine, op_plan)
+    say(f"found by {phases[-1].source}: " + " -> ".join(f"{p.source} {unit(p.makespan_tick)}" for p in phases)
+        + f"; bound {unit(fine_bound)}, gap {100 * op_plan.gap:.1f}%")
     return Outcome(plan=final, op_plan=op_plan, fine=fine, coarse=coarse, clusters=tuple(map(tuple, clusters)),
                    rounds=tuple(rounds), cluster_bound_tick=best.cluster_bound_tick,
-                   baselines=baseline_makespans(fine), lower_bound_tick=fine_bound, decomposition=decomposition)
+                   baselines=baseline_makespans(fine), lower_bound_tick=fine_bound, decomposition=decomposition,
+                   phases=tuple(phases))
 
 
-def _bilevel(fine: SchedulingInstance, incumbent: Plan, options: SolveOptions, t0: float, say: ProgressFn
-             ) -> tuple[ClusterSolution | None, list[RoundLog]]:
-    """Phase 2 (module docstring): the best round's solution (None when no round ran) and the rounds."""
+def _best_list_schedule(fine: SchedulingInstance) -> Plan:
+    """The shortest of the classic list schedules on the op graph (HEFT; HEFT with CPoP's priority)."""
+    plans = [heft(fine)]
+    try:
+        plans.append(heft(fine, rank=Rank.SUM))
+    except InfeasibleError:
+        pass
+    return min(plans, key=lambda p: p.makespan_tick)
+
+
+def _valid(fine: SchedulingInstance, plan: Plan) -> bool:
+    try:
+        validate_plan(fine, plan)
+    except PlanInvalidError:
+        return False
+    return True
+
+
+def _guarded(what: str, say: ProgressFn, run: Callable[[], T]) -> T | None:
+    """run(), or None when it raises: a phase of the search that fails is a bug, logged with its traceback, and
+    the search goes on with what it has.  Infeasibility proofs are not bugs and pass through."""
+    try:
+        return run()
+    except InfeasibleError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see the docstring: the user still gets a valid plan
+        log.exception("%s failed (a bug); the search continues without it", what)
+        say(f"internal error in {what} (a bug; traceback in the log): {type(exc).__name__}: {exc}; "
+            f"continuing with the incumbent")
+        return None
+
+
+def _linear_rounds(fine: SchedulingInstance, incumbent: Plan, options: SolveOptions, deadline: float,
+                   say: ProgressFn, unit: Callable[[int], str]) -> tuple[ClusterSolution | None, list[RoundLog]]:
+    """Phase 2a (module docstring): the original bi-level loop until `deadline` (time.monotonic()).  (the best
+    round whose expansion passed the validator and is shorter than `incumbent`, or None; the rounds)."""
     target = options.target_clusters or DEFAULT_CLUSTERS.get(options.backend, 32)
     result = coarsen(fine, target_clusters=target)
     clusters = split_to_target(fine, result.clusters, target)
     coarse = contract(fine, clusters)
-    say(f"coarsened {fine.num_tasks} ops into {coarse.num_tasks} clusters "
+    say(f"linear clustering: {fine.num_tasks} ops into {coarse.num_tasks} clusters "
         f"({result.num_linear_clusters} linear clusters; critical path estimate "
-        f"{result.critical_path_before_tick:.0f} -> {result.critical_path_after_tick:.0f} ticks)")
-    warm = heft(coarse)
+        f"{unit(int(result.critical_path_before_tick))} on ops -> {unit(int(result.critical_path_after_tick))} "
+        f"on clusters)")
+    # Infeasible on these clusters is no proof for the ops (a cluster holds all its members' memory): such a
+    # round is skipped, not reported to the user.
+    warm: Plan | None = None
+    try:
+        warm = heft(coarse)
+    except InfeasibleError:
+        pass
     try:
         projected = project_plan(incumbent, coarse, clusters, fine)
-        if projected.makespan_tick < warm.makespan_tick:
+        if warm is None or projected.makespan_tick < warm.makespan_tick:
             warm = projected
-    except Exception as exc:  # noqa: BLE001 - a warm start is optional; memory may forbid the projection
-        say(f"(no warm start from the op-level incumbent: {exc})")
+    except OpplanError:  # the incumbent need not be expressible on these clusters (a deadlock, memory)
+        pass
     best: ClusterSolution | None = None
     rounds: list[RoundLog] = []
     for rnd in range(options.max_rounds):
-        elapsed = time.monotonic() - t0
-        remaining = options.time_limit_s - elapsed
-        if remaining <= 0.5:  # the caller falls back on the incumbent
+        remaining = deadline - time.monotonic()
+        if remaining <= 1.0:
             break
-        share = remaining * FIRST_ROUND_SHARE if rnd == 0 and options.max_rounds > 1 else remaining / max(
-            1, options.max_rounds - rnd)
+        share = remaining * 0.5 if rnd == 0 and options.max_rounds > 1 else remaining / max(1, options.max_rounds - rnd)
         r0 = time.monotonic()
-
-        def report(elapsed_s, incumbent, bound, gap, _rnd=rnd):
-            if incumbent is not None:
-                say(f"round {_rnd}: {elapsed_s:6.1f}s incumbent {incumbent:.0f} bound "
-                    f"{(bound if bound is not None else float('nan')):.0f} gap {100 * (gap or 0):.1f}%")
-
-        plan = solve_placement(coarse, backend=options.backend, time_limit_s=max(0.5, share), rel_gap=options.rel_gap,
-                               threads=options.threads, seed=options.seed, warm_start=warm, progress=report)
+        try:
+            plan = solve_placement(coarse, backend=options.backend, time_limit_s=max(0.5, share),
+                                   rel_gap=options.rel_gap, threads=options.threads, seed=options.seed,
+                                   warm_start=warm)
+        except OpplanError as exc:  # infeasible or no plan in time on these clusters: the phase ends
+            say(f"linear cluster round {rnd}: no plan on these clusters ({exc}); phase skipped")
+            break
         op_plan = expand_plan(fine, coarse, clusters, plan)  # members back to back: the same makespan
-        rounds.append(RoundLog(rnd, coarse.num_tasks, op_plan.makespan_tick, plan.lower_bound_tick, plan.status,
-                               time.monotonic() - r0))
-        say(f"round {rnd}: {coarse.num_tasks} clusters, makespan {op_plan.makespan_tick} ticks "
-            f"({plan.status} on clusters, cluster bound {plan.lower_bound_tick})")
+        rounds.append(RoundLog(len(rounds), coarse.num_tasks, op_plan.makespan_tick, plan.lower_bound_tick,
+                               plan.status, time.monotonic() - r0))
+        say(f"linear cluster round {rnd}: {coarse.num_tasks} clusters, plan {unit(op_plan.makespan_tick)} "
+            f"({plan.status} on these clusters)")
         improved = best is None or op_plan.makespan_tick < best.op_plan.makespan_tick
-        if improved:
+        if improved and op_plan.makespan_tick < incumbent.makespan_tick and _valid(fine, op_plan):
             best = ClusterSolution(plan, op_plan, coarse, clusters, plan.lower_bound_tick)
         elif rnd > 0:
             break
@@ -257,4 +400,46 @@ def _bilevel(fine: SchedulingInstance, incumbent: Plan, options: SolveOptions, t
         clusters = refined.clusters
         coarse = contract(fine, clusters)
         warm = replay(coarse, plan, old_names, refined.parent)
+    return best, rounds
+
+
+def _cluster_rounds(fine: SchedulingInstance, incumbent: Plan, options: SolveOptions, t0: float, say: ProgressFn,
+                    unit: Callable[[int], str]) -> tuple[ClusterSolution | None, list[RoundLog]]:
+    """Phase 2 (module docstring): clusters that respect the incumbent, solved warm-started from its projection;
+    repeated on the improved plan while a round improves it.  (best round or None, the rounds)."""
+    limit = options.target_clusters or DEFAULT_CLUSTERS.get(options.backend, 32)
+    best: ClusterSolution | None = None
+    rounds: list[RoundLog] = []
+    current = incumbent
+    for rnd in range(options.max_rounds):
+        remaining = options.time_limit_s - (time.monotonic() - t0)
+        if remaining <= 1.0:
+            break
+        clusters, coarse, warm = respecting_clusters(fine, current)
+        if coarse.num_tasks > CLUSTER_ROUND_FACTOR * limit:
+            say(f"cluster round skipped: the incumbent's runs make {coarse.num_tasks} clusters, more than "
+                f"{CLUSTER_ROUND_FACTOR * limit} (LNS handles it)")
+            break
+        r0 = time.monotonic()
+        share = remaining * CLUSTER_SHARE
+
+        def report(elapsed_s, value, bound, gap, _rnd=rnd):
+            if value is not None:
+                say(f"cluster round {_rnd}: {elapsed_s:5.1f}s incumbent {unit(int(value))} cluster bound "
+                    f"{unit(int(bound)) if bound is not None else '-'}")
+
+        plan = solve_placement(coarse, backend=options.backend, time_limit_s=max(0.5, share), rel_gap=options.rel_gap,
+                               threads=options.threads, seed=options.seed, warm_start=warm, progress=report)
+        op_plan = expand_plan(fine, coarse, clusters, plan)
+        validate_plan(fine, op_plan)
+        rounds.append(RoundLog(rnd, coarse.num_tasks, op_plan.makespan_tick, plan.lower_bound_tick, plan.status,
+                               time.monotonic() - r0))
+        say(f"cluster round {rnd}: {coarse.num_tasks} clusters (the incumbent's runs; warm start "
+            f"{unit(warm.makespan_tick)}), plan {unit(op_plan.makespan_tick)} ({plan.status} on these clusters)")
+        if best is not None and op_plan.makespan_tick >= best.op_plan.makespan_tick:
+            break
+        if op_plan.makespan_tick >= current.makespan_tick:
+            break
+        best = ClusterSolution(plan, op_plan, coarse, clusters, plan.lower_bound_tick)
+        current = op_plan
     return best, rounds

@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from planner.cli import simulate_main, solve_main, whatif_main
+from planner.data import BUNDLED_MODEL
+from planner.ir.hardware import load_topology
+from planner.prepare import prepare
 
 REPO = Path(__file__).resolve().parents[1]
 HW = REPO / "planner" / "data" / "hardware_profiles"
@@ -42,17 +45,17 @@ def test_default_solve_plans_the_bundled_moe_and_draws_it(tmp_path, capsys):
     out = tmp_path / "plan.json"
     assert solve_main(["--time-limit", "8", "--out", str(out), "--quiet"]) == 0
     plan = json.loads(out.read_text())
-    # issue 13: `tasks` lists every op of the model under its own name; the clusters the search used are beside
-    assert plan["clusters"], "a coarsened plan records its clusters beside the ops"
+    # issue 13: `tasks` lists every op of the model under its own name, exactly once; when the search ended on a
+    # cluster plan, its clusters are recorded beside (each cluster's ops share one device)
+    model_ops = prepare(BUNDLED_MODEL, load_topology(HW / "cpu-4.yaml")).instance.task_names
     assert plan["task_ops"] == {}
-    ops = [op for members in plan["clusters"].values() for op in members]
-    assert len(ops) == len(set(ops))
-    assert sorted(ops) == sorted(t["id"] for t in plan["tasks"])  # every op once, in a cluster and in `tasks`
-    cluster_device = {}
+    ops = [t["id"] for t in plan["tasks"]]
+    assert len(ops) == len(set(ops)) and sorted(ops) == sorted(model_ops)
     by_op = {t["id"]: t for t in plan["tasks"]}
-    for name, members in plan["clusters"].items():
-        cluster_device[name] = {by_op[op]["device"] for op in members}
-        assert len(cluster_device[name]) == 1, name  # a cluster's ops share its device
+    clustered = [op for members in plan.get("clusters", {}).values() for op in members]
+    assert len(clustered) == len(set(clustered)) and set(clustered) <= set(ops)
+    for name, members in plan.get("clusters", {}).items():
+        assert len({by_op[op]["device"] for op in members}) == 1, name  # a cluster's ops share its device
     assert plan["lower_bound"] <= plan["makespan"]
     assert max(t["end"] for t in plan["tasks"]) == pytest.approx(plan["makespan"])
     assert (tmp_path / "plan.gantt.png").stat().st_size > 10_000
@@ -60,13 +63,9 @@ def test_default_solve_plans_the_bundled_moe_and_draws_it(tmp_path, capsys):
     from planner.schedule.trace import COMPUTE_TID
 
     compute = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("tid") == COMPUTE_TID]
-    per_device: dict[int, int] = {}
-    for task in plan["tasks"]:  # one trace event per op, on the compute thread of its device
-        per_device[task["device_index"]] = per_device.get(task["device_index"], 0) + 1
-    seen: dict[int, int] = {}
-    for e in compute:
-        seen[e["pid"]] = seen.get(e["pid"], 0) + 1
-    assert seen == per_device
+    expected = {t["id"]: t["device_index"] for t in plan["tasks"]}  # one trace event per op, named by the op,
+    assert len(compute) == len(expected)                              # on the compute thread of its device
+    assert {e["name"]: e["pid"] for e in compute} == expected
 
 
 def test_simulate_retimes_a_plan_on_other_hardware(tmp_path, capsys):

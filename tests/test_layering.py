@@ -58,7 +58,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("formulations.backends", ("formulations/backends/",)),
     ("formulations.driver", ("formulations/driver.py",)),
     ("formulations.models", ("formulations/",)),  # placement, solve_instance, stages, pipeline
-    ("decompose/solve", ("planner/decompose.py", "planner/solve.py")),
+    ("decompose/solve", ("planner/decompose.py", "planner/lns.py", "planner/solve.py")),
     ("compare/whatif", ("planner/compare/", "planner/whatif.py")),
     ("execute", ("planner/execute/",)),
     ("cli", ("planner/cli.py", "planner/cli_args.py", "planner/cli_compare.py", "planner/cli_run.py",

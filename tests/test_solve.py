@@ -159,3 +159,22 @@ def test_acceptance_real_models_on_eight_h100(model: str) -> None:
     assert out.op_plan.makespan_tick <= best
     assert out.lower_bound_tick == out.op_plan.makespan_tick and out.op_plan.gap == 0.0
     assert np.isclose(out.op_plan.gap, 0.0)
+
+
+def test_decomposition_segments_are_never_longer_than_the_incumbents_part() -> None:
+    # The bundled MoE on cpu-4 has 34 segments; with almost no solver time every segment keeps its best list
+    # schedule, which is now never longer than the incumbent's schedule of that segment.
+    from planner.heuristics.list_schedule import Rank
+    from planner.ir.hardware import load_topology
+
+    inst = prepare(MOE, load_topology(H100.parent / "cpu-4.yaml")).instance
+    incumbent = heft(inst, rank=Rank.SUM)
+    by = incumbent.by_task()
+    dec = decompose_and_solve(inst, time_limit_s=0.5, threads=2, incumbent=incumbent)
+    assert len(dec.segments) > 1
+    for r in dec.segments:
+        rows = [by[inst.task_names[t]] for t in r.segment.tasks]
+        span = max(p.end_tick for p in rows) - min(p.start_tick for p in rows)
+        assert r.makespan_tick <= span
+    if dec.plan is not None:
+        validate_plan(inst, dec.plan)

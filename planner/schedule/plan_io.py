@@ -93,6 +93,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "devices": list(plan.device_names),
         "tasks": tasks,
         "task_ops": {k: list(v) for k, v in plan.task_ops.items()},
+        **({"search": [{"found_by": part, "makespan": _to_unit(tick, ts), "makespan_tick": tick}
+                       for part, tick in plan.search]} if plan.search else {}),
         "input_shapes": {k: list(v) for k, v in plan.input_shapes.items()},
         "input_values": {k: list(v) for k, v in plan.input_values.items()},
         "clusters": {k: list(v) for k, v in plan.clusters.items()},
@@ -229,6 +231,8 @@ def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
         hardware_path=r.get(data, "hardware_path", (str,), default=""),
         hardware_sha256=r.get(data, "hardware_sha256", (str,), default=""),
         task_ops=task_ops,
+        search=tuple((str(step.get("found_by", "")), int(step.get("makespan_tick", 0)))
+                     for step in r.get(data, "search", (list,), default=[]) if isinstance(step, dict)),
         input_shapes=input_shapes,
         input_values=input_values,
         clusters=clusters,

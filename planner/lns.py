@@ -1,0 +1,306 @@
+"""Large-neighbourhood search on an op-level plan: free a window, fix the rest, solve the window exactly.
+
+One move, on the incumbent plan P of the op graph:
+
+1. **Window.**  Pick a start tick a and take the `window_ops` ops of P that start at or after a, in order of start
+   (ties by topological position): the set W.  Two kinds alternate: a uniformly random a, and a just before a
+   random op of P's critical chain (`planner.coarsen.refine.critical_tasks`), so that most windows hold ops that
+   made the plan as long as it is.  Every predecessor of an op of W that is not in W starts before a.
+2. **Neighbourhood instance.**  W, plus the *frozen* ops: the predecessors of W outside W and, per device, the op
+   of P that ends last among those that start before a (it holds the device when the window opens) and the first
+   op of P after the window (what a window op put on that device delays).  A frozen op
+   is pinned to its device in P (ineligible elsewhere) and released at its start in P; an op of W is released at
+   a.  Device memory is the capacity less the parameters of the ops outside the neighbourhood that P puts there.
+3. **Solve** it with the placement model (`formulations.solve_instance.solve_placement`, release times), warm
+   started from P restricted to the neighbourhood (valid there), for a short time.
+4. **Put back.**  Per device: the ops of P that start before a and are not in W (P's order), then W's ops the
+   solution put there and the device's first op after the window (the solution's order), then the ops of P after
+   the window (P's order).  These orders are replayed on the whole op graph (earliest starts, as the simulator
+   computes them; they cannot deadlock: no path leads from a later part back to an earlier one); when memory may
+   bind the validator checks the result.  A result no longer than P is accepted (equal ones too, to move across
+   plateaus); a deadlock, an invalid plan or a solver failure is a rejected move.
+
+The neighbourhood's objective is the end of its last op, a proxy for the plan's makespan: the acceptance test is
+on the whole plan.  The window grows by a quarter after a move whose neighbourhood was solved to optimality and
+shrinks by a fifth after one that was not, between `MIN_WINDOW_OPS` and `MAX_WINDOW_OPS`.  The search stops when
+the budget is spent or the plan meets `bound_tick`.  Moves are drawn from `numpy.random.default_rng(seed)`; with
+CP-SAT's deterministic mode the sequence of moves repeats when the solves do not hit their time limits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from formulations.placement import memory_may_bind
+from formulations.solve_instance import solve_placement
+from planner.coarsen.refine import critical_tasks
+from planner.cost.instance import INELIGIBLE, SchedulingInstance
+from planner.decompose import induced_instance
+from planner.errors import OpplanError
+from planner.schedule.errors import PlanInvalidError
+from planner.schedule.plan import Plan, TaskPlacement
+from planner.schedule.simulate import plan_orders, simulate
+from planner.schedule.validate import validate_plan
+
+__all__ = ["LnsResult", "MAX_WINDOW_OPS", "MIN_WINDOW_OPS", "lns", "neighbourhood_move"]
+
+log = logging.getLogger(__name__)
+ProgressFn = Callable[[str], None]
+
+MIN_WINDOW_OPS = 8
+MAX_WINDOW_OPS = 48
+MOVE_TIME_S = 0.5  # most time one neighbourhood solve gets
+STALE_MOVES = 8  # after this many moves without improvement the window grows by a quarter
+
+
+@dataclass(frozen=True)
+class LnsResult:
+    """The best plan found (the start plan when nothing improved), and how the search went."""
+
+    plan: Plan
+    start_makespan_tick: int
+    moves: int
+    improving_moves: int
+    rejected_moves: int  # the result was longer, invalid (deadlock, memory) or the solve failed
+    seconds: float
+
+
+def _window(fine: SchedulingInstance, plan: Plan, a_tick: int, size: int) -> list[int]:
+    by = plan.by_task()
+    pos = {t: i for i, t in enumerate(fine.topological_order)}
+    later = [(by[fine.task_names[t]].start_tick, pos[t], t) for t in range(fine.num_tasks)
+             if by[fine.task_names[t]].start_tick >= a_tick]
+    later.sort()
+    return [t for _, _, t in later[:size]]
+
+
+def _delivery(fine: SchedulingInstance, plan: Plan, tasks: Sequence[int], start: np.ndarray, end: np.ndarray,
+              device: np.ndarray, chained: Collection[int] = ()) -> list[int]:
+    """Per neighbourhood task, the work P still has to do after it outside the neighbourhood: the longest path
+    from it through ops outside, in P's graph of data edges (with P's transfer delays) and device orders.  From a
+    task itself only its data edges count, unless it is in `chained` (its device successor in P stays after it)."""
+    n = fine.num_tasks
+    dur = end - start
+    nxt = np.full(n, -1, dtype=np.int64)
+    for order in plan_orders(fine, plan):
+        for u, v in zip(order, order[1:]):
+            nxt[u] = v
+    pos = {t: i for i, t in enumerate(fine.topological_order)}
+    q = np.zeros(n, dtype=np.int64)  # longest path after t (t excluded) in P's graph
+    for t in sorted(range(n), key=lambda t: (start[t], end[t], pos[t]), reverse=True):
+        best = 0
+        for v, e in fine.successors[t]:
+            best = max(best, fine.comm(e, int(device[t]), int(device[v])) + int(dur[v]) + int(q[v]))
+        if nxt[t] >= 0:
+            best = max(best, int(dur[nxt[t]]) + int(q[nxt[t]]))
+        q[t] = best
+    inside = set(tasks)
+    out = []
+    for t in tasks:
+        best = 0
+        for v, e in fine.successors[t]:
+            if v not in inside:
+                best = max(best, fine.comm(e, int(device[t]), int(device[v])) + int(dur[v]) + int(q[v]))
+        if t in chained and nxt[t] >= 0 and nxt[t] not in inside:
+            best = max(best, int(dur[nxt[t]]) + int(q[nxt[t]]))
+        out.append(best)
+    return out
+
+
+def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[int], *, time_limit_s: float,
+                       backend: str = "cpsat", threads: int = 8, seed: int = 0) -> tuple[Plan | None, bool]:
+    """One move (module docstring, steps 2-4) on the window `window` (op indices, all starting at or after the
+    earliest of them): (the replayed, validated plan or None when the move is rejected, whether the neighbourhood
+    was solved to optimality)."""
+    if not window:
+        return None, True
+    by = plan.by_task()
+    names = fine.task_names
+    start = np.array([by[n].start_tick for n in names], dtype=np.int64)
+    end = np.array([by[n].end_tick for n in names], dtype=np.int64)
+    device = np.array([by[n].device for n in names], dtype=np.int64)
+    free = set(window)
+    a_tick = int(min(start[list(window)]))
+    frozen: set[int] = set()
+    for v in window:
+        frozen.update(u for u, _ in fine.predecessors[v] if u not in free)
+    for d in range(fine.num_devices):
+        before = [t for t in range(fine.num_tasks) if device[t] == d and start[t] < a_tick and t not in free]
+        if before:
+            frozen.add(max(before, key=lambda t: (end[t], start[t])))
+    # The first op after the window on each device (P's) is frozen too: without it the model sees a device as idle
+    # after the window, while the put-back runs that device's later ops after whatever the window puts there, so
+    # a move could load a device the model thought free (most rejected moves were that).  Its delivery tail
+    # follows its device's order, which the put-back keeps.
+    sentinels: set[int] = set()
+    for d in range(fine.num_devices):
+        after = [t for t in range(fine.num_tasks) if device[t] == d and start[t] >= a_tick and t not in free]
+        if after:
+            sentinels.add(min(after, key=lambda t: (start[t], end[t])))
+    frozen |= sentinels
+    tasks = sorted(free | frozen, key=lambda t: (start[t], t))
+    sub = induced_instance(fine, tasks, f"{fine.name}[lns@{a_tick}]")
+    dur = sub.duration_tick.copy()
+    for i, t in enumerate(tasks):
+        if t in frozen:
+            keep = dur[i, device[t]]
+            dur[i, :] = INELIGIBLE
+            dur[i, device[t]] = keep
+    inside = np.zeros(fine.num_tasks, dtype=bool)
+    inside[tasks] = True
+    outside_params = np.bincount(device[~inside], weights=fine.param_bytes[~inside], minlength=fine.num_devices)
+    capacity = np.maximum(0, fine.capacity_bytes - outside_params.astype(np.int64))
+    sub = dataclasses.replace(sub, duration_tick=dur, capacity_bytes=capacity)
+    release = [int(start[t]) if t in frozen else a_tick for t in tasks]
+    tail = _delivery(fine, plan, tasks, start, end, device, chained=sentinels)
+    warm = dataclasses.replace(plan, instance_name=sub.name, task_ops={},
+                               placements=tuple(by[names[t]] for t in tasks))
+    # No symmetry rows: the frozen ops pin devices, so few devices stay interchangeable, and the rows are a large
+    # part of building a small model (measured).
+    solved = solve_placement(sub, backend=backend, time_limit_s=time_limit_s, threads=threads, seed=seed,
+                             warm_start=warm, release_tick=release, tail_tick=tail, symmetry_breaking=False)
+    sub_by = solved.by_task()
+    placed = {t: sub_by[names[t]] for t in (*window, *sentinels)}
+    orders: list[list[int]] = [[] for _ in range(fine.num_devices)]
+    pre = [t for t in range(fine.num_tasks) if t not in free and start[t] < a_tick]
+    post = [t for t in range(fine.num_tasks) if t not in free and t not in sentinels and start[t] >= a_tick]
+    for t in sorted(pre, key=lambda t: (start[t], end[t])):
+        orders[device[t]].append(t)
+    for t in sorted(placed, key=lambda t: (placed[t].start_tick, placed[t].end_tick)):
+        orders[placed[t].device].append(t)
+    for t in sorted(post, key=lambda t: (start[t], end[t])):
+        orders[device[t]].append(t)
+    optimal = solved.status == "optimal"
+    times = _replay(fine, orders)
+    if times is None:
+        log.debug("LNS move at tick %d rejected: the orders deadlock", a_tick)
+        return None, optimal
+    new_start, new_end, new_device = times
+    if max(new_end, default=0) > plan.makespan_tick:
+        return None, optimal  # no better: no need to build and check the plan
+    # The replay's times are the simulator's (earliest starts under the orders), so the plan is built from them
+    # directly: a full simulation per move cost as much as the solve (measured, README).
+    rows = tuple(TaskPlacement(names[t], new_device[t], new_start[t], new_end[t]) for t in range(fine.num_tasks))
+    new = dataclasses.replace(plan, placements=rows, makespan_tick=max(new_end, default=0) - min(new_start, default=0))
+    if memory_may_bind(fine):  # the replay keeps precedence, delays and device order by construction
+        try:
+            validate_plan(fine, new)
+        except PlanInvalidError as exc:
+            log.debug("LNS move at tick %d rejected: %s", a_tick, exc)
+            return None, optimal
+    return new, optimal
+
+
+def _replay(fine: SchedulingInstance, orders: Sequence[Sequence[int]]
+            ) -> tuple[list[int], list[int], list[int]] | None:
+    """Earliest start and end of every op under the per-device orders (what the simulator computes, without the
+    timeline), or None when the orders deadlock."""
+    n = fine.num_tasks
+    device = [0] * n
+    for d, row in enumerate(orders):
+        for t in row:
+            device[t] = d
+    start, end = [-1] * n, [-1] * n
+    done = 0
+    pos = [0] * len(orders)
+    free = [0] * len(orders)
+    progress = True
+    while progress:
+        progress = False
+        for d, row in enumerate(orders):
+            while pos[d] < len(row):
+                t = row[pos[d]]
+                ready = free[d]
+                for u, e in fine.predecessors[t]:
+                    if end[u] < 0:
+                        break
+                    ready = max(ready, end[u] + fine.comm(e, device[u], d))
+                else:
+                    start[t], end[t] = ready, ready + int(fine.duration_tick[t, d])
+                    free[d] = end[t]
+                    pos[d] += 1
+                    done += 1
+                    progress = True
+                    continue
+                break
+    return (start, end, device) if done == n else None
+
+
+def lns(fine: SchedulingInstance, plan: Plan, *, time_limit_s: float, bound_tick: int = 0, backend: str = "cpsat",
+        threads: int = 8, seed: int = 0, window_ops: int | None = None, progress: ProgressFn | None = None,
+        unit: Callable[[int], str] = str) -> LnsResult:
+    """Improve `plan` (a valid plan of `fine`) by large-neighbourhood search until `time_limit_s` is spent or it
+    meets `bound_tick` (module docstring).  Never raises for a failed move: a move that fails in the solver is
+    logged with its traceback and rejected."""
+    say = progress or (lambda _msg: None)
+    t0 = time.monotonic()
+    rng = np.random.default_rng(seed)
+    best = simulate(fine, plan_orders(fine, plan)).to_plan(method=plan.method, lower_bound_tick=plan.lower_bound_tick)
+    try:
+        validate_plan(fine, best)
+        if best.makespan_tick > plan.makespan_tick:
+            best = plan
+    except PlanInvalidError:
+        best = plan
+    first = best.makespan_tick
+    base = min(fine.num_tasks, window_ops or max(MIN_WINDOW_OPS, min(MAX_WINDOW_OPS, 2 * fine.num_devices)))
+    size = base
+    stale = 0
+    moves = improving = rejected = 0
+    last_say = t0
+    critical: list[int] = []
+    changed = True
+    finite = np.where(fine.duration_tick < INELIGIBLE, fine.duration_tick, 0)
+    mean_tick = float(finite.max(axis=1).mean()) if fine.num_tasks else 1.0
+    while best.makespan_tick > bound_tick:
+        left = time_limit_s - (time.monotonic() - t0)
+        if left < 0.3:
+            break
+        moves += 1
+        by = best.by_task()
+        if changed or not critical:
+            critical = sorted(critical_tasks(fine, best))
+            changed = False
+        if moves % 4 and critical:  # three moves in four start just before an op of the critical chain
+            c = critical[int(rng.integers(len(critical)))]
+            span = int(mean_tick * size / max(1, fine.num_devices))
+            a_tick = max(0, by[fine.task_names[c]].start_tick - int(rng.integers(0, span // 2 + 1)))
+        else:
+            a_tick = int(rng.integers(0, best.makespan_tick))
+        window = _window(fine, best, a_tick, size)
+        before = best.makespan_tick
+        if not window:
+            continue
+        try:
+            new, _optimal = neighbourhood_move(fine, best, window, time_limit_s=min(MOVE_TIME_S, left),
+                                              backend=backend, threads=threads, seed=seed + moves)
+        except OpplanError as exc:  # no plan within the move's time: a rejected move
+            log.debug("LNS move rejected: %s", exc)
+            new, _optimal = None, False
+        except Exception:  # noqa: BLE001 - a bug in one move must not lose the incumbent; it is logged
+            log.exception("LNS move at tick %d failed (a bug; the move is rejected)", a_tick)
+            new, _optimal = None, False
+        if new is None:
+            rejected += 1
+        elif new.makespan_tick <= best.makespan_tick:
+            if new.makespan_tick < best.makespan_tick:
+                improving += 1
+                now = time.monotonic()
+                if now - last_say >= 1.0:
+                    say(f"LNS: {unit(new.makespan_tick)} after {moves} moves ({now - t0:.1f}s)")
+                    last_say = now
+            changed = changed or new.placements != best.placements
+            best = new
+        if new is not None and new.makespan_tick < before:
+            stale, size = 0, base
+        else:
+            stale += 1
+            if stale % STALE_MOVES == 0:  # stuck: look at larger neighbourhoods
+                size = min(MAX_WINDOW_OPS, fine.num_tasks, int(size * 1.25) + 1)
+    return LnsResult(best, first, moves, improving, rejected, time.monotonic() - t0)
