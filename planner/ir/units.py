@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
-from numbers import Real
+from numbers import Rational, Real
 
 from planner.errors import InputError
 
@@ -75,7 +75,8 @@ def _split(value: object, expect: str) -> tuple[Fraction, str]:
     if isinstance(value, Real) and not isinstance(value, str):
         if isinstance(value, float) and not math.isfinite(value):
             raise UnitError(f"{expect}, got {_shown(value)}")
-        number, unit = Fraction(value), ""
+        # Fraction takes Rationals and floats; any other Real (numpy's float32...) goes through float, exactly.
+        number, unit = Fraction(value if isinstance(value, (Rational, float)) else float(value)), ""
     else:
         match = _NUMBER_UNIT.fullmatch(value)
         if match is None:
