@@ -43,6 +43,8 @@ from planner.schedule.torch_csv import write_torch_csv
 from planner.schedule.validate import validate_plan
 
 CSV_COLUMNS = ("schedule", "makespan", "bubble_ratio", "peak_memory", "param_memory")
+_WARM_FROM = {"v": ("zb-v", "dualpipev"), "fixed": ("1f1b", "gpipe", "zb-h1", "zb-h2"), "dualpipe": ("dualpipe",)}
+_SPLIT = {"v": "opplan-v", "fixed": "1f1b", "dualpipe": "dualpipe"}
 
 
 class CompareValues(TypedDict):
@@ -53,9 +55,6 @@ class CompareValues(TypedDict):
     bubble_ratio: float
     peak_memory: float
     param_memory: float
-
-_WARM_FROM = {"v": ("zb-v", "dualpipev"), "fixed": ("1f1b", "gpipe", "zb-h1", "zb-h2"), "dualpipe": ("dualpipe",)}
-_SPLIT = {"v": "opplan-v", "fixed": "1f1b", "dualpipe": "dualpipe"}
 
 
 @dataclass
