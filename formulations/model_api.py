@@ -377,9 +377,9 @@ class ModelBuilder(ABC):
         self._register(name)
         self._add(constraint, name)
 
-    def add_if(self, literals: Var | Literal | Sequence[Var | Literal], constraint: LinearConstraint,
-               name: str) -> None:
-        """`constraint` must hold when every literal in `literals` is true."""
+    def add_if(self, literals: Var | Literal | list[Var | Literal] | tuple[Var | Literal, ...],
+               constraint: LinearConstraint, name: str) -> None:
+        """`constraint` must hold when every literal in `literals` (one, or a list or tuple) is true."""
         lits = [as_literal(x) for x in (literals if isinstance(literals, (list, tuple)) else [literals])]
         self._register(name)
         self._add_if(lits, constraint, name)

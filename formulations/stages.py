@@ -148,7 +148,7 @@ class StageModel:
         pu, pv, _ = self.data.cross[e]
         return as_expr(self.g[pv][b]) - as_expr(self.g[pu][b])
 
-    def stage_sum(self, coef: Sequence[int], s: int) -> LinExpr:
+    def stage_sum(self, coef: Sequence[int] | np.ndarray, s: int) -> LinExpr:
         """Σ_i coef[i]·y[i,s], built in one pass."""
         terms: list[tuple[int, Var]] = []
         const = 0
@@ -163,7 +163,7 @@ class StageModel:
                     const += sign * c * gv
         return linear(terms, const)
 
-    def cross_sum(self, coef: Sequence[int], b: int) -> LinExpr:
+    def cross_sum(self, coef: Sequence[int] | np.ndarray, b: int) -> LinExpr:
         """Σ_e coef[e]·x[e,b]."""
         terms: list[tuple[int, Var]] = []
         const = 0

@@ -39,8 +39,9 @@ DEFAULT_OUT = "out/compare"
 
 
 def _compare(args: argparse.Namespace) -> int:
-    costs = UnitCosts(f=args.f, b=args.b, w=args.w, activation=args.activation, param=args.param, comm=args.comm,
-                      fb_overlap=args.fb_overlap, comm_stream=args.comm_stream, a2a=args.a2a)
+    costs: UnitCosts | ModelCosts = UnitCosts(
+        f=args.f, b=args.b, w=args.w, activation=args.activation, param=args.param, comm=args.comm,
+        fb_overlap=args.fb_overlap, comm_stream=args.comm_stream, a2a=args.a2a)
     if args.model is not None:
         costs = dataclasses.replace(_model_costs(args), fb_overlap=args.fb_overlap, a2a=not args.no_a2a)
     names = tuple(args.schedules.split(",")) if args.schedules else None
@@ -64,9 +65,10 @@ def _model_costs(args: argparse.Namespace) -> ModelCosts:
     costs = model_costs(instance, args.stages, time_limit_s=args.stage_time_limit, backend=args.backend,
                         comm_stream=not args.no_comm_stream)
     plan = costs.stage_plan
-    bottleneck = plan.bottleneck_tick / costs.ticks_per_unit  # type: ignore[union-attr]
-    print(f"stages of {args.model}: {plan.num_stages} on {', '.join(plan.device_names)}, bottleneck "  # type: ignore
-          f"{bottleneck:.4g} {costs.time_unit} ({plan.status}); times in {costs.time_unit}, memory in "  # type: ignore
+    assert plan is not None  # model_costs always records the cut it made
+    bottleneck = plan.bottleneck_tick / costs.ticks_per_unit
+    print(f"stages of {args.model}: {plan.num_stages} on {', '.join(plan.device_names)}, bottleneck "
+          f"{bottleneck:.4g} {costs.time_unit} ({plan.status}); times in {costs.time_unit}, memory in "
           f"{costs.memory_unit}")
     return costs
 

@@ -112,7 +112,7 @@ def gantt_figure(
 
     # colours by group, in order of first appearance (by start time)
     ordered = sorted(timeline.placements, key=lambda p: (p.start_tick, p.device))
-    groups: dict[str, str] = {}
+    groups: dict[str, str | tuple[float, float, float, float]] = {}  # a named colour or an RGBA from the colormap
     cmap = colormaps["tab20"]
     for p in ordered:
         g = group(p.task)

@@ -40,7 +40,9 @@ from formulations.model_api import (
 )
 
 NAME = "cpsat"
-VERSION = ortools.__version__
+# ortools marks only subpackages (ortools.sat, ...) typed, so mypy sees the top package as an empty namespace:
+# its __version__ is real (ortools/__init__.py sets it).
+VERSION = ortools.__version__  # type: ignore[attr-defined]
 
 _STATUS = {
     cp_model.OPTIMAL: SolveStatus.OPTIMAL,

@@ -58,7 +58,9 @@ class HighsBuilder(MilpBuilder):
         if self.rows:
             lower = np.array([-inf if r.lb is None else r.lb for r in self.rows], dtype=np.float64)
             upper = np.array([inf if r.ub is None else r.ub for r in self.rows], dtype=np.float64)
-            starts, index, value = [], [], []
+            starts: list[int] = []
+            index: list[int] = []
+            value: list[int] = []
             for r in self.rows:
                 starts.append(len(index))
                 index.extend(r.coefs)

@@ -27,7 +27,9 @@ def _version() -> str:
     return s.SolverVersion() if s is not None else ""
 
 
-VERSION = f"{_version()} (ortools {ortools.__version__})"
+# ortools marks only subpackages (ortools.sat, ...) typed, so mypy sees the top package as an empty namespace:
+# its __version__ is real (ortools/__init__.py sets it).
+VERSION = f"{_version()} (ortools {ortools.__version__})"  # type: ignore[attr-defined]
 
 
 def available() -> bool:

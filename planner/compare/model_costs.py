@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from formulations.stages import solve_stages
 from planner.cost.instance import SchedulingInstance
 from planner.errors import InputError
+from planner.heuristics.stage_dp import StagePlan
 from planner.pipeline.unroll import StageCost, TrainingPipeline, fixed_placement, v_placement
 
 MIB = 2**20
@@ -65,7 +66,7 @@ class ModelCosts:
     bytes_per_unit: int = MIB
     time_unit: str = "us"
     memory_unit: str = "MiB"
-    stage_plan: object = None  # the planner.heuristics.stage_dp.StagePlan of the p-stage cut
+    stage_plan: StagePlan | None = None  # the StagePlan of the p-stage cut
     comm_stream: bool = True  # hops as send tasks on per-device communication streams (`unroll` docstring)
     a2a: bool = True  # MoE all-to-all tasks on the communication streams
     fb_overlap: float = 1.0  # a pair lasts this fraction of its halves (1: pairs run as their halves)
@@ -118,6 +119,7 @@ class ModelCosts:
         if p != self.num_devices:
             raise InputError(f"the model was cut for {self.num_devices} devices, not {p}")
         order = self.instance.topological_order
+        chains: tuple[tuple[int, ...], ...]  # one chain of stages, two for DualPipe
         if name in ("gpipe", "1f1b", "zb-h1", "zb-h2"):
             split, std, chains, mb = 1, fixed_placement(p, p), (tuple(range(p)),), m
         elif name == "interleaved-1f1b":

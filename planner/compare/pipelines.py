@@ -24,6 +24,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from formulations.pipeline import solve_pipeline, split_start_times
 from planner.compare.model_costs import ModelCosts
@@ -44,6 +45,16 @@ from planner.schedule.validate import validate_plan
 CSV_COLUMNS = ("schedule", "makespan", "bubble_ratio", "peak_memory", "param_memory")
 _WARM_FROM = {"v": ("zb-v", "dualpipev"), "fixed": ("1f1b", "gpipe", "zb-h1", "zb-h2"), "dualpipe": ("dualpipe",)}
 _SPLIT = {"v": "opplan-v", "fixed": "1f1b", "dualpipe": "dualpipe"}
+
+
+class CompareValues(TypedDict):
+    """One row of compare.csv (keys: CSV_COLUMNS), figures in the comparison's units."""
+
+    schedule: str
+    makespan: float
+    bubble_ratio: float
+    peak_memory: float
+    param_memory: float
 
 
 @dataclass
@@ -74,7 +85,7 @@ class Comparison:
     def row(self, name: str) -> CompareRow:
         return next(r for r in self.rows if r.name == name)
 
-    def values(self, r: CompareRow) -> dict[str, object]:
+    def values(self, r: CompareRow) -> CompareValues:
         f = r.figures
         assert f is not None
         return {
@@ -177,6 +188,7 @@ def compare(
     if not opplan:
         return cmp
     by_name = {r.name: r for r in rows if not r.skipped}
+    cap: int | None
     if memory_cap_units is not None:
         cap = round(memory_cap_units * scales.bytes_per_unit)
     elif "dualpipe" in by_name:

@@ -126,13 +126,13 @@ def build_instance(
             if a == b:
                 continue
             link = topology.link(a, b)
-            key = (link.latency_s, link.bandwidth_bytes_per_s)
-            if key not in classes:
-                classes[key] = len(latency)
+            link_key = (link.latency_s, link.bandwidth_bytes_per_s)
+            if link_key not in classes:
+                classes[link_key] = len(latency)
                 latency.append(link.latency_s / tick)
                 bandwidth.append(link.bandwidth_bytes_per_s * tick)
                 names.append(link.name)
-            link_class[a, b] = classes[key]
+            link_class[a, b] = classes[link_key]
 
     capacity = np.array([capacity_bytes if capacity_bytes is not None else dev.memory_bytes
                          for dev in topology.devices], dtype=np.int64)

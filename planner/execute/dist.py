@@ -112,14 +112,14 @@ class _Inbox:
         self.where = {t.tensor: (src, i) for src, lst in incoming.items() for i, t in enumerate(lst)}
         self.done = {src: 0 for src in incoming}
         self.timeout = timeout
-        self.posted: dict[tuple[int, int], tuple[torch.Tensor, object]] = {}
+        self.posted: dict[tuple[int, int], tuple[torch.Tensor, dist.Work | None]] = {}
         if prepost:
             for src, lst in incoming.items():
                 for i, tr in enumerate(lst):
                     self.posted[(src, i)] = self._post(tr)
 
     @staticmethod
-    def _post(tr: Transfer):
+    def _post(tr: Transfer) -> tuple[torch.Tensor, dist.Work | None]:
         buf = torch.empty(math.prod(tr.shape), dtype=_wire_dtype(tr.dtype))
         work = dist.irecv(buf, src=tr.src, tag=tr.tag) if buf.numel() else None
         return buf, work
@@ -133,7 +133,8 @@ class _Inbox:
         while self.done[src] <= i:
             k = self.done[src]
             tr = self.incoming[src][k]
-            buf, work = self.posted.pop((src, k), None) or self._post(tr)
+            posted = self.posted.pop((src, k), None)
+            buf, work = posted if posted is not None else self._post(tr)
             if work is not None:
                 try:
                     work.wait(self.timeout)
@@ -191,9 +192,10 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                 env.update(program.constants)
                 inbox = _Inbox(incoming, spec.backend == "gloo", timeout)
                 events: list[tuple[str, str, float, float]] = []
-                pending = []
+                pending: list[tuple[dist.Work, torch.Tensor, Transfer]] = []
                 for name in ops:
                     if name == fault_op and rep == 0:
+                        assert fault is not None  # fault_op is set only with a fault
                         _inject(fault, name)
                     for tname in reads[name]:
                         if tname not in env and inbox.has(tname):
@@ -206,7 +208,9 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                     for tr in sends.get(name, ()):
                         buf = _pack(env[tr.tensor], tr)
                         if buf.numel():
-                            pending.append((dist.isend(buf, dst=tr.dst, tag=tr.tag), buf, tr))
+                            work = dist.isend(buf, dst=tr.dst, tag=tr.tag)
+                            assert work is not None  # None only on a rank outside the group; this is the default one
+                            pending.append((work, buf, tr))
                 if rank == 0:
                     for out in part.outputs:
                         if out not in env and inbox.has(out):

@@ -149,11 +149,11 @@ def partition_plan(plan: Plan, graph: OpGraph, nproc: int | None = None, where: 
         op = graph.op(name)
         for t in op.writes:
             for dst in sorted(needs.get(t, ())):
-                src = rank_of_op[name]
-                n = seq.get((src, dst), 0)
-                seq[(src, dst)] = n + 1
+                src_rank = rank_of_op[name]
+                n = seq.get((src_rank, dst), 0)
+                seq[(src_rank, dst)] = n + 1
                 info = graph.tensors[t]
-                transfers.append(Transfer(t, src, dst, n, len(transfers), tuple(info.shape), info.dtype, name,
+                transfers.append(Transfer(t, src_rank, dst, n, len(transfers), tuple(info.shape), info.dtype, name,
                                           info.size_bytes))
     return Partition(world, tuple(plan.device_names), rank_of_device, tuple(order), rank_ops, tuple(transfers),
                      rank_of_op, tuple(graph.graph_outputs))

@@ -71,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: rank {rank} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     if rank == 0:
+        assert isinstance(results, list)  # collect=True: rank 0 gets every rank's result
         report = build_report(args.plan, plan, part, results, results[0].outputs, feeds if args.check else None,
                               args.backend, args.repeat, args.warmup, args.report)
         sim = report["simulated_makespan_s"]

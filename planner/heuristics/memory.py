@@ -141,8 +141,8 @@ def largest_memory_tasks(instance: SchedulingInstance, k: int = 5) -> list[tuple
     k = max(0, min(int(k), len(alone)))
     if k == 0:
         return []
-    idx = np.argpartition(-alone, k - 1)[:k]
-    idx = sorted(idx.tolist(), key=lambda i: (-int(alone[i]), i))
+    top = np.argpartition(-alone, k - 1)[:k]
+    idx = sorted(top.tolist(), key=lambda i: (-int(alone[i]), i))
     return [(instance.task_names[i], int(alone[i])) for i in idx]
 
 

@@ -28,6 +28,7 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, ValidationError
+from pydantic_core import ErrorDetails
 
 from planner.data import DEFAULT_PROFILE, PROFILES_DIR, bundled_profile_names, resolve_profile
 from planner.errors import InputError
@@ -233,7 +234,7 @@ def _shown_input(value: object) -> str:
     return repr(value)
 
 
-def _describe(error: dict) -> str:
+def _describe(error: ErrorDetails) -> str:
     kind, loc = error["type"], tuple(error["loc"])
     if kind == "missing":
         return "missing required key"

@@ -45,8 +45,9 @@ standard domain is ''.  This module does not import onnx: the importer hands eac
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import SupportsIndex, SupportsInt
 
 Shape = tuple[int, ...]
 
@@ -96,8 +97,23 @@ def numel(shape: Shape) -> int:
     return math.prod(shape)
 
 
+def _int(value: object) -> int:
+    """`int(value)` for an attribute value (typed `object`): TypeError, as int() itself raises, when the value is
+    neither a number nor a string; op_flops turns that into estimated=True."""
+    if isinstance(value, (str, bytes, SupportsInt, SupportsIndex)):
+        return int(value)
+    raise TypeError(f"int() argument must be a number or a string, not {type(value).__name__!r}")
+
+
+def _ints(value: object) -> tuple[int, ...]:
+    """An ints attribute as a tuple (TypeError, as iterating would raise, when it is not iterable)."""
+    if not isinstance(value, Iterable):
+        raise TypeError(f"{type(value).__name__!r} object is not iterable")
+    return tuple(_int(v) for v in value)
+
+
 def _axis(axis: object, rank: int) -> int:
-    a = int(axis)  # type: ignore[arg-type]
+    a = _int(axis)
     return a + rank if a < 0 else a
 
 
@@ -266,7 +282,7 @@ def skip_layer_norm(n: NodeShapes) -> int:
 
 def lrn(n: NodeShapes) -> int:
     """2 x size + 4 per element: squares and sums over the window, then scale, bias, power and divide."""
-    size = int(n.attr("size", 1))  # type: ignore[arg-type]
+    size = _int(n.attr("size", 1))
     return (2 * size + 4) * numel(n.out(0))
 
 
@@ -275,7 +291,7 @@ def pool(factor: int) -> Rule:
         kernel = n.attr("kernel_shape")
         if not kernel:
             raise MissingShapeError("kernel_shape")
-        return factor * numel(n.out(0)) * numel(tuple(int(k) for k in kernel))  # type: ignore[union-attr]
+        return factor * numel(n.out(0)) * numel(_ints(kernel))
 
     rule.__doc__ = f"{factor} x prod(kernel_shape) per output element."
     return rule
@@ -317,8 +333,8 @@ def attention(n: NodeShapes) -> int:
         b, hq, s, d = q
         length, dv = k[2], v[3]
     else:
-        hq = int(n.attr("q_num_heads", 0) or 0)  # type: ignore[arg-type]
-        hkv = int(n.attr("kv_num_heads", 0) or 0)  # type: ignore[arg-type]
+        hq = _int(n.attr("q_num_heads", 0) or 0)
+        hkv = _int(n.attr("kv_num_heads", 0) or 0)
         if not hq or not hkv:
             raise MissingShapeError("q_num_heads / kv_num_heads")
         b, s, d = q[0], q[1], q[2] // hq

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
-from numbers import Real
+from numbers import Rational, Real
 
 from planner.errors import InputError
 
@@ -73,9 +73,11 @@ def _split(value: object, expect: str) -> tuple[Fraction, str]:
     if isinstance(value, bool) or not isinstance(value, (str, Real)):
         raise UnitError(f"{expect}, got {_shown(value)}")
     if isinstance(value, Real) and not isinstance(value, str):
-        if isinstance(value, float) and not math.isfinite(value):
+        # Fraction takes Rationals and floats; any other Real (numpy's float32...) goes through float, exactly.
+        exact = value if isinstance(value, (Rational, float)) else float(value)
+        if isinstance(exact, float) and not math.isfinite(exact):
             raise UnitError(f"{expect}, got {_shown(value)}")
-        number, unit = Fraction(value), ""
+        number, unit = Fraction(exact), ""
     else:
         match = _NUMBER_UNIT.fullmatch(value)
         if match is None:

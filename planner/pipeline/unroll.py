@@ -444,9 +444,9 @@ def unroll_actions(
         pinned = inst.duration_tick.copy()
         pinned[:, p:] = INELIGIBLE  # free placement: compute tasks on compute streams only
         inst = dataclasses.replace(inst, duration_tick=pinned)
-    timed = [(pr, pipeline.pair_tick(pr.forward.stage, pr.backward.stage, pr.backward.kind is ActionKind.BW))
-             for pr in pairs]
-    timed = [(pr, t) for pr, t in timed if t is not None]
+    maybe_timed = [(pr, pipeline.pair_tick(pr.forward.stage, pr.backward.stage, pr.backward.kind is ActionKind.BW))
+                   for pr in pairs]
+    timed = [(pr, t) for pr, t in maybe_timed if t is not None]
     if not timed:
         return Unrolled(inst, tuple(acts))
     return _merge_pairs(Unrolled(inst, tuple(acts)), [pr for pr, _ in timed], [t for _, t in timed])

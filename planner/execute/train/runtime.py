@@ -199,8 +199,8 @@ class _RankProgram:
         self.params = {s: [params[n] for n in names] for s, names in self.param_names.items()}
         self.saved: dict[tuple[int, int], _Saved] = {}
         self.local: dict[tuple[int, int, int], torch.Tensor] = {}
-        self.inbox: dict[tuple[int, int, int], tuple[torch.Tensor, object, int]] = {}
-        self.sends: list[tuple[object, torch.Tensor, str]] = []
+        self.inbox: dict[tuple[int, int, int], tuple[torch.Tensor, dist.Work, int]] = {}
+        self.sends: list[tuple[dist.Work, torch.Tensor, str]] = []
         self.losses: dict[int, float] = {}
         self.wait_s = 0.0
 
@@ -220,11 +220,12 @@ class _RankProgram:
         for a in self.schedule.actions[self.rank]:
             for part in _parts(a):
                 s, k = part.stage, part.microbatch
-                if part.kind is ActionKind.F and lay.prev_of[s] is not None:
-                    src = self._device(lay.prev_of[s])
+                prev, nxt = lay.prev_of[s], lay.next_of[s]
+                if part.kind is ActionKind.F and prev is not None:
+                    src = self._device(prev)
                     key = (_ACT, s, k)
-                elif part.kind in (ActionKind.B, ActionKind.BW) and lay.next_of[s] is not None:
-                    src = self._device(lay.next_of[s])
+                elif part.kind in (ActionKind.B, ActionKind.BW) and nxt is not None:
+                    src = self._device(nxt)
                     key = (_GRAD, s, k)
                 else:
                     continue
