@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench mutate clean venv
+.PHONY: demo test lint bench mutate clean venv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -24,13 +24,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2
 
-## lint: ruff's checks (pyflakes, pycodestyle, import order, bugbear, pyupgrade; rules in pyproject.toml)
+## lint: ruff's checks (pyflakes, pycodestyle, import order, bugbear, pyupgrade) and mypy (settings in pyproject.toml)
 lint: $(STAMP)
 	$(BIN)/ruff check .
-
-## typecheck: mypy over planner/ and formulations/ (not yet clean, so not part of lint/CI)
-typecheck: $(STAMP)
-	$(BIN)/pip install -q mypy
 	$(BIN)/mypy
 
 ## bench: speed and quality measurements, written to CSV under bench/results/

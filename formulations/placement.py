@@ -576,10 +576,10 @@ def hint_schedule(m: PlacementModel, device_of: Sequence[int], start: Sequence[i
         put(y, 1 if local and dev[t] != d else 0)
         put(r, min((arrival(k) for _, k in local), default=0))
         put(q, max((end[v] for v, _ in local), default=0))
-    for (ci, pos, j), u in m.sym_used.items():
+    for (ci, pos, j), used in m.sym_used.items():
         order = m.sym_order[ci]
         d = m.classes[ci][j]
-        put(u, 1 if any(dev[t] == d for t in order[: pos + 1]) else 0)
+        put(used, 1 if any(dev[t] == d for t in order[: pos + 1]) else 0)
     if m.peak is not None:
         prof = memory_profile(inst, memory_intervals(inst, dev, s, end))
         unit = m.objective.memory_unit_bytes

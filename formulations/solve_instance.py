@@ -203,10 +203,10 @@ def _plan(instance: SchedulingInstance, sched: TimedAssignment, *, status: PlanS
           solver: str, version: str, elapsed: float, shift: bool = True) -> Plan:
     # Makespan is first start to last end: shift so the first task starts at tick 0 (a uniform shift changes
     # nothing else, memory included).  With release times the times are absolute and nothing is shifted.
-    shift = min(sched.start, default=0) if shift else 0
-    makespan = sched.makespan_tick - shift
-    placements = tuple(TaskPlacement(instance.task_names[t], int(sched.device[t]), int(sched.start[t] - shift),
-                                     int(sched.end[t] - shift)) for t in range(instance.num_tasks))
+    offset = min(sched.start, default=0) if shift else 0
+    makespan = sched.makespan_tick - offset
+    placements = tuple(TaskPlacement(instance.task_names[t], int(sched.device[t]), int(sched.start[t] - offset),
+                                     int(sched.end[t] - offset)) for t in range(instance.num_tasks))
     return Plan(instance_name=instance.name, placements=placements, device_names=tuple(instance.device_names),
                 makespan_tick=int(makespan), lower_bound_tick=int(min(lower_bound, makespan)), status=status,
                 method=PlanMethod.PLACEMENT, solver=solver, solver_version=version, solve_time_s=float(elapsed),

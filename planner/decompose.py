@@ -49,7 +49,7 @@ from formulations.solve_instance import solve_placement
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.heuristics.list_schedule import heft
 from planner.schedule.errors import PlanInvalidError, SimulationError
-from planner.schedule.plan import Plan, TaskPlacement
+from planner.schedule.plan import Plan, PlanMethod, TaskPlacement
 from planner.schedule.simulate import simulate
 from planner.schedule.validate import validate_plan
 
@@ -291,8 +291,8 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
     shared = {s.first for s in segs if s.first is not None}
     overlap = sum(int(np.where(dur[b] < INELIGIBLE, dur[b], 0).max()) for b in shared)
     bound = max(0, sum(r.bound_tick for r in final) - overlap)
-    plan = _stitch(instance, final)
-    return Decomposition(tuple(final), bound, plan, time.monotonic() - t0)
+    stitched = _stitch(instance, final)
+    return Decomposition(tuple(final), bound, stitched, time.monotonic() - t0)
 
 
 def _stitch(instance: SchedulingInstance, results: Sequence[SegmentResult]) -> Plan | None:
@@ -320,7 +320,7 @@ def _stitch(instance: SchedulingInstance, results: Sequence[SegmentResult]) -> P
             rows[d].append(t)
     try:
         timeline = simulate(instance, rows)
-        plan = timeline.to_plan(method="decomposition", lower_bound_tick=0)
+        plan = timeline.to_plan(method=PlanMethod.DECOMPOSITION, lower_bound_tick=0)
         validate_plan(instance, plan)
     except (SimulationError, PlanInvalidError):
         return None

@@ -66,7 +66,7 @@ from planner.heuristics.list_schedule import Rank, heft
 from planner.ir.units import format_time
 from planner.lns import lns
 from planner.schedule.errors import PlanInvalidError
-from planner.schedule.plan import Plan
+from planner.schedule.plan import Plan, PlanMethod, PlanStatus
 from planner.schedule.validate import validate_plan
 
 ProgressFn = Callable[[str], None]
@@ -177,7 +177,7 @@ class Outcome:
             return self.plan
         op = self.op_plan
         bound = max(op.lower_bound_tick, min(self.cluster_bound_tick, op.makespan_tick))
-        status = "optimal" if bound >= op.makespan_tick else op.status
+        status = PlanStatus.OPTIMAL if bound >= op.makespan_tick else PlanStatus(op.status)
         return dataclasses.replace(op, lower_bound_tick=bound, status=status, task_ops={},
                                    instance_name=self.fine.name, search=self.plan.search or op.search)
 
@@ -290,17 +290,18 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
         best = ClusterSolution(plan, incumbent, coarse, clusters, fine_bound)
     plan, op_plan, coarse, clusters = best.plan, best.op_plan, best.coarse, best.clusters
     fine_bound = min(fine_bound, op_plan.makespan_tick)
-    status = "optimal" if op_plan.makespan_tick <= fine_bound else "feasible"
+    status = PlanStatus.OPTIMAL if op_plan.makespan_tick <= fine_bound else PlanStatus.FEASIBLE
     elapsed = time.monotonic() - t0
-    solver = {}
+    solver: dict[str, str] = {}  # solver name and version, when a solver ran
     if not plan.solver and (rounds or (decomposition is not None and decomposition.solved) or len(phases) > 1):
         backend = get_backend(options.backend)  # it proved the bound (and maybe found nothing better than HEFT)
         solver = {"solver": backend.name, "solver_version": backend.version}
     search = tuple((p.source, p.makespan_tick) for p in phases)
-    final = dataclasses.replace(plan, method="milp", status=status, lower_bound_tick=fine_bound,
-                                solve_time_s=elapsed, task_ops=dict(coarse.task_ops), search=search, **solver)
-    op_plan = dataclasses.replace(op_plan, method="milp", status=status, lower_bound_tick=fine_bound,
-                                  solve_time_s=elapsed, search=search, **solver)
+    final = dataclasses.replace(plan, method=PlanMethod.MILP, status=status, lower_bound_tick=fine_bound,
+                                solve_time_s=elapsed, task_ops=dict(coarse.task_ops), search=search,
+                                **solver)  # type: ignore[arg-type]  # mypy reads **dict as every field
+    op_plan = dataclasses.replace(op_plan, method=PlanMethod.MILP, status=status, lower_bound_tick=fine_bound,
+                                  solve_time_s=elapsed, search=search, **solver)  # type: ignore[arg-type]
     validate_plan(coarse, final)
     validate_plan(fine, op_plan)
     say(f"found by {phases[-1].source}: " + " -> ".join(f"{p.source} {unit(p.makespan_tick)}" for p in phases)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from planner.coarsen.adjacency import Adjacency
 from planner.cost.instance import SchedulingInstance
-from planner.schedule.plan import Plan
+from planner.schedule.plan import Plan, PlanStatus
 
 
 def expand_plan(fine: SchedulingInstance, coarse: SchedulingInstance, clusters: Sequence[Sequence[int]],
@@ -61,6 +61,6 @@ def expand_plan(fine: SchedulingInstance, coarse: SchedulingInstance, clusters: 
         placements=tuple(placements),
         makespan_tick=makespan,
         lower_bound_tick=fine.trivial_lower_bound_tick(),
-        status="feasible" if plan.status == "optimal" else plan.status,
+        status=PlanStatus.FEASIBLE if plan.status == PlanStatus.OPTIMAL else PlanStatus(plan.status),
         task_ops=dict(fine.task_ops),
     )

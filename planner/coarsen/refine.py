@@ -24,7 +24,7 @@ import numpy as np
 from planner.coarsen.contract import contract
 from planner.coarsen.repair import quotient_is_acyclic
 from planner.cost.instance import SchedulingInstance
-from planner.schedule.plan import Plan
+from planner.schedule.plan import Plan, PlanMethod
 from planner.schedule.simulate import plan_orders, simulate
 
 __all__ = ["Refinement", "as_singletons", "critical_tasks", "project_plan", "refine", "replay", "split_to_target"]
@@ -157,7 +157,8 @@ def project_plan(fine_plan: Plan, coarse: SchedulingInstance, clusters: Sequence
             device = int(np.argmin(coarse.duration_tick[k]))
         rows[device].append((first or 0, k))
     orders = [[k for _, k in sorted(row)] for row in rows]
-    return simulate(coarse, orders).to_plan(method="projected", lower_bound_tick=coarse.trivial_lower_bound_tick())
+    bound = coarse.trivial_lower_bound_tick()
+    return simulate(coarse, orders).to_plan(method=PlanMethod.PROJECTED, lower_bound_tick=bound)
 
 
 def replay(coarse: SchedulingInstance, old: Plan, old_names: Sequence[str], parent: Sequence[int]) -> Plan:
@@ -168,7 +169,8 @@ def replay(coarse: SchedulingInstance, old: Plan, old_names: Sequence[str], pare
         placement = by_task[old_names[p]]
         rows[placement.device].append((placement.start_tick, k, k))
     orders = [[k for _, _, k in sorted(row)] for row in rows]
-    return simulate(coarse, orders).to_plan(method="replay", lower_bound_tick=coarse.trivial_lower_bound_tick())
+    bound = coarse.trivial_lower_bound_tick()
+    return simulate(coarse, orders).to_plan(method=PlanMethod.REPLAY, lower_bound_tick=bound)
 
 
 def as_singletons(fine: SchedulingInstance, op_plan: Plan) -> tuple[SchedulingInstance, list[list[int]], Plan]:

@@ -25,7 +25,7 @@ from planner.coarsen.contract import contract
 from planner.coarsen.repair import quotient_is_acyclic
 from planner.cost.instance import SchedulingInstance
 from planner.schedule.errors import PlanInvalidError
-from planner.schedule.plan import Plan, TaskPlacement
+from planner.schedule.plan import Plan, PlanMethod, PlanStatus, TaskPlacement
 from planner.schedule.simulate import plan_orders
 from planner.schedule.validate import validate_plan
 
@@ -72,7 +72,8 @@ def project_respecting(fine: SchedulingInstance, plan: Plan, coarse: SchedulingI
     makespan = max((p.end_tick for p in rows), default=0) - min((p.start_tick for p in rows), default=0)
     return Plan(instance_name=coarse.name, placements=tuple(rows), device_names=tuple(coarse.device_names),
                 makespan_tick=int(makespan), lower_bound_tick=min(coarse.trivial_lower_bound_tick(), int(makespan)),
-                status="feasible", method="projected", tick_s=coarse.tick_s, time_unit=coarse.time_unit,
+                status=PlanStatus.FEASIBLE, method=PlanMethod.PROJECTED, tick_s=coarse.tick_s,
+                time_unit=coarse.time_unit,
                 task_ops=dict(coarse.task_ops))
 
 

@@ -197,7 +197,7 @@ def list_schedule(
     dur_rows = instance.duration_tick.tolist()
     everywhere = list(range(num_dev))
     ok = instance.duration_tick < INELIGIBLE
-    all_ok = ok.all(axis=1).tolist()
+    all_ok: list[bool] = np.all(ok, axis=1).tolist()  # one flag per task: eligible on every device
     eligible = [everywhere if all_ok[t] else np.flatnonzero(ok[t]).tolist() for t in range(n)]
     preds = instance.predecessors
     comm_rows = instance.comm_tick.tolist()

@@ -323,12 +323,12 @@ def _check_op_types(model: ModelProto, shown: str) -> None:
             if not ok:
                 bad.setdefault(key, []).append(prefix + name)
     if bad:
-        parts = []
-        for (domain, op_type), nodes in bad.items():
-            more = f" and {len(nodes) - _SHOW} more" if len(nodes) > _SHOW else ""
-            parts.append(f"{op_type} (domain {domain or 'ai.onnx'!r}: {why[(domain, op_type)]}) "
-                         f"at node(s) {', '.join(map(repr, nodes[:_SHOW]))}{more}")
-        raise UnsupportedOpError("unsupported op type(s): " + "; ".join(parts), path=shown,
+        listed: list[str] = []
+        for (domain, op_type), node_names in bad.items():
+            more = f" and {len(node_names) - _SHOW} more" if len(node_names) > _SHOW else ""
+            listed.append(f"{op_type} (domain {domain or 'ai.onnx'!r}: {why[(domain, op_type)]}) "
+                          f"at node(s) {', '.join(map(repr, node_names[:_SHOW]))}{more}")
+        raise UnsupportedOpError("unsupported op type(s): " + "; ".join(listed), path=shown,
                                  fix="replace them by standard ONNX ops (or export with a higher opset) and re-export")
 
 
@@ -823,7 +823,7 @@ def _node_flops(node: NodeProto, types: Mapping[str, _Type], consts: _Consts, in
     if domain == "" and node.op_type == "Scan" and "body" in subs:
         body, est = _graph_flops(subs["body"], types, consts)
         attrs = _attrs(node)
-        n_scan = int(attrs.get("num_scan_inputs", 0) or 0)  # type: ignore[arg-type]
+        n_scan = int(attrs.get("num_scan_inputs", 0) or 0)  # type: ignore[call-overload]  # an int attribute
         first = len(node.input) - n_scan
         axes = attrs.get("scan_input_axes") or [0]
         x = types.get(node.input[first]) if 0 <= first < len(node.input) else None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
-from planner.execute.ops import int_list, register, torch_dtype
+from planner.execute.ops import OpFn, int_list, register, torch_dtype
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -16,6 +18,15 @@ def _is_float(t: torch.Tensor) -> bool:
 
 def _unary(fn):
     return lambda ins, attrs, ctx: [fn(ins[0])]
+
+
+def _binary(fn: Callable[..., torch.Tensor]) -> OpFn:
+    """The op of a two-input elementwise torch function (ONNX broadcasting is torch's)."""
+
+    def run(ins, attrs, ctx):
+        return [fn(ins[0], ins[1])]
+
+    return run
 
 
 for _name, _fn in {
@@ -56,13 +67,14 @@ def _div(a, b):
     return torch.div(a, b, rounding_mode="trunc")  # C integer division, as onnxruntime does
 
 
-for _name, _fn in {
+_BINARY: dict[str, Callable[..., torch.Tensor]] = {
     "Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": _div,
     "Equal": torch.eq, "Less": torch.lt, "Greater": torch.gt, "LessOrEqual": torch.le, "GreaterOrEqual": torch.ge,
     "And": torch.logical_and, "Or": torch.logical_or, "Xor": torch.logical_xor,
     "BitwiseAnd": torch.bitwise_and, "BitwiseOr": torch.bitwise_or, "BitwiseXor": torch.bitwise_xor,
-}.items():
-    register(_name)(lambda ins, attrs, ctx, _f=_fn: [_f(ins[0], ins[1])])
+}
+for _name, _fn in _BINARY.items():
+    register(_name)(_binary(_fn))
 
 
 @register("BitwiseNot")
