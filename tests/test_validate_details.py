@@ -8,6 +8,7 @@ import dataclasses
 import re
 
 import pytest
+from family_fixtures import instance
 
 from planner.cost.instance import SchedulingInstance
 from planner.schedule.plan import Plan, TaskPlacement
@@ -47,6 +48,20 @@ def test_a_precedence_violation_does_not_hide_later_edges() -> None:
     assert found == [("precedence", ("a", "b")), ("precedence", ("c", "d"))]
 
 
+def test_every_placement_is_checked_after_a_bad_one() -> None:
+    # Two of each per-placement violation, in plan order: a bad placement never stops the loop over the others.
+    inst = instance("rows", [[2, 2], [2, 2], [2, 2], [2, None], [2, None], [2, 2]])
+    plan = _plan(inst, [("x", 2, 0, 1), ("y", 0, 0, 1), ("t0", 0, 0, 2), ("t0", 1, 0, 2), ("t0", 1, 4, 6),
+                        ("t1", 2, 0, 2), ("t1", 0, 2, 4), ("t2", 3, 0, 2), ("t3", 1, 0, 2), ("t4", 1, 2, 4),
+                        ("t5", 0, -3, -1)], makespan=7)
+    violations = check_plan(inst, plan)[0]
+    assert [(v.kind, v.tasks) for v in violations] == [
+        ("unknown", ("x",)), ("unknown", ("y",)), ("duplicate", ("t0",)), ("duplicate", ("t0",)),
+        ("device", ("t1",)), ("device", ("t2",)), ("ineligible", ("t3",)), ("ineligible", ("t4",)),
+        ("negative", ("t5",))]
+    assert "on #2 is not in instance" in violations[0].message and "on d0 is not" in violations[1].message
+
+
 def test_an_unplaced_end_does_not_hide_later_edges() -> None:
     # a -> b with b missing; c -> d violated: the missing task's edge is skipped, c -> d is still checked.
     inst = SchedulingInstance.uniform("skip", [2, 2, 2, 2], [(0, 1, 0), (2, 3, 0)], 1, task_names=list("abcd"))
@@ -79,7 +94,7 @@ def test_the_message_lists_twenty_violations_by_default() -> None:
         inst = SchedulingInstance.uniform("cap", [1] * n, [], 1, task_names=[f"t{i}" for i in range(n)])
         text = _message(inst, _plan(inst, [("t0", 0, 0, 1)]))
         assert sum(1 for line in text.splitlines() if line.startswith("  [missing]")) == 20
-        assert ("... and 1 more" in text) == more
+        assert ("... and 1 more" in text) == more and ("... and" in text) == more
 
 
 def test_memory_violation_names_the_five_largest_holders() -> None:
@@ -155,3 +170,9 @@ def test_grid_of_a_wide_machine_shows_the_devices_involved() -> None:
     text = _message(inst16, _plan(inst16, [("a", 3, 0, 2), ("b", 15, 3, 5)]))
     rows = [line.split("|")[0].strip() for line in text.splitlines() if line.rstrip().endswith("|")]
     assert rows == [f"p{d}" for d in range(16)]
+
+
+def test_no_makespan_verdict_while_a_task_is_missing() -> None:
+    # the span of a partial plan says nothing about its makespan: only the missing task is reported
+    inst = SchedulingInstance.uniform("part", [2, 3], [], 1, task_names=["a", "b"])
+    assert _kinds(inst, _plan(inst, [("a", 0, 0, 2)], makespan=5, lower_bound=9)) == [("missing", ("b",))]
