@@ -105,6 +105,7 @@ def test_memory_violation_names_the_five_largest_holders() -> None:
     (v,) = [v for v in check_plan(inst, plan)[0] if v.kind == "memory"]
     assert v.tasks == ("t6", "t5", "t4", "t3", "t2")
     assert v.tick == 0 and "91 B" in v.message
+    assert v.message.split("largest: ")[1].split(", ") == [f"t{i} param {10 + i} B" for i in (6, 5, 4, 3, 2)]
 
 
 def test_memory_is_checked_by_default() -> None:
@@ -176,3 +177,11 @@ def test_no_makespan_verdict_while_a_task_is_missing() -> None:
     # the span of a partial plan says nothing about its makespan: only the missing task is reported
     inst = SchedulingInstance.uniform("part", [2, 3], [], 1, task_names=["a", "b"])
     assert _kinds(inst, _plan(inst, [("a", 0, 0, 2)], makespan=5, lower_bound=9)) == [("missing", ("b",))]
+
+
+def test_the_sweep_keeps_the_earlier_of_two_tasks_that_end_together() -> None:
+    # a [0,4) and b [2,4) end together; c [3,5) is reported against a, the task the sweep holds (it only moves
+    # on to a task that ends strictly later)
+    inst = SchedulingInstance.uniform("tie", [4, 2, 2], [], 1, task_names=["a", "b", "c"])
+    found = [v.tasks for v in check_plan(inst, _plan(inst, [("a", 0, 0, 4), ("b", 0, 2, 4), ("c", 0, 3, 5)]))[0]]
+    assert found == [("a", "b"), ("a", "c")]
