@@ -11,6 +11,8 @@ from planner.pipeline.metrics import PipelineFigures, figures
 from planner.pipeline.streams import simulate_pipeline
 from planner.pipeline.unroll import StageCost, TrainingPipeline, instance_for_schedule
 from planner.pipeline.zero_bubble import zb_h1
+from planner.schedule.actions import Action, ActionKind
+from planner.schedule.program import Schedule
 from planner.schedule.simulate import simulate_schedule
 
 
@@ -97,3 +99,27 @@ def test_per_device_figures_of_one_device_and_of_none() -> None:
     assert one.per_device_bubble_tick == 3.0 and one.max_peak_memory_bytes == 5
     none = PipelineFigures(0, 0, 0.0, (), (), ())
     assert none.max_peak_memory_bytes == 0 and none.per_device_bubble_tick == 0.0
+
+
+# One stage, three micro-batches, unit F, B, W, 10 bytes of which B frees 6, run as F0 B0 F1 W0 F2 B1 W1 B2 W2:
+# +10 at 0; at 2 B0 frees 6 and F1 takes 10: 14; at 4 W0 frees the other 4 and F2 takes 10: 20 (the peak);
+# then 14, 10, 4, 0.  W frees what B left (10 - 6), not more: freeing 16 would give a peak of 14.
+def test_w_frees_what_b_left() -> None:
+    c = StageCost(1, 1, 1, activation_bytes=10, activation_freed_by_b_bytes=6)
+    F, B, W = ActionKind.F, ActionKind.B, ActionKind.W
+    row = [Action(0, F, 0), Action(0, B, 0), Action(0, F, 1), Action(0, W, 0), Action(0, F, 2), Action(0, B, 1),
+           Action(0, W, 1), Action(0, B, 2), Action(0, W, 2)]
+    schedule = Schedule((tuple(row),), 1, 3, (0,), name="by-hand")
+    tl, fig = _run(TrainingPipeline((c,), 3, 1, (0,), ((0,),)), schedule)
+    assert [(p.task, p.start_tick) for p in sorted(tl.placements, key=lambda p: p.start_tick)][:5] == [
+        ("0F0", 0), ("0B0", 1), ("0F1", 2), ("0W0", 3), ("0F2", 4)]
+    assert fig.peak_activation_bytes == (20,)
+
+
+# Makespan 1 on two devices: stage 0 (F = 1) on d0, stage 1 (all 0 ticks) on d1; d1 is idle the whole tick:
+# bubble 1, ratio 1 / (2 x 1).
+def test_bubble_ratio_of_a_one_tick_schedule() -> None:
+    busy, empty = StageCost(1, 0, 0), StageCost(0, 0, 0)
+    _tl, fig = _run(TrainingPipeline((busy, empty), 1, 2, (0, 1), ((0, 1),)), gpipe(2, 1))
+    assert fig.makespan_tick == 1 and fig.bubble_tick == 1
+    assert fig.bubble_ratio == pytest.approx(0.5)
