@@ -185,3 +185,25 @@ def test_the_sweep_keeps_the_earlier_of_two_tasks_that_end_together() -> None:
     inst = SchedulingInstance.uniform("tie", [4, 2, 2], [], 1, task_names=["a", "b", "c"])
     found = [v.tasks for v in check_plan(inst, _plan(inst, [("a", 0, 0, 4), ("b", 0, 2, 4), ("c", 0, 3, 5)]))[0]]
     assert found == [("a", "b"), ("a", "c")]
+
+
+def test_grid_of_a_wide_machine_shows_the_device_of_a_memory_violation() -> None:
+    # 17 devices; t0 (10 bytes of output) on d3 feeds t1 on d16 over 5 ticks; d16 holds 5 bytes, so the received
+    # copy [7,9) breaks it.  The violation names t0 (placed on d3) on device d16: both rows are drawn.
+    caps = [2**40] * 16 + [5]
+    inst = instance("recv", [[2] * 17, [2] * 17], [(0, 1, 5)], acts=[10, 0], capacity=caps)
+    text = _message(inst, _plan(inst, [("t0", 3, 0, 2), ("t1", 16, 7, 9)]))
+    assert "[memory] device d16 holds 10 B at tick 7" in text
+    rows = [line.split("|")[0].strip() for line in text.splitlines() if line.rstrip().endswith("|")]
+    assert rows == ["d3", "d16"]
+
+
+def test_a_comm_violation_names_the_link_when_it_has_a_name() -> None:
+    base = instance("link", [[2, 2], [2, 2]], [(0, 1, 5)])
+    plan = _plan(base, [("t0", 0, 0, 2), ("t1", 1, 3, 5)])
+    named = dataclasses.replace(base, link_names=("local", "nvlink"))
+    (v,) = check_plan(named, plan)[0]
+    assert v.kind == "comm" and v.message.endswith("over link class 1 'nvlink': earliest start 7")
+    short = dataclasses.replace(base, link_names=("local",))
+    (v,) = check_plan(short, plan)[0]
+    assert v.message.endswith("over link class 1: earliest start 7")
