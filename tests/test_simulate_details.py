@@ -76,12 +76,13 @@ def test_start_is_the_later_of_device_and_inputs() -> None:
 
 def test_deadlock_message_counts_the_tasks_that_never_run() -> None:
     # d0 runs t5 and finishes; d1 and d2 wait for each other (a finished device does not end the report)
-    inst = instance("dl", [[1, 1, 1]] * 6, [(0, 1, 0), (2, 3, 0), (3, 4, 0)])
+    # t1 also needs t5, which ran at tick 0: only what never ran is named
+    inst = instance("dl", [[1, 1, 1]] * 6, [(0, 1, 0), (2, 3, 0), (3, 4, 0), (5, 1, 0)])
     with pytest.raises(DeadlockError) as info:
         simulate(inst, [["t5"], ["t1", "t2"], ["t3", "t0", "t4"]])
     msg = str(info.value)
     assert "; 5 tasks never run; " in msg
-    assert "d1 is stuck at t1, which waits for t0 (on d2)" in msg and "d2 is stuck at t3, which waits for t2 (on d1)" \
+    assert "d1 is stuck at t1, which waits for t0 (on d2); " in msg and "d2 is stuck at t3, which waits for t2 (on d1)" \
         in msg
     assert info.value.stuck_tasks == ("t1", "t3")
 
