@@ -82,8 +82,8 @@ def test_deadlock_message_counts_the_tasks_that_never_run() -> None:
         simulate(inst, [["t5"], ["t1", "t2"], ["t3", "t0", "t4"]])
     msg = str(info.value)
     assert "; 5 tasks never run; " in msg
-    assert "d1 is stuck at t1, which waits for t0 (on d2); " in msg and "d2 is stuck at t3, which waits for t2 (on d1)" \
-        in msg
+    assert "d1 is stuck at t1, which waits for t0 (on d2); " in msg
+    assert "d2 is stuck at t3, which waits for t2 (on d1)" in msg
     assert info.value.stuck_tasks == ("t1", "t3")
 
 
@@ -113,6 +113,8 @@ def test_retime_bound_method_and_provenance() -> None:
     assert out.lower_bound_tick == 3 == out.makespan_tick
     assert out.method == "hand+retime" and out.hardware_path == "hw.yaml" and out.status == "heuristic"
     assert retime_plan(plan, inst, method="again").method == "again"
+    serial = dataclasses.replace(simulate(inst, [["a", "b"]]).to_plan(method="hand"), lower_bound_tick=0)
+    assert retime_plan(serial, inst).lower_bound_tick == 3 and retime_plan(serial, inst).makespan_tick == 5
 
 
 # Defaults: no link contention unless asked.  GPipe, 2 stages x 2 micro-batches, unit tasks, 5-tick hops:
@@ -124,6 +126,19 @@ def test_simulate_schedule_and_retime_default_to_no_contention() -> None:
     inst = instance_for_schedule(pipe, sched)
     tl = simulate_schedule(inst, sched)
     assert tl.by_task()["1F1"].start_tick == 7
+    assert {p.task: p.stage for p in tl.placements if p.task.endswith("F0")} == {"0F0": 0, "1F0": 1}
     assert simulate_schedule(inst, sched, link_contention=True).by_task()["1F1"].start_tick == 11
     plan = simulate_schedule(inst, sched, link_contention=True).to_plan(method="hand")
     assert {p.task: p.start_tick for p in retime_plan(plan, inst).placements}["1F1"] == 7
+
+
+def test_a_deadlock_report_names_eight_devices() -> None:
+    # nine devices in a ring: device i runs b_i first, which needs a_(i+1) that device i+1 runs second
+    n = 9
+    durations = [[1] * n for _ in range(2 * n)]  # a_i = task i, b_i = task n + i
+    edges = [((i + 1) % n, n + i, 0) for i in range(n)]
+    inst = instance("ring", durations, edges)
+    with pytest.raises(DeadlockError) as info:
+        simulate(inst, [[n + i, i] for i in range(n)])
+    assert str(info.value).count(" is stuck at ") == 8 and len(info.value.stuck_tasks) == 9
+    assert "; 18 tasks never run; " in str(info.value)
