@@ -4,9 +4,11 @@ placement below follows from the module docstring's rules alone."""
 
 from __future__ import annotations
 
+import time
+
 from family_fixtures import instance
 
-from planner.heuristics.list_schedule import list_schedule
+from planner.heuristics.list_schedule import list_schedule, mean_comm
 
 N = None  # ineligible
 
@@ -66,3 +68,52 @@ def test_a_gap_before_the_ready_time_is_skipped() -> None:
 def test_a_task_in_a_gap_waits_for_its_inputs() -> None:
     inst = instance("wait", [[N, 9, N], [2, N, N], [N, N, 3], [2, N, N]], [(0, 1, 1), (2, 3, 1)])
     assert _at(list_schedule(inst, [4, 3, 2, 1]))["t3"] == (0, 4, 6)
+
+
+# With memory in play (t0's 8 bytes of parameters and t1's 1 do not fit at once on d1 or d2, so the tracker
+# runs), the earliest finish still wins among the devices that fit: t1 finishes at 6 on d0 (after t0), 5 on d1,
+# 1 on d2, and fits on each: d2.
+def test_memory_aware_choice_takes_the_earliest_finish_that_fits() -> None:
+    inst = instance("mem", [[1, N, N], [5, 5, 1]], params=[8, 1], capacity=[9, 8, 8])
+    assert _at(list_schedule(inst, [2, 1]))["t1"] == (2, 0, 1)
+    assert _at(list_schedule(inst, [2, 1], respect_memory=False))["t1"] == (2, 0, 1)
+
+
+# Priorities against the precedence order (t1 above its predecessor t0) use the ready heap: among the ready tasks
+# the highest priority goes first.  One device, no insertion: t2 (5), t3 (3), t0 (1), then t1.
+def test_ready_tasks_go_highest_priority_first() -> None:
+    inst = instance("heap", [[1], [1], [1], [1]], [(0, 1, 0)])
+    at = _at(list_schedule(inst, [1, 9, 5, 3], insertion=False))
+    assert [t for t, _ in sorted(at.items(), key=lambda kv: kv[1][1])] == ["t2", "t3", "t0", "t1"]
+
+
+# Memory is respected by default: t0 and t1 (5 bytes of parameters each) do not fit together on a 5-byte device,
+# so t1 goes to the slower d1 (finish 3) instead of after t0 on d0 (finish 2).
+def test_memory_is_respected_by_default() -> None:
+    inst = instance("room", [[1, 3], [1, 3]], params=[5, 5], capacity=[5, 5])
+    assert _at(list_schedule(inst, [2, 1]))["t1"] == (1, 0, 3)
+    assert _at(list_schedule(inst, [2, 1], respect_memory=False))["t1"] == (0, 1, 2)
+
+
+# A long transfer under the memory tracker: t0 (1, d0) -> t1 (1, d1) over 10 ticks, so t1 runs [11,12); its
+# 4-byte output is freed at 12.  t2 (1, d1, 4-byte output), placed after it without insertion at [12,13), fits
+# d1's 5 bytes only because the tracker knows t1's output is gone by 12: its horizon must cover the delays.
+def test_memory_tracking_covers_long_transfers() -> None:
+    inst = instance("far", [[1, N], [N, 1], [N, 1]], [(0, 1, 10)], acts=[0, 4, 4], capacity=[8, 5])
+    plan = list_schedule(inst, [3, 2, 1], insertion=False)
+    assert _at(plan)["t1"] == (1, 11, 12) and _at(plan)["t2"] == (1, 12, 13)
+
+
+# Two devices are enough for communication to count in HEFT's mean delay: the only ordered pairs of distinct
+# devices are (d0, d1) and (d1, d0), both of class 1: the mean is the edge's delay, 6.  One device: 0.
+def test_mean_comm_of_two_devices() -> None:
+    assert mean_comm(instance("two", [[1, 1], [1, 1]], [(0, 1, 6)])).tolist() == [6.0]
+    assert mean_comm(instance("one", [[1], [1]], [(0, 1, 6)])).tolist() == [0.0]
+
+
+def test_solve_time_is_the_time_spent_inside() -> None:
+    inst = _exact_gap()
+    before = time.perf_counter()
+    plan = list_schedule(inst, [3, 2, 1])
+    spent = time.perf_counter() - before
+    assert 0 <= plan.solve_time_s <= spent

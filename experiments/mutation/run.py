@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for key in keys:
             for m in sorted(list_mutants((ROOT / MODULES[key].path).read_text()), key=lambda m: (m.line, m.col)):
-                print(f"{MODULES[key].path}:{m.line}: {m.edit}   | {m.source_line}")
+                print(f"{MODULES[key].path}:{m.line}: {m.edit}   | {m.key}")
         return 0
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT / "tests"))  # the tests import their helpers as top-level modules
