@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from family_fixtures import instance
 
+from planner.errors import InfeasibleError
 from planner.heuristics.list_schedule import list_schedule, mean_comm
 
 N = None  # ineligible
@@ -117,3 +119,41 @@ def test_solve_time_is_the_time_spent_inside() -> None:
     plan = list_schedule(inst, [3, 2, 1])
     spent = time.perf_counter() - before
     assert 0 <= plan.solve_time_s <= spent
+
+
+# A leftover piece exactly as long as the shortest task on the device is kept: gap [0,10) on d0 (t1 waits for
+# t0), t3 (4, ready at 4) leaves [0,4) and [8,10); t4 (2 = the shortest on d0, ready at 8) fills [8,10).
+def test_a_leftover_as_long_as_the_shortest_task_is_kept() -> None:
+    inst = instance("exact", [[N, 9, N], [2, N, N], [N, N, 3], [4, N, N], [2, N, N]],
+                    [(0, 1, 1), (2, 3, 1), (2, 4, 5)])
+    at = _at(list_schedule(inst, [5, 4, 3, 2, 1]))
+    assert at["t1"] == (0, 10, 12) and at["t3"] == (0, 4, 8) and at["t4"] == (0, 8, 10)
+
+
+# A gap slot that fails the memory check is retried after the device's last task: t1 (d0, waits for t0 on d1)
+# runs [10,12) with 3 bytes of working memory; t2 (d0, 3-byte output) would fit the gap [0,10) in time, but
+# there the tracker still counts t1's 3 bytes (3 + 3 > 5); after t1, at 12, they are freed: [12,14).
+def test_a_gap_that_fails_memory_falls_back_to_the_tail() -> None:
+    inst = instance("tail", [[N, 9], [2, N], [2, N]], [(0, 1, 1)], internal=[0, 3, 0], acts=[0, 0, 3],
+                    capacity=[5, 100])
+    assert _at(list_schedule(inst, [3, 2, 1]))["t2"] == (0, 12, 14)
+
+
+# When no device fits, the message names the closest miss (free - need largest): t0 (4-byte output) on d1;
+# t1 (10 bytes of parameters) needs 10 + a 4-byte copy on d0, which has 12 free (miss 2), and 10 on d1, which has
+# 13 - 4 = 9 free (miss 1): d1.  On a tie the first device tried (earliest finish) is named.
+def test_no_fit_names_the_closest_miss() -> None:
+    inst = instance("miss", [[N, 1], [1, 1]], [(0, 1, 0)], params=[0, 10], acts=[4, 0], capacity=[12, 13])
+    with pytest.raises(InfeasibleError, match="the best device, d1, has 9 bytes free of 13 bytes"):
+        list_schedule(inst, [2, 1])
+    tie = instance("tie", [[1, 2]], params=[10], capacity=[8, 8])
+    with pytest.raises(InfeasibleError, match="the best device, d0, has 8 bytes free"):
+        list_schedule(tie, [1])
+
+
+# The retried tail slot competes with the other devices by its own finish: as above, t2's gap slot on d0 fails
+# memory and its tail slot would finish at 14; d1 (busy with t0 until 9, t2 lasts 4 there) finishes at 13: d1.
+def test_the_retried_tail_slot_competes_by_its_finish() -> None:
+    inst = instance("tail2", [[N, 9], [2, N], [2, 4]], [(0, 1, 1)], internal=[0, 3, 0], acts=[0, 0, 3],
+                    capacity=[5, 100])
+    assert _at(list_schedule(inst, [3, 2, 1]))["t2"] == (1, 9, 13)
