@@ -157,3 +157,27 @@ def test_the_retried_tail_slot_competes_by_its_finish() -> None:
     inst = instance("tail2", [[N, 9], [2, N], [2, 4]], [(0, 1, 1)], internal=[0, 3, 0], acts=[0, 0, 3],
                     capacity=[5, 100])
     assert _at(list_schedule(inst, [3, 2, 1]))["t2"] == (1, 9, 13)
+
+
+# A new gap exactly as long as the shortest task on the device is recorded: t0 (1, d1) -> t1 (3, d0) over 1 tick:
+# t1 starts at 2, leaving [0,2) on d0; t2 (2 = the shortest on d0) fills it.
+def test_a_gap_as_long_as_the_shortest_task_is_recorded() -> None:
+    inst = instance("short", [[N, 1], [3, N], [2, N]], [(0, 1, 1)])
+    assert _at(list_schedule(inst, [3, 2, 1]))["t2"] == (0, 0, 2)
+
+
+# HEFT's key is the finish, not the start: t1 starts at 0 on d0 but lasts 10; on d1 it waits for t0 until 2 and
+# finishes at 3.
+def test_the_earliest_finish_wins_over_the_earliest_start() -> None:
+    inst = instance("eft", [[N, 2], [10, 1]])
+    assert _at(list_schedule(inst, [2, 1]))["t1"] == (1, 2, 3)
+
+
+# The memory check of a task with an input copy starts at the copy's arrival: t0 (d0, 4-byte output) feeds t1
+# (d1) over 10 ticks, arriving at 11.  tX (d1 [0,5)) needed 3 bytes of working memory, freed at 5.  At 11 the copy
+# (4) fits d1's 5 bytes; counted from before tX ended it would not (3 + 4 > 5).
+def test_an_input_copy_is_counted_from_its_arrival() -> None:
+    inst = instance("copy", [[1, N], [N, 5], [N, 1]], [(0, 2, 10)], acts=[4, 0, 0], internal=[0, 3, 0],
+                    capacity=[100, 5])
+    at = _at(list_schedule(inst, [3, 2, 1]))
+    assert at["t1"] == (1, 0, 5) and at["t2"] == (1, 11, 12)
