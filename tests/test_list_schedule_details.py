@@ -181,3 +181,43 @@ def test_an_input_copy_is_counted_from_its_arrival() -> None:
                     capacity=[100, 5])
     at = _at(list_schedule(inst, [3, 2, 1]))
     assert at["t1"] == (1, 0, 5) and at["t2"] == (1, 11, 12)
+
+
+# A custom device policy sees each device's finish tick (the same choice as HEFT's here), and a policy that allows
+# no device is reported with the devices the task could run on.
+def test_a_custom_policy_gets_the_finish_and_may_refuse() -> None:
+    inst = instance("eft", [[N, 2], [10, 1]])
+    seen: list[tuple[int, int, int]] = []
+
+    def by_finish(t: int, k: int, d: int, finish: int) -> int:
+        seen.append((t, d, finish))
+        return finish
+
+    assert _at(list_schedule(inst, [2, 1], by_finish))["t1"] == (1, 2, 3)
+    assert (1, 0, 10) in seen and (1, 1, 3) in seen
+    with pytest.raises(InfeasibleError, match=r"task 't1' may run on no allowed device \(eligible: d0, d1\)"):
+        list_schedule(inst, [2, 1], lambda t, k, d, finish: None if t == 1 else finish)
+
+
+# Gaps too short for any task on the device are not kept, so they do not use up the gap scan.  d0: t0 [0,2); t1
+# waits for t3 (d1 [0,2)) over 1 tick: starts at 3, the 1-tick hole [2,3) is too short (shortest task on d0: 2);
+# t2 waits for t4 (d2 [0,8)): starts at 9, gap [5,9).  t5 (2, no inputs) with a scan of one gap fills [5,7).
+def test_holes_shorter_than_any_task_do_not_count_against_the_scan() -> None:
+    inst = instance("holes", [[2, N, N], [2, N, N], [2, N, N], [N, 2, N], [N, N, 8], [2, N, N]],
+                    [(3, 1, 1), (4, 2, 1)])
+    at = _at(list_schedule(inst, [6, 4, 2, 5, 3, 1], max_gap_scan=1))
+    assert (at["t0"], at["t1"], at["t2"]) == ((0, 0, 2), (0, 3, 5), (0, 9, 11))
+    assert at["t5"] == (0, 5, 7)
+
+
+# The same for what is left of a gap.  d0: t0 [0,2); t1 waits for t4 (d2 [0,8)) over 1: [9,11), gap [2,9); t3 (3)
+# waits for t6 (d1 [0,4)) over 1: [5,8), leaving [2,5) and a 1-tick remainder [8,9), dropped; t2 waits for t7
+# (d1 [4,14)) over 1: [15,17), gap [11,15).  t5 (2) waits for t8 (d3 [0,5)) over 1: ready at 6, the first gap
+# ending after 6 is [11,15) (a kept [8,9) would be the one gap scanned): [11,13).
+def test_a_remainder_shorter_than_any_task_is_dropped() -> None:
+    inst = instance("rem", [[2, N, N, N], [2, N, N, N], [2, N, N, N], [3, N, N, N], [N, N, 8, N], [2, N, N, N],
+                            [N, 4, N, N], [N, 10, N, N], [N, N, N, 5]],
+                    [(4, 1, 1), (6, 3, 1), (7, 2, 1), (8, 5, 1)])
+    at = _at(list_schedule(inst, [9, 7, 5, 6, 8, 1, 8.5, 6.5, 2], max_gap_scan=1))
+    assert (at["t1"], at["t3"], at["t2"], at["t8"]) == ((0, 9, 11), (0, 5, 8), (0, 15, 17), (3, 0, 5))
+    assert at["t5"] == (0, 11, 13)
