@@ -16,7 +16,7 @@ from family_fixtures import BACKENDS, instance
 
 from formulations.backends import get_backend
 from formulations.model_api import SolveParams, SolveStatus, Var
-from formulations.stages import build_stage_model
+from formulations.stages import build_stage_model, hint_split
 from planner.cost.instance import SchedulingInstance
 from planner.heuristics.stage_dp import stage_data
 
@@ -217,3 +217,32 @@ def test_bcap_traffic_phase_keeps_the_bottleneck(backend: str) -> None:
     assert sol is not None and sol.stage_of == (0, 0, 1, 1) and measure(inst, sol) == 2
     loose = solve_split(inst, 2, backend, (0, 1), cap=3)
     assert loose is not None and loose.stage_of in ((0, 1, 1, 1), (0, 0, 0, 1))
+
+
+# Warm starts: `hint_split` hints every variable, and the hinted values are one consistent solution of the model
+# with the split's bottleneck.  Recorded hints are turned into equalities (CP-SAT).
+HINTED = [
+    # (instance, stages, FIXED map or None, stage per position, map, bottleneck)
+    (instance("hint_link", [[1, 20, 20], [20, 20, 1]], _chain(2), link_class=[[0, 1, 2], [1, 0, 2], [2, 2, 0]],
+              latency=[0, 1, 10]), 2, None, [0, 1], (0, 2), 11),
+    (instance("hint_one", [[2, 2, 2], [3, 3, 3], [1, 1, 1], [4, 4, 4]], _chain(4), latency=[0, 2]), 3, None,
+     [0, 1, 1, 2], (0, 1, 2), 6),
+    (instance("hint_fixed", [[3, 3], [1, 1], [4, 4]], _chain(3), latency=[0, 5]), 2, (1, 0), [0, 0, 1], (1, 0), 9),
+]
+
+
+@pytest.mark.parametrize(("inst", "S", "fixed", "split", "devices", "bottleneck"), HINTED,
+                         ids=[h[0].name for h in HINTED])
+def test_hint_is_one_consistent_solution(inst, S, fixed, split, devices, bottleneck) -> None:
+    data = stage_data(inst, S)
+    builder = get_backend("cpsat").new_builder()
+    m = build_stage_model(inst, builder, data, S, fixed, lower_bound=0, upper_bound=BIG)
+    hints: dict[int, int] = {}
+    builder.hint = lambda var, value: hints.__setitem__(var.index, value)  # record instead of hinting
+    hint_split(m, split, devices)
+    by_index = {v.index: v for v in builder._vars}
+    assert set(hints) == set(by_index)  # every variable of the formulation got a value
+    for idx, value in hints.items():
+        builder.add(by_index[idx] + 0 == value, f"fixed[{idx}]")
+    res = builder.solve(SolveParams(time_limit_s=20, threads=1, seed=0))
+    assert res.status is SolveStatus.OPTIMAL and res.int_value(m.bottleneck) == bottleneck
