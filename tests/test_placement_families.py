@@ -193,6 +193,22 @@ def test_comm_volume_objective_rounds_each_edge_up_to_units(backend: str) -> Non
     assert sol.objective == pytest.approx(8) and sol.makespan == 5 and len(set(sol.device)) == 2
 
 
+# Objective: peak memory in units rounded up.  t0 (2) -> t1 (2) over 10 ticks, 30 bytes of parameters each,
+# units of 10 bytes, weights 1 per tick and 5 per unit.  Together on one device: makespan 4, peak 60 = 6 units:
+# 4 + 30 = 34.  Apart: makespan 14, peak 30 = 3 units: 14 + 15 = 29.  Optimum 29 (apart); makespan alone keeps
+# them together (4).  Memory is unbounded, so only the peak weight puts the memory rows in the model.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_peak_memory_objective_spreads_the_parameters(backend: str) -> None:
+    inst = instance("peak", [[2, 2], [2, 2]], [(0, 1, 10)], params=[30, 30])
+    sol = solve_model(inst, backend, objective=Objective(peak_memory_weight=5, memory_unit_bytes=10))
+    assert sol.objective == pytest.approx(29) and sol.makespan == 14 and len(set(sol.device)) == 2
+    assert solve_model(inst, backend).makespan == 4
+    # 25 bytes each: 3 units apart (rounded up), 5 together: 14 + 15 = 29 against 4 + 25 = 29, a tie
+    tie = instance("peak25", [[2, 2], [2, 2]], [(0, 1, 10)], params=[25, 25])
+    assert solve_model(tie, backend, objective=Objective(peak_memory_weight=5, memory_unit_bytes=10)).objective \
+        == pytest.approx(29)
+
+
 def test_objective_makespan_only() -> None:
     assert Objective().makespan_only
     assert not Objective(comm_volume_weight=1).makespan_only
