@@ -16,7 +16,7 @@ from family_fixtures import BACKENDS, instance
 
 from formulations.backends import get_backend
 from formulations.model_api import SolveParams, SolveStatus, Var
-from formulations.stages import build_stage_model, hint_split
+from formulations.stages import _warm, build_stage_model, hint_split
 from planner.cost.instance import SchedulingInstance
 from planner.heuristics.stage_dp import stage_data
 
@@ -246,3 +246,13 @@ def test_hint_is_one_consistent_solution(inst, S, fixed, split, devices, bottlen
         builder.add(by_index[idx] + 0 == value, f"fixed[{idx}]")
     res = builder.solve(SolveParams(time_limit_s=20, threads=1, seed=0))
     assert res.status is SolveStatus.OPTIMAL and res.int_value(m.bottleneck) == bottleneck
+
+
+# The FREE warm start tries the S fastest devices first, then the canonical maps, at most `max_maps` + 1 in all,
+# and is exact when it tried every canonical map.  Three distinct devices, two stages: 1 + 6 maps.
+def test_warm_start_is_exact_only_when_every_map_was_tried() -> None:
+    inst = instance("maps", [[1, 2, 3], [3, 2, 1], [2, 2, 2]], _chain(3))
+    data = stage_data(inst, 2)
+    plan, exact = _warm(inst, data, 2, None, 6, 1e6)
+    assert exact and plan is not None and plan.bottleneck_tick == 3
+    assert _warm(inst, data, 2, None, 5, 1e6)[1] is False
