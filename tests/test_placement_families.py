@@ -13,7 +13,7 @@ from family_fixtures import BACKENDS, instance, overlaps, solve_model
 
 from formulations.backends import get_backend
 from formulations.model_api import SolveStatus
-from formulations.placement import Objective, heads_and_tails, hint_schedule
+from formulations.placement import Objective, heads_and_tails, hint_schedule, memory_may_bind
 from formulations.solve_instance import solve_placement
 from planner.errors import InfeasibleError
 
@@ -271,3 +271,23 @@ def test_hint_is_one_consistent_solution(inst, device, start) -> None:
     sol = solve_model(inst, "cpsat", fix=fix)
     assert sol.status is SolveStatus.OPTIMAL and sol.makespan == max(end)
     assert sorted(zip(sol.start, sol.end)) == sorted(zip(start, end))
+
+
+# End variables (a task whose duration depends on the device) are bounded by the horizon less the tail: with the
+# horizon exactly the optimum 8 of the dur instance, A still ends at 8 on d1 (an upper bound tighter by A's
+# fastest duration would leave only A on d0, and B after it until 10: infeasible).
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_end_variables_reach_a_tight_horizon(backend: str) -> None:
+    inst = instance("dur", [[4, 8], [6, N]])
+    sol = solve_model(inst, backend, horizon=8)
+    assert sol.makespan == 8 and sol.device == (1, 0) and sol.end[0] == 8
+
+
+# Memory rows exist only for devices that could overflow: a capacity below every byte any task could place there.
+def test_memory_may_bind_below_the_worst_case_only() -> None:
+    worst = 1 + 2 + 4 + 8 + 16 + 32  # params + outputs + working memory
+    def inst(caps):
+        return instance("mb", [[1, 1], [1, 1]], [(0, 1, 0)], params=[1, 2], acts=[4, 8], internal=[16, 32],
+                        capacity=caps)
+    assert memory_may_bind(inst([worst, worst - 1])) == [1]
+    assert memory_may_bind(inst([worst + 1, worst])) == []
