@@ -16,7 +16,7 @@ from family_fixtures import BACKENDS, instance
 
 from formulations.backends import get_backend
 from formulations.model_api import SolveParams, SolveStatus, Var
-from formulations.stages import _warm, build_stage_model, hint_split
+from formulations.stages import _warm, build_stage_model, hint_split, solve_stages
 from planner.cost.instance import SchedulingInstance
 from planner.heuristics.stage_dp import stage_data
 
@@ -256,3 +256,15 @@ def test_warm_start_is_exact_only_when_every_map_was_tried() -> None:
     plan, exact = _warm(inst, data, 2, None, 6, 1e6)
     assert exact and plan is not None and plan.bottleneck_tick == 3
     assert _warm(inst, data, 2, None, 5, 1e6)[1] is False
+
+
+# solve_stages' traffic phase replaces a split of the same bottleneck with less traffic: five unit tasks, two
+# stages, cuts after t1 (10 bytes) and after t2 (100 bytes) both give 3; without the phase the warm-started solve
+# keeps the cut after t2, with it the cut moves to the 10-byte edge.
+def test_comm_tiebreak_takes_an_equal_split_with_less_traffic() -> None:
+    inst = instance("tie", [[1, 1]] * 5, _chain(5), edge_bytes=[1000, 10, 100, 1000])
+    plain = solve_stages(inst, 2, threads=1, time_limit_s=10)
+    assert plain.bottleneck_tick == 3 and plain.total_comm_bytes == 100
+    light = solve_stages(inst, 2, comm_tiebreak=True, threads=1, time_limit_s=10)
+    assert light.bottleneck_tick == 3 and light.total_comm_bytes == 10
+    assert light.stage_tasks == (("t0", "t1"), ("t2", "t3", "t4"))
