@@ -268,3 +268,9 @@ def test_comm_tiebreak_takes_an_equal_split_with_less_traffic() -> None:
     light = solve_stages(inst, 2, comm_tiebreak=True, threads=1, time_limit_s=10)
     assert light.bottleneck_tick == 3 and light.total_comm_bytes == 10
     assert light.stage_tasks == (("t0", "t1"), ("t2", "t3", "t4"))
+
+
+# A stage may cost nothing: two 0-tick tasks, FREE: bottleneck 0 (the work variables start at 0).
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_work_of_an_empty_stage_is_zero(backend: str) -> None:
+    assert solve_split(instance("zero", [[0, 0], [0, 0]], _chain(2)), 2, backend) == Split(0, (0, 1), (0, 1))
