@@ -278,3 +278,23 @@ def test_comm_tiebreak_takes_an_equal_split_with_less_traffic() -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_work_of_an_empty_stage_is_zero(backend: str) -> None:
     assert solve_split(instance("zero", [[0, 0], [0, 0]], _chain(2)), 2, backend) == Split(0, (0, 1), (0, 1))
+
+
+# Rows the variables' domains already imply are not added: three tasks in three FREE stages (every g fixed), one
+# edge t0 -> t1 with a 5-tick delay and a lone t2.  Boundary 1 carries the edge: comm row k[0] >= 5; nothing can
+# cross boundary 2, so k[1] >= 0 is implied by k[1]'s domain and left out: one comm row.
+def test_implied_rows_are_left_out() -> None:
+    inst = instance("implied", [[1, 1, 1]] * 3, [(0, 1, 0)], latency=[0, 5])
+    builder = get_backend("cpsat").new_builder()
+    build_stage_model(inst, builder, stage_data(inst, 3), 3, None, lower_bound=0, upper_bound=BIG)
+    assert builder.family_counts()["comm"] == 1
+
+
+# The module docstring's counts: mono (S-1)(n-S-1) and step max(0, S-2)(n-S) - the rows with one side fixed
+# (implied, hi == the bound) are not among them.  n = 5, S = 3: mono 2 x 1 = 2, step 1 x 2 = 2.
+def test_contiguity_counts_leave_out_rows_with_a_fixed_side() -> None:
+    inst = instance("count", [[1, 1, 1]] * 5, _chain(5))
+    builder = get_backend("cpsat").new_builder()
+    build_stage_model(inst, builder, stage_data(inst, 3), 3, (0, 1, 2), lower_bound=0, upper_bound=BIG)
+    counts = builder.family_counts()
+    assert (counts["mono"], counts["step"]) == (2, 2)
