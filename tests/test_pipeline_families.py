@@ -18,7 +18,9 @@ from family_fixtures import BACKENDS
 
 from formulations.backends import get_backend
 from formulations.model_api import SolveParams, SolveStatus
-from formulations.pipeline import build_pipeline_model, pair_candidates
+from formulations.pipeline import build_pipeline_model, pair_candidates, split_start_times
+from planner.compare.pipelines import simulate_baseline
+from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.unroll import TrainingPipeline, uniform_pipeline, unroll_actions
 from planner.schedule.actions import ActionKind
 
@@ -186,3 +188,17 @@ def test_alone_a_task_outside_every_pair_lasts_its_duration(backend: str) -> Non
     sol = solve_pipe(pipe, backend, pairs=True, fix=no_pairs)
     assert sol is not None and sol.makespan == 16 and sol.pairs == ()
 
+
+
+# A baseline's timeline as the formulation's warm start: every task of the split instance gets a start, and each
+# overlapped pair of DualPipe (pairs gain at X = 0.5) is kept by name, at its forward's start.
+def test_split_start_times_cover_every_task_and_keep_every_pair() -> None:
+    c = UnitCosts(fb_overlap=0.5)
+    dp = simulate_baseline("dualpipe", 2, 4, c, Scales.of(c))
+    times = split_start_times(dp.pipeline, dp.timeline)
+    assert times is not None
+    split_names = set(unroll_actions(dp.pipeline).instance.task_names)
+    assert split_names <= set(times)
+    run_pairs = {p.task for p in dp.timeline.placements if "&" in p.task}
+    assert run_pairs and {k for k in times if "&" in k} == run_pairs
+    assert all(times[k] == times[str(k.split("&")[0])] for k in run_pairs)
