@@ -18,7 +18,7 @@ from family_fixtures import BACKENDS
 
 from formulations.backends import get_backend
 from formulations.model_api import SolveParams, SolveStatus
-from formulations.pipeline import build_pipeline_model, pair_candidates, split_start_times
+from formulations.pipeline import PipelineTimes, build_pipeline_model, hint_pipeline, pair_candidates, split_start_times
 from planner.compare.pipelines import simulate_baseline
 from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.unroll import TrainingPipeline, uniform_pipeline, unroll_actions
@@ -202,3 +202,49 @@ def test_split_start_times_cover_every_task_and_keep_every_pair() -> None:
     run_pairs = {p.task for p in dp.timeline.placements if "&" in p.task}
     assert run_pairs and {k for k in times if "&" in k} == run_pairs
     assert all(times[k] == times[str(k.split("&")[0])] for k in run_pairs)
+
+
+# The same timeline read by a pipeline whose pairs do not gain (no fb_overlap): its pairs are shorter than their
+# halves, which the split model cannot hold: no warm start (None).  A pair-free baseline (GPipe) always splits:
+# BW at t -> B at t, W at t + B.
+def test_split_start_times_refuses_pairs_shorter_than_their_halves() -> None:
+    c = UnitCosts(fb_overlap=0.5)
+    dp = simulate_baseline("dualpipe", 2, 4, c, Scales.of(c))
+    assert split_start_times(dataclasses.replace(dp.pipeline, fb_overlap=None), dp.timeline) is None
+    gp = simulate_baseline("gpipe", 2, 2, UnitCosts(b=2.0), Scales.of(UnitCosts(b=2.0)))
+    times = split_start_times(gp.pipeline, gp.timeline)
+    bw = {p.task: p.start_tick for p in gp.timeline.placements if "BW" in p.task}
+    b_tick = [int(st.input_grad_tick) for st in gp.pipeline.stages]
+    assert times is not None and len(bw) == 4 and b_tick[0] > 0
+    assert all(times[k.replace("BW", "B")] == t and times[k.replace("BW", "W")] == t + b_tick[int(k[0])]
+               for k, t in bw.items())
+
+
+# Warm starts: `hint_pipeline` hints every variable, and the hinted values are one consistent solution.  The
+# optimum of the pairs instance (12 ticks, two F&BW pairs) is read back, hinted into a fresh model, and every
+# hint turned into an equality: still feasible, makespan 12.
+def test_hint_is_one_consistent_solution() -> None:
+    pipe = uniform_pipeline(2, 2, num_devices=1, weight_grad_tick=2, fb_overlap=0.5)
+    tasks = unroll_actions(pipe)
+    inst = tasks.instance
+    device = [0] * inst.num_tasks
+    cand = pair_candidates(pipe, tasks, device)
+
+    def build():
+        b = get_backend("cpsat").new_builder()
+        return b, build_pipeline_model(tasks, pipe, b, device, cand, [2**40], horizon=16, lower_bound=0)
+
+    b1, m1 = build()
+    res = b1.solve(SolveParams(time_limit_s=30, threads=1, seed=0))
+    times = PipelineTimes(tuple(res.int_value(s) for s in m1.start),
+                          tuple(i for i, x in enumerate(m1.chosen) if res.bool_value(x)))
+    b2, m2 = build()
+    hints: dict[int, int] = {}
+    b2.hint = lambda var, value: hints.__setitem__(var.index, value)  # record instead of hinting
+    hint_pipeline(m2, times)
+    by_index = {v.index: v for v in b2._vars}
+    assert set(hints) == set(by_index)
+    for idx, value in hints.items():
+        b2.add(by_index[idx] + 0 == value, f"fixed[{idx}]")
+    res2 = b2.solve(SolveParams(time_limit_s=30, threads=1, seed=0))
+    assert res2.status is SolveStatus.OPTIMAL and res2.int_value(m2.makespan) == 12 == res.int_value(m1.makespan)
