@@ -18,7 +18,14 @@ from family_fixtures import BACKENDS
 
 from formulations.backends import get_backend
 from formulations.model_api import SolveParams, SolveStatus
-from formulations.pipeline import PipelineTimes, build_pipeline_model, hint_pipeline, pair_candidates, split_start_times
+from formulations.pipeline import (
+    PipelineTimes,
+    build_pipeline_model,
+    device_bound_tick,
+    hint_pipeline,
+    pair_candidates,
+    split_start_times,
+)
 from planner.compare.pipelines import simulate_baseline
 from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.unroll import TrainingPipeline, uniform_pipeline, unroll_actions
@@ -248,3 +255,15 @@ def test_hint_is_one_consistent_solution() -> None:
         b2.add(by_index[idx] + 0 == value, f"fixed[{idx}]")
     res2 = b2.solve(SolveParams(time_limit_s=30, threads=1, seed=0))
     assert res2.status is SolveStatus.OPTIMAL and res2.int_value(m2.makespan) == 12 == res.int_value(m1.makespan)
+
+
+# The device bound (module docstring): per device, earliest head + its work + shortest tail.  Two stages on two
+# devices, one micro-batch, unit tasks, 3-tick hops: d0 runs 0F0 (head 0), 0B0, 0W0 (tail 0): 0 + 3 + 0 = 3; d1's
+# earliest task 1F0 has head 1 + 3 = 4, work 3, 1W0 has tail 0: 7.  The bound is 7 (the critical path is 11).
+def test_device_bound_is_head_plus_work_plus_tail() -> None:
+    tasks = unroll_actions(uniform_pipeline(2, 1, comm_tick=3))
+    inst = tasks.instance
+    device = [next(d for d in range(inst.num_devices) if inst.eligible(t, d)) for t in range(inst.num_tasks)]
+    assert device_bound_tick(inst, device) == 7
+    # with the work of d1 given as 10 instead: 4 + 10 + 0
+    assert device_bound_tick(inst, device, work=[3, 10]) == 14
