@@ -20,6 +20,7 @@ from formulations.backends import get_backend
 from formulations.model_api import SolveParams, SolveStatus
 from formulations.pipeline import (
     PipelineTimes,
+    _pair_bound,
     build_pipeline_model,
     device_bound_tick,
     hint_pipeline,
@@ -267,3 +268,13 @@ def test_device_bound_is_head_plus_work_plus_tail() -> None:
     assert device_bound_tick(inst, device) == 7
     # with the work of d1 given as 10 instead: 4 + 10 + 0
     assert device_bound_tick(inst, device, work=[3, 10]) == 14
+
+
+# The bound with pairs (module docstring): the pairs instance's 16 ticks of work less, per device, the smaller of
+# the best savings summed over its forwards (4 x 2) and over its backwards (4 x 2): 8; the critical path with
+# pair-shortened durations is 6: bound 8.
+def test_pair_bound_subtracts_the_best_savings() -> None:
+    pipe = uniform_pipeline(2, 2, num_devices=1, weight_grad_tick=2, fb_overlap=0.5)
+    tasks = unroll_actions(pipe)
+    device = [0] * tasks.instance.num_tasks
+    assert _pair_bound(tasks.instance, device, pair_candidates(pipe, tasks, device)) == 8
