@@ -30,10 +30,10 @@ def _error(inst, orders) -> str:
 
 def test_every_bad_entry_of_an_order_is_reported_up_to_six() -> None:
     inst = instance("bad", [[1, 1], [1, N], [1, 1]])
-    msg = _error(inst, [["zz", "t0", 3, "t0"], ["t1", -1, "yy"]])
+    msg = _error(inst, [["zz", "t0", "t0", 3], ["t1", -1, "yy"]])
     problems = msg.split(": ", 1)[1].split("; ")
-    assert problems == ["unknown task 'zz' on device d0", "task index 3 out of range on device d0",
-                        "task 't0' ordered twice (devices d0 and d0)", "task 't1' cannot run on device d1",
+    assert problems == ["unknown task 'zz' on device d0", "task 't0' ordered twice (devices d0 and d0)",
+                        "task index 3 out of range on device d0", "task 't1' cannot run on device d1",
                         "task index -1 out of range on device d1", "unknown task 'yy' on device d1"]
     # a seventh problem (t2 in no order) is not shown
     assert "no device's order" not in msg
