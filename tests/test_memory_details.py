@@ -74,7 +74,7 @@ def test_one_copy_per_remote_device() -> None:
 
 # A task that is not placed (device -1) holds nothing, and its edges are skipped: a's output waits only for b.
 def test_unplaced_tasks_and_their_edges_are_skipped() -> None:
-    inst = instance("part", [[2, 2], [2, 2], [2, 2]], [(0, 1, 0), (0, 2, 3)], params=[1, 1, 1], acts=[10, 10, 10])
+    inst = instance("part", [[2, 2], [2, 2], [2, 2]], [(0, 2, 3), (0, 1, 0)], params=[1, 1, 1], acts=[10, 10, 10])
     ivs = memory_intervals(inst, [0, 0, -1], [0, 2, 0], [2, 4, 0])
     assert ivs == [MemoryInterval(0, 0, 4, 1, "t0", "param"), MemoryInterval(0, 0, 4, 10, "t0", "activation"),
                    MemoryInterval(0, 0, 4, 1, "t1", "param"), MemoryInterval(0, 2, 4, 10, "t1", "activation")]
@@ -94,9 +94,29 @@ def test_zero_length_step_and_tasks() -> None:
 # The profile skips empty and zero-byte intervals and merges a free and an allocation at the same tick.
 def test_profile_nets_out_at_equal_ticks_and_skips_empty_intervals() -> None:
     inst = instance("net", [[1], [1]], [])
-    ivs = [MemoryInterval(0, 0, 2, 5, "t0", "activation"), MemoryInterval(0, 2, 4, 5, "t1", "activation"),
-           MemoryInterval(0, 1, 1, 9, "t0", "internal"), MemoryInterval(0, 1, 3, 0, "t1", "internal"),
-           MemoryInterval(0, 3, 2, 7, "t1", "param")]
+    ivs = [MemoryInterval(0, 1, 1, 9, "t0", "internal"), MemoryInterval(0, 1, 3, 0, "t1", "internal"),
+           MemoryInterval(0, 3, 2, 7, "t1", "param"),
+           MemoryInterval(0, 0, 2, 5, "t0", "activation"), MemoryInterval(0, 2, 4, 5, "t1", "activation")]
     prof = memory_profile(inst, ivs)
     assert prof.steps == (((0, 5), (4, 0)),)
     assert prof.peak_bytes == (5,) and prof.peak_tick == (0,)
+
+
+def test_profile_edges() -> None:
+    inst = instance("edges", [[1, 1, 1]], [])
+    # only an empty interval on d0, nothing on d1, a buffer from tick 1 on d2: every row starts at (0, 0)
+    prof = memory_profile(inst, [MemoryInterval(0, 3, 3, 9, "t0", "internal"),
+                                 MemoryInterval(2, 1, 4, 6, "t0", "activation")])
+    assert prof.steps == (((0, 0),), ((0, 0),), ((0, 0), (1, 6), (4, 0)))
+    assert prof.peak_bytes == (0, 0, 6) and prof.peak_tick == (0, 0, 1)
+    assert prof.usage_at(2, -1) == 0 and prof.usage_at(2, 1) == 6
+    # two equal maxima: the peak tick is the first
+    twice = memory_profile(instance("twice", [[1]], []), [MemoryInterval(0, 0, 2, 5, "t0", "activation"),
+                                                         MemoryInterval(0, 4, 6, 5, "t0", "activation")])
+    assert twice.steps == (((0, 5), (2, 0), (4, 5), (6, 0)),) and twice.peak_tick == (0,)
+
+
+# A one-byte output is an output: held while its task runs.
+def test_a_one_byte_output_is_held() -> None:
+    inst = instance("one", [[2]], [], acts=[1])
+    assert memory_intervals(inst, [0], [0], [2]) == [MemoryInterval(0, 0, 2, 1, "t0", "activation")]
