@@ -9,6 +9,7 @@ import time
 import pytest
 from family_fixtures import instance
 
+from planner.cost.instance import SchedulingInstance
 from planner.errors import InfeasibleError
 from planner.heuristics.list_schedule import list_schedule, mean_comm
 
@@ -221,3 +222,32 @@ def test_a_remainder_shorter_than_any_task_is_dropped() -> None:
     at = _at(list_schedule(inst, [9, 7, 5, 6, 8, 1, 8.5, 6.5, 2], max_gap_scan=1))
     assert (at["t1"], at["t3"], at["t2"], at["t8"]) == ((0, 9, 11), (0, 5, 8), (0, 15, 17), (3, 0, 5))
     assert at["t5"] == (0, 11, 13)
+
+
+def test_no_fit_message_details_and_fix() -> None:
+    # the closest miss above: t1 needs 10 bytes on d1, all of them parameters (no input copy there)
+    inst = instance("miss", [[N, 1], [1, 1]], [(0, 1, 0)], params=[0, 10], acts=[4, 0], capacity=[12, 13])
+    with pytest.raises(InfeasibleError, match=r"it needs 10 bytes \(params 10\); the best device, d1"):
+        list_schedule(inst, [2, 1])
+    # t0 alone needs more than any device it may run on (d1 is larger but t0 cannot run there): no plan exists
+    alone = instance("alone", [[1, N]], params=[10], capacity=[5, 100])
+    with pytest.raises(InfeasibleError) as info:
+        list_schedule(alone, [1])
+    assert info.value.fix.startswith("no plan exists with less than")
+    # t1 alone fits d0 exactly (5 of 5) but not beside t0's 3 bytes: the conservative check may be the reason
+    both = instance("both", [[1], [1]], params=[3, 5], capacity=[5])
+    with pytest.raises(InfeasibleError) as info:
+        list_schedule(both, [2, 1])
+    assert info.value.fix.startswith("the check is conservative")
+
+
+# A one-tick hole is a gap when the device runs one-tick tasks: t0 (1, d1) -> t1 (d0), no delay: t1 starts at 1,
+# t2 (1, d0) fills [0,1).
+def test_a_one_tick_gap_takes_a_one_tick_task() -> None:
+    inst = instance("tick", [[N, 1], [1, N], [1, N]], [(0, 1, 0)])
+    assert _at(list_schedule(inst, [3, 2, 1]))["t2"] == (0, 0, 1)
+
+
+def test_an_empty_instance_has_makespan_zero() -> None:
+    plan = list_schedule(SchedulingInstance.uniform("empty", [], [], 2), [])
+    assert plan.placements == () and plan.makespan_tick == 0
