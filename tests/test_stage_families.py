@@ -19,6 +19,7 @@ from formulations.model_api import SolveParams, SolveStatus, Var
 from formulations.stages import DP_CELLS_PER_S, _warm, build_stage_model, hint_split, solve_stages
 from planner.cost.instance import SchedulingInstance
 from planner.heuristics.stage_dp import stage_data
+from planner.schedule.plan import PlanMethod
 
 N = None  # ineligible
 BIG = 10**6
@@ -269,6 +270,8 @@ def test_comm_tiebreak_takes_an_equal_split_with_less_traffic() -> None:
     inst = instance("tie", [[1, 1]] * 5, _chain(5), edge_bytes=[1000, 10, 100, 1000])
     plain = solve_stages(inst, 2, threads=1, time_limit_s=10)
     assert plain.bottleneck_tick == 3 and plain.total_comm_bytes == 100
+    assert plain.method is PlanMethod.MILP_DP  # warm-started from the DP by default
+    assert solve_stages(inst, 2, threads=1, time_limit_s=10, warm_start=False).method is PlanMethod.MILP
     light = solve_stages(inst, 2, comm_tiebreak=True, threads=1, time_limit_s=10)
     assert light.bottleneck_tick == 3 and light.total_comm_bytes == 10
     assert light.stage_tasks == (("t0", "t1"), ("t2", "t3", "t4"))
