@@ -301,3 +301,13 @@ def test_contiguity_counts_leave_out_rows_with_a_fixed_side() -> None:
     build_stage_model(inst, builder, stage_data(inst, 3), 3, (0, 1, 2), lower_bound=0, upper_bound=BIG)
     counts = builder.family_counts()
     assert (counts["mono"], counts["step"]) == (2, 2)
+
+
+# A memory row is added only where the capacity is below everything the stage could hold: capacity equal to the
+# sum of all parameters (20 bytes) never binds, 19 does.
+def test_mem_rows_only_where_memory_can_bind() -> None:
+    for cap, rows in ((20, 0), (19, 2)):
+        inst = instance("memrow", [[1, 1]] * 3, _chain(3), params=[10, 5, 5], capacity=[cap, cap])
+        builder = get_backend("cpsat").new_builder()
+        build_stage_model(inst, builder, stage_data(inst, 2), 2, (0, 1), lower_bound=0, upper_bound=BIG)
+        assert builder.family_counts().get("mem", 0) == rows, cap
