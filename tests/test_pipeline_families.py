@@ -25,9 +25,11 @@ from formulations.pipeline import (
     device_bound_tick,
     hint_pipeline,
     pair_candidates,
+    solve_pipeline,
     split_start_times,
 )
 from planner.compare.pipelines import simulate_baseline
+from planner.errors import InfeasibleError
 from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.unroll import TrainingPipeline, uniform_pipeline, unroll_actions
 from planner.schedule.actions import ActionKind
@@ -278,3 +280,12 @@ def test_pair_bound_subtracts_the_best_savings() -> None:
     tasks = unroll_actions(pipe)
     device = [0] * tasks.instance.num_tasks
     assert _pair_bound(tasks.instance, device, pair_candidates(pipe, tasks, device)) == 8
+
+
+# A cap below the parameters plus the largest single activation on a device is refused before solving: a V on one
+# device hosts stage 0 (activation 1) and stage 1 (activation 5): a cap of 4 fits the smaller, not the larger.
+def test_a_cap_below_one_micro_batch_is_refused_naming_the_device() -> None:
+    pipe = uniform_pipeline(2, 1, num_devices=1)
+    pipe = dataclasses.replace(pipe, stages=(pipe.stages[0], dataclasses.replace(pipe.stages[1], activation_bytes=5)))
+    with pytest.raises(InfeasibleError, match=r"device 0: parameters \(0\) plus one micro-batch's activation \(5\)"):
+        solve_pipeline(pipe, 4, time_limit_s=5, threads=1)
