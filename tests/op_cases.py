@@ -108,4 +108,36 @@ CASES = [
     ("Identity", [f32(3)], {}, 13),
     ("Shape", [f32(2, 3, 4)], {"start": 1}, 15),
     ("ConstantOfShape", [i64([2, 3])], {"value": helper.make_tensor("v", TensorProto.INT64, [1], [7])}, 13),
+    # Opset-dependent defaults (issue 17: a wrong default axis for one opset passed every per-op test and only a
+    # whole-model test noticed): each op with its default left out, at an opset before and after the change.
+    # Softmax family: before 13 the default axis is 1 and the input is coerced to 2-D at it; from 13 it is -1.
+    ("Softmax", [f32(2, 3, 4)], {}, 11),
+    ("Softmax", [f32(2, 3, 4)], {}, 13),
+    ("Softmax", [f32(2, 3, 4)], {"axis": -2}, 11),
+    ("LogSoftmax", [f32(2, 3, 4)], {}, 11),
+    ("Hardmax", [f32(2, 3, 4)], {}, 11),
+    ("Hardmax", [f32(2, 3, 4)], {}, 13),
+    # Squeeze / Unsqueeze: axes an attribute before 13, an input from 13; Squeeze without axes drops every 1
+    ("Squeeze", [f32(1, 3, 1, 2)], {"axes": [0, -2]}, 11),
+    ("Squeeze", [f32(1, 3, 1, 2)], {}, 13),
+    ("Squeeze", [f32(1, 3, 1, 2)], {}, 11),
+    ("Unsqueeze", [f32(3, 2), i64([1])], {}, 13),
+    # Reductions: axes an attribute before 13 (ReduceSum) / 18 (the others), an input after; no axes: all of
+    # them, keepdims 1 by default
+    ("ReduceSum", [f32(2, 3, 4)], {"axes": [0, -1]}, 11),
+    ("ReduceSum", [f32(2, 3, 4)], {}, 13),
+    ("ReduceSum", [f32(2, 3, 4)], {}, 11),
+    ("ReduceMax", [f32(2, 3, 4)], {"axes": [1]}, 13),
+    ("ReduceMax", [f32(2, 3, 4), i64([1])], {"keepdims": 0}, 18),
+    ("ReduceMin", [f32(2, 3, 4)], {"axes": [-1], "keepdims": 0}, 13),
+    ("ReduceMin", [f32(2, 3, 4), i64([-1])], {}, 18),
+    ("ReduceMean", [f32(2, 3, 4)], {}, 13),
+    # Flatten's default axis is 1 at every opset
+    ("Flatten", [f32(2, 3, 4)], {}, 11),
+    ("Flatten", [f32(2, 3, 4)], {}, 13),
+    ("Flatten", [f32(2, 3, 4)], {"axis": 0}, 13),
+    # ArgMax / ArgMin: axis 0 and keepdims 1 by default
+    ("ArgMax", [np.array([[1, 3, 3], [2, 2, 1]], np.float32)], {}, 11),
+    ("ArgMax", [np.array([[1, 3, 3], [2, 2, 1]], np.float32)], {}, 13),
+    ("ArgMin", [np.array([[1, 3, 1], [2, 2, 1]], np.float32)], {"axis": -1}, 11),
 ]

@@ -7,9 +7,12 @@ from __future__ import annotations
 import pytest
 
 from planner.pipeline.generators import gpipe
-from planner.pipeline.metrics import figures
+from planner.pipeline.metrics import PipelineFigures, figures
+from planner.pipeline.streams import simulate_pipeline
 from planner.pipeline.unroll import StageCost, TrainingPipeline, instance_for_schedule
 from planner.pipeline.zero_bubble import zb_h1
+from planner.schedule.actions import Action, ActionKind
+from planner.schedule.program import Schedule
 from planner.schedule.simulate import simulate_schedule
 
 
@@ -63,3 +66,60 @@ def test_fused_backward_frees_everything_at_its_end() -> None:
     assert _order(tl, 0) == [("0F0", 0, 1), ("0F1", 1, 2), ("0BW0", 2, 4), ("0BW1", 4, 6)]
     assert fig.peak_activation_bytes == (20,)
     assert fig.bubble_tick == 0 and fig.bubble_ratio == 0.0
+
+
+# Communication streams (GPipe, 2 stages x 2 micro-batches, F = B = W = 1, hops of 2 ticks as sends; the timeline
+# of test_pipeline_model's test_a_devices_sends_serialize_on_its_stream):
+#   d0: F0 [0,1) F1 [1,2) BW0 [10,12) BW1 [12,14);  d1: F0 [3,4) F1 [5,6) BW0 [6,8) BW1 [8,10);  makespan 14.
+# Only the compute streams count: busy 6 of 14 on each, bubble 8 + 8 = 16 (the comm streams' idle time is not a
+# bubble), ratio 16 / 28.  A send holds no activation and no parameters: peaks 20 and 20 (+5 parameters each).
+def test_sends_on_communication_streams_are_not_figures() -> None:
+    c = StageCost(1, 1, 1, activation_bytes=10, param_bytes=5)
+    pipe = TrainingPipeline((c, c), 2, 2, (0, 1), ((0, 1),), comm_tick=2, comm_stream=True)
+    _inst, tl = simulate_pipeline(pipe, gpipe(2, 2))
+    fig = figures(pipe, tl)
+    assert tl.num_devices == 4 and {p.device for p in tl.placements} == {0, 1, 2, 3}
+    assert _order(tl, 0) == [("0F0", 0, 1), ("0F1", 1, 2), ("0BW0", 10, 12), ("0BW1", 12, 14)]
+    assert fig.makespan_tick == 14 and fig.bubble_tick == 16
+    assert fig.bubble_ratio == pytest.approx(16 / 28)
+    assert fig.peak_activation_bytes == (20, 20) and fig.param_bytes == (5, 5)
+    assert fig.peak_memory_bytes == (25, 25)
+
+
+# A schedule whose tasks all last 0 ticks has makespan 0: its bubble ratio is 0, not a division by zero.
+def test_an_empty_span_has_no_bubble_ratio() -> None:
+    c = StageCost(0, 0, 0, activation_bytes=10)
+    _tl, fig = _run(TrainingPipeline((c,), 1, 1, (0,), ((0,),)), gpipe(1, 1))
+    assert fig.makespan_tick == 0 and fig.bubble_ratio == 0.0
+
+
+def test_per_device_figures_of_one_device_and_of_none() -> None:
+    one = PipelineFigures(makespan_tick=7, bubble_tick=3, bubble_ratio=3 / 7, peak_memory_bytes=(5,),
+                          param_bytes=(0,), peak_activation_bytes=(5,))
+    assert one.per_device_bubble_tick == 3.0 and one.max_peak_memory_bytes == 5
+    none = PipelineFigures(0, 0, 0.0, (), (), ())
+    assert none.max_peak_memory_bytes == 0 and none.per_device_bubble_tick == 0.0
+
+
+# One stage, three micro-batches, unit F, B, W, 10 bytes of which B frees 6, run as F0 B0 F1 W0 F2 B1 W1 B2 W2:
+# +10 at 0; at 2 B0 frees 6 and F1 takes 10: 14; at 4 W0 frees the other 4 and F2 takes 10: 20 (the peak);
+# then 14, 10, 4, 0.  W frees what B left (10 - 6), not more: freeing 16 would give a peak of 14.
+def test_w_frees_what_b_left() -> None:
+    c = StageCost(1, 1, 1, activation_bytes=10, activation_freed_by_b_bytes=6)
+    F, B, W = ActionKind.F, ActionKind.B, ActionKind.W
+    row = [Action(0, F, 0), Action(0, B, 0), Action(0, F, 1), Action(0, W, 0), Action(0, F, 2), Action(0, B, 1),
+           Action(0, W, 1), Action(0, B, 2), Action(0, W, 2)]
+    schedule = Schedule((tuple(row),), 1, 3, (0,), name="by-hand")
+    tl, fig = _run(TrainingPipeline((c,), 3, 1, (0,), ((0,),)), schedule)
+    assert [(p.task, p.start_tick) for p in sorted(tl.placements, key=lambda p: p.start_tick)][:5] == [
+        ("0F0", 0), ("0B0", 1), ("0F1", 2), ("0W0", 3), ("0F2", 4)]
+    assert fig.peak_activation_bytes == (20,)
+
+
+# Makespan 1 on two devices: stage 0 (F = 1) on d0, stage 1 (all 0 ticks) on d1; d1 is idle the whole tick:
+# bubble 1, ratio 1 / (2 x 1).
+def test_bubble_ratio_of_a_one_tick_schedule() -> None:
+    busy, empty = StageCost(1, 0, 0), StageCost(0, 0, 0)
+    _tl, fig = _run(TrainingPipeline((busy, empty), 1, 2, (0, 1), ((0, 1),)), gpipe(2, 1))
+    assert fig.makespan_tick == 1 and fig.bubble_tick == 1
+    assert fig.bubble_ratio == pytest.approx(0.5)

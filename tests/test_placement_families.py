@@ -13,7 +13,7 @@ from family_fixtures import BACKENDS, instance, overlaps, solve_model
 
 from formulations.backends import get_backend
 from formulations.model_api import SolveStatus
-from formulations.placement import Objective, heads_and_tails, hint_schedule
+from formulations.placement import Objective, heads_and_tails, hint_schedule, memory_may_bind
 from formulations.solve_instance import solve_placement
 from planner.errors import InfeasibleError
 
@@ -193,6 +193,22 @@ def test_comm_volume_objective_rounds_each_edge_up_to_units(backend: str) -> Non
     assert sol.objective == pytest.approx(8) and sol.makespan == 5 and len(set(sol.device)) == 2
 
 
+# Objective: peak memory in units rounded up.  t0 (2) -> t1 (2) over 10 ticks, 30 bytes of parameters each,
+# units of 10 bytes, weights 1 per tick and 5 per unit.  Together on one device: makespan 4, peak 60 = 6 units:
+# 4 + 30 = 34.  Apart: makespan 14, peak 30 = 3 units: 14 + 15 = 29.  Optimum 29 (apart); makespan alone keeps
+# them together (4).  Memory is unbounded, so only the peak weight puts the memory rows in the model.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_peak_memory_objective_spreads_the_parameters(backend: str) -> None:
+    inst = instance("peak", [[2, 2], [2, 2]], [(0, 1, 10)], params=[30, 30])
+    sol = solve_model(inst, backend, objective=Objective(peak_memory_weight=5, memory_unit_bytes=10))
+    assert sol.objective == pytest.approx(29) and sol.makespan == 14 and len(set(sol.device)) == 2
+    assert solve_model(inst, backend).makespan == 4
+    # 25 bytes each: 3 units apart (rounded up), 5 together: 14 + 15 = 29 against 4 + 25 = 29, a tie
+    tie = instance("peak25", [[2, 2], [2, 2]], [(0, 1, 10)], params=[25, 25])
+    assert solve_model(tie, backend, objective=Objective(peak_memory_weight=5, memory_unit_bytes=10)).objective \
+        == pytest.approx(29)
+
+
 def test_objective_makespan_only() -> None:
     assert Objective().makespan_only
     assert not Objective(comm_volume_weight=1).makespan_only
@@ -255,3 +271,23 @@ def test_hint_is_one_consistent_solution(inst, device, start) -> None:
     sol = solve_model(inst, "cpsat", fix=fix)
     assert sol.status is SolveStatus.OPTIMAL and sol.makespan == max(end)
     assert sorted(zip(sol.start, sol.end)) == sorted(zip(start, end))
+
+
+# End variables (a task whose duration depends on the device) are bounded by the horizon less the tail: with the
+# horizon exactly the optimum 8 of the dur instance, A still ends at 8 on d1 (an upper bound tighter by A's
+# fastest duration would leave only A on d0, and B after it until 10: infeasible).
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_end_variables_reach_a_tight_horizon(backend: str) -> None:
+    inst = instance("dur", [[4, 8], [6, N]])
+    sol = solve_model(inst, backend, horizon=8)
+    assert sol.makespan == 8 and sol.device == (1, 0) and sol.end[0] == 8
+
+
+# Memory rows exist only for devices that could overflow: a capacity below every byte any task could place there.
+def test_memory_may_bind_below_the_worst_case_only() -> None:
+    worst = 1 + 2 + 4 + 8 + 16 + 32  # params + outputs + working memory
+    def inst(caps):
+        return instance("mb", [[1, 1], [1, 1]], [(0, 1, 0)], params=[1, 2], acts=[4, 8], internal=[16, 32],
+                        capacity=caps)
+    assert memory_may_bind(inst([worst, worst - 1])) == [1]
+    assert memory_may_bind(inst([worst + 1, worst])) == []

@@ -170,3 +170,9 @@ def test_memory_check_can_be_disabled():
     inst = _instance(capacity=1)
     validate_plan(inst, _valid_plan(inst), check_memory=False)
     assert np.all(inst.capacity_bytes == 1)
+    # The line above only re-reads the fixture (issue 17); the premise is that the same plan breaks memory when
+    # memory is checked - by default - and that disabling the check drops exactly those violations.
+    found, _ = _violations(inst, _valid_plan(inst), "memory")
+    assert {v.device for v in found} == {0, 1}
+    assert [v.kind for v in check_plan(inst, _valid_plan(inst))[0]] == ["memory", "memory"]
+    assert check_plan(inst, _valid_plan(inst), check_memory=False) == ([], None)

@@ -52,11 +52,14 @@ class Mutant:
     col: int
     edit: str
     source_line: str
+    repeat: int = 0  # how many earlier points share line text, column and edit (nested `a + b + 1` ops share a column)
 
     @property
     def key(self) -> str:
-        """Stable identity: the edited line's text, the column and the edit (line numbers move with edits)."""
-        return f"{self.source_line} @{self.col}: {self.edit}"
+        """Stable identity: the edited line's text, the column and the edit (line numbers move with edits), and
+        ` #n` for the n-th point with those three (n >= 2)."""
+        base = f"{self.source_line} @{self.col}: {self.edit}"
+        return f"{base} #{self.repeat + 1}" if self.repeat else base
 
 
 def _skipped_nodes(tree: ast.AST) -> set[int]:
@@ -134,8 +137,14 @@ def _points(tree: ast.AST) -> list[tuple[ast.AST, str, object]]:
 def list_mutants(source: str) -> list[Mutant]:
     """Every mutation point of `source`, in the fixed order."""
     lines = source.splitlines()
-    return [Mutant(i, node.lineno, node.col_offset, edit, lines[node.lineno - 1].strip())
-            for i, (node, edit, _how) in enumerate(_points(ast.parse(source)))]
+    out: list[Mutant] = []
+    seen: dict[tuple[str, int, str], int] = {}
+    for i, (node, edit, _how) in enumerate(_points(ast.parse(source))):
+        text = lines[node.lineno - 1].strip()
+        same = (text, node.col_offset, edit)
+        out.append(Mutant(i, node.lineno, node.col_offset, edit, text, seen.get(same, 0)))
+        seen[same] = seen.get(same, 0) + 1
+    return out
 
 
 def _apply(node: ast.AST, how: tuple) -> ast.AST:

@@ -57,19 +57,26 @@ class Target:
 # of the formulations), change its row.
 MODULES: dict[str, Target] = {
     "placement": Target("formulations/placement.py",
-                        ("tests/test_placement_families.py", "tests/test_formulation_placement.py")),
+                        ("tests/test_placement_families.py", "tests/test_formulation_placement.py", "-k",
+                         "not cbc and not scip"), max_mutants=40),
     "stages": Target("formulations/stages.py",
-                     ("tests/test_formulation_stages.py",)),
+                     ("tests/test_stage_families.py", "tests/test_formulation_stages.py")),
     "pipeline": Target("formulations/pipeline.py",
-                       ("tests/test_pipeline_model.py",)),
-    "validate": Target("planner/schedule/validate.py", ("tests/test_validate.py", "tests/test_validate_sweep.py")),
-    "simulate": Target("planner/schedule/simulate.py", ("tests/test_simulate.py",)),
+                       ("tests/test_pipeline_families.py", "tests/test_pipeline_compare.py",
+                        "tests/test_pipeline_overlap.py", "-k",
+                        "not cbc and not scip and not cli and not compare and not dualpipe_at"), max_mutants=40),
+    "validate": Target("planner/schedule/validate.py", ("tests/test_validate.py", "tests/test_validate_sweep.py",
+                                                        "tests/test_validate_details.py"), max_mutants=0),
+    "simulate": Target("planner/schedule/simulate.py", ("tests/test_simulate_details.py", "tests/test_simulate.py"),
+                       max_mutants=0),
     "memory": Target("planner/schedule/memory.py",
-                     ("tests/test_validate.py", "tests/test_simulate.py")),
+                     ("tests/test_memory_details.py", "tests/test_validate.py", "tests/test_validate_details.py",
+                      "tests/test_simulate.py"), max_mutants=0),
     "list_schedule": Target("planner/heuristics/list_schedule.py",
-                            ("tests/test_heft_rank.py", "tests/test_heuristics.py", "-k", "not 100k")),
+                            ("tests/test_list_schedule_details.py", "tests/test_heft_rank.py",
+                             "tests/test_heuristics.py", "-k", "not 100k")),
     "metrics": Target("planner/pipeline/metrics.py",
-                      ("tests/test_pipeline_metrics.py", "tests/test_pipeline_generators.py")),
+                      ("tests/test_pipeline_metrics.py", "tests/test_pipeline_generators.py"), max_mutants=0),
     "merge": Target("planner/coarsen/merge.py", ("tests/test_coarsen_merge.py",)),
 }
 
@@ -228,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for key in keys:
             for m in sorted(list_mutants((ROOT / MODULES[key].path).read_text()), key=lambda m: (m.line, m.col)):
-                print(f"{MODULES[key].path}:{m.line}: {m.edit}   | {m.source_line}")
+                print(f"{MODULES[key].path}:{m.line}: {m.edit}   | {m.key}")
         return 0
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT / "tests"))  # the tests import their helpers as top-level modules

@@ -1,0 +1,291 @@
+"""One instance per constraint family of `formulations/pipeline.py`, built so that the family is the only thing
+between the solver and a wrong answer (issue 17).  The model is built and solved directly
+(`build_pipeline_model`: no warm start, lower bound 0), on every backend; every schedule read back is checked by
+hand (durations, pairs, precedence with delays, one task at a time per device) and each expected optimum is
+derived in the comment above its test, with what the solver would return without the family.
+
+On MILP backends the memory family becomes the documented safe bound (every activation that may be held on a
+device fits at once), so a cap that binds only over time is infeasible there; that is asserted too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import pytest
+from family_fixtures import BACKENDS
+
+from formulations.backends import get_backend
+from formulations.model_api import SolveParams, SolveStatus
+from formulations.pipeline import (
+    PipelineTimes,
+    _pair_bound,
+    build_pipeline_model,
+    device_bound_tick,
+    hint_pipeline,
+    pair_candidates,
+    solve_pipeline,
+    split_start_times,
+)
+from planner.compare.pipelines import simulate_baseline
+from planner.errors import InfeasibleError
+from planner.pipeline.registry import Scales, UnitCosts
+from planner.pipeline.unroll import TrainingPipeline, uniform_pipeline, unroll_actions
+from planner.schedule.actions import ActionKind
+
+F, B, W = ActionKind.F, ActionKind.B, ActionKind.W
+CPSAT_ONLY = ("cpsat",)
+MILP = tuple(b for b in BACKENDS if b != "cpsat")
+
+
+@dataclass(frozen=True)
+class PipeSol:
+    makespan: int
+    start: dict[str, int]
+    end: dict[str, int]
+    pairs: tuple[str, ...]
+
+
+def solve_pipe(pipe: TrainingPipeline, backend: str, *, cap=None, fifo: bool = True, pairs: bool = False,
+               fix=None) -> PipeSol | None:
+    """Build the pipeline model and solve it to optimality (None: infeasible); check the schedule by hand.
+
+    `fix(model, builder)` may add constraints before the solve."""
+    tasks = unroll_actions(pipe)
+    inst = tasks.instance
+    device = [next(d for d in range(inst.num_devices) if inst.eligible(t, d)) for t in range(inst.num_tasks)]
+    dur = [int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks)]
+    cand = pair_candidates(pipe, tasks, device) if pairs else []
+    horizon = sum(dur) + sum(int(c) for c in inst.edge_fixed_tick)
+    builder = get_backend(backend).new_builder()
+    caps = [2**40] * pipe.num_devices if cap is None else list(cap)
+    m = build_pipeline_model(tasks, pipe, builder, device, cand, caps, horizon=horizon, lower_bound=0, fifo=fifo)
+    if fix is not None:
+        fix(m, builder)
+    res = builder.solve(SolveParams(time_limit_s=30, threads=1, seed=0))
+    if not res.has_solution:
+        assert res.status is SolveStatus.INFEASIBLE, res.status
+        return None
+    assert res.status is SolveStatus.OPTIMAL, res.status
+    start = [res.int_value(s) for s in m.start]
+    end = [start[t] + dur[t] for t in range(inst.num_tasks)]
+    chosen = [q for q, x in zip(cand, m.chosen, strict=True) if res.bool_value(x)]
+    together: dict[int, int] = {}  # task -> index of the chosen pair it runs in
+    for i, q in enumerate(chosen):
+        for t in q.tasks:
+            assert t not in together, f"{inst.task_names[t]} runs in two pairs"
+            together[t] = i
+            assert start[t] == start[q.f], "a pair's halves start together"
+            end[t] = start[q.f] + q.tick
+    for e, (u, v) in enumerate(inst.edges):
+        if u in together and together.get(v) == together[u]:
+            continue  # B -> W inside one full pair: one task
+        assert start[v] >= end[u] + inst.comm(e, device[u], device[v]), (inst.task_names[u], inst.task_names[v])
+    # one task (or pair) at a time on every stream
+    runs = {}
+    for t in range(inst.num_tasks):
+        key = ("pair", together[t]) if t in together else ("task", t)
+        runs[key] = (device[t], start[t], end[t])
+    for d in range(inst.num_devices):
+        spans = sorted((s, e) for dd, s, e in runs.values() if dd == d)
+        assert all(e1 <= s2 for (_, e1), (s2, _) in zip(spans, spans[1:])), (d, spans)
+    makespan = res.int_value(m.makespan)
+    assert makespan == max(end) - 0
+    names = inst.task_names
+    return PipeSol(makespan, {names[t]: start[t] for t in range(inst.num_tasks)},
+                   {names[t]: end[t] for t in range(inst.num_tasks)}, tuple(q.name for q in chosen))
+
+
+def _with_costs(pipe: TrainingPipeline, **changes) -> TrainingPipeline:
+    return dataclasses.replace(pipe, stages=tuple(dataclasses.replace(c, **changes) for c in pipe.stages))
+
+
+# 1. prec and 4. makespan.  Two stages on two devices, one micro-batch, F = B = W = 1, hops of 3 ticks:
+# 0F0 [0,1), 1F0 [4,5), 1B0 [5,6), 0B0 [9,10), 0W0 [10,11): makespan 11.  Without prec every task starts at 0 and
+# only one-at-a-time per device remains: 3.  Without makespan C drops to its lower bound 0.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_prec_and_makespan_hops_delay_the_chain(backend: str) -> None:
+    sol = solve_pipe(uniform_pipeline(2, 1, comm_tick=3), backend)
+    assert sol is not None and sol.makespan == 11
+    assert (sol.start["1F0"], sol.start["0B0"], sol.end["0W0"]) == (4, 9, 11)
+
+
+# 2. device.  Two stages on ONE device, one micro-batch, unit tasks: six tasks one after the other, makespan 6.
+# Without the no-overlap family 1W0 runs beside 0B0 and the chain 0F0 1F0 1B0 0B0 0W0 gives 5.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_device_one_task_at_a_time(backend: str) -> None:
+    sol = solve_pipe(uniform_pipeline(2, 1, num_devices=1), backend)
+    assert sol is not None and sol.makespan == 6
+
+
+# 3. memory.  Two stages on two devices, two micro-batches, unit tasks, activation 1 byte per micro-batch.
+# Unbounded: 7 (device 1 runs six tasks from tick 1: 1F0 1B0 1F1 1B1 1W0 1W1, device 0 fits around it).
+# Cap 1 byte per device: 0F1 may only start once 0F0's activation is freed, at 0W0's end; each micro-batch then
+# runs its whole chain 0F 1F 1B 0B 0W (5 ticks) alone: 10.  If B frees the whole activation
+# (activation_freed_by_b_bytes = 1) 0F1 may start at 0B0's end (4) and 0W0 fills device 0's wait: 9.
+# Without the family every cap gives 7; a family that frees at B what W frees (or the reverse) gives 9 for 10 or
+# 10 for 9.  MILP backends bound the family by the sum of every activation on a device (2 > 1): infeasible.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_memory_cap_serializes_micro_batches(backend: str) -> None:
+    pipe = uniform_pipeline(2, 2)
+    assert solve_pipe(pipe, backend).makespan == 7
+    assert solve_pipe(pipe, backend, cap=[2, 2]).makespan == 7
+    held_to_w = solve_pipe(pipe, backend, cap=[1, 1])
+    freed_at_b = solve_pipe(_with_costs(pipe, activation_freed_by_b_bytes=1), backend, cap=[1, 1])
+    if backend in MILP:
+        assert held_to_w is None and freed_at_b is None
+        return
+    assert held_to_w is not None and held_to_w.makespan == 10
+    assert held_to_w.start["0F1"] >= held_to_w.end["0W0"]
+    assert freed_at_b is not None and freed_at_b.makespan == 9
+    assert freed_at_b.start["0F1"] >= freed_at_b.end["0B0"]
+
+
+# 3'. memory with parameters: the device's parameters take their part of the cap.  Same pipeline, 5 bytes of
+# parameters per stage and a cap of 6: one activation byte is left, as with cap 1 above: 10 (CP-SAT); a cap of 7
+# leaves 2: 7.
+@pytest.mark.parametrize("backend", CPSAT_ONLY)
+def test_memory_parameters_take_their_part_of_the_cap(backend: str) -> None:
+    pipe = _with_costs(uniform_pipeline(2, 2), param_bytes=5)
+    assert solve_pipe(pipe, backend, cap=[6, 6]).makespan == 10
+    assert solve_pipe(pipe, backend, cap=[7, 7]).makespan == 7
+
+
+# 5. fifo.  One stage, three micro-batches, unit tasks.  Forcing micro-batch k+1 of one kind to end before
+# micro-batch k of that kind starts is infeasible with fifo and feasible without it (the control): every kind,
+# every adjacent pair, so a family that skips the last pair or one kind fails.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fifo_micro_batches_run_in_order(backend: str) -> None:
+    pipe = uniform_pipeline(1, 3)
+    for kind in (F, B, W):
+        for k in range(2):
+            def swap(m, builder, kind=kind, k=k):
+                a, b = m.tasks.task(0, kind, k), m.tasks.task(0, kind, k + 1)
+                builder.add(m.start[a] - m.end[b] >= 0, "swap")
+
+            assert solve_pipe(pipe, backend, fix=swap) is None, (kind, k)
+            assert solve_pipe(pipe, backend, fix=swap, fifo=False) is not None, (kind, k)
+    assert solve_pipe(pipe, backend).makespan == 9
+
+
+# 6. pair_one, alone, pair (and 1.'s B -> W edge inside a full pair).  Two stages on ONE device, two micro-batches,
+# F = B = 1, W = 2, X = 0.5: an F&B pair lasts round(0.5 * 2) = 1 (saves 1), an F&BW pair round(0.5 * 4) = 2
+# (saves 2).  Serially the 12 tasks take 16.  Only F(., 1) & B(., 0) can pair (the other way round the B waits
+# for the F it starts with), so at most two pairs: [0F1 & 1BW0], [1F1 & 0BW0] after 0F0, 1F0, then 1B1, 0B1,
+# 1W1, 0W1: 1 + 1 + 2 + 2 + 1 + 1 + 2 + 2 = 12, and 16 - 2 x 2 is the bound.  Without pair_one a half may run
+# nowhere; without pair its halves need not sit in the pair; a B -> W row that also binds inside the full pair
+# leaves only F&B pairs: 14.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pairs_run_as_one_task(backend: str) -> None:
+    pipe = uniform_pipeline(2, 2, num_devices=1, weight_grad_tick=2, fb_overlap=0.5)
+    assert solve_pipe(pipe, backend).makespan == 16  # no candidates: every task alone
+    sol = solve_pipe(pipe, backend, pairs=True)
+    assert sol is not None and sol.makespan == 12
+    assert sorted(sol.pairs) == ["0F1&0BW0", "1F1&1BW0"] or sorted(sol.pairs) == ["0F1&1BW0", "1F1&0BW0"]
+
+
+# 6'. alone.  The same pipeline with every candidate pair forced off (x_q = 0): every task runs alone and lasts
+# its own duration, 16 again.  Without pair_one / alone a task in some candidate pair could end early.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_alone_a_task_outside_every_pair_lasts_its_duration(backend: str) -> None:
+    pipe = uniform_pipeline(2, 2, num_devices=1, weight_grad_tick=2, fb_overlap=0.5)
+
+    def no_pairs(m, builder):
+        for i, x in enumerate(m.chosen):
+            builder.add(x <= 0, f"off[q={i}]")
+
+    sol = solve_pipe(pipe, backend, pairs=True, fix=no_pairs)
+    assert sol is not None and sol.makespan == 16 and sol.pairs == ()
+
+
+
+# A baseline's timeline as the formulation's warm start: every task of the split instance gets a start, and each
+# overlapped pair of DualPipe (pairs gain at X = 0.5) is kept by name, at its forward's start.
+def test_split_start_times_cover_every_task_and_keep_every_pair() -> None:
+    c = UnitCosts(fb_overlap=0.5)
+    dp = simulate_baseline("dualpipe", 2, 4, c, Scales.of(c))
+    times = split_start_times(dp.pipeline, dp.timeline)
+    assert times is not None
+    split_names = set(unroll_actions(dp.pipeline).instance.task_names)
+    assert split_names <= set(times)
+    run_pairs = {p.task for p in dp.timeline.placements if "&" in p.task}
+    assert run_pairs and {k for k in times if "&" in k} == run_pairs
+    assert all(times[k] == times[str(k.split("&")[0])] for k in run_pairs)
+
+
+# The same timeline read by a pipeline whose pairs do not gain (no fb_overlap): its pairs are shorter than their
+# halves, which the split model cannot hold: no warm start (None).  A pair-free baseline (GPipe) always splits:
+# BW at t -> B at t, W at t + B.
+def test_split_start_times_refuses_pairs_shorter_than_their_halves() -> None:
+    c = UnitCosts(fb_overlap=0.5)
+    dp = simulate_baseline("dualpipe", 2, 4, c, Scales.of(c))
+    assert split_start_times(dataclasses.replace(dp.pipeline, fb_overlap=None), dp.timeline) is None
+    gp = simulate_baseline("gpipe", 2, 2, UnitCosts(b=2.0), Scales.of(UnitCosts(b=2.0)))
+    times = split_start_times(gp.pipeline, gp.timeline)
+    bw = {p.task: p.start_tick for p in gp.timeline.placements if "BW" in p.task}
+    b_tick = [int(st.input_grad_tick) for st in gp.pipeline.stages]
+    assert times is not None and len(bw) == 4 and b_tick[0] > 0
+    assert all(times[k.replace("BW", "B")] == t and times[k.replace("BW", "W")] == t + b_tick[int(k[0])]
+               for k, t in bw.items())
+
+
+# Warm starts: `hint_pipeline` hints every variable, and the hinted values are one consistent solution.  The
+# optimum of the pairs instance (12 ticks, two F&BW pairs) is read back, hinted into a fresh model, and every
+# hint turned into an equality: still feasible, makespan 12.
+def test_hint_is_one_consistent_solution() -> None:
+    pipe = uniform_pipeline(2, 2, num_devices=1, weight_grad_tick=2, fb_overlap=0.5)
+    tasks = unroll_actions(pipe)
+    inst = tasks.instance
+    device = [0] * inst.num_tasks
+    cand = pair_candidates(pipe, tasks, device)
+
+    def build():
+        b = get_backend("cpsat").new_builder()
+        return b, build_pipeline_model(tasks, pipe, b, device, cand, [2**40], horizon=16, lower_bound=0)
+
+    b1, m1 = build()
+    res = b1.solve(SolveParams(time_limit_s=30, threads=1, seed=0))
+    times = PipelineTimes(tuple(res.int_value(s) for s in m1.start),
+                          tuple(i for i, x in enumerate(m1.chosen) if res.bool_value(x)))
+    b2, m2 = build()
+    hints: dict[int, int] = {}
+    b2.hint = lambda var, value: hints.__setitem__(var.index, value)  # record instead of hinting
+    hint_pipeline(m2, times)
+    by_index = {v.index: v for v in b2._vars}
+    assert set(hints) == set(by_index)
+    for idx, value in hints.items():
+        b2.add(by_index[idx] + 0 == value, f"fixed[{idx}]")
+    res2 = b2.solve(SolveParams(time_limit_s=30, threads=1, seed=0))
+    assert res2.status is SolveStatus.OPTIMAL and res2.int_value(m2.makespan) == 12 == res.int_value(m1.makespan)
+
+
+# The device bound (module docstring): per device, earliest head + its work + shortest tail.  Two stages on two
+# devices, one micro-batch, unit tasks, 3-tick hops: d0 runs 0F0 (head 0), 0B0, 0W0 (tail 0): 0 + 3 + 0 = 3; d1's
+# earliest task 1F0 has head 1 + 3 = 4, work 3, 1W0 has tail 0: 7.  The bound is 7 (the critical path is 11).
+def test_device_bound_is_head_plus_work_plus_tail() -> None:
+    tasks = unroll_actions(uniform_pipeline(2, 1, comm_tick=3))
+    inst = tasks.instance
+    device = [next(d for d in range(inst.num_devices) if inst.eligible(t, d)) for t in range(inst.num_tasks)]
+    assert device_bound_tick(inst, device) == 7
+    # with the work of d1 given as 10 instead: 4 + 10 + 0
+    assert device_bound_tick(inst, device, work=[3, 10]) == 14
+
+
+# The bound with pairs (module docstring): the pairs instance's 16 ticks of work less, per device, the smaller of
+# the best savings summed over its forwards (4 x 2) and over its backwards (4 x 2): 8; the critical path with
+# pair-shortened durations is 6: bound 8.
+def test_pair_bound_subtracts_the_best_savings() -> None:
+    pipe = uniform_pipeline(2, 2, num_devices=1, weight_grad_tick=2, fb_overlap=0.5)
+    tasks = unroll_actions(pipe)
+    device = [0] * tasks.instance.num_tasks
+    assert _pair_bound(tasks.instance, device, pair_candidates(pipe, tasks, device)) == 8
+
+
+# A cap below the parameters plus the largest single activation on a device is refused before solving: a V on one
+# device hosts stage 0 (activation 1) and stage 1 (activation 5): a cap of 4 fits the smaller, not the larger.
+def test_a_cap_below_one_micro_batch_is_refused_naming_the_device() -> None:
+    pipe = uniform_pipeline(2, 1, num_devices=1)
+    pipe = dataclasses.replace(pipe, stages=(pipe.stages[0], dataclasses.replace(pipe.stages[1], activation_bytes=5)))
+    with pytest.raises(InfeasibleError, match=r"device 0: parameters \(0\) plus one micro-batch's activation \(5\)"):
+        solve_pipeline(pipe, 4, time_limit_s=5, threads=1)
