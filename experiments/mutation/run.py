@@ -77,7 +77,11 @@ MODULES: dict[str, Target] = {
                              "tests/test_heuristics.py", "-k", "not 100k")),
     "metrics": Target("planner/pipeline/metrics.py",
                       ("tests/test_pipeline_metrics.py", "tests/test_pipeline_generators.py"), max_mutants=0),
-    "merge": Target("planner/coarsen/merge.py", ("tests/test_coarsen_merge.py",)),
+    # the hand-built cases only: the property sweeps of test_coarsen_merge.py take minutes per mutant
+    "merge": Target("planner/coarsen/merge.py",
+                    ("tests/test_coarsen_merge_details.py",
+                     "tests/test_coarsen_merge.py::test_experts_of_one_moe_layer_stay_in_separate_clusters",
+                     "tests/test_coarsen_merge.py::test_heavy_parts_of_diamond_experts_stay_apart")),
 }
 
 # Imported once in the parent so that each forked child starts warm.  Only third-party code: a project module
