@@ -32,7 +32,7 @@ from planner.compare.pipelines import simulate_baseline
 from planner.errors import InfeasibleError
 from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.unroll import TrainingPipeline, uniform_pipeline, unroll_actions
-from planner.schedule.actions import ActionKind
+from planner.schedule.actions import Action, ActionKind
 
 F, B, W = ActionKind.F, ActionKind.B, ActionKind.W
 CPSAT_ONLY = ("cpsat",)
@@ -289,3 +289,67 @@ def test_a_cap_below_one_micro_batch_is_refused_naming_the_device() -> None:
     pipe = dataclasses.replace(pipe, stages=(pipe.stages[0], dataclasses.replace(pipe.stages[1], activation_bytes=5)))
     with pytest.raises(InfeasibleError, match=r"device 0: parameters \(0\) plus one micro-batch's activation \(5\)"):
         solve_pipeline(pipe, 4, time_limit_s=5, threads=1)
+
+
+# The bound with pairs where the critical path decides: two stages on two devices, two micro-batches, 5-tick hops.
+# 0F0 -> (5) -> 1F0 -> 1B0 -> (5) -> 0B0 -> 0W0 is 1 + 5 + 1 + 1 + 5 + 1 + 2 = 16 (no pair shortens a task on it:
+# F&B takes 1 tick, F&BW 2); each device's work is at most 8 and d1's head 6, so the bound is the critical path.
+def test_pair_bound_takes_the_critical_path_with_pair_durations() -> None:
+    pipe = uniform_pipeline(2, 2, num_devices=2, weight_grad_tick=2, fb_overlap=0.5, comm_tick=5)
+    tasks = unroll_actions(pipe)
+    inst = tasks.instance
+    device = [next(d for d in range(inst.num_devices) if inst.eligible(t, d)) for t in range(inst.num_tasks)]
+    pairs = pair_candidates(pipe, tasks, device)
+    assert pairs
+    assert _pair_bound(inst, device, pairs) == 16
+    # one micro-batch: no pair, each F is an ancestor of every B on its device
+    one = uniform_pipeline(2, 1, num_devices=2, weight_grad_tick=2, fb_overlap=0.5, comm_tick=1)
+    tasks1 = unroll_actions(one)
+    dev1 = [next(d for d in range(tasks1.instance.num_devices) if tasks1.instance.eligible(t, d))
+            for t in range(tasks1.instance.num_tasks)]
+    assert pair_candidates(one, tasks1, dev1) == []
+
+
+def _pairs_by_microbatch(tasks, cands) -> set[tuple[int, int, int, int]]:
+    """(forward stage, forward micro-batch, backward stage, backward micro-batch) of each candidate pair."""
+    out = set()
+    for q in cands:
+        fa, ba = tasks.actions[q.f], tasks.actions[q.b]
+        out.add((fa.stage, fa.microbatch, ba.stage, ba.microbatch))
+    return out
+
+
+# Candidate pairs (module docstring): a forward pairs with a backward on its device that is neither its ancestor
+# nor its descendant; with a warm start, only with the `pair_window` micro-batches around the backward that
+# starts nearest to it.  One stage, six micro-batches: F(m) at 10 m, B(k) at 10 k + 3, so B(m) is the nearest
+# backward of F(m) - and is its own descendant, hence never a pair.
+def test_pair_candidates_window_around_the_nearest_backward() -> None:
+    nmb = 6
+    pipe = uniform_pipeline(1, nmb, num_devices=1, weight_grad_tick=2, fb_overlap=0.5)
+    tasks = unroll_actions(pipe)
+    device = [0] * tasks.instance.num_tasks
+    offset = {F: 0, B: 3, W: 6}
+    warm = {a: 10 * a.microbatch + offset[a.kind] for a in tasks.actions if isinstance(a, Action)}
+    every = {(0, m, 0, k) for m in range(nmb) for k in range(nmb) if k != m}
+    assert _pairs_by_microbatch(tasks, pair_candidates(pipe, tasks, device)) == every
+    assert _pairs_by_microbatch(tasks, pair_candidates(pipe, tasks, device, warm, pair_window=None)) == every
+    for window in (0, 1, 2):
+        got = _pairs_by_microbatch(tasks, pair_candidates(pipe, tasks, device, warm, pair_window=window))
+        assert got == {(0, m, 0, k) for (_, m, _, k) in every if abs(k - m) <= window}, window
+    # the nearest backward is the earliest one on a tie: B(k) at 10 k + 5 ties B(m - 1) and B(m) for F(m)
+    warm_tie = {a: 10 * a.microbatch + (5 if a.kind is B else offset[a.kind]) for a in warm}
+    got = _pairs_by_microbatch(tasks, pair_candidates(pipe, tasks, device, warm_tie, pair_window=1))
+    near = [max(0, m - 1) for m in range(nmb)]
+    assert got == {(0, m, 0, k) for (_, m, _, k) in every if abs(k - near[m]) <= 1}
+
+
+# Two stages on one device: F(s, m) is an ancestor of B(s2, m) for both s2 (0F0 -> 1F0 -> 1B0 -> 0B0), of no other
+# backward, and no backward is an ancestor of a forward: every pair with another micro-batch is a candidate.
+def test_pair_candidates_skip_exactly_the_ancestors() -> None:
+    nmb = 3
+    pipe = uniform_pipeline(2, nmb, num_devices=1, weight_grad_tick=2, fb_overlap=0.5)
+    tasks = unroll_actions(pipe)
+    device = [0] * tasks.instance.num_tasks
+    got = _pairs_by_microbatch(tasks, pair_candidates(pipe, tasks, device))
+    assert got == {(s, m, s2, k) for s in range(2) for s2 in range(2) for m in range(nmb) for k in range(nmb)
+                   if k != m}
