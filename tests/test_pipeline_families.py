@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pytest
 from family_fixtures import BACKENDS
 
+from formulations import pipeline as pipeline_module
 from formulations.backends import get_backend
 from formulations.model_api import SolveParams, SolveStatus
 from formulations.pipeline import (
@@ -353,3 +354,22 @@ def test_pair_candidates_skip_exactly_the_ancestors() -> None:
     got = _pairs_by_microbatch(tasks, pair_candidates(pipe, tasks, device))
     assert got == {(s, m, s2, k) for s in range(2) for s2 in range(2) for m in range(nmb) for k in range(nmb)
                    if k != m}
+
+
+# The plan's makespan is the span from the first start to the last end: a solution that starts later than tick 0
+# (a time-limited solve may return one; an optimal one never does) reports the same makespan, shifted.
+def test_a_late_first_start_does_not_lengthen_the_makespan(monkeypatch: pytest.MonkeyPatch) -> None:
+    pipe = uniform_pipeline(2, 2, num_devices=2)
+    base = solve_pipeline(pipe, None, time_limit_s=10, threads=1)
+    real = pipeline_module.solve_formulation
+
+    def shifted(*args, **kwargs):
+        solved = real(*args, **kwargs)
+        times = solved.solution
+        return dataclasses.replace(solved, solution=dataclasses.replace(times, start=tuple(s + 3 for s in
+                                                                                        times.start)))
+
+    monkeypatch.setattr(pipeline_module, "solve_formulation", shifted)
+    late = solve_pipeline(pipe, None, time_limit_s=10, threads=1)
+    assert min(x.start_tick for x in late.plan.placements) == 3
+    assert late.plan.makespan_tick == base.plan.makespan_tick
