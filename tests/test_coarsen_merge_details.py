@@ -105,6 +105,8 @@ def test_clusters_without_a_common_device_never_merge() -> None:
     adj = dag(3, [(0, 1), (1, 2)])
     assert merge(adj, [1.0] * 3, masks=[0b01, 0b10, 0b10], num_devices=2, target_clusters=1) == [[0], [1, 2]]
     assert merge(adj, [1.0] * 3, masks=[0b11, 0b10, 0b11], num_devices=2, target_clusters=1) == [[0, 1, 2]]
+    # device 0 alone is a common device
+    assert merge(adj, [1.0] * 3, masks=[0b01, 0b01, 0b01], num_devices=2, target_clusters=1) == [[0, 1, 2]]
 
 
 def test_the_parameter_limit_is_never_relaxed() -> None:
@@ -311,6 +313,22 @@ ROUND_CASES = [
      1.0, [[3], [0, 5], [1, 2, 4]]),
     # the cap doubles (not just up to the cheapest refused merge): 0 -> 2, the heavier edge, merges first
     ([(0, 1), (0, 2)], [3.0, 3.0, 4.0], [1.0, 3.0], 4, 2, None, [[0, 2], [1]]),
+    # ... and doubles, not triples
+    ([(0, 1), (0, 3), (1, 2), (1, 3), (1, 4), (2, 3), (2, 4), (2, 5), (4, 5)], [5.0, 0.7, 3.0, 2.0, 4.0, 4.0],
+     [3.0, 0.0, 0.0, 0.0, 1.0, 3.0, 3.0, 0.0, 3.0], 3, 2, 0.5, [[0, 1, 2, 3], [4, 5]]),
+    # the cap starts at total work / devices
+    ([(0, 6), (1, 4), (1, 6), (2, 4), (3, 4), (3, 5)], [2.0, 0.3, 0.2, 0.7, 0.7, 0.3, 0.7],
+     [0.0, 1.0, 0.0, 3.0, 3.0, 3.0], 3, None, 0.5, [[0], [3, 5], [1, 6], [2, 4]]),
+    # a merge over the cap by rounding only (0.1 + 0.2 against 0.3) is within the cap's tolerance
+    ([(0, 1), (0, 2), (1, 2)], [0.1, 0.2, 0.3], [0.0, 0.0, 1.0], 4, 2, None, [[0, 1], [2]]),
+    # a tail cluster's best edge: lower growth, or equal growth and lower key
+    ([(0, 1), (0, 2), (0, 3), (1, 3), (2, 3)], [0.7, 2.0, 4.0, 0.7], [1.0, 0.0, 0.0, 0.0, 3.0], 4, 2, None,
+     [[0], [1, 2, 3]]),
+    # the locked pass skips a candidate when either end was touched; the budget counts merges one by one
+    ([(0, 3), (0, 5), (1, 2), (1, 4), (1, 5), (2, 4), (2, 5), (3, 4), (4, 5)], [5.0, 0.7, 4.0, 0.1, 0.2, 1.0],
+     [1.0, 3.0, 3.0, 0.0, 0.0, 1.0, 3.0, 3.0, 1.0], 1, 2, None, [[0], [1, 3, 2, 4, 5]]),
+    ([(0, 4), (0, 6), (1, 4), (1, 5), (2, 3), (2, 5), (4, 6)], [0.7, 5.0, 0.7, 4.0, 3.0, 1.0, 0.7],
+     [0.0, 1.0, 0.0, 1.0, 1.0, 3.0, 0.0], 1, 3, None, [[1], [2, 3, 5], [0, 4, 6]]),
 ]
 
 
