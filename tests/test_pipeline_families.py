@@ -373,3 +373,35 @@ def test_a_late_first_start_does_not_lengthen_the_makespan(monkeypatch: pytest.M
     late = solve_pipeline(pipe, None, time_limit_s=10, threads=1)
     assert min(x.start_tick for x in late.plan.placements) == 3
     assert late.plan.makespan_tick == base.plan.makespan_tick
+
+
+# The formulation's value of a schedule is its span too: the same schedule 3 ticks later has the same value.
+def test_formulation_value_is_the_span() -> None:
+    pipe = uniform_pipeline(2, 2, num_devices=2)
+    base = solve_pipeline(pipe, None, time_limit_s=10, threads=1)
+    tasks = unroll_actions(pipe)
+    device = [next(d for d in range(tasks.instance.num_devices) if tasks.instance.eligible(t, d))
+              for t in range(tasks.instance.num_tasks)]
+    form = pipeline_module.PipelineFormulation(tasks, pipe, device, [], [2**40] * 2, horizon=100, lower_bound=0,
+                                               fifo=True)
+    start = {p.task: p.start_tick for p in base.plan.placements}
+    times = PipelineTimes(tuple(start[n] for n in tasks.instance.task_names))
+    late = PipelineTimes(tuple(s + 3 for s in times.start))
+    assert form.value_tick(times) == form.value_tick(late) == base.plan.makespan_tick
+
+
+# A cap of exactly the parameters plus one micro-batch's activation is enough (the refusal is for less): two
+# stages on two devices, one micro-batch, activation 1 each, cap 1.
+def test_a_cap_of_exactly_one_micro_batch_is_accepted() -> None:
+    sol = solve_pipeline(uniform_pipeline(2, 1, num_devices=2), 1, time_limit_s=10, threads=1)
+    assert sol.plan.makespan_tick == 5
+
+
+# A pair that gains nothing is dropped and the search goes on: F&B takes 2 ticks = its halves (dropped), F&BW 4 of
+# 6 (kept): one stage, three micro-batches, so all six non-ancestor (F, B) pairs come as F&BW only.
+def test_pairs_without_gain_are_skipped_not_the_rest() -> None:
+    pipe = uniform_pipeline(1, 3, num_devices=1, weight_grad_tick=4, fb_overlap=0.75)
+    tasks = unroll_actions(pipe)
+    cands = pair_candidates(pipe, tasks, [0] * tasks.instance.num_tasks)
+    assert pipe.pair_tick(0, 0, False) == 2 and pipe.pair_tick(0, 0, True) == 4
+    assert len(cands) == 6 and all(q.w is not None and q.tick == 4 for q in cands)
