@@ -11,6 +11,7 @@ device fits at once), so a cap that binds only over time is infeasible there; th
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -360,7 +361,11 @@ def test_pair_candidates_skip_exactly_the_ancestors() -> None:
 # (a time-limited solve may return one; an optimal one never does) reports the same makespan, shifted.
 def test_a_late_first_start_does_not_lengthen_the_makespan(monkeypatch: pytest.MonkeyPatch) -> None:
     pipe = uniform_pipeline(2, 2, num_devices=2)
+    before_s = time.monotonic()
     base = solve_pipeline(pipe, None, time_limit_s=10, threads=1)
+    # an optimal schedule starts at tick 0 (every task follows 0F0), and the reported solve time is this call's
+    assert min(x.start_tick for x in base.plan.placements) == 0
+    assert 0 <= base.plan.solve_time_s <= time.monotonic() - before_s
     real = pipeline_module.solve_formulation
 
     def shifted(*args, **kwargs):
