@@ -32,7 +32,9 @@ from formulations.pipeline import (
 )
 from planner.compare.pipelines import simulate_baseline
 from planner.errors import InfeasibleError
+from planner.pipeline.generators import gpipe
 from planner.pipeline.registry import Scales, UnitCosts
+from planner.pipeline.streams import simulate_pipeline
 from planner.pipeline.unroll import TrainingPipeline, uniform_pipeline, unroll_actions
 from planner.schedule.actions import Action, ActionKind
 
@@ -410,3 +412,84 @@ def test_pairs_without_gain_are_skipped_not_the_rest() -> None:
     cands = pair_candidates(pipe, tasks, [0] * tasks.instance.num_tasks)
     assert pipe.pair_tick(0, 0, False) == 2 and pipe.pair_tick(0, 0, True) == 4
     assert len(cands) == 6 and all(q.w is not None and q.tick == 4 for q in cands)
+
+
+# The default candidate window is 2 micro-batches, in `pair_candidates` and in `solve_pipeline` (which passes its
+# own default on).  Same instance as the window test: F(m) at 10 m, B(k) at 10 k + 3, so the window w around B(m)
+# keeps exactly the pairs with |k - m| <= w, and windows 2 and 3 differ (e.g. F0 with B3).
+def test_the_default_pair_window_is_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    nmb = 6
+    pipe = uniform_pipeline(1, nmb, num_devices=1, weight_grad_tick=2, fb_overlap=0.5)
+    tasks = unroll_actions(pipe)
+    device = [0] * tasks.instance.num_tasks
+    offset = {F: 0, B: 3, W: 6}
+    warm = {a: 10 * a.microbatch + offset[a.kind] for a in tasks.actions if isinstance(a, Action)}
+    got = _pairs_by_microbatch(tasks, pair_candidates(pipe, tasks, device, warm))
+    assert got == {(0, m, 0, k) for m in range(nmb) for k in range(nmb) if k != m and abs(k - m) <= 2}
+    seen: list[object] = []
+    real = pipeline_module.pair_candidates
+
+    def record(*args, **kwargs):
+        seen.append(args[4] if len(args) > 4 else kwargs.get("pair_window", "default"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline_module, "pair_candidates", record)
+    solve_pipeline(uniform_pipeline(1, 2, num_devices=1), None, time_limit_s=10, threads=1)
+    assert seen == [2]
+
+
+# Start bounds (module docstring: S_t in [0, H]): a task in no candidate pair must end by the horizon, so its start
+# is at most H - d_t; a task in some pair may start as late as H (its pair may be shorter than the task).  One stage,
+# two micro-batches, W = 2, X = 0.5, and one candidate kept: F1 with B0 and W0; F0, B1, W1 are in no pair.
+# Horizon 20.
+def test_start_bounds_leave_room_for_pairs_only_to_paired_tasks() -> None:
+    pipe = uniform_pipeline(1, 2, num_devices=1, weight_grad_tick=2, fb_overlap=0.5)
+    tasks = unroll_actions(pipe)
+    inst = tasks.instance
+    device = [0] * inst.num_tasks
+    cand = [q for q in pair_candidates(pipe, tasks, device) if q.name == "0F1&0BW0"]
+    paired = {inst.task_names[t] for q in cand for t in q.tasks}
+    assert paired == {"0F1", "0B0", "0W0"}
+    m = build_pipeline_model(tasks, pipe, get_backend("cpsat").new_builder(), device, cand, [2**40], horizon=20,
+                             lower_bound=0)
+    ub = {inst.task_names[t]: m.start[t].ub for t in range(inst.num_tasks)}
+    assert ub == {"0F0": 19, "0F1": 20, "0B0": 20, "0B1": 19, "0W0": 20, "0W1": 18}
+
+
+# The device bound's tail: two stages, one micro-batch, F = B = 1, W = 3, no communication delay, with 0F0 alone
+# on device 0 and every other task on device 1 (a device list of our choosing).  0F0's tail is the longest path out
+# of it, 1F0 -> 1B0 -> 0B0 -> 0W0: 1 + 1 + 1 + 3 = 6, so d0 gives head 0 + work 1 + tail 6 = 7 (1 without its
+# tail); d1 gives head 1 + work 9 + tail 0 = 10.  With d1's work given as 0 (1 + 0 + 0), d0's 7 decides.  The
+# durations are passed (`dur`): the instance has none for a stage's task on the other device.
+def test_device_bound_adds_the_shortest_tail() -> None:
+    tasks = unroll_actions(uniform_pipeline(2, 1, num_devices=2, weight_grad_tick=3))
+    inst = tasks.instance
+    device = [0 if inst.task_names[t] == "0F0" else 1 for t in range(inst.num_tasks)]
+    dur = [1 if inst.task_names[t][1] in "FB" else 3 for t in range(inst.num_tasks)]
+    assert device_bound_tick(inst, device, dur=dur) == 10
+    assert device_bound_tick(inst, device, dur=dur, work=[1, 0]) == 7
+
+
+# A pair the warm start runs stays a candidate even outside the window: F(m) at 10 m, B(k) at 10 k + 3 (window 0
+# keeps no pair: B(m) is F(m)'s descendant), and the warm start runs F1 with B0 as F&B at tick 10.
+def test_the_warm_starts_own_pairs_are_always_candidates() -> None:
+    pipe = uniform_pipeline(1, 3, num_devices=1, weight_grad_tick=2, fb_overlap=0.5)
+    tasks = unroll_actions(pipe)
+    device = [0] * tasks.instance.num_tasks
+    offset = {F: 0, B: 3, W: 6}
+    warm = {a: 10 * a.microbatch + offset[a.kind] for a in tasks.actions if isinstance(a, Action)}
+    assert pair_candidates(pipe, tasks, device, warm, pair_window=0) == []
+    warm[pipeline_module.OverlapAction(Action(0, F, 1), Action(0, B, 0))] = 10
+    got = pair_candidates(pipe, tasks, device, warm, pair_window=0)
+    assert [q.name for q in got] == ["0F1&0B0"]
+
+
+# Sends on the communication streams (device p and above) keep their own start; compute placements are split.
+def test_split_start_times_keep_the_sends_on_the_communication_streams() -> None:
+    pipe = uniform_pipeline(1, 1)
+    pipe = dataclasses.replace(pipe, stages=tuple(dataclasses.replace(c, a2a_tick=1) for c in pipe.stages))
+    _, tl = simulate_pipeline(pipe, gpipe(1, 1))
+    times = split_start_times(pipe, tl)
+    assert times is not None
+    comm = {p.task: p.start_tick for p in tl.placements if p.device >= pipe.num_devices}
+    assert comm and all(times[k] == v for k, v in comm.items())
