@@ -355,3 +355,43 @@ def test_mem_capacity_is_less_the_parameters(backend: str) -> None:
     inst = instance("mem_params", [[2, N], [2, 2]], [(0, 1, 5)], params=[6, 0], internal=[0, 6], capacity=10)
     sol = solve_model(inst, backend)
     assert sol.makespan == 9 and sol.device == (0, 1)
+
+
+# 8e'. the same with a one-tick b: its working memory counts too (b on d1 from 7, makespan 8; on d0 it would be 3).
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mem_counts_one_tick_working_memory(backend: str) -> None:
+    inst = instance("mem_params1", [[2, N], [1, 1]], [(0, 1, 5)], params=[6, 0], internal=[0, 6], capacity=10)
+    sol = solve_model(inst, backend)
+    assert sol.makespan == 8 and sol.device == (0, 1)
+
+
+# 4'. the one-level shortcut (delay = c·(1 - same)) only where every eligible crossing pays c.  Three devices:
+# d0-d1 link class 1 with no delay, d2 five ticks (class 2) from both; every task runs on d0 or d1 only.
+# r (1) forks to a (4) and b (4): the only crossing (d0-d1) is free, so a and b run side by side: 5.  Charging the
+# class-2 delay to that crossing would give max(serial 9, split 1 + 5 + 4 = 10) = 9.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_colo_shortcut_only_where_every_eligible_crossing_pays(backend: str) -> None:
+    lc = [[0, 1, 2], [1, 0, 2], [2, 2, 0]]
+    inst = instance("free_pair", [[1, 1, N], [4, 4, N], [4, 4, N]], [(0, 1, 0), (0, 2, 0)], link_class=lc,
+                    latency=[0, 0, 5])
+    sol = solve_model(inst, backend)
+    assert sol.makespan == 5 and sol.device[1] != sol.device[2]
+
+
+# Warm start with a peak-memory weight (the room and peak variables exist): t0 (3 bytes of parameters) on d0, t1
+# (5 bytes) on d1, both at 0, independent.  room[d] is hinted as the capacity less d's own parameters
+# (room + params <= cap on each device); the hinted values, fixed, must stay one feasible solution with makespan 3 (t1 takes 3 on d1).
+def test_hint_with_a_peak_weight_is_one_consistent_solution() -> None:
+    inst = instance("hint_peak", [[2, 2], [2, 3]], params=[3, 5])
+    hints: dict[int, int] = {}
+
+    def fix(m, b):
+        b.hint = lambda var, value: hints.__setitem__(var.index, value)  # record instead of hinting
+        hint_schedule(m, [0, 1], [0, 0])
+        by_index = {v.index: v for v in b._vars}
+        for idx, value in hints.items():
+            b.add(by_index[idx] + 0 == value, f"fixed[{idx}]")
+        assert set(hints) == set(by_index) and m.room
+
+    sol = solve_model(inst, "cpsat", fix=fix, objective=Objective(peak_memory_weight=1))
+    assert sol.status is SolveStatus.OPTIMAL and sol.makespan == 3 and sol.device == (0, 1)
