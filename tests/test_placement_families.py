@@ -380,7 +380,8 @@ def test_colo_shortcut_only_where_every_eligible_crossing_pays(backend: str) -> 
 
 # Warm start with a peak-memory weight (the room and peak variables exist): t0 (3 bytes of parameters) on d0, t1
 # (5 bytes) on d1, both at 0, independent.  room[d] is hinted as the capacity less d's own parameters
-# (room + params <= cap on each device); the hinted values, fixed, must stay one feasible solution with makespan 3 (t1 takes 3 on d1).
+# (room + params <= cap on each device); the hinted values, fixed, must stay one feasible solution with makespan 3
+# (t1 takes 3 on d1).
 def test_hint_with_a_peak_weight_is_one_consistent_solution() -> None:
     inst = instance("hint_peak", [[2, 2], [2, 3]], params=[3, 5])
     hints: dict[int, int] = {}
