@@ -396,3 +396,12 @@ def test_hint_with_a_peak_weight_is_one_consistent_solution() -> None:
 
     sol = solve_model(inst, "cpsat", fix=fix, objective=Objective(peak_memory_weight=1))
     assert sol.status is SolveStatus.OPTIMAL and sol.makespan == 3 and sol.device == (0, 1)
+
+
+# 8e''. the same instance as 8e with a peak-memory weight (the capacity becomes room[d], room + params <= cap):
+# b still cannot join a on d0 (6 + 6 > 10), so the makespan stays 9 (peak 1 unit of 1 MiB: objective 10).
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_room_is_the_capacity_less_the_parameters(backend: str) -> None:
+    inst = instance("room", [[2, N], [2, 2]], [(0, 1, 5)], params=[6, 0], internal=[0, 6], capacity=10)
+    sol = solve_model(inst, backend, objective=Objective(peak_memory_weight=1))
+    assert sol.makespan == 9 and sol.device == (0, 1) and sol.objective == pytest.approx(10)
