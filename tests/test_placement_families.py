@@ -9,7 +9,7 @@ fits at once), so the memory instances are infeasible there; that is asserted to
 from __future__ import annotations
 
 import pytest
-from family_fixtures import BACKENDS, instance, overlaps, solve_model
+from family_fixtures import BACKENDS, UNBOUNDED, instance, overlaps, solve_model
 
 from formulations.backends import get_backend
 from formulations.model_api import SolveStatus
@@ -251,6 +251,11 @@ HINTED = [
      [1, 1, 0, 2], [0, 1, 2, 11]),
     (instance("hint_sym", [[2, 2, 2]] * 4, [(0, 1, 3), (0, 2, 3)], acts=[5, 5, 5, 5], capacity=12),
      [2, 2, 0, 1], [0, 2, 5, 0]),
+    # a received copy with two consumers whose inputs arrive at 2 and 4 (edge delays 1 and 3): the copy is hinted
+    # from its first arrival (r <= every arrival on d1); only d1's memory can bind (12 < 15 bytes in all)
+    (instance("hint_recv2", [[1, N], [N, 1], [N, 1], [1, N]], [(0, 1, 1), (0, 2, 3)], acts=[10, 0, 0, 0],
+              internal=[0, 0, 0, 5], capacity=[UNBOUNDED, 12]),
+     [0, 1, 1, 0], [0, 2, 4, 1]),
 ]
 
 
@@ -291,3 +296,112 @@ def test_memory_may_bind_below_the_worst_case_only() -> None:
                         capacity=caps)
     assert memory_may_bind(inst([worst, worst - 1])) == [1]
     assert memory_may_bind(inst([worst + 1, worst])) == []
+
+
+# 7. mk_tail (delivery times).  One device; A (2) with a delivery time of 10, B (5) with 8.  A first: A ends 2 -> 12,
+# B ends 7 -> 15.  B first: B ends 5 -> 13, A ends 7 -> 17.  Optimum 15 (A first).  Without mk_tail only the bound
+# max(head + tail) = max(0 + 2 + 10, 0 + 5 + 8) = 13 and the ends (7) remain: 13.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mk_tail_delivery_times_order_the_device(backend: str) -> None:
+    inst = instance("tail", [[2], [5]])
+    sol = solve_model(inst, backend, tail_tick=[10, 8])
+    assert sol.makespan == 15 and sol.start == (0, 2)
+
+
+# Release times raise the lower bound past the trivial one, and the horizon with it: one task (2) released at 5
+# ends at 7 at the earliest, so C in [7, 7] even when the caller's horizon is 1 (a bound that kept the smaller
+# trivial bound 2 would leave the start's domain [5, 2 - 2] empty: infeasible).
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_release_time_raises_the_bound_and_the_horizon(backend: str) -> None:
+    inst = instance("release", [[2]])
+    sol = solve_model(inst, backend, horizon=1, release_tick=[5])
+    assert sol.makespan == 7 and sol.start == (5,)
+
+
+# 3. noover leaves zero-length tasks out.  d0: A (4) and Z (0); d1: P (2) then Q (2); P -> Z -> Q without delay.
+# Z starts at 2 (after P), strictly inside A [0, 4), and Q runs [2, 4): optimum 4.  A zero-length Z in the no-overlap
+# set could not sit inside A: Z at 4 (Q [4, 6)) or A after Z ([2, 6)): 6.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_noover_a_zero_length_task_may_sit_inside_another(backend: str) -> None:
+    #                            A       Z       P       Q
+    inst = instance("zero", [[4, N], [0, N], [N, 2], [N, 2]], [(2, 1, 0), (1, 3, 0)])
+    sol = solve_model(inst, backend)
+    assert sol.makespan == 4 and sol.start[1] == 2
+
+
+# 8a''. param_cap only sums tasks eligible on the device: t0 (2, d0 only) -> t1 (2, either) over 5 ticks, 6 bytes of
+# parameters each, 10 per device.  t1 cannot join t0 on d0 (12 > 10): t1 on d1 from 2 + 5 = 7, makespan 9.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_param_cap_with_an_ineligible_device(backend: str) -> None:
+    inst = instance("param_pin", [[2, N], [2, 2]], [(0, 1, 5)], params=[6, 6], capacity=10)
+    sol = solve_model(inst, backend)
+    assert sol.makespan == 9 and sol.device == (0, 1)
+
+
+# 7. mk_tail with a one-tick delivery time.  One device, A (1) and B (1), each delivered one tick after it ends:
+# the second ends at 2 and is delivered at 3.  Optimum 3; without the row for a one-tick tail, only the bound
+# max(head + tail) = 2 and the ends (2) remain: 2.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mk_tail_one_tick_delivery(backend: str) -> None:
+    inst = instance("tail1", [[1], [1]])
+    assert solve_model(inst, backend, tail_tick=[1, 1]).makespan == 3
+
+
+# 8e. mem's capacity is the device memory less the parameters placed there.  a (2, d0 only, 6 bytes of parameters)
+# -> b (2, either device, 6 bytes of working memory) over 5 ticks; 10 bytes per device.  b on d0 would need
+# 6 + 6 = 12 > 10: b runs on d1 from 2 + 5 = 7, makespan 9 (b on d0 after a would give 4).
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mem_capacity_is_less_the_parameters(backend: str) -> None:
+    inst = instance("mem_params", [[2, N], [2, 2]], [(0, 1, 5)], params=[6, 0], internal=[0, 6], capacity=10)
+    sol = solve_model(inst, backend)
+    assert sol.makespan == 9 and sol.device == (0, 1)
+
+
+# 8e'. the same with a one-tick b: its working memory counts too (b on d1 from 7, makespan 8; on d0 it would be 3).
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mem_counts_one_tick_working_memory(backend: str) -> None:
+    inst = instance("mem_params1", [[2, N], [1, 1]], [(0, 1, 5)], params=[6, 0], internal=[0, 6], capacity=10)
+    sol = solve_model(inst, backend)
+    assert sol.makespan == 8 and sol.device == (0, 1)
+
+
+# 4'. the one-level shortcut (delay = c·(1 - same)) only where every eligible crossing pays c.  Three devices:
+# d0-d1 link class 1 with no delay, d2 five ticks (class 2) from both; every task runs on d0 or d1 only.
+# r (1) forks to a (4) and b (4): the only crossing (d0-d1) is free, so a and b run side by side: 5.  Charging the
+# class-2 delay to that crossing would give max(serial 9, split 1 + 5 + 4 = 10) = 9.
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_colo_shortcut_only_where_every_eligible_crossing_pays(backend: str) -> None:
+    lc = [[0, 1, 2], [1, 0, 2], [2, 2, 0]]
+    inst = instance("free_pair", [[1, 1, N], [4, 4, N], [4, 4, N]], [(0, 1, 0), (0, 2, 0)], link_class=lc,
+                    latency=[0, 0, 5])
+    sol = solve_model(inst, backend)
+    assert sol.makespan == 5 and sol.device[1] != sol.device[2]
+
+
+# Warm start with a peak-memory weight (the room and peak variables exist): t0 (3 bytes of parameters) on d0, t1
+# (5 bytes) on d1, both at 0, independent.  room[d] is hinted as the capacity less d's own parameters
+# (room + params <= cap on each device); the hinted values, fixed, must stay one feasible solution with makespan 3
+# (t1 takes 3 on d1).
+def test_hint_with_a_peak_weight_is_one_consistent_solution() -> None:
+    inst = instance("hint_peak", [[2, 2], [2, 3]], params=[3, 5])
+    hints: dict[int, int] = {}
+
+    def fix(m, b):
+        b.hint = lambda var, value: hints.__setitem__(var.index, value)  # record instead of hinting
+        hint_schedule(m, [0, 1], [0, 0])
+        by_index = {v.index: v for v in b._vars}
+        for idx, value in hints.items():
+            b.add(by_index[idx] + 0 == value, f"fixed[{idx}]")
+        assert set(hints) == set(by_index) and m.room
+
+    sol = solve_model(inst, "cpsat", fix=fix, objective=Objective(peak_memory_weight=1))
+    assert sol.status is SolveStatus.OPTIMAL and sol.makespan == 3 and sol.device == (0, 1)
+
+
+# 8e''. the same instance as 8e with a peak-memory weight (the capacity becomes room[d], room + params <= cap):
+# b still cannot join a on d0 (6 + 6 > 10), so the makespan stays 9 (peak 1 unit of 1 MiB: objective 10).
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_room_is_the_capacity_less_the_parameters(backend: str) -> None:
+    inst = instance("room", [[2, N], [2, 2]], [(0, 1, 5)], params=[6, 0], internal=[0, 6], capacity=10)
+    sol = solve_model(inst, backend, objective=Objective(peak_memory_weight=1))
+    assert sol.makespan == 9 and sol.device == (0, 1) and sol.objective == pytest.approx(10)
