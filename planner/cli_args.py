@@ -71,41 +71,35 @@ def nonnegative_int(text: str) -> int:
     return _integer(text, 0, "a whole number >= 0")
 
 
+def _real(text: str, expect: str, within: Callable[[float], bool], refusal: str | None = None) -> float:
+    """A finite float that `within` accepts; else 'expected <refusal or expect>, got <text>'."""
+    value = _number(float, text, expect)
+    if not within(value):
+        raise argparse.ArgumentTypeError(f"expected {refusal or expect}, got {text}")
+    return value
+
+
 def positive_float(text: str) -> float:
     """A finite number > 0 (costs, memory in the user's unit)."""
-    value = _number(float, text, "a positive number")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
+    return _real(text, "a positive number", lambda v: v > 0)
 
 
 def nonnegative_float(text: str) -> float:
     """A finite number >= 0 (costs that may be zero: communication, parameter memory)."""
-    value = _number(float, text, "a number >= 0")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
-    return value
+    return _real(text, "a number >= 0", lambda v: v >= 0)
 
 
 def positive_seconds(text: str) -> float:
     """A time budget in seconds: finite and > 0."""
-    value = _number(float, text, "a positive number of seconds")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
-    return value
+    return _real(text, "a positive number of seconds", lambda v: v > 0)
 
 
 def fraction(text: str) -> float:
     """A relative value in [0, 1] (a relative gap: 0.01 = 1 %)."""
-    value = _number(float, text, "a fraction between 0 and 1")
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1 (0.01 = 1%), got {text}")
-    return value
+    return _real(text, "a fraction between 0 and 1", lambda v: 0 <= v <= 1,
+                 "a fraction between 0 and 1 (0.01 = 1%)")
 
 
 def overlap_fraction(text: str) -> float:
     """A duration factor in (0, 1] (an overlapped F&B pair lasts this fraction of its halves)."""
-    value = _number(float, text, "a number in (0, 1]")
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text}")
-    return value
+    return _real(text, "a number in (0, 1]", lambda v: 0 < v <= 1)

@@ -249,27 +249,27 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
     if incumbent.makespan_tick <= fine_bound:
         say(f"the incumbent ({incumbent.method}, {unit(incumbent.makespan_tick)}) meets the lower bound: optimal")
     else:
+
+        def adopt(phase: str, found: tuple[ClusterSolution | None, list[RoundLog]] | None) -> None:
+            """Keep a cluster phase's rounds, and its plan when it beats the incumbent."""
+            nonlocal incumbent, best
+            if found is None:  # the phase failed inside (logged by _guarded)
+                return
+            solution, phase_rounds = found
+            rounds.extend(phase_rounds)
+            if solution is not None and solution.op_plan.makespan_tick < incumbent.makespan_tick:
+                phases.append(PhaseLog(phase, solution.op_plan.makespan_tick, sum(r.seconds for r in phase_rounds)))
+                incumbent, best = solution.op_plan, solution
+
         if fine.num_tasks > 1 and len(segments(fine)) > 1:
             budget = LINEAR_SHARE * (options.time_limit_s - (time.monotonic() - t0))
             start = incumbent
-            found = _guarded("linear cluster rounds", say,
-                             lambda: _linear_rounds(fine, start, options, time.monotonic() + budget, say, unit))
-            if found is not None:
-                linear, linear_rounds = found
-                rounds += linear_rounds
-                if linear is not None and linear.op_plan.makespan_tick < incumbent.makespan_tick:
-                    phases.append(PhaseLog("linear cluster round", linear.op_plan.makespan_tick,
-                                           sum(r.seconds for r in linear_rounds)))
-                    incumbent, best = linear.op_plan, linear
+            adopt("linear cluster round", _guarded(
+                "linear cluster rounds", say,
+                lambda: _linear_rounds(fine, start, options, time.monotonic() + budget, say, unit)))
         start = incumbent
-        found = _guarded("cluster rounds", say, lambda: _cluster_rounds(fine, start, options, t0, say, unit))
-        if found is not None:
-            respecting, respecting_rounds = found
-            rounds += respecting_rounds
-            if respecting is not None and respecting.op_plan.makespan_tick < incumbent.makespan_tick:
-                phases.append(PhaseLog("cluster round", respecting.op_plan.makespan_tick,
-                                       sum(r.seconds for r in respecting_rounds)))
-                incumbent, best = respecting.op_plan, respecting
+        adopt("cluster round", _guarded("cluster rounds", say,
+                                        lambda: _cluster_rounds(fine, start, options, t0, say, unit)))
         left = options.time_limit_s - (time.monotonic() - t0)
         if incumbent.makespan_tick > fine_bound and left > 0.5:
             start = incumbent

@@ -17,9 +17,9 @@ class _Failed(Exception):
 
 def _body(rank: int):
     if rank == 0:
-        time.sleep(0.4)  # the real cause is stamped and reaches the parent last
+        time.sleep(0.9)  # the real cause is stamped and reaches the parent last
         raise ValueError("cannot reshape array of size 100 into shape (2,64)")
-    time.sleep(0.05 * rank)
+    time.sleep(0.3 * rank)  # 0.3 s apart: far more than fork skew on a loaded machine (50 ms was not)
     raise RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]")
 
 
