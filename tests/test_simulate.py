@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from instances import random_instance, round_robin_orders
 
@@ -72,6 +72,7 @@ def _check_timeline(inst: SchedulingInstance, tl, contention: bool) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(cases)
+@example((1306, 9, 3, True, 1306, False, False))  # two zero-length tasks tie at tick 24 on device 1
 def test_random_orders_simulate_to_valid_plans(case):
     seed, n, d, hetero, order_seed, random_dev, contention = case
     inst = random_instance(seed, n, d, heterogeneous=hetero)
@@ -82,9 +83,15 @@ def test_random_orders_simulate_to_valid_plans(case):
     report = validate_plan(inst, plan)
     if not contention:  # same memory semantics, shared code: the validator sees what the simulator saw
         assert report.peak_memory_bytes == tl.memory.peak_bytes
-        # and a tight plan replays to itself
+        # and a tight plan replays to itself.  Only the order of zero-length tasks that share a start tick on one
+        # device cannot be read back from the plan: then tasks may replay earlier (never later) on the same devices
         again = simulate_plan(inst, plan)
-        assert again.placements == plan.placements
+        zero = [(p.device, p.start_tick) for p in plan.placements if p.end_tick == p.start_tick]
+        if len(zero) == len(set(zero)):
+            assert again.placements == plan.placements
+        else:
+            for old, new in zip(plan.placements, again.placements, strict=True):
+                assert (new.task, new.device) == (old.task, old.device) and new.start_tick <= old.start_tick
     # capacity exactly at the peak is fine, one byte less is not
     tight = dataclasses.replace(inst, capacity_bytes=np.array(report.peak_memory_bytes, dtype=np.int64))
     validate_plan(tight, plan)
