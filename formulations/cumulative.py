@@ -192,7 +192,9 @@ def _energy(problem: CumulativeProblem, order: list[int]) -> tuple[np.ndarray, n
         for v in succ[t]:
             desc[t] |= desc[v]
             desc[t, v] = True
-    return anc.astype(np.int64) @ p, desc.astype(np.int64) @ p
+    # row by row: a boolean matrix times a vector would first copy the matrix as integers (8 n² bytes)
+    return (np.array([int(p[row].sum()) for row in anc], dtype=np.int64),
+            np.array([int(p[row].sum()) for row in desc], dtype=np.int64))
 
 
 def twin_groups(problem: CumulativeProblem) -> list[list[int]]:
