@@ -38,7 +38,7 @@ Constraint families (name: what, built by)
 The domain bounds from W_anc and W_desc are energy arguments: all of t's ancestors end before s[t] and start at
 or after 0, at most P at a time, so s[t] >= ⌈W_anc[t] / P⌉; likewise every descendant starts at or after e[t] and
 ends by C, so C >= e[t] + ⌈W_desc[t] / P⌉.  (Only for instances of at most `ENERGY_BOUND_MAX_TASKS` tasks: the
-ancestor sets take n² bits.)
+ancestor sets take n² bytes.)
 
 Device assignment (`assign_devices`): take the tasks by (start, end) and put each on a device that is free at its
 start (its last task ended at or before).  One always exists for a task of positive duration: the tasks on the
@@ -74,7 +74,7 @@ from planner.heuristics.list_schedule import Rank, heft
 from planner.heuristics.memory import memory_never_binds
 
 ENERGY_BOUND_MAX_TASKS = 3000
-"""Above this many tasks the ancestor/descendant energy bounds are skipped (their sets take n² bits)."""
+"""Above this many tasks the ancestor/descendant energy bounds are skipped (their sets take n² bytes)."""
 
 
 # ------------------------------------------------------------------------------------------------ the problem
