@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from formulations.backends import Backend, get_backend
+from formulations.cumulative import cumulative_applies, solve_cumulative
 from formulations.driver import Formulation, ceil_tick, solve_formulation
 from formulations.model_api import ModelBuilder, ProgressCallback, SolveResult
 from formulations.placement import (
@@ -248,6 +249,13 @@ def solve_placement(
     listed = critical_path_schedule(instance)
     valid = [s for s in (warm, listed) if s is not None and _valid(instance, s, release_tick)]
     best_known = min(valid, key=lambda s: _value(s, tail_tick)) if valid else None
+    if cumulative_applies(instance, be, objective):  # P|prec|Cmax: start times and one cumulative suffice
+        solved = solve_cumulative(instance, backend=be, time_limit_s=time_limit_s, rel_gap=rel_gap, threads=threads,
+                                  seed=seed, deterministic=deterministic, progress=progress, known=valid,
+                                  release_tick=release_tick, tail_tick=tail_tick, started_s=t0)
+        return _plan(instance, solved.solution, status=solved.status, lower_bound=solved.lower_bound_tick,
+                     solver=solved.solver, version=solved.solver_version, elapsed=solved.solve_time_s,
+                     shift=release_tick is None)
     if best_known is not None and objective.makespan_only:
         horizon = _value(best_known, tail_tick)
     else:
