@@ -26,7 +26,8 @@ The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` m
                incumbent is expressible on them: its projection is a valid warm start no longer than it.  The
                placement model on those clusters (CP-SAT by default) can only keep or improve it; repeated on the
                improved plan while a round improves it.  Skipped when the runs are more than
-               CLUSTER_ROUND_FACTOR x the backend's cluster count (tight plans of large graphs: LNS handles those).
+               CLUSTER_ROUND_FACTOR x the backend's cluster count (tight plans of large graphs: LNS handles those)
+               or more than CLUSTER_MIN_SHRINK x the ops (nearly single ops: the op-level model again).
     phase 3a, iterated list scheduling (`planner.heuristics.iterated`) with ITERATED_SHARE of the time left: a
                (1+1) evolution strategy over task priorities, decoded by the list scheduler, from the classic
                schedulers' priorities and the incumbent's order; every plan is a list schedule, hence valid.
@@ -109,10 +110,11 @@ class SolveOptions:
 # CP-SAT handles a hundred-odd clusters on 8 devices comfortably; big-M MILPs stall far earlier (see README).
 DEFAULT_CLUSTERS = {"cpsat": 96, "scip": 24, "cbc": 16, "highs": 16}
 CLUSTER_ROUND_FACTOR = 4  # a cluster round runs on at most this many times the backend's cluster count
+CLUSTER_MIN_SHRINK = 0.8  # a cluster round runs only when the runs are fewer than this share of the ops
 CLUSTER_SHARE = 0.3  # of the time left, what one cluster round may use (LNS gets the rest)
 ONE_SEGMENT_TASKS = 150  # above this, a graph without bottlenecks gets only ONE_SEGMENT_SHARE for phase 1
 ONE_SEGMENT_SHARE = 0.15
-ITERATED_SHARE = 0.5  # of the time left before LNS, what the iterated list scheduler gets
+ITERATED_SHARE = 0.7  # of the time left before LNS, what the iterated list scheduler gets
 LINEAR_SHARE = 0.25  # of the time left after phase 1, what the linear rounds get on a graph with bottlenecks
 
 
@@ -451,6 +453,12 @@ def _cluster_rounds(fine: SchedulingInstance, incumbent: Plan, options: SolveOpt
         if coarse.num_tasks > CLUSTER_ROUND_FACTOR * limit:
             say(f"cluster round skipped: the incumbent's runs make {coarse.num_tasks} clusters, more than "
                 f"{CLUSTER_ROUND_FACTOR * limit} (LNS handles it)")
+            break
+        if coarse.num_tasks > CLUSTER_MIN_SHRINK * fine.num_tasks:
+            # Nearly one op per cluster: the round would be the op-level model again; on the engine bench (layered
+            # 300x8, the MoE) such rounds spent 5-11 s and never improved the incumbent.
+            say(f"cluster round skipped: the incumbent's runs make {coarse.num_tasks} clusters of "
+                f"{fine.num_tasks} ops (nearly single ops; the later phases handle it)")
             break
         r0 = time.monotonic()
         share = remaining * CLUSTER_SHARE
