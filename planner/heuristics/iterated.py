@@ -14,8 +14,12 @@ it: a (1+1) evolution strategy over priority vectors.
         if the child's makespan <= the parent's: it becomes the parent (equal ones too, to cross plateaus)
         sigma: x 1.5 after an improvement, x 0.95 after a move that was no better (the one-fifth rule's spirit:
                large steps while they pay, small ones near a local optimum), kept in [SIGMA_MIN, SIGMA_MAX]
-    every RESTART_EVERY moves without improvement, the parent goes back to the next starting point (perturbed
-    from the best plan's priority when there is only one)
+    every RESTART_EVERY moves without improvement, the parent goes back to the next starting point, or to the
+    best plan's priority (in turn)
+
+Measured alternatives: threshold acceptance (accept a child up to 1 % or 3 % longer, the threshold shrinking to 0
+over the budget) was worse on 3 of 4 layered graphs (300-1,000 tasks, 20 s); perturbing every task on every move
+(no local moves) was worse on all 5 graphs tried.
 
 The noise is in ticks, so it reorders tasks whose priorities are within a few task lengths of each other (tasks
 of the same layer or of neighbouring ones) and leaves the coarse order (sources before sinks) alone.  Every plan is
