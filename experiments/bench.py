@@ -12,7 +12,7 @@ absolute seconds across runs.  Sections:
                column).
 * `runtime`  - MoE and 3 light CNNs: serial torch, onnxruntime sequential/parallel, opplan measured and simulated.
 * `pipeline` - GPipe ... DualPipeV and the planned schedule at DualPipe's memory (unit costs and the MoE).
-* `engine`   - the search (`plan_instance`) against HEFT and HEFT/CPoP on 20 random layered DAGs (300-2,000 tasks,
+* `engine`   - the search (`plan_instance`) against HEFT, HEFT/CPoP, PEFT on 20 random layered DAGs (300-2,000 tasks,
                4 and 8 devices, comm/compute 0.5-2) and the bundled MoE on a100-4-pcie and cpu-4, 60 s each:
                what each phase reached, the final gap, which part found the plan (`experiments/bench_engine.py`).
 

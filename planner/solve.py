@@ -2,7 +2,10 @@
 
 The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` makes it from a model file).
 
-    phase 0, list scheduling: the shorter of HEFT and HEFT with CPoP's priority (upward + downward rank).
+    phase 0, list scheduling: the shortest of HEFT, HEFT with CPoP's priority (upward + downward rank) and PEFT
+               (`planner.heuristics.peft`).  The op-level bound starts at the communication-aware bound
+               (`planner.heuristics.comm_bound`: heads and tails that count the transfers joins and forks cannot
+               avoid, and an energy bound over the windows they leave; never below the trivial bound).
     phase 1, decomposition (`planner.decompose`): cut the op graph at its bottlenecks (ops that every other op
                precedes or follows: a layer's residual add, a module's concat); solve each segment's placement
                model at op level (CP-SAT, time shared by size, identical segments once; each warm-started from the
@@ -23,8 +26,12 @@ The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` m
                incumbent is expressible on them: its projection is a valid warm start no longer than it.  The
                placement model on those clusters (CP-SAT by default) can only keep or improve it; repeated on the
                improved plan while a round improves it.  Skipped when the runs are more than
-               CLUSTER_ROUND_FACTOR x the backend's cluster count (tight plans of large graphs: LNS handles those).
-    phase 3, large-neighbourhood search on the op plan (`planner.lns`) with the time left: free a window of
+               CLUSTER_ROUND_FACTOR x the backend's cluster count (tight plans of large graphs: LNS handles those)
+               or more than CLUSTER_MIN_SHRINK x the ops (nearly single ops: the op-level model again).
+    phase 3a, iterated list scheduling (`planner.heuristics.iterated`) with ITERATED_SHARE of the time left: a
+               (1+1) evolution strategy over task priorities, decoded by the list scheduler, from the classic
+               schedulers' priorities and the incumbent's order; every plan is a list schedule, hence valid.
+    phase 3b, large-neighbourhood search on the op plan (`planner.lns`) with the time left: free a window of
                ops at the critical chain, freeze the rest, solve the window exactly with the placement model
                (release times, delivery tails), replay and accept what is no longer; until the budget is spent
                or the plan meets the bound.
@@ -33,14 +40,15 @@ Every candidate is checked before it can become the incumbent (the validator on 
 inside is a bug, logged with its traceback, and the search continues with the incumbent it has (`_guarded`), so a
 valid input always gets a valid plan.  `Outcome.phases` (and the plan file's `search`) lists each step that
 improved the incumbent: the list scheduler, then 'decomposition', 'linear cluster round', 'cluster round',
-'LNS'; the last one found the plan.  When the plan is an op plan, it is returned over one-op clusters, so
-`Outcome.plan` is always a plan of `Outcome.coarse` whose `task_ops` lead back to the ops.
+'iterated list scheduling', 'LNS'; the last one found the plan.  When the plan is an op plan, it is returned over
+one-op clusters, so `Outcome.plan` is always a plan of `Outcome.coarse` whose `task_ops` lead back to the ops.
 
-The reported lower bound is for the real (op-level) problem: the decomposition bound, never below
-max(critical path, total work / total speed) of the fine instance.  The solver's bound on the clusters is
-reported apart (`cluster_bound_tick`), since a coarser problem's optimum is no bound for the finer one (with
-one-op clusters the two coincide).  Time is integer ticks throughout; with `deterministic` CP-SAT (the default of
-`solve_placement`) and a budget the solver does not hit, results are the same from run to run.
+The reported lower bound is for the real (op-level) problem: the best of the decomposition bound and the
+communication-aware bound, never below max(critical path, total work / total speed) of the fine instance.  The
+solver's bound on the clusters is reported apart (`cluster_bound_tick`), since a coarser problem's optimum is no
+bound for the finer one (with one-op clusters the two coincide).  Time is integer ticks throughout; with
+`deterministic` CP-SAT (the default of `solve_placement`) and a budget the solver does not hit, results are the
+same from run to run (the iterated list scheduler's number of moves depends on the clock, like LNS's).
 """
 
 from __future__ import annotations
@@ -62,7 +70,10 @@ from planner.cost.instance import SchedulingInstance
 from planner.decompose import Decomposition, decompose_and_solve, segments
 from planner.errors import InfeasibleError, OpplanError
 from planner.heuristics.baselines import round_robin, single_device
+from planner.heuristics.comm_bound import comm_lower_bound_tick
+from planner.heuristics.iterated import classic_starts, iterated_list_schedule, order_start
 from planner.heuristics.list_schedule import Rank, heft
+from planner.heuristics.peft import peft
 from planner.ir.units import format_time
 from planner.lns import lns
 from planner.schedule.errors import PlanInvalidError
@@ -99,10 +110,12 @@ class SolveOptions:
 # CP-SAT handles a hundred-odd clusters on 8 devices comfortably; big-M MILPs stall far earlier (see README).
 DEFAULT_CLUSTERS = {"cpsat": 96, "scip": 24, "cbc": 16, "highs": 16}
 CLUSTER_ROUND_FACTOR = 4  # a cluster round runs on at most this many times the backend's cluster count
+CLUSTER_MIN_SHRINK = 0.8  # a cluster round runs only when the runs are fewer than this share of the ops
 CLUSTER_SHARE = 0.3  # of the time left, what one cluster round may use (LNS gets the rest)
 ONE_SEGMENT_TASKS = 150  # above this, a graph without bottlenecks gets only ONE_SEGMENT_SHARE for phase 1
 ONE_SEGMENT_SHARE = 0.15
-LINEAR_SHARE = 0.6  # of the time left after phase 1, what the linear-clustering rounds get on a graph with bottlenecks
+ITERATED_SHARE = 0.7  # of the time left before LNS, what the iterated list scheduler gets
+LINEAR_SHARE = 0.25  # of the time left after phase 1, what the linear rounds get on a graph with bottlenecks
 
 
 def tick_formatter(instance: SchedulingInstance) -> Callable[[int], str]:
@@ -219,12 +232,13 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                        baselines=baseline_makespans(fine))
     get_backend(options.backend)  # an unknown or missing backend is the user's error, raised before the search
     unit = tick_formatter(fine)
-    fine_bound = fine.trivial_lower_bound_tick()
+    fine_bound = _guarded("communication-aware bound", say, lambda: comm_lower_bound_tick(fine)) or 0
+    fine_bound = max(fine_bound, fine.trivial_lower_bound_tick())
     incumbent = _best_list_schedule(fine)
     phases = [PhaseLog(str(incumbent.method), incumbent.makespan_tick, time.monotonic() - t0)]
     say(f"list scheduling: {incumbent.method} {unit(incumbent.makespan_tick)} (the incumbent); op-graph bound "
         f"{unit(fine_bound)} (critical path {unit(fine.critical_path_tick())}, work / speed "
-        f"{unit(fine.work_bound_tick())})")
+        f"{unit(fine.work_bound_tick())}, with transfers {unit(fine_bound)})")
     decomposition = None
     if options.decomposition_share > 0 and fine.num_tasks > 1:
         t1 = time.monotonic()
@@ -271,6 +285,22 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
         adopt("cluster round", _guarded("cluster rounds", say,
                                         lambda: _cluster_rounds(fine, start, options, t0, say, unit)))
         left = options.time_limit_s - (time.monotonic() - t0)
+        if incumbent.makespan_tick > fine_bound and left > 0.5 and fine.num_tasks > 1:
+            start = incumbent
+            budget = ITERATED_SHARE * left
+            searched_list = _guarded("iterated list scheduling", say, lambda: iterated_list_schedule(
+                fine, time_limit_s=budget, starts=[*classic_starts(fine), order_start(fine, start)],
+                bound_tick=fine_bound, seed=options.seed, progress=say, unit=unit))
+            if searched_list is not None:
+                say(f"iterated list scheduling: {searched_list.moves} moves ({searched_list.improving_moves} "
+                    f"improving) in {searched_list.seconds:.1f}s from {searched_list.start_name} "
+                    f"{unit(searched_list.start_makespan_tick)}: {unit(searched_list.plan.makespan_tick)}")
+                found = searched_list.plan
+                if found.makespan_tick < incumbent.makespan_tick and _valid(fine, found):
+                    phases.append(PhaseLog("iterated list scheduling", found.makespan_tick, searched_list.seconds))
+                    incumbent = found
+                    best = None
+        left = options.time_limit_s - (time.monotonic() - t0)
         if incumbent.makespan_tick > fine_bound and left > 0.5:
             start = incumbent
             say(f"LNS on the op plan from {unit(start.makespan_tick)} ({left:.0f}s left; bound {unit(fine_bound)})")
@@ -313,13 +343,16 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
 
 
 def _best_list_schedule(fine: SchedulingInstance) -> Plan:
-    """The shortest of the classic list schedules on the op graph (HEFT; HEFT with CPoP's priority)."""
+    """The shortest of the classic list schedules on the op graph (HEFT; HEFT with CPoP's priority; PEFT)."""
     plans = [heft(fine)]
-    try:
-        plans.append(heft(fine, rank=Rank.SUM))
-    except InfeasibleError:
-        pass
+    for other in (lambda: heft(fine, rank=Rank.SUM), lambda: peft(fine)):
+        try:
+            plans.append(other())
+        except InfeasibleError:
+            pass
     return min(plans, key=lambda p: p.makespan_tick)
+
+
 
 
 def _valid(fine: SchedulingInstance, plan: Plan) -> bool:
@@ -420,6 +453,12 @@ def _cluster_rounds(fine: SchedulingInstance, incumbent: Plan, options: SolveOpt
         if coarse.num_tasks > CLUSTER_ROUND_FACTOR * limit:
             say(f"cluster round skipped: the incumbent's runs make {coarse.num_tasks} clusters, more than "
                 f"{CLUSTER_ROUND_FACTOR * limit} (LNS handles it)")
+            break
+        if coarse.num_tasks > CLUSTER_MIN_SHRINK * fine.num_tasks:
+            # Nearly one op per cluster: the round would be the op-level model again; on the engine bench (layered
+            # 300x8, the MoE) such rounds spent 5-11 s and never improved the incumbent.
+            say(f"cluster round skipped: the incumbent's runs make {coarse.num_tasks} clusters of "
+                f"{fine.num_tasks} ops (nearly single ops; the later phases handle it)")
             break
         r0 = time.monotonic()
         share = remaining * CLUSTER_SHARE

@@ -1,0 +1,172 @@
+"""A communication-aware lower bound on the makespan: heads and tails that count the transfers a join (or fork)
+cannot avoid, and an energy bound over the windows they leave.
+
+The trivial bound (max(critical path, work / speed)) drops every transfer; on graphs where transfers are about as
+long as the ops (the engine bench's layered DAGs, comm/compute 0.5-2) it sits far below any plan, and the gap
+reported against it says little (issue 16).  This bound is never below the critical path and usually well above.
+
+Notation: p(t) = the fastest duration of t over its eligible devices; c(e) = the smallest delay of edge e = (u, v)
+over ordered pairs of *distinct* devices (a, b) with u eligible on a and v on b (infinite when there is none: u and
+v must then share a device); "u and v may share a device" when some device is eligible for both.
+
+**Heads.**  head(v) <= start(v) in every schedule, computed in topological order.  Group v's predecessors u (an
+edge set per pair: the largest c of them counts).  In a schedule, call S the predecessors on v's device.  Each u
+outside S delivers no earlier than head(u) + p(u) + c(u, v) (it ends no earlier than head(u) + p(u), and the
+transfer to another device takes at least c).  The ops of S run one at a time on v's device before v starts, each
+starting no earlier than its head, so v starts no earlier than the single-machine bound
+
+    B(S) = the makespan of S on one machine with release head(u) and length p(u)
+         = max over u in S, taken in order of head, of the recursion f = max(f, head(u)) + p(u)
+
+(which is the optimum of 1|r_j|C_max: earliest-release-first is optimal there).  So start(v) >=
+max(max_{u not in S} (head(u) + p(u) + c(u, v)), B(S)) for the schedule's S, and head(v) is the minimum of that
+over every S the schedule could have: predecessors that cannot share a device with v are never in S, those with
+c infinite are always in S.  B grows with S, so for the free predecessors only the prefixes of their order by
+head(u) + p(u) + c(u, v) (largest first) need to be tried: leaving out one with a larger value than one put in
+cannot lower the maximum.  Sources get head 0.
+
+**Tails.**  tail(u) <= makespan - end(u), by the same argument on the reversed graph: successors v outside u's
+device start no earlier than end(u) + c(u, v) and need p(v) + tail(v) after their start; those on u's device
+run one at a time after end(u), so in reversed time they form a single-machine problem with release tail(v).
+
+**Bounds.**  (1) every op t: makespan >= head(t) + p(t) + tail(t).  (2) energy: for thresholds a and b, every
+op with head >= a and tail >= b runs inside [a, makespan - b] (when there is such an op); with relative speeds s_d as in
+`SchedulingInstance.work_bound_tick` (dur[t, d] >= p(t) / s_d), the work of those ops satisfies
+sum p(t) <= (makespan - a - b) * sum_d s_d.  Thresholds a, b range over (a sample of) the heads and tails.
+Memory is ignored (a relaxation), so both hold for every valid plan.  The test compares the bound with the brute
+force optimum on small random instances (`tests/test_comm_bound.py`).
+
+Cost: O(edges x log) for heads and tails; the energy bound is one matrix product over at most ENERGY_SAMPLES
+thresholds each way.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from planner.cost.instance import INELIGIBLE, SchedulingInstance
+
+__all__ = ["comm_heads_tails", "comm_lower_bound_tick"]
+
+ENERGY_SAMPLES = 256  # thresholds tried per side in the energy bound (quantiles of the heads and tails)
+_INF = math.inf
+
+
+def _edge_min_delay(instance: SchedulingInstance) -> tuple[list[float], list[bool]]:
+    """Per edge (u, v): c(e) (module docstring; inf when u and v cannot be on different devices) and whether u
+    and v may share a device."""
+    ok = instance.duration_tick < INELIGIBLE
+    nd = instance.num_devices
+    lc = instance.link_class
+    comm = instance.comm_tick
+    delays: list[float] = []
+    share: list[bool] = []
+    for e, (u, v) in enumerate(instance.edges):
+        du = np.flatnonzero(ok[u]).tolist()
+        dv = np.flatnonzero(ok[v]).tolist()
+        best = _INF
+        classes = {int(lc[a, b]) for a in du for b in dv if a != b} if nd > 1 else set()
+        for k in classes:
+            best = min(best, float(comm[e, k]))
+        delays.append(best)
+        share.append(bool(set(du) & set(dv)))
+    return delays, share
+
+
+def _single_machine(jobs: list[tuple[float, float]]) -> float:
+    """Least makespan of jobs (release, length) on one machine: earliest release first."""
+    f = 0.0
+    for r, p in sorted(jobs):
+        f = max(f, r) + p
+    return f
+
+
+def _side(n: int, order: list[int], links: list[list[tuple[int, int]]], p: list[float], delays: list[float],
+          share: list[bool]) -> list[float]:
+    """Heads (links = predecessors, order topological) or tails (links = successors, order reversed): the
+    module docstring's recursion."""
+    out = [0.0] * n
+    for v in order:
+        if not links[v]:
+            continue
+        per: dict[int, tuple[float, bool]] = {}  # neighbour -> (largest delay of its edges, may share a device)
+        for u, e in links[v]:
+            c, s = per.get(u, (0.0, True))
+            per[u] = (max(c, delays[e]), s and share[e])
+        fixed_out = 0.0  # neighbours that cannot share v's device
+        forced_in: list[tuple[float, float]] = []  # neighbours that must share it
+        free: list[tuple[float, int]] = []
+        for u, (c, s) in per.items():
+            if not s:
+                fixed_out = max(fixed_out, out[u] + p[u] + c)
+            elif c == _INF:
+                forced_in.append((out[u], p[u]))
+            else:
+                free.append((out[u] + p[u] + c, u))
+        free.sort(reverse=True)
+        best = _INF
+        inside = list(forced_in)
+        for k in range(len(free) + 1):
+            remote = max(fixed_out, free[k][0] if k < len(free) else 0.0)
+            best = min(best, max(remote, _single_machine(inside)))
+            if k < len(free):
+                u = free[k][1]
+                inside.append((out[u], p[u]))
+        out[v] = best
+    return out
+
+
+def comm_heads_tails(instance: SchedulingInstance) -> tuple[np.ndarray, np.ndarray]:
+    """(heads, tails), float64 [n_tasks] each (module docstring): head(t) <= start(t) and
+    tail(t) <= makespan - end(t) in every schedule."""
+    n = instance.num_tasks
+    fastest = instance.min_duration_tick()
+    p = [float(x) if x < INELIGIBLE else 0.0 for x in fastest.tolist()]
+    delays, share = _edge_min_delay(instance)
+    topo = list(instance.topological_order)
+    pred = [list(x) for x in instance.predecessors]
+    succ = [list(x) for x in instance.successors]
+    heads = _side(n, topo, pred, p, delays, share)
+    tails = _side(n, topo[::-1], succ, p, delays, share)
+    return np.asarray(heads), np.asarray(tails)
+
+
+def _energy_bound(instance: SchedulingInstance, heads: np.ndarray, tails: np.ndarray, work: np.ndarray) -> float:
+    """Bound (2) of the module docstring over sampled thresholds."""
+    fastest = instance.min_duration_tick().astype(np.float64)
+    dur = instance.duration_tick.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where((dur > 0) & (instance.duration_tick < INELIGIBLE), fastest[:, None] / dur, 0.0)
+    total_speed = float(ratio.max(axis=0).sum())
+    if total_speed <= 0:
+        return 0.0
+    a_values = np.unique(heads)
+    b_values = np.unique(tails)
+    if len(a_values) > ENERGY_SAMPLES:
+        a_values = np.unique(np.quantile(heads, np.linspace(0, 1, ENERGY_SAMPLES), method="lower"))
+    if len(b_values) > ENERGY_SAMPLES:
+        b_values = np.unique(np.quantile(tails, np.linspace(0, 1, ENERGY_SAMPLES), method="lower"))
+    in_a = (heads[None, :] >= a_values[:, None]).astype(np.float64)  # [A, n]
+    in_b = (tails[None, :] >= b_values[:, None]).astype(np.float64)  # [B, n]
+    w = (in_a * work[None, :]) @ in_b.T  # work of the ops with head >= a and tail >= b
+    count = in_a @ in_b.T  # how many there are: with none, (a, b) says nothing
+    value = np.where(count > 0, a_values[:, None] + b_values[None, :] + w / total_speed, 0.0)
+    return float(value.max(initial=0.0))
+
+
+def comm_lower_bound_tick(instance: SchedulingInstance) -> int:
+    """A lower bound on the makespan of every valid plan (module docstring), never below
+    `instance.trivial_lower_bound_tick()`."""
+    trivial = instance.trivial_lower_bound_tick()
+    if instance.num_tasks == 0:
+        return trivial
+    heads, tails = comm_heads_tails(instance)
+    fastest = instance.min_duration_tick()
+    work = np.where(fastest < INELIGIBLE, fastest, 0).astype(np.float64)
+    path = float((heads + work + tails).max(initial=0.0))
+    energy = _energy_bound(instance, heads, tails, work)
+    # Heads, tails and work are integers (sums and maxima of integer ticks), so only the energy term needs ceil;
+    # the small slack absorbs float rounding in the division.
+    return max(trivial, int(math.ceil(max(path, energy) - 1e-6)))

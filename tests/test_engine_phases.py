@@ -1,0 +1,53 @@
+"""The wiring of the engine's new parts in `planner.solve` and `planner.decompose`: phase 0 takes PEFT into account,
+the op-level bound includes the communication-aware bound, the iterated list scheduler shows up in the search's
+history when it improves, and a long segment solve reports its progress."""
+
+from __future__ import annotations
+
+from checks import check_plan_valid
+from instances import make_instance
+
+from experiments.layered import layered_dag
+from planner.decompose import PROGRESS_EVERY_S, _segment_progress
+from planner.heuristics.comm_bound import comm_lower_bound_tick
+from planner.heuristics.list_schedule import Rank, heft
+from planner.heuristics.peft import peft
+from planner.solve import SolveOptions, _best_list_schedule, plan_instance
+
+
+def test_phase_zero_takes_peft_when_it_is_shortest() -> None:
+    inst = layered_dag(40, 3, seed=24, comm_ratio=2.0)  # PEFT beats HEFT here (test_list_schedulers_more)
+    best = _best_list_schedule(inst)
+    assert best.makespan_tick == min(heft(inst).makespan_tick, heft(inst, rank=Rank.SUM).makespan_tick,
+                                     peft(inst).makespan_tick)
+    assert best.makespan_tick <= peft(inst).makespan_tick
+
+
+def test_bound_includes_transfers_and_proves_the_join_optimal() -> None:
+    inst = make_instance("join", [[5, 5], [5, 5], [1, 1]], [(0, 2, 10), (1, 2, 10)])
+    out = plan_instance(inst, SolveOptions(time_limit_s=5, threads=1))
+    assert out.lower_bound_tick == comm_lower_bound_tick(inst) == 11
+    assert out.op_plan.makespan_tick == 11
+    assert out.op_plan.status == "optimal"
+
+
+def test_iterated_phase_beats_the_classic_schedulers_and_is_recorded() -> None:
+    inst = layered_dag(120, 8, seed=5, comm_ratio=2.0)
+    best_classic = min(heft(inst).makespan_tick, heft(inst, rank=Rank.SUM).makespan_tick, peft(inst).makespan_tick)
+    out = plan_instance(inst, SolveOptions(time_limit_s=10, threads=1, decomposition_share=0.0))
+    check_plan_valid(inst, out.op_plan)
+    assert out.op_plan.makespan_tick < best_classic
+    sources = [p.source for p in out.phases]
+    assert "iterated list scheduling" in sources or "LNS" in sources
+    assert out.lower_bound_tick >= comm_lower_bound_tick(inst)
+
+
+def test_segment_progress_is_throttled() -> None:
+    said: list[str] = []
+    report = _segment_progress(said.append, 3, 96)
+    report(0.1, 100.0, 80.0, 0.2)
+    report(0.2 + PROGRESS_EVERY_S / 2, 99.0, 81.0, 0.18)  # too soon after the first line
+    report(0.2 + PROGRESS_EVERY_S, 98.0, None, None)
+    report(0.3 + 3 * PROGRESS_EVERY_S, None, 82.0, None)  # no incumbent yet: nothing to say
+    assert said == ["segment 3 (96 tasks):   0.1s incumbent 100, solver bound 80",
+                    f"segment 3 (96 tasks): {0.2 + PROGRESS_EVERY_S:5.1f}s incumbent 98, solver bound -"]
