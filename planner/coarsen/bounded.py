@@ -1,0 +1,280 @@
+"""Merge clusters while the coarse critical path stays within a tolerance of the op graph's (issue 16).
+
+A cluster is one atomic task of the coarse instance: it starts when all its inputs have arrived and its outputs
+leave when it ends.  Merging two clusters that were independent therefore ties their branches together, and
+merging to a fixed count made the coarse critical path 3x-12x the op graph's.  This merge refuses every merge that
+would make the coarse critical path longer than `limit_tick` (the caller sets it, `coarsen` uses
+(1 + tolerance) x the op graph's critical path), and stops at the size the solver can handle (`target_clusters`)
+or when no allowed merge is left.
+
+**Levels as upper bounds, kept incrementally.**  Every live cluster k carries t[k] (earliest start) and b[k]
+(its cost plus the longest tail) that are *consistent*: t[x] >= t[k] + c[k] + w(k, x) and b[k] >= c[k] + w(k, x)
++ b[x] on every cluster edge k -> x.  Consistent values bound the true levels from above, so the critical path is
+at most max_k t[k] + b[k], and that maximum stays <= the limit:
+
+* a merge of A and B into AB is allowed only if L = t_in + c(A) + c(B) + tail <= limit, where t_in is the latest
+  arrival over AB's predecessors and tail the longest tail over AB's successors, both from the current bounds and
+  with AB's edge weights (the edges of A and B to a common neighbour add up) — O(deg A + deg B);
+* then t[AB] = t_in and b[AB] = c(AB) + tail, and the increases are pushed forward (t, in topological order) and
+  backward (b, in reverse) only while some value grows.  A raised t[x] comes from a path through AB, so
+  t[x] + b[x] <= t[AB] + b[AB] = L by the consistency of b (and the same for a raised b); hence the maximum stays
+  <= limit after every merge.  Values that would fall are left high (still bounds), and each round starts from
+  exact levels again.
+
+The comm of a cluster edge is the sum over the fine edges it joins, never below the contracted instance's (which
+moves a tensor once), so the contracted instance's critical path is at most the bound kept here.
+
+**Candidates** (one round: exact levels, then the candidates in this order, each checked when taken):
+
+1. heavy edges: every cluster edge A -> B, heaviest comm first (merging zeroes it), then the lighter merged
+   cluster; after a merge the merged cluster's heaviest in- and out-edge are offered again;
+2. siblings that share an input: the successors of each cluster, sorted by t-level, paired neighbour by neighbour,
+   heavier shared input first.
+
+A merge must also keep the cluster graph acyclic (the incremental check of `planner.coarsen.merge._ClusterGraph`,
+which also handles two clusters joined by no edge), keep the merged cost <= max(total work / devices, costliest
+input cluster) (load balance), and respect the parameter-byte limit.  Only clusters that may run on exactly the
+same devices merge: then the contracted cluster's cost estimate (its mean duration over those devices) is the sum
+of its members' estimates, the cost this merge reasons with, so the bound above holds for the contracted instance.
+A round merges at most half the live clusters; rounds repeat while one merges something.  Each round is O((C + E) log E)
+for C clusters and E cluster edges plus the pushes of raised levels; rounds shrink the graph geometrically when
+merging goes well, and stop when a round merges nothing.
+
+**The solver-size target.**  The placement model has one assignment variable per cluster and device (and one
+optional interval for each), so its size is clusters x devices; `solver_size_target` is the number of clusters
+that makes PLACEMENT_CELLS of them, a size CP-SAT solves or improves well within the search's round budget on
+this project's benchmarks (96 clusters x 8 devices, the cluster count the search used for CP-SAT).  A caller that
+knows its solver passes its own count.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+from planner.coarsen.adjacency import Adjacency
+from planner.coarsen.contract import contract
+from planner.coarsen.levels import critical_path_length, edge_comm_estimate, task_cost_estimate
+from planner.coarsen.merge import _ClusterGraph, _groups
+from planner.cost.instance import SchedulingInstance
+
+DEFAULT_CP_TOLERANCE = 0.05  # coarse critical path <= 1.05 x the op graph's
+PLACEMENT_CELLS = 768  # clusters x devices the placement model handles in a round's budget (module docstring)
+_ROUND_FRACTION = 0.5  # at most this share of the live clusters merges in one round
+_MAX_ROUNDS = 64
+_EPS = 1e-9
+
+
+def solver_size_target(num_devices: int, cells: int = PLACEMENT_CELLS) -> int:
+    """Clusters that make `cells` cluster x device pairs (at least 2)."""
+    return max(2, cells // max(1, num_devices))
+
+
+class _Bounded:
+    """The cluster graph with consistent upper bounds on its t- and b-levels (module docstring)."""
+
+    def __init__(self, g: _ClusterGraph) -> None:
+        self.g = g
+        self.t = [0.0] * len(g.alive)
+        self.b = [0.0] * len(g.alive)
+        self.exact()
+
+    def exact(self) -> float:
+        """Recompute exact levels over the live clusters; return the critical path."""
+        g, t, b = self.g, self.t, self.b
+        order = g.live_order()
+        cost, succ = g.cost, g.succ
+        for k in order:
+            t[k] = 0.0
+        for k in order:
+            end = t[k] + cost[k]
+            for x, w in succ[k].items():
+                if end + w > t[x]:
+                    t[x] = end + w
+        best = 0.0
+        for k in reversed(order):
+            tail = 0.0
+            for x, w in succ[k].items():
+                if w + b[x] > tail:
+                    tail = w + b[x]
+            b[k] = cost[k] + tail
+            best = max(best, t[k] + b[k])
+        return best
+
+    def merged_length(self, a: int, c: int) -> tuple[float, float, float]:
+        """(L, t_in, tail) of the cluster a + c would be (module docstring)."""
+        g, t, b = self.g, self.t, self.b
+        cost, pa, pc, sa, sc = g.cost, g.pred[a], g.pred[c], g.succ[a], g.succ[c]
+        t_in = 0.0
+        for p, w in pa.items():
+            if p != c:
+                val = t[p] + cost[p] + w + pc.get(p, 0.0)
+                if val > t_in:
+                    t_in = val
+        for p, w in pc.items():
+            if p != a and p not in pa:
+                val = t[p] + cost[p] + w
+                if val > t_in:
+                    t_in = val
+        tail = 0.0
+        for x, w in sa.items():
+            if x != c:
+                val = w + sc.get(x, 0.0) + b[x]
+                if val > tail:
+                    tail = val
+        for x, w in sc.items():
+            if x != a and x not in sa:
+                val = w + b[x]
+                if val > tail:
+                    tail = val
+        return t_in + cost[a] + cost[c] + tail, t_in, tail
+
+    def settle(self, k: int, t_in: float, tail: float) -> None:
+        """Levels of the merged cluster k, and the increases they cause, pushed along the graph."""
+        g, t, b = self.g, self.t, self.b
+        cost, succ, pred, pos = g.cost, g.succ, g.pred, g.pos
+        t[k] = t_in
+        b[k] = cost[k] + tail
+        heap = [(pos[k], k)]
+        while heap:
+            _, y = heapq.heappop(heap)
+            end = t[y] + cost[y]
+            for x, w in succ[y].items():
+                if end + w > t[x] + _EPS:
+                    t[x] = end + w
+                    heapq.heappush(heap, (pos[x], x))
+        heap = [(-pos[k], k)]
+        while heap:
+            _, y = heapq.heappop(heap)
+            by = b[y]
+            for p, w in pred[y].items():
+                val = cost[p] + w + by
+                if val > b[p] + _EPS:
+                    b[p] = val
+                    heapq.heappush(heap, (-pos[p], p))
+
+
+def _pieces(adj: Adjacency, clusters: Sequence[Sequence[int]], masks: list[int] | None) -> list[list[int]]:
+    """Cut each cluster (members in a topological order, e.g. a linear chain) into pieces that are plain paths: two
+    consecutive members u, v stay together only when v is u's only successor, u is v's only predecessor, and both
+    may run on the same devices.  Such a piece takes its inputs at its first member and gives its output from its
+    last, so as one atomic task it is never later than its members were on the op graph (its internal comm is
+    zero, its cost estimate the sum of theirs): the pieces' critical path is at most the op graph's.  Pieces are
+    consecutive runs of a cluster's member order, so an acyclic cluster graph stays acyclic."""
+    out: list[list[int]] = []
+    for members in clusters:
+        piece = [members[0]]
+        for u, v in zip(members, members[1:]):
+            joined = ({x for x, _ in adj.succ[u]} == {v} and {p for p, _ in adj.pred[v]} == {u}
+                      and (masks is None or masks[u] == masks[v]))
+            if not joined:
+                out.append(piece)
+                piece = []
+            piece.append(v)
+        out.append(piece)
+    return out
+
+
+def _candidates(g: _ClusterGraph, t: list[float], b: list[float], slack: float) -> list[tuple[int, float, float,
+                                                                                           int, int]]:
+    """(kind, -shared comm, merged cost, a, c) for heavy edges (kind 0) and siblings sharing an input (kind 1),
+    levels exact.  A candidate is left out when even a lower bound on its merged path (from the levels, ignoring
+    that edges to a common neighbour add up) is over `slack`: O(1) each, with the top two arrivals and tails per
+    cluster, so the exact O(degree) check runs only on candidates that may pass."""
+    cost, succ, pred = g.cost, g.succ, g.pred
+    order = g.live_order()
+    k_count = len(g.alive)
+    in1, in1_arg, in2 = [0.0] * k_count, [-1] * k_count, [0.0] * k_count
+    out1, out1_arg, out2 = [0.0] * k_count, [-1] * k_count, [0.0] * k_count
+    for k in order:
+        for p, w in pred[k].items():
+            val = t[p] + cost[p] + w
+            if val > in1[k]:
+                in2[k] = in1[k]
+                in1[k], in1_arg[k] = val, p
+            elif val > in2[k]:
+                in2[k] = val
+        for x, w in succ[k].items():
+            val = w + b[x]
+            if val > out1[k]:
+                out2[k] = out1[k]
+                out1[k], out1_arg[k] = val, x
+            elif val > out2[k]:
+                out2[k] = val
+    out: list[tuple[int, float, float, int, int]] = []
+    for a in order:
+        sa = succ[a]
+        ta, ca = in1[a], cost[a]
+        tail_a1, tail_a2, tail_a_arg = out1[a], out2[a], out1_arg[a]
+        for x, w in sa.items():
+            t_in = in2[x] if in1_arg[x] == a else in1[x]
+            tail = tail_a2 if tail_a_arg == x else tail_a1
+            if max(ta, t_in) + ca + cost[x] + max(tail, out1[x]) <= slack:
+                out.append((0, -w, ca + cost[x], a, x))
+        if len(sa) > 1:
+            kids = sorted(sa, key=lambda x: (t[x], g.pos[x]))
+            for x, y in zip(kids, kids[1:]):
+                if max(in1[x], in1[y]) + cost[x] + cost[y] + max(out1[x], out1[y]) <= slack:
+                    out.append((1, -min(sa[x], sa[y]), cost[x] + cost[y], x, y))
+    heapq.heapify(out)
+    return out
+
+
+def _bounded_merge(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list[float], comm: list[float],
+                   param: list[int], masks: list[int] | None, *, num_devices: int, target_clusters: int,
+                   limit_tick: float, max_cluster_param_bytes: float | None) -> list[list[int]]:
+    """Merge clusters given in a topological order of an acyclic cluster graph (see module).  The limit is raised
+    to the starting clusters' own critical path if that is longer (merging never makes it worse)."""
+    if num_devices < 1:
+        raise ValueError(f"num_devices must be >= 1, got {num_devices}")
+    if target_clusters < 1:
+        raise ValueError(f"target_clusters must be >= 1, got {target_clusters}")
+    g = _ClusterGraph(adj, clusters, cost, comm, param, masks)
+    lv = _Bounded(g)
+    limit = max(limit_tick, lv.exact())
+    slack = limit + _EPS * max(1.0, limit)
+    cap = max([sum(g.cost) / num_devices] + g.cost)
+    cap += _EPS * max(1.0, cap)
+    max_bytes = float("inf") if max_cluster_param_bytes is None else max_cluster_param_bytes
+    for _ in range(_MAX_ROUNDS):
+        if g.n_alive <= target_clusters:
+            break
+        lv.exact()
+        heap = _candidates(g, lv.t, lv.b, slack)
+        budget = max(1, int(g.n_alive * _ROUND_FRACTION))
+        done = 0
+        while heap and done < budget and g.n_alive > target_clusters:
+            _, _, _, a0, c0 = heapq.heappop(heap)
+            a, c = g.find(a0), g.find(c0)
+            if a == c:
+                continue
+            if g.pos[a] > g.pos[c]:
+                a, c = c, a
+            if (g.cost[a] + g.cost[c] > cap or g.param[a] + g.param[c] > max_bytes
+                    or g.mask[a] != g.mask[c] or not g.mask[a]):
+                continue
+            length, t_in, tail = lv.merged_length(a, c)
+            if length > slack or not g.try_merge(a, c):
+                continue
+            done += 1
+            k = g.find(a)
+            lv.settle(k, t_in, tail)
+            # offer the merged cluster's heaviest in- and out-edge again (their weights grew)
+            for nbrs, forward in ((g.succ[k], True), (g.pred[k], False)):
+                if nbrs:
+                    x = max(nbrs, key=nbrs.__getitem__)
+                    pair = (k, x) if forward else (x, k)
+                    heapq.heappush(heap, (0, -nbrs[x], g.cost[k] + g.cost[x], *pair))
+        if done == 0:
+            break
+    return _groups(adj, g)
+
+
+def critical_paths(fine: SchedulingInstance, clusters: Sequence[Sequence[int]]) -> tuple[float, float]:
+    """(op critical path, coarse critical path) in ticks: the op graph's, and that of the contracted instance of
+    `clusters` (each cluster one atomic task, comm only on edges between clusters), both with the estimates of
+    `planner.coarsen.levels` (`task_cost_estimate`, `edge_comm_estimate`).  The search prints the two side by
+    side.  O(tasks + edges) plus the contraction."""
+    coarse = contract(fine, clusters)
+    op_cp = critical_path_length(fine, task_cost_estimate(fine), edge_comm_estimate(fine))
+    return op_cp, critical_path_length(coarse, task_cost_estimate(coarse), edge_comm_estimate(coarse))
