@@ -20,6 +20,13 @@ at most max_k t[k] + b[k], and that maximum stays <= the limit:
   t[x] + b[x] <= t[AB] + b[AB] = L by the consistency of b (and the same for a raised b); hence the maximum stays
   <= limit after every merge.  Values that would fall are left high (still bounds), and each round starts from
   exact levels again.
+* On a deep model a raise would travel to the end of the graph after every merge (quadratic).  So a push stops
+  after PUSH_LIMIT clusters: the raises of the clusters still waiting (the frontier) are undone, and their largest,
+  d, is added to the bound of *every* cluster positioned from the frontier's first on (a shift kept per position,
+  `_Shift`).  Every edge into the frontier comes from a cluster before it and is covered by d; an edge between two
+  shifted positions keeps its slack; shifts grow along the order, so no edge loses any.  The bounds stay
+  consistent, only cruder, until the next round's exact levels.  A cluster that the acyclicity repair moves to
+  another position keeps its bound (its stored part absorbs the difference of shifts).
 
 The comm of a cluster edge is the sum over the fine edges it joins, never below the contracted instance's (which
 moves a tensor once), so the contracted instance's critical path is at most the bound kept here.
@@ -42,9 +49,10 @@ which also handles two clusters joined by no edge), keep the merged cost <= max(
 input cluster) (load balance), and respect the parameter-byte limit.  Only clusters that may run on exactly the
 same devices merge: then the contracted cluster's cost estimate (its mean duration over those devices) is the sum
 of its members' estimates, the cost this merge reasons with, so the bound above holds for the contracted instance.
-A round merges at most half the live clusters; rounds repeat while one merges something.  Each round is O((C + E) log E)
-for C clusters and E cluster edges plus the pushes of raised levels; rounds shrink the graph geometrically when
-merging goes well, and stop when a round merges nothing.
+A round merges at most half the live clusters; rounds repeat while one merges at least 2 % of them (later rounds
+merged 1-2 % each on layered DAGs, at the cost of a whole round).  Each round is O((C + E) log E) for C clusters
+and E cluster edges, plus O(degree) per checked candidate and at most PUSH_LIMIT clusters (and one vectorised
+shift) per merge.
 
 **The solver-size target.**  The placement model has one assignment variable per cluster and device (and one
 optional interval for each), so its size is clusters x devices; `solver_size_target` is the number of clusters
@@ -58,6 +66,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
+import numpy as np
+
 from planner.coarsen.adjacency import Adjacency
 from planner.coarsen.contract import contract
 from planner.coarsen.levels import critical_path_length, edge_comm_estimate, task_cost_estimate
@@ -67,7 +77,9 @@ from planner.cost.instance import SchedulingInstance
 DEFAULT_CP_TOLERANCE = 0.05  # coarse critical path <= 1.05 x the op graph's
 PLACEMENT_CELLS = 768  # clusters x devices the placement model handles in a round's budget (module docstring)
 _ROUND_FRACTION = 0.5  # at most this share of the live clusters merges in one round
+_MIN_ROUND_FRACTION = 0.02  # a round that merges less than this share of the live clusters is the last
 _MAX_ROUNDS = 64
+PUSH_LIMIT = 64  # clusters a raise is pushed to one by one before the rest becomes a shift
 _EPS = 1e-9
 
 
@@ -76,18 +88,55 @@ def solver_size_target(num_devices: int, cells: int = PLACEMENT_CELLS) -> int:
     return max(2, cells // max(1, num_devices))
 
 
+class _Shift:
+    """Additions to every position from one on (`upto=False`) or up to one (`upto=True`): `add(p, d)` is one
+    vectorised pass over the positions (a few microseconds per thousand clusters), `at(p)` one array read.  Adds
+    happen at most once per merge, reads many times, which is what this trades for."""
+
+    def __init__(self, size: int, upto: bool = False) -> None:
+        self.size = size
+        self.upto = upto
+        self.total = np.zeros(size)
+        self.any = False
+
+    def clear(self) -> None:
+        if self.any:
+            self.total[:] = 0.0
+            self.any = False
+
+    def add(self, p: int, d: float) -> None:
+        if self.upto:
+            self.total[:p + 1] += d
+        else:
+            self.total[p:] += d
+        self.any = True
+
+    def at(self, p: int) -> float:
+        return float(self.total[p]) if self.any else 0.0
+
+
 class _Bounded:
-    """The cluster graph with consistent upper bounds on its t- and b-levels (module docstring)."""
+    """The cluster graph with consistent upper bounds on its t- and b-levels (module docstring).
+
+    The bound on cluster k's t-level is `t[k] + shift_t.at(pos[k])`, on its b-level `b[k] + shift_b.at(pos[k])`:
+    a raise that would travel further than PUSH_LIMIT clusters is applied as a shift of every later (earlier)
+    position instead (module docstring)."""
 
     def __init__(self, g: _ClusterGraph) -> None:
         self.g = g
-        self.t = [0.0] * len(g.alive)
-        self.b = [0.0] * len(g.alive)
+        n = len(g.alive)
+        self.t = [0.0] * n
+        self.b = [0.0] * n
+        self.shift_t = _Shift(n)
+        self.shift_b = _Shift(n, upto=True)
+        g.moved = []
         self.exact()
 
     def exact(self) -> float:
-        """Recompute exact levels over the live clusters; return the critical path."""
+        """Recompute exact levels over the live clusters (no shifts); return the critical path."""
         g, t, b = self.g, self.t, self.b
+        self.shift_t.clear()
+        self.shift_b.clear()
         order = g.live_order()
         cost, succ = g.cost, g.succ
         for k in order:
@@ -108,7 +157,9 @@ class _Bounded:
         return best
 
     def merged_length(self, a: int, c: int) -> tuple[float, float, float]:
-        """(L, t_in, tail) of the cluster a + c would be (module docstring)."""
+        """(L, t_in, tail) of the cluster a + c would be (module docstring); a before c in the order.  Every
+        predecessor sits before c and every successor after a, and shifts only grow away from the start (end), so
+        c's t-shift and a's b-shift bound theirs: two look-ups per check."""
         g, t, b = self.g, self.t, self.b
         cost, pa, pc, sa, sc = g.cost, g.pred[a], g.pred[c], g.succ[a], g.succ[c]
         t_in = 0.0
@@ -133,31 +184,74 @@ class _Bounded:
                 val = w + b[x]
                 if val > tail:
                     tail = val
+        if pa or pc:
+            t_in += self.shift_t.at(g.pos[c])
+        if sa or sc:
+            tail += self.shift_b.at(g.pos[a])
         return t_in + cost[a] + cost[c] + tail, t_in, tail
 
+    def moved(self) -> None:
+        """Keep the bounds of clusters the last merge reordered (their shift depends on the position)."""
+        g = self.g
+        assert g.moved is not None
+        for x, old in g.moved:
+            new = g.pos[x]
+            self.t[x] += self.shift_t.at(old) - self.shift_t.at(new)
+            self.b[x] += self.shift_b.at(old) - self.shift_b.at(new)
+        g.moved.clear()
+
     def settle(self, k: int, t_in: float, tail: float) -> None:
-        """Levels of the merged cluster k, and the increases they cause, pushed along the graph."""
-        g, t, b = self.g, self.t, self.b
-        cost, succ, pred, pos = g.cost, g.succ, g.pred, g.pos
-        t[k] = t_in
-        b[k] = cost[k] + tail
-        heap = [(pos[k], k)]
-        while heap:
-            _, y = heapq.heappop(heap)
-            end = t[y] + cost[y]
-            for x, w in succ[y].items():
-                if end + w > t[x] + _EPS:
-                    t[x] = end + w
-                    heapq.heappush(heap, (pos[x], x))
-        heap = [(-pos[k], k)]
-        while heap:
-            _, y = heapq.heappop(heap)
-            by = b[y]
-            for p, w in pred[y].items():
-                val = cost[p] + w + by
-                if val > b[p] + _EPS:
-                    b[p] = val
-                    heapq.heappush(heap, (-pos[p], p))
+        """Bounds of the merged cluster k, and the raises they cause pushed along the graph (module docstring)."""
+        g = self.g
+        cost, pos = g.cost, g.pos
+        self.t[k] = t_in - self.shift_t.at(pos[k])
+        self.b[k] = cost[k] + tail - self.shift_b.at(pos[k])
+        _push(k, self.t, self.shift_t, g.succ, pos, cost, forward=True)
+        _push(k, self.b, self.shift_b, g.pred, pos, cost, forward=False)
+
+
+def _zero(_p: int) -> float:
+    return 0.0
+
+
+def _push(k: int, level: list[float], shift: _Shift, nbrs: list[dict[int, float]], pos: list[int],
+          cost: list[float], *, forward: bool) -> None:
+    """Raise the bounds after k along `nbrs` (successors for t, predecessors for b), nearest position first.
+    After PUSH_LIMIT clusters the raises left (the frontier) are undone and their largest is added as a shift of
+    every position from the frontier's nearest on: every edge into the frontier is then covered, and the edges
+    between two shifted positions stay as they were."""
+    sign = 1 if forward else -1
+    heap = [(sign * pos[k], k)]
+    old: dict[int, float] = {}  # raised cluster -> its bound before
+    done: set[int] = set()
+    at = shift.at if shift.any else _zero
+    while heap:
+        if len(done) >= PUSH_LIMIT:
+            frontier = {y for _, y in heap if y not in done}
+            if frontier:
+                delta = 0.0
+                for y in frontier:
+                    here = shift.at(pos[y])
+                    delta = max(delta, level[y] + here - old[y])
+                    level[y] = old[y] - here
+                edge = (min if forward else max)(pos[y] for y in frontier)
+                shift.add(edge, delta)
+            return
+        _, y = heapq.heappop(heap)
+        if y in done:
+            continue
+        done.add(y)
+        py = pos[y]
+        # cost on the edge side: t adds the source's cost (y), b the source's cost (x)
+        out = level[y] + at(py) + (cost[y] if forward else 0.0)
+        for x, w in nbrs[y].items():
+            val = out + w + (0.0 if forward else cost[x])
+            here = at(pos[x])
+            if val > level[x] + here + _EPS:
+                if x not in old:
+                    old[x] = level[x] + here
+                level[x] = val - here
+                heapq.heappush(heap, (sign * pos[x], x))
 
 
 def _pieces(adj: Adjacency, clusters: Sequence[Sequence[int]], masks: list[int] | None) -> list[list[int]]:
@@ -255,7 +349,8 @@ def _bounded_merge(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list
             break
         cp = lv.exact()
         heap = _candidates(g, lv.t, lv.b, slack, cp)
-        budget = max(1, int(g.n_alive * _ROUND_FRACTION))
+        alive = g.n_alive
+        budget = max(1, int(alive * _ROUND_FRACTION))
         done = 0
         while heap and done < budget and g.n_alive > target_clusters:
             _, _, _, _, a0, c0 = heapq.heappop(heap)
@@ -270,6 +365,7 @@ def _bounded_merge(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list
             length, t_in, tail = lv.merged_length(a, c)
             if length > slack or not g.try_merge(a, c):
                 continue
+            lv.moved()
             done += 1
             k = g.find(a)
             lv.settle(k, t_in, tail)
@@ -279,7 +375,7 @@ def _bounded_merge(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list
                     x = max(nbrs, key=nbrs.__getitem__)
                     pair = (k, x) if forward else (x, k)
                     heapq.heappush(heap, (*_key(0.0, cp, 0, nbrs[x], g.cost[k] + g.cost[x]), *pair))
-        if done == 0:
+        if done < _MIN_ROUND_FRACTION * alive:
             break
     return _groups(adj, g)
 
