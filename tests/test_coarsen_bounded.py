@@ -33,6 +33,7 @@ from planner.cost.instance import SchedulingInstance
 from planner.ir.hardware import load_topology
 from planner.ir.moe_model import MoEConfig, write_moe_model
 from planner.prepare import prepare
+from planner.solve import SolveOptions, plan_instance
 
 DATA = Path(__file__).resolve().parents[1] / "planner" / "data"
 EPS = 1e-6
@@ -207,3 +208,15 @@ def test_shifted_bounds_on_random_dags(inst: SchedulingInstance, target: int, to
     assert_partition(inst, clusters)
     assert quotient_is_acyclic(inst, clusters)
     assert_within(inst, clusters, tolerance)
+
+
+def test_search_progress_reports_the_coarse_critical_path() -> None:
+    # the linear cluster round of the search prints the op graph's and the solved clusters' critical paths
+    fine = prepare(DATA / "models" / "moe.onnx", load_topology(DATA / "hardware_profiles" / "cpu-4.yaml")).instance
+    lines: list[str] = []
+    plan_instance(fine, SolveOptions(time_limit_s=4, threads=2, decomposition_share=0.0, max_rounds=1),
+                  lines.append)
+    reported = [m for m in lines if m.startswith("linear clustering:")]
+    assert len(reported) == 1
+    assert "critical path estimate" in reported[0] and " on ops -> " in reported[0]
+    assert reported[0].endswith(" on clusters)")
