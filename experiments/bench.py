@@ -4,7 +4,9 @@ Timings on this machine are noisy (shared vCPUs): compare ratios measured side b
 absolute seconds across runs.  Sections:
 
 * `import`   - ONNX import + inspection of stacked MoE models of ~10k and ~100k ops (and per-op time).
-* `coarsen`  - linear clustering of random layered DAGs of 10k and 100k tasks, and of the stacked MoE.
+* `coarsen`  - linear clustering of random layered DAGs of 10k and 100k tasks, and of the stacked MoE, merged to
+               the count and within the critical-path tolerance; coarse vs op critical path and the cluster round's
+               makespan on layered DAGs of 500 / 2,000 tasks and the bundled MoE (`experiments/bench_coarsen.py`).
 * `heft`     - HEFT list scheduling of random layered DAGs of 10k and 100k tasks on 8 devices.
 * `stg`      - the STG sets with proven optima, at most 10 s per instance: `stg-dev` (80 instances) and
                `stg-hard-dev` (30 whose optimum lies above the trivial bound); one CSV per set
@@ -66,27 +68,34 @@ def bench_import(quick: bool) -> list[dict]:
 
 
 def bench_coarsen(quick: bool) -> list[dict]:
-    """Random layered DAGs (10k, 100k) and the stacked MoE (a real model's structure at 10k and 100k ops)."""
+    """Random layered DAGs (10k, 100k) and the stacked MoE (a real model's structure at 10k and 100k ops), merged to
+    the count and within the critical-path tolerance; then whether coarsening keeps the parallelism
+    (`experiments.bench_coarsen.bench_parallelism`)."""
     from experiments.bench_coarsen import bench_coarsen as run
-    from planner.coarsen import coarsen
+    from experiments.bench_coarsen import bench_parallelism
+    from planner.coarsen import DEFAULT_CP_TOLERANCE, coarsen
     from planner.ir.hardware import load_topology
     from planner.prepare import prepare
 
-    rows = [{"graph": "random-layered", **row} for row in run([1_000, 10_000] if quick else [10_000, 100_000])]
+    tolerances = (None, DEFAULT_CP_TOLERANCE)
+    rows = [{"graph": "random-layered", **row}
+            for row in run([1_000, 10_000] if quick else [10_000, 100_000], tolerances=tolerances)]
     topology = load_topology(REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml")
     with tempfile.TemporaryDirectory() as tmp:
         for layers in ((8, 80) if quick else (80, 800)):
             inst = prepare(_stacked_moe(layers, Path(tmp) / f"moe{layers}.onnx"), topology).instance
-            t0 = time.perf_counter()
-            result = coarsen(inst)
-            seconds = time.perf_counter() - t0
-            rows.append({"graph": f"moe-{layers}-layers", "n_tasks": inst.num_tasks, "n_edges": len(inst.edges),
-                         "coarsen_s": round(seconds, 3), "us_per_task": round(1e6 * seconds / inst.num_tasks, 2),
-                         "linear_clusters": result.num_linear_clusters, "clusters": result.num_clusters,
-                         "critical_path_before_tick": result.critical_path_before_tick,
-                         "critical_path_after_tick": result.critical_path_after_tick,
-                         "cut_bytes": result.cut_bytes})
-    return rows
+            for tolerance in tolerances:
+                t0 = time.perf_counter()
+                result = coarsen(inst, cp_tolerance=tolerance)
+                seconds = time.perf_counter() - t0
+                rows.append({"graph": f"moe-{layers}-layers", "n_tasks": inst.num_tasks,
+                             "cp_tolerance": "" if tolerance is None else tolerance, "n_edges": len(inst.edges),
+                             "coarsen_s": round(seconds, 3), "us_per_task": round(1e6 * seconds / inst.num_tasks, 2),
+                             "linear_clusters": result.num_linear_clusters, "clusters": result.num_clusters,
+                             "critical_path_before_tick": result.critical_path_before_tick,
+                             "critical_path_after_tick": result.critical_path_after_tick,
+                             "cut_bytes": result.cut_bytes})
+    return rows + bench_parallelism(quick)
 
 
 def bench_heft(quick: bool) -> list[dict]:

@@ -1,4 +1,23 @@
-"""Timing of `coarsen` on random layered DAGs (the `coarsen` section of `make bench`; never a pass/fail test).
+"""Timing and quality of `coarsen` (the `coarsen` section of `make bench`; never a pass/fail test).
+
+`bench_coarsen`: timing on random layered DAGs of 10k-100k tasks, the count-target merge and the merge that keeps
+the critical path (`cp_tolerance`, issue 16) side by side.
+
+`bench_parallelism`: does coarsening keep the parallelism?  On layered DAGs of 500 and 2,000 tasks on 8 devices
+(`experiments.layered.layered_dag`) and the bundled MoE on a100-4-pcie and cpu-4, for each way of merging
+('count' = merge to the search's cluster count whatever the critical path becomes, the behaviour before issue 16;
+'tolerance' = `cp_tolerance=DEFAULT_CP_TOLERANCE`, what `planner.solve` now uses):
+
+* the op graph's and the coarse graph's critical path (`critical_paths`), after the merge and after the search's
+  `split_to_target` (what its linear cluster round solves);
+* round 0 of the linear cluster rounds, reproduced here: the placement model on those clusters, warm-started from
+  the better of HEFT on them and HEFT's op plan projected onto them, `round_s` seconds; its plan's makespan;
+* the whole search (`plan_instance`, `plan_s` seconds): its linear cluster rounds' makespans (read from
+  `Outcome.rounds`, the rounds the progress output names 'linear cluster round'), the final makespan and the
+  phase that found it.  The 'count' runs swap the `coarsen` the search calls for one without `cp_tolerance` (the
+  only thing issue 16 changed there).  The search runs linear cluster rounds only on graphs with more than one
+  segment (bottlenecks): on the layered DAGs it has none, and its rounds are the incumbent-respecting cluster
+  rounds, the same for both.
 
 `random_layered_instance(n, seed=...)` builds a reproducible instance shaped like a dataflow graph: tasks in layers
 of random width, each task reading 1..3 tensors from the previous layer or (skip connections, 20%) from up to four
@@ -9,11 +28,28 @@ out-edges; one cross-device link class with latency and bandwidth.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
-from planner.coarsen.pipeline import DEFAULT_TARGET_CLUSTERS, coarsen
+import planner.solve
+from experiments.layered import layered_dag
+from formulations.solve_instance import solve_placement
+from planner.coarsen import DEFAULT_CP_TOLERANCE, contract, critical_paths, expand_plan
+from planner.coarsen.pipeline import DEFAULT_TARGET_CLUSTERS, CoarseningResult, coarsen
+from planner.coarsen.refine import project_plan, split_to_target
 from planner.cost.instance import UNBOUNDED_BYTES, SchedulingInstance
+from planner.decompose import segments
+from planner.errors import InfeasibleError, OpplanError
+from planner.heuristics.list_schedule import heft
+from planner.ir.hardware import load_topology
+from planner.prepare import prepare
+from planner.solve import DEFAULT_CLUSTERS, SolveOptions, plan_instance
+
+DATA = Path(__file__).resolve().parents[1] / "planner" / "data"
+MODES = ("count", "tolerance")
 
 
 def random_layered_instance(n: int, *, seed: int = 0, mean_width: int = 32, num_devices: int = 4,
@@ -62,32 +98,112 @@ def random_layered_instance(n: int, *, seed: int = 0, mean_width: int = 32, num_
 
 
 def bench_coarsen(sizes: tuple[int, ...] | list[int] = (10_000, 100_000), *, seed: int = 0,
-                  target_clusters: int = DEFAULT_TARGET_CLUSTERS) -> list[dict]:
-    """One row per size: graph size, build and coarsen seconds, microseconds per task, stage seconds, results."""
+                  target_clusters: int = DEFAULT_TARGET_CLUSTERS,
+                  tolerances: tuple[float | None, ...] = (None,)) -> list[dict]:
+    """One row per size and tolerance (None: merge to the count): graph size, build and coarsen seconds,
+    microseconds per task, stage seconds, results."""
     rows = []
     for n in sizes:
         t0 = time.perf_counter()
         inst = random_layered_instance(n, seed=seed)
-        t1 = time.perf_counter()
-        res = coarsen(inst, target_clusters=target_clusters)
-        t2 = time.perf_counter()
-        rows.append({
-            "n_tasks": n,
-            "n_edges": len(inst.edges),
-            "build_s": round(t1 - t0, 4),
-            "coarsen_s": round(t2 - t1, 4),
-            "us_per_task": round(1e6 * (t2 - t1) / max(n, 1), 2),
+        build_s = time.perf_counter() - t0
+        for tolerance in tolerances:
+            t1 = time.perf_counter()
+            res = coarsen(inst, target_clusters=target_clusters, cp_tolerance=tolerance)
+            rows.append(_timing_row(inst, res, build_s, time.perf_counter() - t1, tolerance))
+    return rows
+
+
+def _timing_row(inst: SchedulingInstance, res: CoarseningResult, build_s: float, coarsen_s: float,
+                tolerance: float | None) -> dict:
+    n = inst.num_tasks
+    return {"n_tasks": n, "cp_tolerance": "" if tolerance is None else tolerance, "n_edges": len(inst.edges),
+            "build_s": round(build_s, 4), "coarsen_s": round(coarsen_s, 4),
+            "us_per_task": round(1e6 * coarsen_s / max(n, 1), 2),
             **{f"{k}_s": round(v, 4) for k, v in res.seconds.items()},
-            "linear_clusters": res.num_linear_clusters,
-            "repaired_clusters": res.num_repaired_clusters,
-            "clusters": res.num_clusters,
-            "critical_path_before_tick": round(res.critical_path_before_tick, 1),
-            "critical_path_after_tick": round(res.critical_path_after_tick, 1),
-            "cut_bytes": res.cut_bytes,
-        })
+            "linear_clusters": res.num_linear_clusters, "repaired_clusters": res.num_repaired_clusters,
+            "clusters": res.num_clusters, "critical_path_before_tick": round(res.critical_path_before_tick, 1),
+            "critical_path_after_tick": round(res.critical_path_after_tick, 1), "cut_bytes": res.cut_bytes}
+
+
+def parallelism_graphs(quick: bool = False) -> list[tuple[str, SchedulingInstance]]:
+    """(label, instance): layered DAGs of 500 and 2,000 tasks on 8 devices (300 and 500 when quick) and the bundled
+    MoE on a100-4-pcie and cpu-4."""
+    sizes = (300, 500) if quick else (500, 2000)
+    graphs = [(f"layered-{n}x8", layered_dag(n, 8, seed=0)) for n in sizes]
+    for profile in ("a100-4-pcie", "cpu-4"):
+        topology = load_topology(DATA / "hardware_profiles" / f"{profile}.yaml")
+        graphs.append((f"moe-{profile}", prepare(DATA / "models" / "moe.onnx", topology).instance))
+    return graphs
+
+
+def _coarsen_for(mode: str) -> Callable[..., CoarseningResult]:
+    """The `coarsen` a mode calls: 'count' ignores `cp_tolerance` (the merge before issue 16)."""
+    if mode == "count":
+        return lambda inst, **kw: coarsen(inst, **{**kw, "cp_tolerance": None})
+    return coarsen
+
+
+def linear_round(fine: SchedulingInstance, clusters: list[list[int]], time_limit_s: float,
+                 threads: int = 8) -> int | None:
+    """Round 0 of the search's linear cluster rounds on `clusters`: the placement model warm-started from the
+    better of HEFT on the clusters and HEFT's op plan projected onto them; the expanded plan's makespan, or None
+    when the clusters have no plan in time."""
+    coarse = contract(fine, clusters)
+    warm = None
+    try:
+        warm = heft(coarse)
+    except InfeasibleError:
+        pass
+    try:
+        projected = project_plan(heft(fine), coarse, clusters, fine)
+        if warm is None or projected.makespan_tick < warm.makespan_tick:
+            warm = projected
+    except OpplanError:
+        pass
+    try:
+        plan = solve_placement(coarse, time_limit_s=time_limit_s, threads=threads, warm_start=warm)
+    except OpplanError:
+        return None
+    return expand_plan(fine, coarse, clusters, plan).makespan_tick
+
+
+def bench_parallelism(quick: bool = False, *, round_s: float | None = None, plan_s: float | None = None,
+                      threads: int = 8) -> list[dict]:
+    """One row per graph and mode (module docstring)."""
+    round_s = round_s if round_s is not None else (3.0 if quick else 10.0)
+    plan_s = plan_s if plan_s is not None else (10.0 if quick else 30.0)
+    target = DEFAULT_CLUSTERS["cpsat"]
+    rows = []
+    for label, fine in parallelism_graphs(quick):
+        heft_tick = heft(fine).makespan_tick
+        for mode in MODES:
+            run = _coarsen_for(mode)
+            t0 = time.perf_counter()
+            result = run(fine, target_clusters=target, cp_tolerance=DEFAULT_CP_TOLERANCE)
+            coarsen_s = time.perf_counter() - t0
+            clusters = split_to_target(fine, result.clusters, target)
+            op_cp, merged_cp = critical_paths(fine, [list(c) for c in result.clusters])
+            _, solved_cp = critical_paths(fine, clusters)
+            round_tick = linear_round(fine, clusters, round_s, threads)
+            lines: list[str] = []
+            with mock.patch.object(planner.solve, "coarsen", run):
+                outcome = plan_instance(fine, SolveOptions(time_limit_s=plan_s, threads=threads), lines.append)
+            linear = [r.makespan_tick for r in outcome.rounds[:sum("linear cluster round" in m and "clusters, plan"
+                                                                   in m for m in lines)]]
+            rows.append({
+                "graph": label, "mode": mode, "n_tasks": fine.num_tasks, "segments": len(segments(fine)),
+                "op_cp_tick": int(op_cp), "clusters": result.num_clusters, "coarse_cp_tick": int(merged_cp),
+                "cp_ratio": round(merged_cp / op_cp, 3) if op_cp else 1.0, "solved_clusters": len(clusters),
+                "solved_cp_tick": int(solved_cp), "coarsen_s": round(coarsen_s, 3), "heft_tick": heft_tick,
+                f"round0_{round_s:g}s_tick": round_tick if round_tick is not None else "",
+                "search_linear_rounds_tick": " ".join(map(str, linear)),
+                f"search_{plan_s:g}s_tick": outcome.op_plan.makespan_tick,
+                "found_by": outcome.phases[-1].source if outcome.phases else "",
+            })
     return rows
 
 
 if __name__ == "__main__":  # python -m experiments.bench_coarsen
-    for row in bench_coarsen():
+    for row in bench_coarsen(tolerances=(None, DEFAULT_CP_TOLERANCE)) + bench_parallelism():
         print(row)

@@ -63,7 +63,7 @@ from typing import TypeVar
 
 from formulations.backends import get_backend
 from formulations.solve_instance import solve_placement
-from planner.coarsen import coarsen, contract, expand_plan
+from planner.coarsen import DEFAULT_CP_TOLERANCE, coarsen, contract, critical_paths, expand_plan
 from planner.coarsen.refine import as_singletons, project_plan, refine, replay, split_to_target
 from planner.coarsen.respect import respecting_clusters
 from planner.cost.instance import SchedulingInstance
@@ -382,13 +382,13 @@ def _linear_rounds(fine: SchedulingInstance, incumbent: Plan, options: SolveOpti
     """Phase 2a (module docstring): the original bi-level loop until `deadline` (time.monotonic()).  (the best
     round whose expansion passed the validator and is shorter than `incumbent`, or None; the rounds)."""
     target = options.target_clusters or DEFAULT_CLUSTERS.get(options.backend, 32)
-    result = coarsen(fine, target_clusters=target)
+    result = coarsen(fine, target_clusters=target, cp_tolerance=DEFAULT_CP_TOLERANCE)
     clusters = split_to_target(fine, result.clusters, target)
     coarse = contract(fine, clusters)
+    op_cp, coarse_cp = critical_paths(fine, clusters)  # the clusters the round solves (after split_to_target)
     say(f"linear clustering: {fine.num_tasks} ops into {coarse.num_tasks} clusters "
         f"({result.num_linear_clusters} linear clusters; critical path estimate "
-        f"{unit(int(result.critical_path_before_tick))} on ops -> {unit(int(result.critical_path_after_tick))} "
-        f"on clusters)")
+        f"{unit(int(op_cp))} on ops -> {unit(int(coarse_cp))} on clusters)")
     # Infeasible on these clusters is no proof for the ops (a cluster holds all its members' memory): such a
     # round is skipped, not reported to the user.
     warm: Plan | None = None

@@ -2,11 +2,13 @@
 
 Modules, one idea each: `levels` (estimates, t/b-levels, critical path), `linear` (linear clustering), `repair`
 (acyclic cluster graph), `split` (memory limit), `merge` (granularity), `contract` (the coarse instance),
+`bounded` (merging that keeps the coarse critical path within a tolerance of the op graph's, issue 16),
 `expand` (cluster plan -> op plan), `pipeline` (`coarsen`), `refine` (cluster surgery between rounds of the
 bi-level search: split to a target size, refine on the critical path, carry plans across clusterings), `adjacency`,
 `dot` (Graphviz).  Timings are in `experiments/bench_coarsen.py`.
 """
 
+from planner.coarsen.bounded import DEFAULT_CP_TOLERANCE, critical_paths, solver_size_target
 from planner.coarsen.contract import cluster_name, contract
 from planner.coarsen.expand import expand_plan
 from planner.coarsen.levels import (
@@ -26,6 +28,7 @@ from planner.coarsen.repair import quotient_is_acyclic, repair_cycles
 from planner.coarsen.split import split_by_param_bytes
 
 __all__ = [
+    "DEFAULT_CP_TOLERANCE",
     "DEFAULT_TARGET_CLUSTERS",
     "CoarseningResult",
     "b_levels",
@@ -34,6 +37,7 @@ __all__ = [
     "contract",
     "critical_path",
     "critical_path_length",
+    "critical_paths",
     "default_max_param_bytes",
     "edge_comm_estimate",
     "eligibility_masks",
@@ -43,6 +47,7 @@ __all__ = [
     "quotient_is_acyclic",
     "repair_cycles",
     "representative_link_class",
+    "solver_size_target",
     "split_by_param_bytes",
     "t_levels",
     "task_cost_estimate",

@@ -88,6 +88,7 @@ class _ClusterGraph:
         self.alive = [True] * k_count
         self.n_alive = k_count
         self.parent = list(range(k_count))
+        self.moved: list[tuple[int, int]] | None = None  # when a list: (cluster, old position) of reordered ones
 
     def find(self, k: int) -> int:
         parent = self.parent
@@ -139,6 +140,8 @@ class _ClusterGraph:
                 pool = sorted([pos[x] for x in fwd] + [pos[x] for x in bwd] + [pa, pb])
                 bwd.sort(key=pos.__getitem__)
                 fwd.sort(key=pos.__getitem__)
+                if self.moved is not None:
+                    self.moved.extend((x, pos[x]) for x in bwd + fwd)
                 for x, p in zip(bwd, pool):
                     pos[x] = p
                 new_pos = pool[len(bwd)]

@@ -2,6 +2,12 @@
 
     linear clustering -> repair cycles -> split clusters too big for memory -> merge to the target -> contract
 
+With `cp_tolerance` (issue 16) the chains are first cut where an outside input or output would make an atomic
+cluster wait (`planner.coarsen.bounded._pieces`) and then merged only while the coarse critical path stays within
+(1 + cp_tolerance) x the op graph's, down to `target_clusters` (default: `solver_size_target`, the clusters the
+placement model handles for this many devices) or until no allowed merge is left (`_bounded_merge`).  Without it,
+merging goes to the count target whatever the critical path becomes (`planner.coarsen.merge`).
+
 Defaults: at most `DEFAULT_TARGET_CLUSTERS` clusters when no target is given; no cluster above half the largest
 device memory in parameter bytes (`DEFAULT_PARAM_FRACTION`; no limit when memory is unbounded).  Critical paths
 before and after are measured with the same estimate functions (`task_cost_estimate`, `edge_comm_estimate`), on
@@ -16,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner.coarsen.adjacency import Adjacency
+from planner.coarsen.bounded import _bounded_merge, _pieces, solver_size_target
 from planner.coarsen.contract import _contract
 from planner.coarsen.expand import expand_plan
 from planner.coarsen.levels import (
@@ -77,9 +84,12 @@ def default_max_param_bytes(inst: SchedulingInstance) -> float | None:
 
 def coarsen(inst: SchedulingInstance, *, target_clusters: int | None = None,
             min_cluster_cost_fraction: float | None = None, max_cluster_param_bytes: float | None = None,
-            name: str | None = None) -> CoarseningResult:
-    """Coarsen `inst` (see module).  Without targets, `target_clusters` is `DEFAULT_TARGET_CLUSTERS`;
-    `max_cluster_param_bytes` None means the default limit (`default_max_param_bytes`)."""
+            name: str | None = None, cp_tolerance: float | None = None) -> CoarseningResult:
+    """Coarsen `inst` (see module).  Without targets, `target_clusters` is `DEFAULT_TARGET_CLUSTERS`
+    (`solver_size_target` with `cp_tolerance`); `max_cluster_param_bytes` None means the default limit
+    (`default_max_param_bytes`).  `cp_tolerance` >= 0 bounds the coarse critical path (module docstring)."""
+    if cp_tolerance is not None and not cp_tolerance >= 0:
+        raise ValueError(f"cp_tolerance must be >= 0, got {cp_tolerance}")
     seconds: dict[str, float] = {}
     clock = time.perf_counter()
 
@@ -90,7 +100,8 @@ def coarsen(inst: SchedulingInstance, *, target_clusters: int | None = None,
         clock = now
 
     if target_clusters is None and min_cluster_cost_fraction is None:
-        target_clusters = DEFAULT_TARGET_CLUSTERS
+        target_clusters = (DEFAULT_TARGET_CLUSTERS if cp_tolerance is None
+                           else solver_size_target(max(1, inst.num_devices)))
     limit = max_cluster_param_bytes if max_cluster_param_bytes is not None else default_max_param_bytes(inst)
     adj = Adjacency.of(inst)
     cost = task_cost_estimate(inst).tolist()
@@ -103,11 +114,18 @@ def coarsen(inst: SchedulingInstance, *, target_clusters: int | None = None,
     lap("linear")
     repaired = _repair(adj, linear)
     lap("repair")
+    if cp_tolerance is not None:
+        repaired = _pieces(adj, repaired, masks)
     if limit is not None:
         repaired = _split(repaired, param, limit)
-    merged = _merge(adj, repaired, cost, comm, param, masks, num_devices=max(1, inst.num_devices),
-                    target_clusters=target_clusters, min_cluster_cost_fraction=min_cluster_cost_fraction,
-                    max_cluster_param_bytes=limit)
+    if cp_tolerance is None:
+        merged = _merge(adj, repaired, cost, comm, param, masks, num_devices=max(1, inst.num_devices),
+                        target_clusters=target_clusters, min_cluster_cost_fraction=min_cluster_cost_fraction,
+                        max_cluster_param_bytes=limit)
+    else:
+        merged = _bounded_merge(adj, repaired, cost, comm, param, masks, num_devices=max(1, inst.num_devices),
+                                target_clusters=target_clusters or 1, limit_tick=(1 + cp_tolerance) * before,
+                                max_cluster_param_bytes=limit)
     lap("merge")
     coarse = _contract(adj, inst, merged, name)
     lap("contract")
