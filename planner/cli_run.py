@@ -75,6 +75,12 @@ def _run_plan(args: argparse.Namespace) -> int:
     print(f"measured makespan {format_time(r['measured_makespan_s'])} (median of {args.repeat} after "
           f"{args.warmup} warm-up)" + (f"; simulated {format_time(sim)}" if sim is not None else ""))
     print("busy per rank: " + ", ".join(format_time(b) for b in r["busy_s"]))
+    if "peak_tensor_bytes" in r:
+        # here, not at the top: torch stays optional (module docstring); run_report itself has no torch
+        from planner.execute.run_report import summary_lines
+
+        for line in summary_lines(r):
+            print(line)
     if args.check:
         print(f"check against onnxruntime: max abs error {r['max_abs_error']:.3g}, "
               f"max rel error {r['max_rel_error']:.3g}")

@@ -8,6 +8,12 @@ travels as uint8).  With gloo every receive is posted at the start of a repetiti
 other backends (NCCL) receives are posted when needed, in each sender's order.  Every wait has a timeout.
 Rank 0 receives the graph outputs made elsewhere and returns all outputs.
 
+Memory.  A rank drops each activation after its last use there (`partition.release_after`), and a send buffer as
+soon as its transfer has completed (checked after every op), so it holds what the plan's memory model says its
+device holds.  In its first repetition (a warm-up one unless `warmup` is 0) it samples the bytes it holds after
+every op and receive (`memory_meter`); `RankResult.peak_tensor_bytes` is the largest sample.  Only that repetition
+samples: walking the held tensors costs time, and the timed repetitions must not pay it.
+
 Launching: `launch_local` forks the ranks on this host (multiprocessing `fork`, TCP rendezvous on 127.0.0.1),
 watches them, and if one raises or dies, kills the others at once and raises `RunFailed` naming the rank and its
 error.  Children die with the parent (PR_SET_PDEATHSIG) and never outlive a failed run.  Under torchrun each rank
@@ -28,8 +34,9 @@ import torch
 import torch.distributed as dist
 
 from planner.errors import OpplanError
+from planner.execute.memory_meter import TensorMeter
 from planner.execute.ops import torch_dtype
-from planner.execute.partition import Partition, Transfer
+from planner.execute.partition import Partition, Transfer, release_after
 from planner.execute.procs import free_port, run_forked
 from planner.execute.program import Program, load_program, run_node, to_tensor
 from planner.ir.graph import OpGraph
@@ -81,10 +88,15 @@ class RankRun:
 
 @dataclass
 class RankResult:
+    """One rank's run: build time, the measured repetitions, rank 0's outputs, and the tensor bytes it held at
+    most (`peak_tensor_bytes`, of which `fixed_tensor_bytes` are its constants and inputs; module docstring)."""
+
     rank: int
     build_s: float
     runs: list[RankRun]
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    peak_tensor_bytes: int = 0
+    fixed_tensor_bytes: int = 0
 
 
 # --------------------------------------------------------------------------------------------- transport
@@ -183,6 +195,10 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
         fault_op = (fault.op or (ops[0] if ops else None)) if fault else None
         runs: list[RankRun] = []
         outputs: dict[str, np.ndarray] = {}
+        release = release_after(part, graph, rank)
+        held_always = set(program.constants) | set(feeds)  # never released (release_after keeps them too)
+        read_here = {t for name in ops for t in reads[name]}
+        meter = TensorMeter([*program.constants.values(), *(v for k, v in feeds.items() if k in read_here)])
         total = spec.warmup + spec.repeat
         with torch.inference_mode():
             for rep in range(total):
@@ -193,6 +209,7 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                 inbox = _Inbox(incoming, spec.backend == "gloo", timeout)
                 events: list[tuple[str, str, float, float]] = []
                 pending: list[tuple[dist.Work, torch.Tensor, Transfer]] = []
+                metered = rep == 0
                 for name in ops:
                     if name == fault_op and rep == 0:
                         assert fault is not None  # fault_op is set only with a fault
@@ -211,6 +228,13 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                             work = dist.isend(buf, dst=tr.dst, tag=tr.tag)
                             assert work is not None  # None only on a rank outside the group; this is the default one
                             pending.append((work, buf, tr))
+                    if metered:
+                        _sample(meter, env, held_always, pending, inbox)
+                    for tname in release.get(name, ()):
+                        if tname not in held_always:
+                            env.pop(tname, None)
+                    if pending:
+                        pending = _reap(pending, timeout)
                 if rank == 0:
                     for out in part.outputs:
                         if out not in env and inbox.has(out):
@@ -218,18 +242,16 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                             inbox.get(out, env)
                             events.append(("recv", out, s - t0, time.perf_counter() - t0))
                 inbox.drain(env)
-                for work, _buf, tr in pending:
-                    try:
-                        work.wait(timeout)
-                    except Exception as exc:
-                        raise RuntimeError(f"sending {tr.tensor!r} to rank {tr.dst} failed or timed out: {exc}") \
-                            from None
+                if metered:
+                    _sample(meter, env, held_always, pending, inbox)
+                for item in pending:
+                    _wait_send(item, timeout)
                 runs.append(RankRun(time.perf_counter() - t0, events))
                 if rank == 0 and rep == total - 1:
                     outputs = {k: env[k].contiguous().numpy().copy() for k in part.outputs}
                 del env
         dist.barrier()
-        result = RankResult(rank, build_s, runs[spec.warmup:], outputs)
+        result = RankResult(rank, build_s, runs[spec.warmup:], outputs, meter.peak_bytes, meter.fixed_bytes)
         if not collect:
             return result
         gathered: list | None = [None] * world if rank == 0 else None
@@ -237,6 +259,34 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
         return gathered
     finally:
         dist.destroy_process_group()
+
+
+def _sample(meter: TensorMeter, env: dict[str, torch.Tensor], held_always: set[str],
+            pending: list[tuple[dist.Work, torch.Tensor, Transfer]], inbox: _Inbox) -> None:
+    """One memory sample: activations in env, send buffers in flight, receive buffers posted (memory_meter)."""
+    meter.sample((v for k, v in env.items() if k not in held_always), (buf for _, buf, _ in pending),
+                 (buf for buf, _ in inbox.posted.values()))
+
+
+def _wait_send(item: tuple[dist.Work, torch.Tensor, Transfer], timeout: timedelta) -> None:
+    work, _buf, tr = item
+    try:
+        work.wait(timeout)
+    except Exception as exc:
+        raise RuntimeError(f"sending {tr.tensor!r} to rank {tr.dst} failed or timed out: {exc}") from None
+
+
+def _reap(pending: list[tuple[dist.Work, torch.Tensor, Transfer]], timeout: timedelta
+          ) -> list[tuple[dist.Work, torch.Tensor, Transfer]]:
+    """The sends still in flight; completed ones are waited on (which raises a failed one's error) and dropped, so
+    their buffers are freed."""
+    still = []
+    for item in pending:
+        if item[0].is_completed():
+            _wait_send(item, timeout)
+        else:
+            still.append(item)
+    return still
 
 
 def _inject(fault: Fault, op: str) -> None:

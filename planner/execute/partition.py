@@ -27,7 +27,7 @@ from planner.errors import InputError
 from planner.ir.graph import OpGraph
 from planner.schedule.plan import Plan
 
-__all__ = ["Transfer", "Partition", "partition_plan"]
+__all__ = ["Transfer", "Partition", "partition_plan", "release_after"]
 
 
 @dataclass(frozen=True)
@@ -157,3 +157,26 @@ def partition_plan(plan: Plan, graph: OpGraph, nproc: int | None = None, where: 
                                           info.size_bytes))
     return Partition(world, tuple(plan.device_names), rank_of_device, tuple(order), rank_ops, tuple(transfers),
                      rank_of_op, tuple(graph.graph_outputs))
+
+
+def release_after(partition: Partition, graph: OpGraph, rank: int) -> dict[str, tuple[str, ...]]:
+    """op name -> the activations `rank` may drop right after running that op (and starting its sends).
+
+    A tensor is dropped after its last reader on this rank; one the rank makes and never reads again is dropped
+    right after the op that makes it (a send keeps its own reference until the transfer completes).  Never dropped:
+    graph inputs and initializers (held for the whole step, as the plan's memory model holds parameters) and, on
+    rank 0, the graph outputs it returns.  So a rank holds each activation about as long as the plan's memory model
+    says its device does (module `planner.schedule.memory`)."""
+    keep = set(graph.graph_inputs) | set(graph.initializers)
+    if rank == 0:
+        keep |= set(partition.outputs)
+    last: dict[str, str] = {}
+    for name in partition.rank_ops[rank]:
+        op = graph.op(name)
+        for t in (*op.reads, *op.writes):  # a later read moves the release point on; a write sets the first one
+            if t not in keep:
+                last[t] = name
+    out: dict[str, list[str]] = {}
+    for t, name in last.items():
+        out.setdefault(name, []).append(t)
+    return {k: tuple(v) for k, v in out.items()}

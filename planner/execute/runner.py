@@ -12,6 +12,10 @@ Report (`run.json`, written atomically)::
     busy_s                 per rank: compute time in the median repetition
     build_s                per rank: seconds to build its share of the model
     transfers, transfer_bytes
+    measured_vs_simulated, simulated_busy_s, busy_ratio, op_seconds, op_rank, op_deviations, peak_tensor_bytes,
+    fixed_tensor_bytes, predicted_peak_bytes, predicted_peak_bytes_per_device, peak_ratio
+                           how good the prediction was (`planner.execute.run_report`); `plan-solve --measured
+                           run.json` re-plans from `op_seconds`
     trace                  path of the Chrome trace of the median repetition (pid = rank, tid 0 compute, 1 receive
                            waits; opens in Perfetto)
     input_shapes           {graph input: shape} that ran (the plan's, or the new ones with --replan)
@@ -36,6 +40,7 @@ from planner.errors import InputError
 from planner.execute.dist import Fault, RankResult, RunSpec, launch_local
 from planner.execute.partition import Partition, partition_plan
 from planner.execute.program import check_supported, default_feeds, prepared_graph
+from planner.execute.run_report import prediction_quality
 from planner.heuristics.list_schedule import heft
 from planner.ir.graph import OpGraph
 from planner.ir.hardware import load_topology
@@ -199,6 +204,9 @@ def build_report(plan_path, plan: Plan, partition: Partition, results: Sequence[
         "input_values": {k: list(v) for k, v in plan.input_values.items()},
         "replanned": plan.input_shapes != load_plan(plan_path).input_shapes,
     }
+    if graph is not None:
+        report.update(prediction_quality(plan, partition, results, mid, graph, median,
+                                         report["simulated_makespan_s"]))
     if report_path is not None:
         rp = Path(report_path)
         rp.parent.mkdir(parents=True, exist_ok=True)
