@@ -22,8 +22,8 @@ PROFILE_HOW = {
     "float_flops": "peak_flops.float = median over the float matmul and conv sizes of their achieved FLOP/s",
     "double_flops": "peak_flops.double = median over the double matmul sizes of their achieved FLOP/s",
     "memory_bandwidth": "memory_bandwidth = achieved bytes/s of torch.add on float32 vectors (2 reads, 1 write)",
-    "launch_overhead": "launch_overhead = median time of one op through our runtime (Relu, Add, Reshape on one "
-                       "element)",
+    "launch_overhead": "launch_overhead = median time of one op through our runtime (Relu, Add, Reshape, Softmax, "
+                       "LayerNormalization on one element)",
     "link_latency": "links.intra_host.latency = one-way time of the smallest gloo message (ping-pong / 2)",
     "link_bandwidth": "links.intra_host.bandwidth = 1 / slope of one-way time over message bytes",
 }

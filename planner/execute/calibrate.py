@@ -7,8 +7,9 @@ times; one repeat times a block of calls long enough to be well above the clock'
 divides by the number of calls.  A figure's value is the median over repeats and ranks; its spread is the
 (max - min) / median of those samples.
 
-* **launch overhead**: our runtime's cost of one op (`program.run_node` of Relu, Add and Reshape on one-element
-  tensors: the op table's dispatch, the context, torch's eager call), the median over the three.
+* **launch overhead**: our runtime's cost of one op (`program.run_node` of Relu, Add, Reshape, Softmax and
+  LayerNormalization on one-element tensors: the op table's dispatch, the context, torch's eager calls), the median
+  over the five.
 * **FLOP/s** (`float`; `double` on matrix products): `torch.matmul` and `torch.nn.functional.conv2d` of a few sizes,
   FLOPs = 2 x multiply-accumulates as the cost model counts them; the rate of one size is its FLOPs / (time per call
   - the overhead of a bare one-element torch call), so that the cost model's `flops / peak + launch overhead` gives
@@ -17,7 +18,8 @@ divides by the number of calls.  A figure's value is the median over repeats and
 * **memory bandwidth**: `torch.add(a, b, out=c)` on float32 vectors larger than the caches, bytes = two reads and
   one write (the cost model's bytes read + written), net of the bare call's overhead as above.
 * **gloo point-to-point**: ranks in pairs (0-1, 2-3, ...; an odd last rank idles), blocking send/recv ping-pong;
-  one-way time = round trip / 2 per message size; latency = the one-way time of the smallest message; bandwidth =
+  one-way time = round trip / 2 per message size; latency = the one-way time of the smallest message (256 bytes:
+  4-byte messages measured milliseconds here, TCP's small-packet delays, not what a plan's tensors see); bandwidth =
   1 / slope of the least-squares line of one-way time over message bytes (when noise makes the slope <= 0, the
   largest message's bytes / its one-way time).
 * `--model M`: every rank runs the whole model's ops in topological order (one rank's program of all ops), each op
@@ -76,10 +78,10 @@ class Sizes:
 
 SIZES = Sizes(matmul=((128, 128, 128), (256, 256, 256), (512, 512, 512), (32, 768, 3072)),
               conv=((64, 56, 64, 3), (128, 28, 128, 3), (256, 14, 256, 1), (96, 28, 16, 1)),
-              vector_elems=8 * 2**20, message_bytes=(4, 1024, 16 * 1024, 256 * 1024, 2**20, 4 * 2**20),
+              vector_elems=8 * 2**20, message_bytes=(256, 1024, 16 * 1024, 256 * 1024, 2**20, 4 * 2**20),
               block_s=0.02)
 QUICK_SIZES = Sizes(matmul=((32, 32, 32), (64, 64, 64)), conv=((8, 16, 8, 3),), vector_elems=2**16,
-                    message_bytes=(4, 4096, 65536), block_s=0.002)
+                    message_bytes=(256, 4096, 65536), block_s=0.002)
 
 
 @dataclass(frozen=True)
@@ -169,12 +171,14 @@ class _Progress:
 
 
 def _tiny_program() -> tuple[Program, list[NodeSpec], dict[str, torch.Tensor]]:
-    """Three one-element ops run through our op table, as a rank runs its ops."""
+    """Five one-element ops run through our op table, as a rank runs its ops."""
     graph = OpGraph.build("launch-probe", [], [])
     nodes = [NodeSpec("relu", "Relu", "", ("x",), ("r",)), NodeSpec("add", "Add", "", ("x", "x"), ("a",)),
-             NodeSpec("reshape", "Reshape", "", ("x", "shape"), ("s",))]
+             NodeSpec("reshape", "Reshape", "", ("x", "shape"), ("s",)),
+             NodeSpec("softmax", "Softmax", "", ("x",), ("m",), {"axis": -1}),
+             NodeSpec("ln", "LayerNormalization", "", ("x", "one", "one"), ("n",), {"axis": -1, "epsilon": 1e-5})]
     program = Program({n.name: n for n in nodes}, {}, 17, graph)
-    env = {"x": torch.ones(1), "shape": torch.tensor([1, 1], dtype=torch.int64)}
+    env = {"x": torch.ones(1, 1), "one": torch.ones(1), "shape": torch.tensor([1, 1], dtype=torch.int64)}
     return program, nodes, env
 
 
