@@ -15,8 +15,8 @@ from planner.cost.measured import load_measured_times
 from planner.errors import InputError
 from planner.execute.calibrate_profile import op_csv, profile_document, profile_yaml
 from planner.ir.hardware import load_topology
-from planner.prepare import run_passes
 from planner.ir.load import load_model
+from planner.prepare import run_passes
 
 REPO = Path(__file__).resolve().parents[1]
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
