@@ -40,7 +40,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     spec = CalibrationSpec(nproc=args.nproc, threads=args.threads, repeats=repeats,
                            sizes=QUICK_SIZES if args.quick else SIZES,
                            model_path=str(args.model) if args.model else None, timeout_s=args.timeout,
-                           progress=not args.quiet)
+                           progress=not args.quiet, device=args.device)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     cal = calibrate(spec)
     figures = cal.profile_figures()
@@ -52,9 +52,10 @@ def _calibrate(args: argparse.Namespace) -> int:
             parts = cal.contributing(key)
             spread[key] = (f"largest (max-min)/median over {len(parts[0].samples)} samples (repeats x ranks) of "
                            f"its {len(parts)} measurement(s): {max(f.spread for f in parts):.1%}")
-    doc = profile_document(figures, how, spread, nproc=args.nproc, threads=args.threads,
-                           torch_version=cal.torch_version, name=args.name, load_avg=load)
     try:
+        doc = profile_document(figures, how, spread, nproc=args.nproc, threads=args.threads,
+                               torch_version=cal.torch_version, name=args.name, load_avg=load,
+                               memory_bytes=cal.device_memory_bytes or None, device=args.device)
         text = profile_yaml(doc)
     except ValueError as exc:
         raise InputError(f"the measured profile does not validate: {exc}", path=str(args.out)) from None
@@ -93,6 +94,8 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=positive_int, default=None, help="repeats per figure (default 5; 3 quick)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, a few seconds (tests, smoke checks)")
     parser.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds the whole run may take")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cuda: rank r measures GPU r and p2p over NCCL (a GPU host; default cpu)")
     parser.add_argument("--quiet", action="store_true", help="no progress or summary, only the written files")
     return _run(_calibrate, parser, argv)
 

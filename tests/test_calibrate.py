@@ -108,3 +108,14 @@ def test_op_csv_is_what_measured_reads(tmp_path):
     path.write_text(op_csv({"a": 1.5e-5, "b/c": 0.25}))
     assert load_measured_times(path) == {"a": 1.5e-5, "b/c": 0.25}
     assert next(csv.reader(path.open())) == ["op", "seconds"]
+
+
+def test_a_gpu_profile_has_one_gpu_memory_per_device_and_an_nccl_link(tmp_path):
+    doc = profile_document(FIGURES, {}, {}, nproc=4, threads=1, torch_version="2.x", host="gpubox",
+                           date="2026-12-01", memory_bytes=80 * 2**30, device="cuda")
+    path = tmp_path / "g.yaml"
+    path.write_text(profile_yaml(doc))
+    topology = load_topology(path)
+    assert topology.num_devices == 4 and topology.devices[3].name == "node0/gpu3"
+    assert topology.devices[0].kind == "cuda-gpu" and topology.devices[0].memory_bytes == 80 * 2**30
+    assert topology.links[0][1].name == "nccl-measured"

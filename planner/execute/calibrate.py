@@ -22,6 +22,8 @@ divides by the number of calls.  A figure's value is the median over repeats and
   4-byte messages measured milliseconds here, TCP's small-packet delays, not what a plan's tensors see); bandwidth =
   1 / slope of the least-squares line of one-way time over message bytes (when noise makes the slope <= 0, the
   largest message's bytes / its one-way time).
+* `--device cuda` (for GPU hosts; never needed by the tests): rank r measures GPU r (`torch.set_default_device`),
+  the clock is read after `torch.cuda.synchronize()`, and the point-to-point figures are NCCL's.
 * `--model M`: every rank runs the whole model's ops in topological order (one rank's program of all ops), each op
   timed alone; the op's time is the median over repeats and ranks (`model_op_seconds`).
 """
@@ -93,6 +95,7 @@ class CalibrationSpec:
     model_path: str | None = None
     timeout_s: float = 600.0
     progress: bool = True
+    device: str = "cpu"  # or "cuda": rank r measures GPU r, p2p over NCCL (never needed by the tests)
 
 
 @dataclass
@@ -124,6 +127,7 @@ class Calibration:
     op_seconds: dict[str, float] = field(default_factory=dict)
     wall_s: float = 0.0
     torch_version: str = ""
+    device_memory_bytes: int = 0  # with device "cuda": the smallest GPU's memory; 0 on CPUs
 
     # profile figure -> the prefixes of the measured figures it is the median of
     SOURCES: ClassVar[dict[str, tuple[str, ...]]] = {
@@ -145,16 +149,25 @@ class Calibration:
 
 
 # ------------------------------------------------------------------------------------------------ timing
+def _settle() -> None:
+    """Wait for queued GPU work before reading the clock (nothing to wait for on a CPU)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def _per_call_s(fn: Callable[[], object], block_s: float) -> float:
     """Seconds per call of `fn`, timed over a block of calls lasting about `block_s` (at least one call)."""
     fn()
+    _settle()
     t = time.perf_counter()
     fn()
+    _settle()
     once = max(time.perf_counter() - t, 1e-7)
     calls = max(1, min(100_000, int(block_s / once)))
     t = time.perf_counter()
     for _ in range(calls):
         fn()
+    _settle()
     return (time.perf_counter() - t) / calls
 
 
@@ -188,8 +201,14 @@ def _measure(rank: int, spec: CalibrationSpec, init: str) -> dict[str, Any]:
     sizes = spec.sizes
     world = spec.nproc
     timeout = timedelta(seconds=spec.timeout_s)
+    memory_bytes = 0
+    if spec.device == "cuda":  # every tensor made below lands on this rank's GPU
+        torch.cuda.set_device(rank)
+        torch.set_default_device(f"cuda:{rank}")
+        memory_bytes = int(torch.cuda.get_device_properties(rank).total_memory)
     if world > 1:
-        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world, timeout=timeout)
+        dist.init_process_group("nccl" if spec.device == "cuda" else "gloo", init_method=init, rank=rank,
+                                world_size=world, timeout=timeout)
 
     def sync() -> None:
         if world > 1:
@@ -250,7 +269,7 @@ def _measure(rank: int, spec: CalibrationSpec, init: str) -> dict[str, Any]:
     finally:
         if world > 1:
             dist.destroy_process_group()
-    return {"figures": out, "ops": ops_out}
+    return {"figures": out, "ops": ops_out, "memory_bytes": memory_bytes}
 
 
 def _p2p(rank: int, world: int, sizes: Sizes, repeats: int) -> dict[str, list[float]]:
@@ -281,6 +300,7 @@ def _p2p(rank: int, world: int, sizes: Sizes, repeats: int) -> dict[str, list[fl
             t = time.perf_counter()
             for _ in range(rounds):
                 ping_pong(buf)
+            _settle()
             samples.append((time.perf_counter() - t) / rounds / 2)
         if active:
             out[f"p2p_oneway {buf.numel() * 4}"] = samples
@@ -308,7 +328,9 @@ def _model_ops(spec: CalibrationSpec, sync: Callable[[], None]) -> dict[str, lis
     assert spec.model_path is not None
     graph = prepared_graph(spec.model_path)
     program = load_program(graph, spec.model_path)
-    feeds = {k: to_tensor(v) for k, v in default_feeds(graph).items()}
+    device = torch.get_default_device()
+    program.constants.update({k: v.to(device) for k, v in program.constants.items()})
+    feeds = {k: to_tensor(v).to(device) for k, v in default_feeds(graph).items()}
     order = [op.name for op in graph.ops]
     samples: dict[str, list[float]] = {name: [] for name in order}
     for rep in range(spec.repeats + 1):  # the first pass warms up
@@ -318,6 +340,7 @@ def _model_ops(spec: CalibrationSpec, sync: Callable[[], None]) -> dict[str, lis
         for name in order:
             t = time.perf_counter()
             run_node(program.nodes[name], env, program)
+            _settle()
             if rep:
                 samples[name].append(time.perf_counter() - t)
     return samples
@@ -363,5 +386,6 @@ def calibrate(spec: CalibrationSpec) -> Calibration:
         kind, _, what = key.partition(" ")
         figures[key] = Figure(key, _UNITS[kind], samples, _HOW[kind].format(what=what))
     op_seconds = {k: statistics.median(v) for k, v in ops.items() if v}
-    return Calibration(spec, figures, op_seconds, wall, str(torch.__version__))
+    gpu_memory = min((int(res["memory_bytes"]) for res in results), default=0)
+    return Calibration(spec, figures, op_seconds, wall, str(torch.__version__), gpu_memory)
 

@@ -48,35 +48,42 @@ def _time(x: float) -> str:
 def profile_document(figures: Mapping[str, float | None], how: Mapping[str, str], spread: Mapping[str, str], *,
                      nproc: int, threads: int, torch_version: str, name: str | None = None,
                      host: str | None = None, date: str | None = None, load_avg: float | None = None,
-                     memory_bytes: int | None = None) -> dict[str, Any]:
-    """The profile as a YAML-ready mapping (see the module docstring); `figures` as `Calibration.profile_figures`."""
+                     memory_bytes: int | None = None, device: str = "cpu") -> dict[str, Any]:
+    """The profile as a YAML-ready mapping (see the module docstring); `figures` as `Calibration.profile_figures`.
+    `device` "cuda": GPUs, `memory_bytes` one GPU's memory; else CPU processes sharing the machine's memory."""
     host = host or platform.node() or "localhost"
     date = date or datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
-    per_proc = (memory_bytes or machine_memory_bytes()) // max(1, nproc)
+    gpu = device == "cuda"
+    # a GPU has its own memory (memory_bytes is one GPU's); CPU processes share the machine's
+    per_proc = memory_bytes if gpu and memory_bytes else (memory_bytes or machine_memory_bytes()) // max(1, nproc)
     peak: dict[str, str] = {"float": _rate(float(figures["float_flops"] or 1e9), "FLOPS")}
     if figures.get("double_flops"):
         peak["double"] = _rate(float(figures["double_flops"] or 0), "FLOPS")
-    device = {"kind": "cpu-process", "count": nproc, "name_prefix": "cpu", "peak_flops": peak,
+    group = {"kind": "cuda-gpu" if gpu else "cpu-process", "count": nproc, "name_prefix": "gpu" if gpu else "cpu",
+             "peak_flops": peak,
               "memory": f"{per_proc // 2**20}MiB",
               "memory_bandwidth": _rate(float(figures["memory_bandwidth"] or 1e9), "B/s"),
               "launch_overhead": _time(float(figures["launch_overhead"] or 0.0))}
     safe_host = "".join(c if c.isalnum() or c in "-_." else "-" for c in host) or "localhost"
     doc: dict[str, Any] = {
         "name": name or f"calibrated-{safe_host}-{nproc}",
-        "description": f"{safe_host}: {nproc} CPU process(es) of {threads} torch thread(s) each, measured together",
+        "description": (f"{safe_host}: {nproc} GPU(s), one process each, measured together" if gpu else
+                        f"{safe_host}: {nproc} CPU process(es) of {threads} torch thread(s) each, measured together"),
         "source": "measured by plan-calibrate (see provenance)",
         "provenance": {
-            "host": host, "date": date, "tool": f"plan-calibrate --nproc {nproc} --threads {threads}",
+            "host": host, "date": date,
+            "tool": f"plan-calibrate --nproc {nproc} --threads {threads}" + (" --device cuda" if gpu else ""),
             "torch_version": str(torch_version), "nproc": nproc, "threads_per_process": threads,
             **({"load_avg_1min": round(load_avg, 2)} if load_avg is not None else {}),
             "measured": dict(how), "spread": dict(spread),
         },
-        "hosts": [{"name": "node0", "devices": [device]}],
+        "hosts": [{"name": "node0", "devices": [group]}],
     }
     if nproc > 1:
         if figures.get("link_latency") is None or not figures.get("link_bandwidth"):
             raise ValueError("a profile of several processes needs the measured link latency and bandwidth")
-        doc["links"] = {"intra_host": {"name": "gloo-measured", "latency": _time(float(figures["link_latency"] or 0)),
+        doc["links"] = {"intra_host": {"name": "nccl-measured" if gpu else "gloo-measured",
+                                       "latency": _time(float(figures["link_latency"] or 0)),
                                        "bandwidth": _rate(float(figures["link_bandwidth"] or 0), "B/s")}}
     return doc
 
