@@ -5,7 +5,9 @@ for each repetition: a barrier, then its ops in the partition's order (`partitio
 the tensors it reads from other ranks, after it it starts non-blocking sends (`isend`) of what others read.  Send
 buffers are contiguous and flat; receive buffers are allocated from the graph's static shapes and dtypes (bool
 travels as uint8).  With gloo every receive is posted at the start of a repetition (transfers overlap compute); with
-other backends (NCCL) receives are posted when needed, in each sender's order.  Every wait has a timeout.
+other backends (NCCL) receives are posted when needed, in each sender's order.  Under gloo a receive is posted
+at the point of the rank's order where the plan has its data arrive (`partition.recv_post_points`), not all at the
+start: a posted receive buffer is memory, held from then on.  Every wait has a timeout.
 Rank 0 receives the graph outputs made elsewhere and returns all outputs.
 
 Memory.  A rank drops each activation after its last use there (`partition.release_after`), and a send buffer as
@@ -119,16 +121,28 @@ def _unpack(buf: torch.Tensor, tr: Transfer) -> torch.Tensor:
 class _Inbox:
     """Receives of one repetition: pre-posted (gloo) or posted on demand, always completed in each sender's order."""
 
-    def __init__(self, incoming: dict[int, list[Transfer]], prepost: bool, timeout: timedelta) -> None:
+    def __init__(self, incoming: dict[int, list[Transfer]], prepost: bool, timeout: timedelta,
+                 post_before: dict[int, str] | None = None) -> None:
         self.incoming = incoming
         self.where = {t.tensor: (src, i) for src, lst in incoming.items() for i, t in enumerate(lst)}
         self.done = {src: 0 for src in incoming}
         self.timeout = timeout
         self.posted: dict[tuple[int, int], tuple[torch.Tensor, dist.Work | None]] = {}
+        self.later: dict[str, list[tuple[int, int]]] = {}  # op -> receives to post before it (pre-posting only)
         if prepost:
             for src, lst in incoming.items():
                 for i, tr in enumerate(lst):
-                    self.posted[(src, i)] = self._post(tr)
+                    op = (post_before or {}).get(tr.tag)
+                    if op is None:
+                        self.posted[(src, i)] = self._post(tr)
+                    else:
+                        self.later.setdefault(op, []).append((src, i))
+
+    def post_before(self, op: str) -> None:
+        """Post the receives planned to arrive before `op` (those not already taken on demand)."""
+        for src, i in self.later.pop(op, ()):
+            if i >= self.done[src] and (src, i) not in self.posted:
+                self.posted[(src, i)] = self._post(self.incoming[src][i])
 
     @staticmethod
     def _post(tr: Transfer) -> tuple[torch.Tensor, dist.Work | None]:
@@ -206,7 +220,7 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                 t0 = time.perf_counter()
                 env: dict[str, torch.Tensor] = dict(feeds)
                 env.update(program.constants)
-                inbox = _Inbox(incoming, spec.backend == "gloo", timeout)
+                inbox = _Inbox(incoming, spec.backend == "gloo", timeout, part.post_before)
                 events: list[tuple[str, str, float, float]] = []
                 pending: list[tuple[dist.Work, torch.Tensor, Transfer]] = []
                 metered = rep == 0
@@ -214,6 +228,7 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                     if name == fault_op and rep == 0:
                         assert fault is not None  # fault_op is set only with a fault
                         _inject(fault, name)
+                    inbox.post_before(name)
                     for tname in reads[name]:
                         if tname not in env and inbox.has(tname):
                             s = time.perf_counter()

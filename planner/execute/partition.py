@@ -21,7 +21,7 @@ more processes than devices are refused (they would have nothing to run).
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from planner.errors import InputError
 from planner.ir.graph import OpGraph
@@ -56,6 +56,9 @@ class Partition:
     transfers: tuple[Transfer, ...]
     rank_of_op: dict[str, int]
     outputs: tuple[str, ...]
+    # transfer tag -> the receiving rank's op before which its receive is posted (absent: at the repetition's
+    # start); see `recv_post_points`
+    post_before: dict[int, str] = field(default_factory=dict)
 
     def sends_after(self, rank: int) -> dict[str, list[Transfer]]:
         """op name -> the transfers `rank` starts right after running it (in send order)."""
@@ -156,7 +159,26 @@ def partition_plan(plan: Plan, graph: OpGraph, nproc: int | None = None, where: 
                 transfers.append(Transfer(t, src_rank, dst, n, len(transfers), tuple(info.shape), info.dtype, name,
                                           info.size_bytes))
     return Partition(world, tuple(plan.device_names), rank_of_device, tuple(order), rank_ops, tuple(transfers),
-                     rank_of_op, tuple(graph.graph_outputs))
+                     rank_of_op, tuple(graph.graph_outputs), recv_post_points(transfers, rank_ops, graph, key))
+
+
+def recv_post_points(transfers: list[Transfer], rank_ops: tuple[tuple[str, ...], ...], graph: OpGraph,
+                     key: dict[str, tuple]) -> dict[int, str]:
+    """transfer tag -> the receiving rank's op before which the receive is posted: the first op there that the
+    plan starts no earlier than the producer ends (when the plan has the data arrive at the soonest), and never
+    after the first op that reads it.  A receive buffer is memory, so posting every receive at the start of a
+    repetition would hold each received tensor longer than the plan's memory model does (from its arrival);
+    transfers whose point is the rank's first op are posted at the start (absent from the mapping)."""
+    out: dict[int, str] = {}
+    for tr in transfers:
+        ops = rank_ops[tr.dst]
+        produced_end = key[tr.producer][1]
+        readers = [i for i, name in enumerate(ops) if tr.tensor in graph.op(name).reads]
+        limit = readers[0] if readers else len(ops)
+        point = next((i for i in range(limit) if key[ops[i]][0] >= produced_end), limit)
+        if 0 < point < len(ops):
+            out[tr.tag] = ops[point]
+    return out
 
 
 def release_after(partition: Partition, graph: OpGraph, rank: int) -> dict[str, tuple[str, ...]]:
