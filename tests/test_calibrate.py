@@ -4,6 +4,7 @@ and the per-op CSV that plan-solve --measured reads; the provenance schema refus
 from __future__ import annotations
 
 import csv
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,13 @@ def test_a_gpu_profile_has_one_gpu_memory_per_device_and_an_nccl_link(tmp_path):
     assert topology.num_devices == 4 and topology.devices[3].name == "node0/gpu3"
     assert topology.devices[0].kind == "cuda-gpu" and topology.devices[0].memory_bytes == 80 * 2**30
     assert topology.links[0][1].name == "nccl-measured"
+
+
+def test_the_gpu_script_parses_and_calls_our_commands():
+    # never run here (needs CUDA); it must stay valid bash and call the console scripts pyproject installs
+    script = REPO / "scripts" / "calibrate_gpu.sh"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    text = script.read_text()
+    scripts = (REPO / "pyproject.toml").read_text()
+    for command in ("plan-calibrate", "plan-solve", "plan-simulate"):
+        assert f"$BIN/{command}" in text and f"{command} = " in scripts
