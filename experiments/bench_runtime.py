@@ -355,16 +355,20 @@ def bench_calibration(quick: bool) -> list[dict]:
             calibrated = calibrated_profile(tmp, quick)
         except Exception as exc:  # noqa: BLE001 - a bench row, not a test
             return [{"part": "calibration", "error": f"plan-calibrate: {exc}", **machine}]
-        profile_text = calibrated.read_text()
         for name, path in models().items():
             for row in calibration_rows(name, path, tmp, nominal, calibrated, repeat, method, CAL_TIME_LIMIT_S):
                 rows.append({**row, **machine})
             print(f"   {name}: calibration rows done", file=sys.stderr, flush=True)
-        figures = [ln.strip() for ln in profile_text.splitlines()
-                   if ln.strip().startswith(("float:", "memory_bandwidth:", "launch_overhead:", "latency:",
-                                             "bandwidth:"))]
+        from planner.ir.hardware import load_topology
+
+        topology = load_topology(calibrated)
+        dev, link = topology.devices[0], topology.links[0][-1]
+        figures = (f"float {dev.peak_flops_per_s['float'] / 1e9:.4g} GFLOP/s; memory bandwidth "
+                   f"{dev.memory_bandwidth_bytes_per_s / 1e9:.4g} GB/s; launch overhead "
+                   f"{dev.launch_overhead_s * 1e6:.4g} us; link latency {link.latency_s * 1e6:.4g} us, bandwidth "
+                   f"{link.bandwidth_bytes_per_s / 1e9:.4g} GB/s")
         for row in rows:
-            row["calibrated_profile"] = "; ".join(figures)
+            row["calibrated_profile"] = figures
             row["load_avg_1min_end"] = round(os.getloadavg()[0], 2)
     return rows
 

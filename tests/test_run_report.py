@@ -112,3 +112,28 @@ def test_a_bad_run_report_is_refused(tmp_path, times, expect):
     path.write_text(json.dumps({"op_seconds": times}))
     with pytest.raises(InputError, match=expect):
         load_measured_times(path)
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_receives_are_posted_by_their_first_reader_and_acks_name_received_sends(moe_rr, nproc):
+    graph = prepared_graph(MOE)
+    plan = load_plan(moe_rr)
+    part = partition_plan(plan, graph, nproc)
+    start = {p.task: p.start_tick for p in plan.placements}
+    end = {p.task: p.end_tick for p in plan.placements}
+    by_tag = {t.tag: t for t in part.transfers}
+    assert part.post_before and set(part.post_before) <= set(by_tag)
+    for tag, op in part.post_before.items():
+        tr = by_tag[tag]
+        ops = part.rank_ops[tr.dst]
+        readers = [i for i, name in enumerate(ops) if tr.tensor in graph.op(name).reads]
+        point = ops.index(op)
+        assert 0 < point and (not readers or point <= readers[0])
+        assert start[op] >= end[tr.producer] or (readers and point == readers[0])
+    for tr in part.transfers:
+        ack = part.acks[tr.tag]
+        if ack < 0:
+            continue
+        (back,) = [t for t in part.transfers if (t.src, t.dst, t.seq) == (tr.dst, tr.src, ack)]
+        before = part.rank_ops[tr.src][: part.rank_ops[tr.src].index(tr.producer)]
+        assert any(back.tensor in graph.op(name).reads for name in before)

@@ -150,6 +150,11 @@ class _Inbox:
         work = dist.irecv(buf, src=tr.src, tag=tr.tag) if buf.numel() else None
         return buf, work
 
+    def acked(self, acks: dict[int, int]) -> dict[int, int]:
+        """source rank -> the highest seq of this rank's sends to it that it has received (from `acks` of the last
+        transfer completed from it; nondecreasing, as a rank receives before it makes what depends on it)."""
+        return {src: acks.get(self.incoming[src][n - 1].tag, -1) for src, n in self.done.items() if n}
+
     def has(self, tensor: str) -> bool:
         return tensor in self.where
 
@@ -243,13 +248,13 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                             work = dist.isend(buf, dst=tr.dst, tag=tr.tag)
                             assert work is not None  # None only on a rank outside the group; this is the default one
                             pending.append((work, buf, tr))
+                    if pending:  # before sampling: a completed send's buffer is free already
+                        pending = _reap(pending, timeout, inbox.acked(part.acks))
                     if metered:
                         _sample(meter, env, held_always, pending, inbox)
                     for tname in release.get(name, ()):
                         if tname not in held_always:
                             env.pop(tname, None)
-                    if pending:
-                        pending = _reap(pending, timeout)
                 if rank == 0:
                     for out in part.outputs:
                         if out not in env and inbox.has(out):
@@ -291,13 +296,15 @@ def _wait_send(item: tuple[dist.Work, torch.Tensor, Transfer], timeout: timedelt
         raise RuntimeError(f"sending {tr.tensor!r} to rank {tr.dst} failed or timed out: {exc}") from None
 
 
-def _reap(pending: list[tuple[dist.Work, torch.Tensor, Transfer]], timeout: timedelta
+def _reap(pending: list[tuple[dist.Work, torch.Tensor, Transfer]], timeout: timedelta, acked: dict[int, int]
           ) -> list[tuple[dist.Work, torch.Tensor, Transfer]]:
-    """The sends still in flight; completed ones are waited on (which raises a failed one's error) and dropped, so
-    their buffers are freed."""
+    """The sends still in flight.  Completed ones — reported so, or known received (`acked`: destination rank ->
+    highest seq it has received, `partition.send_acknowledgements`) — are waited on (at once; a failed one raises)
+    and dropped, so their buffers are freed."""
     still = []
     for item in pending:
-        if item[0].is_completed():
+        tr = item[2]
+        if tr.seq <= acked.get(tr.dst, -1) or item[0].is_completed():
             _wait_send(item, timeout)
         else:
             still.append(item)

@@ -59,6 +59,9 @@ class Partition:
     # transfer tag -> the receiving rank's op before which its receive is posted (absent: at the repetition's
     # start); see `recv_post_points`
     post_before: dict[int, str] = field(default_factory=dict)
+    # transfer tag (B -> A) -> the highest seq of A -> B transfers that B has received before it made this one
+    # (-1: none); see `send_acknowledgements`
+    acks: dict[int, int] = field(default_factory=dict)
 
     def sends_after(self, rank: int) -> dict[str, list[Transfer]]:
         """op name -> the transfers `rank` starts right after running it (in send order)."""
@@ -159,7 +162,32 @@ def partition_plan(plan: Plan, graph: OpGraph, nproc: int | None = None, where: 
                 transfers.append(Transfer(t, src_rank, dst, n, len(transfers), tuple(info.shape), info.dtype, name,
                                           info.size_bytes))
     return Partition(world, tuple(plan.device_names), rank_of_device, tuple(order), rank_ops, tuple(transfers),
-                     rank_of_op, tuple(graph.graph_outputs), recv_post_points(transfers, rank_ops, graph, key))
+                     rank_of_op, tuple(graph.graph_outputs), recv_post_points(transfers, rank_ops, graph, key),
+                     send_acknowledgements(transfers, rank_ops, graph))
+
+
+def send_acknowledgements(transfers: list[Transfer], rank_ops: tuple[tuple[str, ...], ...], graph: OpGraph
+                          ) -> dict[int, int]:
+    """transfer tag -> the highest `seq` of the transfers back (dst -> src) that the sender had received before it
+    made the tensor: a rank reads a received tensor only after completing its receive (and every earlier one from
+    the same sender), so when A receives X from B, B holds every A -> B transfer up to that seq, and A may wait on
+    those sends at no cost and free their buffers.  (gloo's send handles do not report completion before `wait`,
+    so without this a sender would hold every send buffer to the end of the repetition.)"""
+    back: dict[tuple[int, int], dict[str, int]] = {}  # (A, B) -> tensor sent A -> B -> seq
+    for tr in transfers:
+        back.setdefault((tr.src, tr.dst), {})[tr.tensor] = tr.seq
+    out: dict[int, int] = {}
+    for tr in transfers:
+        sent_back = back.get((tr.dst, tr.src), {})
+        best = -1
+        if sent_back:
+            for name in rank_ops[tr.src]:
+                if name == tr.producer:
+                    break
+                for t in graph.op(name).reads:
+                    best = max(best, sent_back.get(t, -1))
+        out[tr.tag] = best
+    return out
 
 
 def recv_post_points(transfers: list[Transfer], rank_ops: tuple[tuple[str, ...], ...], graph: OpGraph,
