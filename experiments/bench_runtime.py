@@ -36,10 +36,11 @@ by `run_plan(nproc=2, repeat=K)` right after it is made:
 * `replanned`   planned on the same profile with `--measured` = the `calibrated` run's report (its measured op
                 times): plan, run, measure, re-plan.
 
-Each row: `measured_makespan_s` (median of K), `simulated_makespan_s` (the plan's), `measured_vs_simulated`,
-`busy_ratio` and `peak_ratio` per rank (measured / simulated busy time; measured / predicted peak tensor bytes,
-"/"-joined), `devices_used`, `transfers`; `replanned` rows add `vs_calibrated_measured` = its measured makespan /
-the calibrated plan's.  `python -m experiments.bench_runtime --calibration [--quick]` runs only these rows
+Each row: `effective_parallelism` for 2 processes (as above), `measured_makespan_s` (median of K),
+`simulated_makespan_s` (the plan's), `measured_vs_simulated`, `busy_ratio` and `peak_ratio` per rank (measured /
+simulated busy time; measured / predicted peak tensor bytes, "/"-joined), `devices_used`, `transfers`;
+`replanned` rows add `vs_calibrated_measured` = its measured makespan / the calibrated plan's.
+`python -m experiments.bench_runtime --calibration [--quick]` runs only these rows
 (`bench/results/runtime-calibration[-quick].csv`) and prints them as a Markdown table.
 """
 
@@ -347,6 +348,11 @@ def bench_calibration(quick: bool) -> list[dict]:
     repeat = 2 if quick else 5
     method = "heft" if quick else "milp"
     machine: dict[str, Any] = {"cpu_count": os.cpu_count(), "load_avg_1min": round(os.getloadavg()[0], 2)}
+    try:
+        machine["effective_parallelism"] = round(effective_parallelism(CAL_NPROC), 2)
+    except Exception as exc:  # noqa: BLE001 - a bench column, not a test
+        machine["effective_parallelism"] = None
+        print(f"   effective parallelism not measured: {exc}", file=sys.stderr)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

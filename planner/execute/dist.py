@@ -73,6 +73,7 @@ class RunSpec:
     comm_timeout_s: float = 60.0  # one receive / send / barrier
     run_timeout_s: float = 600.0  # the whole launch
     fault: Fault | None = None
+    threads: int = 1  # torch.set_num_threads of each rank (plan-calibrate --threads measures the same)
 
 
 @dataclass
@@ -195,7 +196,7 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
 
     Returns this rank's result; with `collect` (torchrun, no launcher to collect), rank 0 returns every rank's
     result (gathered over the process group) and the other ranks return None."""
-    torch.set_num_threads(1)
+    torch.set_num_threads(spec.threads)
     part = spec.partition
     world = part.world_size
     timeout = timedelta(seconds=spec.comm_timeout_s)

@@ -154,7 +154,8 @@ def run_plan(plan_path: str | Path, *, nproc: int | None = None, backend: str = 
              repeat: int = 1, warmup: int = 1, report_path: str | Path | None = None,
              feeds: Mapping[str, np.ndarray] | None = None,
              input_shapes: Mapping[str, Sequence[int]] | None = None, fault: Fault | None = None,
-             comm_timeout_s: float = 60.0, run_timeout_s: float = 600.0, replan: bool = False) -> RunOutcome:
+             comm_timeout_s: float = 60.0, run_timeout_s: float = 600.0, replan: bool = False,
+             threads: int = 1) -> RunOutcome:
     """Run a plan file on local ranks (fork); see the module docstring for the report."""
     if repeat < 1 or warmup < 0:
         raise InputError(f"--repeat {repeat}: must be at least 1 (and warm-up at least 0)")
@@ -167,7 +168,7 @@ def run_plan(plan_path: str | Path, *, nproc: int | None = None, backend: str = 
     if missing:
         raise InputError(f"no value for graph input(s) {missing}", path=str(plan_path))
     spec = RunSpec(plan.model_path, graph, partition, feeds, backend=backend, repeat=repeat, warmup=warmup,
-                   comm_timeout_s=comm_timeout_s, run_timeout_s=run_timeout_s, fault=fault)
+                   comm_timeout_s=comm_timeout_s, run_timeout_s=run_timeout_s, fault=fault, threads=threads)
     results = launch_local(spec)
     outputs = results[0].outputs
     ref_feeds = {**feeds, **bound_input_feeds(plan.model_path, plan.input_values)} if check else None
