@@ -3,7 +3,7 @@ onnxruntime profile.
 
 * CSV: a header row with the columns `op` and `seconds` (extra columns ignored); one row per op name
   (`plan-calibrate --model M` writes one).
-* `plan-run --report run.json`: a JSON object whose `op_seconds` maps each op to its measured seconds (the median
+* `plan-run --report run.json`: a JSON object whose `op_seconds` maps each op to its measured seconds (the mean
   over the run's repetitions, per-op runtime overhead included; `planner.execute.run_report`).
 * onnxruntime profiling JSON (from `SessionOptions.enable_profiling`): a list of Chrome-trace events; the
   `Node` category events named `<node name>_kernel_time` carry `dur` in microseconds.  Repeated runs are averaged.
