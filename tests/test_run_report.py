@@ -5,6 +5,7 @@ tensor bytes per rank."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,19 @@ def test_receives_are_posted_by_their_first_reader_and_acks_name_received_sends(
         (back,) = [t for t in part.transfers if (t.src, t.dst, t.seq) == (tr.dst, tr.src, ack)]
         before = part.rank_ops[tr.src][: part.rank_ops[tr.src].index(tr.producer)]
         assert any(back.tensor in graph.op(name).reads for name in before)
+
+
+def test_load_factors_make_a_ranks_ops_add_up_to_its_mean_busy_time():
+    from planner.execute.dist import RankResult, RankRun
+    from planner.execute.run_report import load_factors, measured_op_seconds
+
+    runs = [RankRun(1.0, [("op", "a", 0.0, 0.1), ("op", "b", 0.1, 0.2)]),
+            RankRun(1.0, [("op", "a", 0.0, 0.1), ("op", "b", 0.1, 0.9)]),  # preempted inside b once
+            RankRun(1.0, [("op", "a", 0.0, 0.1), ("op", "b", 0.1, 0.2)])]
+    results = [RankResult(0, 0.0, runs), RankResult(1, 0.0, [RankRun(0.0)])]
+    medians = measured_op_seconds(results, statistics.median)
+    assert medians == pytest.approx({"a": 0.1, "b": 0.1})
+    factors = load_factors(results, medians)
+    assert factors[1] == 1.0
+    mean_busy = (0.2 + 0.9 + 0.2) / 3
+    assert factors[0] * (medians["a"] + medians["b"]) == pytest.approx(mean_busy)

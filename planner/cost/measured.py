@@ -3,8 +3,9 @@ onnxruntime profile.
 
 * CSV: a header row with the columns `op` and `seconds` (extra columns ignored); one row per op name
   (`plan-calibrate --model M` writes one).
-* `plan-run --report run.json`: a JSON object whose `op_seconds` maps each op to its measured seconds (the mean
-  over the run's repetitions, per-op runtime overhead included; `planner.execute.run_report`).
+* `plan-run --report run.json`: a JSON object whose `op_seconds` maps each op to its measured seconds (the median
+  over the run's repetitions times its rank's load factor, per-op runtime overhead included;
+  `planner.execute.run_report`).
 * onnxruntime profiling JSON (from `SessionOptions.enable_profiling`): a list of Chrome-trace events; the
   `Node` category events named `<node name>_kernel_time` carry `dur` in microseconds.  Repeated runs are averaged.
 

@@ -25,8 +25,8 @@ divides by the number of calls.  A figure's value is the median over repeats and
 * `--device cuda` (for GPU hosts; never needed by the tests): rank r measures GPU r (`torch.set_default_device`),
   the clock is read after `torch.cuda.synchronize()`, and the point-to-point figures are NCCL's.
 * `--model M`: every rank runs the whole model's ops in topological order (one rank's program of all ops), each op
-  timed alone; the op's time is the mean over repeats and ranks (as `plan-run --report`'s `op_seconds`: preemption
-  on a loaded machine is part of what a plan must budget for).
+  timed alone; the op's time is the mean over repeats and ranks (preemption on a loaded machine is part of what a
+  plan must budget for; a run report spreads it over a rank's ops instead, `planner.execute.run_report`).
 """
 
 from __future__ import annotations
@@ -386,7 +386,7 @@ def calibrate(spec: CalibrationSpec) -> Calibration:
             continue
         kind, _, what = key.partition(" ")
         figures[key] = Figure(key, _UNITS[kind], samples, _HOW[kind].format(what=what))
-    op_seconds = {k: statistics.fmean(v) for k, v in ops.items() if v}  # the mean, as run reports (run_report)
+    op_seconds = {k: statistics.fmean(v) for k, v in ops.items() if v}
     gpu_memory = min((int(res["memory_bytes"]) for res in results), default=0)
     return Calibration(spec, figures, op_seconds, wall, str(torch.__version__), gpu_memory)
 

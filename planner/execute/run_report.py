@@ -2,14 +2,16 @@
 
 Figures (all seconds or bytes; the keys of `run.json` they become):
 
-* `op_seconds`        op -> its measured duration, the mean over the measured repetitions (the compute event of
-                      the op in each rank's trace, our runtime's per-op cost included).  `plan-solve --measured
-                      run.json` reads this mapping (`planner.cost.measured`), so a run can be re-planned from what
-                      really happened.  The mean, not the median: on a loaded machine a rank is preempted now and
-                      then, inside some op, and a plan must budget for that; the medians of the ops sum to well
-                      under a repetition's busy time there (measured: a third of it on the MoE at load 8 on 2
-                      vCPUs), the means to its mean.  `op_seconds_median` is beside it; `op_rank` says which rank
-                      ran each op.
+* `op_seconds`        op -> its measured duration: its median over the measured repetitions (the compute event of
+                      the op in the trace, our runtime's per-op cost included) times its rank's load factor = the
+                      rank's mean busy time over the repetitions / the sum of its ops' medians.  On a loaded machine
+                      a rank is preempted now and then inside some op; the median keeps one unlucky repetition from
+                      making an op look expensive, and the factor spreads the time lost over the rank's ops in
+                      proportion to their typical time, so that the ops of a rank still add up to its busy time (the
+                      medians alone summed to a third of it on the MoE at load 8 on 2 vCPUs).  `plan-solve
+                      --measured run.json` reads this mapping (`planner.cost.measured`), so a run can be re-planned
+                      from what really happened.  `op_seconds_median` and `load_factor` (per rank) are beside it;
+                      `op_rank` says which rank ran each op.
 * `simulated_busy_s`  per rank: the plan's compute time of the ops that rank ran (placement lengths x tick), beside
                       `busy_s`, the measured one (the median repetition's); `busy_ratio` = measured / simulated.
 * `measured_vs_simulated` = measured makespan / simulated makespan.
@@ -38,7 +40,8 @@ from planner.ir.units import format_bytes, format_time
 from planner.schedule.memory import memory_intervals, memory_profile
 from planner.schedule.plan import Plan
 
-__all__ = ["TOP_DEVIATIONS", "measured_op_seconds", "predicted_peak_bytes", "prediction_quality", "summary_lines"]
+__all__ = ["TOP_DEVIATIONS", "load_factors", "measured_op_seconds", "predicted_peak_bytes", "prediction_quality",
+           "summary_lines"]
 
 TOP_DEVIATIONS = 10
 
@@ -52,6 +55,18 @@ def measured_op_seconds(results: Sequence[RankResult], statistic=statistics.fmea
                 if kind == "op":
                     samples.setdefault(name, []).append(e - s)
     return {name: statistic(v) for name, v in samples.items()}
+
+
+def load_factors(results: Sequence[RankResult], medians: Mapping[str, float]) -> list[float]:
+    """Per rank: its mean busy time over the measured repetitions / the sum of its ops' median times (1 for a rank
+    with no ops); see `op_seconds` in the module docstring."""
+    out = []
+    for res in results:
+        ops = {name for run in res.runs for kind, name, _, _ in run.events if kind == "op"}
+        typical = sum(medians[name] for name in ops)
+        busy = statistics.fmean(run.busy_s for run in res.runs) if res.runs else 0.0
+        out.append(busy / typical if typical > 0 and busy > 0 else 1.0)
+    return out
 
 
 def _planned_op_seconds(plan: Plan) -> dict[str, float]:
@@ -92,7 +107,9 @@ def prediction_quality(plan: Plan, partition: Partition, results: Sequence[RankR
                        ) -> dict[str, Any]:
     """The report keys of the module docstring."""
     world = partition.world_size
-    op_s = measured_op_seconds(results)
+    medians = measured_op_seconds(results, statistics.median)
+    factors = load_factors(results, medians)
+    op_s = {op: t * factors[partition.rank_of_op[op]] for op, t in medians.items()}
     planned = _planned_op_seconds(plan) if plan.time_unit == "s" else {}
     rank_of = partition.rank_of_op
     sim_busy = [0.0] * world
@@ -116,7 +133,8 @@ def prediction_quality(plan: Plan, partition: Partition, results: Sequence[RankR
         "simulated_busy_s": sim_busy if planned else None,
         "busy_ratio": [_ratio(b, s) for b, s in zip(busy, sim_busy, strict=True)] if planned else None,
         "op_seconds": op_s,
-        "op_seconds_median": measured_op_seconds(results, statistics.median),
+        "op_seconds_median": medians,
+        "load_factor": factors,
         "op_rank": {op: rank_of[op] for op in op_s},
         "op_deviations": deviations,
         "peak_tensor_bytes": measured_peak,

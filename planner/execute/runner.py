@@ -12,7 +12,8 @@ Report (`run.json`, written atomically)::
     busy_s                 per rank: compute time in the median repetition
     build_s                per rank: seconds to build its share of the model
     transfers, transfer_bytes
-    measured_vs_simulated, simulated_busy_s, busy_ratio, op_seconds, op_seconds_median, op_rank, op_deviations,
+    measured_vs_simulated, simulated_busy_s, busy_ratio, op_seconds, op_seconds_median, load_factor, op_rank,
+    op_deviations,
     peak_tensor_bytes,
     fixed_tensor_bytes, predicted_peak_bytes, predicted_peak_bytes_per_device, peak_ratio
                            how good the prediction was (`planner.execute.run_report`); `plan-solve --measured
