@@ -39,7 +39,10 @@ by `run_plan(nproc=2, repeat=K)` right after it is made:
 Each row: `effective_parallelism` for 2 processes (as above), `measured_makespan_s` (median of K),
 `simulated_makespan_s` (the plan's), `measured_vs_simulated`, `busy_ratio` and `peak_ratio` per rank (measured /
 simulated busy time; measured / predicted peak tensor bytes, "/"-joined), `devices_used`, `transfers`;
-`replanned` rows add `vs_calibrated_measured` = its measured makespan / the calibrated plan's.
+`replanned` rows add the calibrated and the re-planned plan run again alternately, `rounds` times each (3; 1
+with `--quick`), so that the load drifting on a shared machine falls on both alike: the medians of their
+measured makespans, `calibrated_alternating_s` and `replanned_alternating_s`, and `vs_calibrated_measured` =
+re-planned / calibrated.
 `python -m experiments.bench_runtime --calibration [--quick]` runs only these rows
 (`bench/results/runtime-calibration[-quick].csv`) and prints them as a Markdown table.
 """
@@ -308,7 +311,7 @@ def _joined(values: list | None) -> str:
 
 
 def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrated: Path, repeat: int, method: str,
-                     time_limit_s: float) -> list[dict]:
+                     time_limit_s: float, rounds: int = 3) -> list[dict]:
     """The three rows of one model (module docstring); a failing step ends that model's rows with its error."""
     from planner.execute.runner import run_plan
     from planner.schedule.plan_io import load_plan
@@ -338,9 +341,18 @@ def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrate
                    predicted_peak_bytes="/".join(map(str, report["predicted_peak_bytes"] or [])),
                    devices_used=len({p.device for p in plan.placements}), transfers=report["transfers"],
                    max_abs_error=report["max_abs_error"], plan_status=plan.status, error="")
-        if stage == "replanned":
-            row["vs_calibrated_measured"] = _ratio(measured_by[stage], measured_by.get("calibrated"))
         rows.append(row)
+    if len(measured_by) == 3:
+        # the two plans again, alternately, so that the machine's load drifts over both alike
+        alternate: dict[str, list[float]] = {"calibrated": [], "replanned": []}
+        for _ in range(rounds):
+            for stage in alternate:
+                report = run_plan(tmp / f"{name}-{stage}.json", nproc=CAL_NPROC, repeat=repeat,
+                                  run_timeout_s=600).report
+                alternate[stage].append(report["measured_makespan_s"])
+        a, b = (statistics.median(alternate[k]) for k in ("calibrated", "replanned"))
+        rows[-1].update(calibrated_alternating_s=round(a, 6), replanned_alternating_s=round(b, 6),
+                        vs_calibrated_measured=_ratio(b, a))
     return rows
 
 
@@ -362,7 +374,8 @@ def bench_calibration(quick: bool) -> list[dict]:
         except Exception as exc:  # noqa: BLE001 - a bench row, not a test
             return [{"part": "calibration", "error": f"plan-calibrate: {exc}", **machine}]
         for name, path in models().items():
-            for row in calibration_rows(name, path, tmp, nominal, calibrated, repeat, method, CAL_TIME_LIMIT_S):
+            for row in calibration_rows(name, path, tmp, nominal, calibrated, repeat, method, CAL_TIME_LIMIT_S,
+                                        rounds=1 if quick else 3):
                 rows.append({**row, **machine})
             print(f"   {name}: calibration rows done", file=sys.stderr, flush=True)
         from planner.ir.hardware import load_topology
