@@ -36,7 +36,8 @@ by `run_plan(nproc=2, repeat=K)` right after it is made:
 * `replanned`   planned on the same profile with `--measured` = the `calibrated` run's report (its measured op
                 times): plan, run, measure, re-plan.
 
-Each row: `effective_parallelism` for 2 processes (as above), `measured_makespan_s` (median of K),
+The light CNNs get seeded random weights (as in the corpus, `experiments.corpus`), so `--check` compares outputs
+that vary.  Each row: `effective_parallelism` for 2 processes (as above), `measured_makespan_s` (median of K),
 `simulated_makespan_s` (the plan's), `measured_vs_simulated`, `busy_ratio` and `peak_ratio` per rank (measured /
 simulated busy time; measured / predicted peak tensor bytes, "/"-joined), `devices_used`, `transfers`;
 `replanned` rows add the calibrated and the re-planned plan run again alternately, `rounds` times each (3; 1
@@ -293,6 +294,24 @@ def calibrated_profile(tmp: Path, quick: bool, nproc: int = CAL_NPROC) -> Path:
     return out
 
 
+def random_weight_models(tmp: Path) -> dict[str, Path]:
+    """`models()` with the light CNNs' constant weights replaced by seeded random ones and the final softmax
+    dropped, as the corpus does (`experiments.corpus`), so that `--check` compares outputs that vary."""
+    import onnx
+
+    from experiments.corpus import drop_final_softmax, randomize_weights
+
+    out = {}
+    for i, (name, path) in enumerate(models().items()):
+        if name == "moe":
+            out[name] = path
+            continue
+        copy = tmp / f"light_{name}_random.onnx"
+        onnx.save(drop_final_softmax(randomize_weights(onnx.load(str(path)), seed=100 + i)), str(copy))
+        out[name] = copy
+    return out
+
+
 def _plan_on(model: Path, hw: Path, out: Path, method: str, time_limit_s: float, measured: Path | None) -> Path:
     from planner.cli import solve_main
 
@@ -371,9 +390,10 @@ def bench_calibration(quick: bool) -> list[dict]:
         nominal = nominal_profile(tmp)
         try:
             calibrated = calibrated_profile(tmp, quick)
+            paths = random_weight_models(tmp)
         except Exception as exc:  # noqa: BLE001 - a bench row, not a test
-            return [{"part": "calibration", "error": f"plan-calibrate: {exc}", **machine}]
-        for name, path in models().items():
+            return [{"part": "calibration", "error": f"set-up (plan-calibrate, models): {exc}", **machine}]
+        for name, path in paths.items():
             for row in calibration_rows(name, path, tmp, nominal, calibrated, repeat, method, CAL_TIME_LIMIT_S,
                                         rounds=1 if quick else 3):
                 rows.append({**row, **machine})
