@@ -27,6 +27,25 @@ The cpu-4 profile's figures are nominal (one 96 GFLOP/s core per process, 10 us 
 machine, so `measured_vs_simulated` measures the profile as much as the plan.  Run alone with
 `python -m experiments.bench --only runtime`; `python -m experiments.bench_runtime [CSV]` prints a CSV of this
 section as a Markdown table.
+
+**Calibration rows** (`part` = `calibration`; issue 14), on `CAL_NPROC` = 2 ranks, per model three plans, each run
+by `run_plan(nproc=2, repeat=K)` right after it is made:
+
+* `nominal`     planned on cpu-4's nominal figures for 2 processes (`cpu-4.yaml` with `count: 2`): "before";
+* `calibrated`  planned on the profile `plan-calibrate --nproc 2` wrote at the start of this section: "after";
+* `replanned`   planned on the same profile with `--measured` = the `calibrated` run's report (its measured op
+                times): plan, run, measure, re-plan.
+
+The light CNNs get seeded random weights (as in the corpus, `experiments.corpus`), so `--check` compares outputs
+that vary.  Each row: `effective_parallelism` for 2 processes (as above), `measured_makespan_s` (median of K),
+`simulated_makespan_s` (the plan's), `measured_vs_simulated`, `busy_ratio` and `peak_ratio` per rank (measured /
+simulated busy time; measured / predicted peak tensor bytes, "/"-joined), `devices_used`, `transfers`;
+`replanned` rows add the calibrated and the re-planned plan run again alternately, `rounds` times each (3; 1
+with `--quick`), so that the load drifting on a shared machine falls on both alike: the medians of their
+measured makespans, `calibrated_alternating_s` and `replanned_alternating_s`, and `vs_calibrated_measured` =
+re-planned / calibrated.
+`python -m experiments.bench_runtime --calibration [--quick]` runs only these rows
+(`bench/results/runtime-calibration[-quick].csv`) and prints them as a Markdown table.
 """
 
 from __future__ import annotations
@@ -250,7 +269,154 @@ def bench_model(name: str, model: Path, tmp: Path, repeat: int, method: str, tim
     return row
 
 
+# ------------------------------------------------------------------------------------------ calibration rows
+CAL_NPROC = 2
+CAL_TIME_LIMIT_S = 10
+
+
+def nominal_profile(tmp: Path, nproc: int = CAL_NPROC) -> Path:
+    """cpu-4.yaml's nominal figures for `nproc` processes (the plan's devices = the ranks that run it)."""
+    text = HW.read_text().replace("count: 4", f"count: {nproc}").replace("name: cpu-4", f"name: cpu-{nproc}-nominal")
+    out = tmp / f"cpu-{nproc}-nominal.yaml"
+    out.write_text(text)
+    return out
+
+
+def calibrated_profile(tmp: Path, quick: bool, nproc: int = CAL_NPROC) -> Path:
+    from planner.cli_calibrate import calibrate_main
+
+    out = tmp / f"calibrated-{nproc}.yaml"
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        rc = calibrate_main(["--nproc", str(nproc), "--out", str(out), "--quiet", *(["--quick"] if quick else [])])
+    if rc != 0:
+        raise RuntimeError(f"plan-calibrate exited with {rc}: {err.getvalue().strip()[-300:]}")
+    return out
+
+
+def random_weight_models(tmp: Path) -> dict[str, Path]:
+    """`models()` with the light CNNs' constant weights replaced by seeded random ones and the final softmax
+    dropped, as the corpus does (`experiments.corpus`), so that `--check` compares outputs that vary."""
+    import onnx
+
+    from experiments.corpus import drop_final_softmax, randomize_weights
+
+    out = {}
+    for i, (name, path) in enumerate(models().items()):
+        if name == "moe":
+            out[name] = path
+            continue
+        copy = tmp / f"light_{name}_random.onnx"
+        onnx.save(drop_final_softmax(randomize_weights(onnx.load(str(path)), seed=100 + i)), str(copy))
+        out[name] = copy
+    return out
+
+
+def _plan_on(model: Path, hw: Path, out: Path, method: str, time_limit_s: float, measured: Path | None) -> Path:
+    from planner.cli import solve_main
+
+    err = io.StringIO()
+    args = ["--model", str(model), "--hw", str(hw), "--method", method, "--time-limit", str(time_limit_s),
+            "--out", str(out), "--quiet", "--no-pictures", "--format", "json"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        rc = solve_main(args + (["--measured", str(measured)] if measured else []))
+    if rc != 0:
+        raise RuntimeError(f"plan-solve exited with {rc}: {err.getvalue().strip()[-300:]}")
+    return out
+
+
+def _joined(values: list | None) -> str:
+    return "/".join(f"{v:.3f}" if v is not None else "" for v in values) if values else ""
+
+
+def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrated: Path, repeat: int, method: str,
+                     time_limit_s: float, rounds: int = 3) -> list[dict]:
+    """The three rows of one model (module docstring); a failing step ends that model's rows with its error."""
+    from planner.execute.runner import run_plan
+    from planner.schedule.plan_io import load_plan
+
+    rows: list[dict] = []
+    measured_by: dict[str, float] = {}
+    stages: list[tuple[str, Path, Path | None]] = [("nominal", nominal, None), ("calibrated", calibrated, None),
+                                                   ("replanned", calibrated, tmp / f"{name}-calibrated.run.json")]
+    for stage, hw, measured in stages:
+        row: dict[str, Any] = {"part": "calibration", "model": name, "stage": stage, "method": method,
+                               "repeat": repeat, "nproc": CAL_NPROC}
+        try:
+            plan_path = _plan_on(model, hw, tmp / f"{name}-{stage}.json", method, time_limit_s, measured)
+            plan = load_plan(plan_path)
+            report = run_plan(plan_path, nproc=CAL_NPROC, repeat=repeat, check=True,
+                              report_path=tmp / f"{name}-{stage}.run.json", run_timeout_s=600).report
+        except Exception as exc:  # a bench row records the failure and goes on
+            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            rows.append(row)
+            break
+        measured_by[stage] = report["measured_makespan_s"]
+        row.update(measured_makespan_s=round(report["measured_makespan_s"], 6),
+                   simulated_makespan_s=round(report["simulated_makespan_s"], 6),
+                   measured_vs_simulated=_ratio(report["measured_makespan_s"], report["simulated_makespan_s"]),
+                   busy_ratio=_joined(report["busy_ratio"]), peak_ratio=_joined(report["peak_ratio"]),
+                   peak_tensor_bytes="/".join(map(str, report["peak_tensor_bytes"])),
+                   predicted_peak_bytes="/".join(map(str, report["predicted_peak_bytes"] or [])),
+                   devices_used=len({p.device for p in plan.placements}), transfers=report["transfers"],
+                   max_abs_error=report["max_abs_error"], plan_status=plan.status, error="")
+        rows.append(row)
+    if len(measured_by) == 3:
+        # the two plans again, alternately, so that the machine's load drifts over both alike
+        alternate: dict[str, list[float]] = {"calibrated": [], "replanned": []}
+        for _ in range(rounds):
+            for stage in alternate:
+                report = run_plan(tmp / f"{name}-{stage}.json", nproc=CAL_NPROC, repeat=repeat,
+                                  run_timeout_s=600).report
+                alternate[stage].append(report["measured_makespan_s"])
+        a, b = (statistics.median(alternate[k]) for k in ("calibrated", "replanned"))
+        rows[-1].update(calibrated_alternating_s=round(a, 6), replanned_alternating_s=round(b, 6),
+                        vs_calibrated_measured=_ratio(b, a))
+    return rows
+
+
+def bench_calibration(quick: bool) -> list[dict]:
+    repeat = 2 if quick else 5
+    method = "heft" if quick else "milp"
+    machine: dict[str, Any] = {"cpu_count": os.cpu_count(), "load_avg_1min": round(os.getloadavg()[0], 2)}
+    try:
+        machine["effective_parallelism"] = round(effective_parallelism(CAL_NPROC), 2)
+    except Exception as exc:  # noqa: BLE001 - a bench column, not a test
+        machine["effective_parallelism"] = None
+        print(f"   effective parallelism not measured: {exc}", file=sys.stderr)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        nominal = nominal_profile(tmp)
+        try:
+            calibrated = calibrated_profile(tmp, quick)
+            paths = random_weight_models(tmp)
+        except Exception as exc:  # noqa: BLE001 - a bench row, not a test
+            return [{"part": "calibration", "error": f"set-up (plan-calibrate, models): {exc}", **machine}]
+        for name, path in paths.items():
+            for row in calibration_rows(name, path, tmp, nominal, calibrated, repeat, method, CAL_TIME_LIMIT_S,
+                                        rounds=1 if quick else 3):
+                rows.append({**row, **machine})
+            print(f"   {name}: calibration rows done", file=sys.stderr, flush=True)
+        from planner.ir.hardware import load_topology
+
+        topology = load_topology(calibrated)
+        dev, link = topology.devices[0], topology.links[0][-1]
+        figures = (f"float {dev.peak_flops_per_s['float'] / 1e9:.4g} GFLOP/s; memory bandwidth "
+                   f"{dev.memory_bandwidth_bytes_per_s / 1e9:.4g} GB/s; launch overhead "
+                   f"{dev.launch_overhead_s * 1e6:.4g} us; link latency {link.latency_s * 1e6:.4g} us, bandwidth "
+                   f"{link.bandwidth_bytes_per_s / 1e9:.4g} GB/s")
+        for row in rows:
+            row["calibrated_profile"] = figures
+            row["load_avg_1min_end"] = round(os.getloadavg()[0], 2)
+    return rows
+
+
 def bench_runtime(quick: bool) -> list[dict]:
+    return [{"part": "speed", **row} for row in _speed_rows(quick)] + bench_calibration(quick)
+
+
+def _speed_rows(quick: bool) -> list[dict]:
     repeat = 2 if quick else 5
     method = "heft" if quick else "milp"
     machine: dict[str, Any] = {"cpu_count": os.cpu_count(), "load_avg_1min": round(os.getloadavg()[0], 2)}
@@ -287,10 +453,22 @@ def markdown_table(rows: list[dict], columns: tuple[str, ...] = TABLE_COLUMNS) -
     return "\n".join(lines)
 
 
+CALIBRATION_COLUMNS = ("model", "stage", "measured_makespan_s", "simulated_makespan_s", "measured_vs_simulated",
+                       "busy_ratio", "peak_ratio", "devices_used", "transfers", "vs_calibrated_measured", "error")
+
+
 def main(argv: list[str] | None = None) -> int:
     import csv
 
     args = sys.argv[1:] if argv is None else argv
+    if "--calibration" in args:
+        from experiments.bench import RESULTS, write_csv
+
+        quick = "--quick" in args
+        rows = bench_calibration(quick)
+        write_csv(RESULTS / f"runtime-calibration{'-quick' if quick else ''}.csv", rows)
+        print(markdown_table(rows, CALIBRATION_COLUMNS))
+        return 0
     path = Path(args[0]) if args else REPO / "bench" / "results" / "runtime.csv"
     with path.open(newline="") as f:
         rows = [{k: (_num(v) if k != "model" else v) for k, v in r.items()} for r in csv.DictReader(f)]

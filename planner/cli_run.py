@@ -58,7 +58,7 @@ def _run_plan(args: argparse.Namespace) -> int:
     outcome = run_plan(args.plan, replan=args.replan, nproc=args.nproc, backend=args.backend, check=args.check,
                        repeat=args.repeat, warmup=args.warmup, report_path=args.report, feeds=_feeds(args.inputs),
                        input_shapes=_shapes(args.input_shape), comm_timeout_s=args.timeout,
-                       run_timeout_s=args.run_timeout)
+                       run_timeout_s=args.run_timeout, threads=args.threads)
     r = outcome.report
     if args.format == "json":
         print(json.dumps(r, indent=2))
@@ -75,6 +75,12 @@ def _run_plan(args: argparse.Namespace) -> int:
     print(f"measured makespan {format_time(r['measured_makespan_s'])} (median of {args.repeat} after "
           f"{args.warmup} warm-up)" + (f"; simulated {format_time(sim)}" if sim is not None else ""))
     print("busy per rank: " + ", ".join(format_time(b) for b in r["busy_s"]))
+    if "peak_tensor_bytes" in r:
+        # here, not at the top: torch stays optional (module docstring); run_report itself has no torch
+        from planner.execute.run_report import summary_lines
+
+        for line in summary_lines(r):
+            print(line)
     if args.check:
         print(f"check against onnxruntime: max abs error {r['max_abs_error']:.3g}, "
               f"max rel error {r['max_rel_error']:.3g}")
@@ -98,6 +104,8 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nproc", type=positive_int, default=None,
                         help="processes (default: one per planned device; fewer: device d runs on rank d %% N)")
     parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    parser.add_argument("--threads", type=positive_int, default=1,
+                        help="torch threads per rank (default 1; calibrate with the same plan-calibrate --threads)")
     parser.add_argument("--check", action="store_true", help="compare the outputs with onnxruntime")
     parser.add_argument("--repeat", type=positive_int, default=1, help="measured repetitions (the median is reported)")
     parser.add_argument("--warmup", type=nonnegative_int, default=1, help="warm-up repetitions before measuring")

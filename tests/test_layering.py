@@ -61,8 +61,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("decompose/solve", ("planner/decompose.py", "planner/lns.py", "planner/solve.py")),
     ("compare/whatif", ("planner/compare/", "planner/whatif.py")),
     ("execute", ("planner/execute/",)),
-    ("cli", ("planner/cli.py", "planner/cli_args.py", "planner/cli_compare.py", "planner/cli_run.py",
-             "planner/data/make_moe.py")),
+    ("cli", ("planner/cli.py", "planner/cli_args.py", "planner/cli_calibrate.py", "planner/cli_compare.py",
+             "planner/cli_run.py", "planner/data/make_moe.py")),
 )
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 

@@ -1,6 +1,11 @@
-"""Measured per-op times that override the roofline: an onnxruntime profile, or a CSV of op name -> seconds.
+"""Measured per-op times that override the roofline: a CSV of op name -> seconds, a `plan-run` report, or an
+onnxruntime profile.
 
-* CSV: a header row with the columns `op` and `seconds` (extra columns ignored); one row per op name.
+* CSV: a header row with the columns `op` and `seconds` (extra columns ignored); one row per op name
+  (`plan-calibrate --model M` writes one).
+* `plan-run --report run.json`: a JSON object whose `op_seconds` maps each op to its measured seconds (the median
+  over the run's repetitions times its rank's load factor, per-op runtime overhead included;
+  `planner.execute.run_report`).
 * onnxruntime profiling JSON (from `SessionOptions.enable_profiling`): a list of Chrome-trace events; the
   `Node` category events named `<node name>_kernel_time` carry `dur` in microseconds.  Repeated runs are averaged.
 
@@ -27,7 +32,8 @@ def load_measured_times(path: str | Path) -> dict[str, float]:
     if path.suffix.lower() == ".json":
         return _load_ort_profile(path)
     raise InputError(f"unknown profile format {path.suffix!r}", path=str(path),
-                     fix="use a .csv with columns op,seconds or an onnxruntime profiling .json")
+                     fix="use a .csv with columns op,seconds, a plan-run report .json or an onnxruntime "
+                         "profiling .json")
 
 
 def _load_csv(path: Path) -> dict[str, float]:
@@ -47,11 +53,27 @@ def _load_csv(path: Path) -> dict[str, float]:
     return out
 
 
+def _load_run_report(path: Path, times: object) -> dict[str, float]:
+    if not isinstance(times, dict):
+        raise InputError("op_seconds is not a mapping of op name -> seconds", path=str(path),
+                         fix="pass the run.json that plan-run --report wrote")
+    out: dict[str, float] = {}
+    for op, value in times.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise InputError(f"op_seconds[{op!r}] = {value!r} is not a non-negative number", path=str(path))
+        out[str(op)] = float(value)
+    if not out:
+        raise InputError("op_seconds is empty", path=str(path), fix="run the plan with plan-run --report")
+    return out
+
+
 def _load_ort_profile(path: Path) -> dict[str, float]:
     try:
         events = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON ({exc.msg} at line {exc.lineno})", path=str(path)) from None
+    if isinstance(events, dict) and "op_seconds" in events:
+        return _load_run_report(path, events["op_seconds"])
     if isinstance(events, dict):
         events = events.get("traceEvents", [])
     sums: dict[str, float] = defaultdict(float)

@@ -5,6 +5,11 @@
 * `partition`   plan -> per-rank op orders and transfers (no torch; deadlock-free by construction)
 * `dist`        one rank's loop (`run_rank`), the local fork launcher (`launch_local`), fault handling
 * `runner`      `run_plan`: hash check, launch, --check against onnxruntime, run.json + Chrome trace
+* `run_report`  how good the prediction was: measured op times for `--measured`, busy and makespan measured vs
+                simulated, the ops furthest from their cost, measured vs predicted peak tensor bytes (no torch)
+* `memory_meter` the bytes of the distinct tensor storages a rank holds, and their peak
+* `calibrate`   `plan-calibrate`'s measurements with N ranks at once; `calibrate_profile`: the hardware profile
+                (YAML with provenance), the per-op CSV and the summary (no torch)
 * `torchrun`    `python -m planner.execute.torchrun`: the same run under torchrun (one host or many)
 * `codegen`     `write_code`: one plain PyTorch file per rank, weights, a launcher (`plan-codegen`); needs only torch
 * `codegen_ops` one ONNX node -> its direct torch call; `codegen_support`, `codegen_p2p`: the helper files written

@@ -5,8 +5,16 @@ for each repetition: a barrier, then its ops in the partition's order (`partitio
 the tensors it reads from other ranks, after it it starts non-blocking sends (`isend`) of what others read.  Send
 buffers are contiguous and flat; receive buffers are allocated from the graph's static shapes and dtypes (bool
 travels as uint8).  With gloo every receive is posted at the start of a repetition (transfers overlap compute); with
-other backends (NCCL) receives are posted when needed, in each sender's order.  Every wait has a timeout.
+other backends (NCCL) receives are posted when needed, in each sender's order.  Under gloo a receive is posted
+at the point of the rank's order where the plan has its data arrive (`partition.recv_post_points`), not all at the
+start: a posted receive buffer is memory, held from then on.  Every wait has a timeout.
 Rank 0 receives the graph outputs made elsewhere and returns all outputs.
+
+Memory.  A rank drops each activation after its last use there (`partition.release_after`), and a send buffer as
+soon as its transfer has completed (checked after every op), so it holds what the plan's memory model says its
+device holds.  In its first repetition (a warm-up one unless `warmup` is 0) it samples the bytes it holds after
+every op and receive (`memory_meter`); `RankResult.peak_tensor_bytes` is the largest sample.  Only that repetition
+samples: walking the held tensors costs time, and the timed repetitions must not pay it.
 
 Launching: `launch_local` forks the ranks on this host (multiprocessing `fork`, TCP rendezvous on 127.0.0.1),
 watches them, and if one raises or dies, kills the others at once and raises `RunFailed` naming the rank and its
@@ -28,8 +36,9 @@ import torch
 import torch.distributed as dist
 
 from planner.errors import OpplanError
+from planner.execute.memory_meter import TensorMeter
 from planner.execute.ops import torch_dtype
-from planner.execute.partition import Partition, Transfer
+from planner.execute.partition import Partition, Transfer, release_after
 from planner.execute.procs import free_port, run_forked
 from planner.execute.program import Program, load_program, run_node, to_tensor
 from planner.ir.graph import OpGraph
@@ -64,6 +73,7 @@ class RunSpec:
     comm_timeout_s: float = 60.0  # one receive / send / barrier
     run_timeout_s: float = 600.0  # the whole launch
     fault: Fault | None = None
+    threads: int = 1  # torch.set_num_threads of each rank (plan-calibrate --threads measures the same)
 
 
 @dataclass
@@ -81,10 +91,15 @@ class RankRun:
 
 @dataclass
 class RankResult:
+    """One rank's run: build time, the measured repetitions, rank 0's outputs, and the tensor bytes it held at
+    most (`peak_tensor_bytes`, of which `fixed_tensor_bytes` are its constants and inputs; module docstring)."""
+
     rank: int
     build_s: float
     runs: list[RankRun]
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    peak_tensor_bytes: int = 0
+    fixed_tensor_bytes: int = 0
 
 
 # --------------------------------------------------------------------------------------------- transport
@@ -107,22 +122,39 @@ def _unpack(buf: torch.Tensor, tr: Transfer) -> torch.Tensor:
 class _Inbox:
     """Receives of one repetition: pre-posted (gloo) or posted on demand, always completed in each sender's order."""
 
-    def __init__(self, incoming: dict[int, list[Transfer]], prepost: bool, timeout: timedelta) -> None:
+    def __init__(self, incoming: dict[int, list[Transfer]], prepost: bool, timeout: timedelta,
+                 post_before: dict[int, str] | None = None) -> None:
         self.incoming = incoming
         self.where = {t.tensor: (src, i) for src, lst in incoming.items() for i, t in enumerate(lst)}
         self.done = {src: 0 for src in incoming}
         self.timeout = timeout
         self.posted: dict[tuple[int, int], tuple[torch.Tensor, dist.Work | None]] = {}
+        self.later: dict[str, list[tuple[int, int]]] = {}  # op -> receives to post before it (pre-posting only)
         if prepost:
             for src, lst in incoming.items():
                 for i, tr in enumerate(lst):
-                    self.posted[(src, i)] = self._post(tr)
+                    op = (post_before or {}).get(tr.tag)
+                    if op is None:
+                        self.posted[(src, i)] = self._post(tr)
+                    else:
+                        self.later.setdefault(op, []).append((src, i))
+
+    def post_before(self, op: str) -> None:
+        """Post the receives planned to arrive before `op` (those not already taken on demand)."""
+        for src, i in self.later.pop(op, ()):
+            if i >= self.done[src] and (src, i) not in self.posted:
+                self.posted[(src, i)] = self._post(self.incoming[src][i])
 
     @staticmethod
     def _post(tr: Transfer) -> tuple[torch.Tensor, dist.Work | None]:
         buf = torch.empty(math.prod(tr.shape), dtype=_wire_dtype(tr.dtype))
         work = dist.irecv(buf, src=tr.src, tag=tr.tag) if buf.numel() else None
         return buf, work
+
+    def acked(self, acks: dict[int, int]) -> dict[int, int]:
+        """source rank -> the highest seq of this rank's sends to it that it has received (from `acks` of the last
+        transfer completed from it; nondecreasing, as a rank receives before it makes what depends on it)."""
+        return {src: acks.get(self.incoming[src][n - 1].tag, -1) for src, n in self.done.items() if n}
 
     def has(self, tensor: str) -> bool:
         return tensor in self.where
@@ -164,7 +196,7 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
 
     Returns this rank's result; with `collect` (torchrun, no launcher to collect), rank 0 returns every rank's
     result (gathered over the process group) and the other ranks return None."""
-    torch.set_num_threads(1)
+    torch.set_num_threads(spec.threads)
     part = spec.partition
     world = part.world_size
     timeout = timedelta(seconds=spec.comm_timeout_s)
@@ -183,6 +215,10 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
         fault_op = (fault.op or (ops[0] if ops else None)) if fault else None
         runs: list[RankRun] = []
         outputs: dict[str, np.ndarray] = {}
+        release = release_after(part, graph, rank)
+        held_always = set(program.constants) | set(feeds)  # never released (release_after keeps them too)
+        read_here = {t for name in ops for t in reads[name]}
+        meter = TensorMeter([*program.constants.values(), *(v for k, v in feeds.items() if k in read_here)])
         total = spec.warmup + spec.repeat
         with torch.inference_mode():
             for rep in range(total):
@@ -190,13 +226,15 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                 t0 = time.perf_counter()
                 env: dict[str, torch.Tensor] = dict(feeds)
                 env.update(program.constants)
-                inbox = _Inbox(incoming, spec.backend == "gloo", timeout)
+                inbox = _Inbox(incoming, spec.backend == "gloo", timeout, part.post_before)
                 events: list[tuple[str, str, float, float]] = []
                 pending: list[tuple[dist.Work, torch.Tensor, Transfer]] = []
+                metered = rep == 0
                 for name in ops:
                     if name == fault_op and rep == 0:
                         assert fault is not None  # fault_op is set only with a fault
                         _inject(fault, name)
+                    inbox.post_before(name)
                     for tname in reads[name]:
                         if tname not in env and inbox.has(tname):
                             s = time.perf_counter()
@@ -211,6 +249,13 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                             work = dist.isend(buf, dst=tr.dst, tag=tr.tag)
                             assert work is not None  # None only on a rank outside the group; this is the default one
                             pending.append((work, buf, tr))
+                    if pending:  # before sampling: a completed send's buffer is free already
+                        pending = _reap(pending, timeout, inbox.acked(part.acks))
+                    if metered:
+                        _sample(meter, env, held_always, pending, inbox)
+                    for tname in release.get(name, ()):
+                        if tname not in held_always:
+                            env.pop(tname, None)
                 if rank == 0:
                     for out in part.outputs:
                         if out not in env and inbox.has(out):
@@ -218,18 +263,16 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                             inbox.get(out, env)
                             events.append(("recv", out, s - t0, time.perf_counter() - t0))
                 inbox.drain(env)
-                for work, _buf, tr in pending:
-                    try:
-                        work.wait(timeout)
-                    except Exception as exc:
-                        raise RuntimeError(f"sending {tr.tensor!r} to rank {tr.dst} failed or timed out: {exc}") \
-                            from None
+                if metered:
+                    _sample(meter, env, held_always, pending, inbox)
+                for item in pending:
+                    _wait_send(item, timeout)
                 runs.append(RankRun(time.perf_counter() - t0, events))
                 if rank == 0 and rep == total - 1:
                     outputs = {k: env[k].contiguous().numpy().copy() for k in part.outputs}
                 del env
         dist.barrier()
-        result = RankResult(rank, build_s, runs[spec.warmup:], outputs)
+        result = RankResult(rank, build_s, runs[spec.warmup:], outputs, meter.peak_bytes, meter.fixed_bytes)
         if not collect:
             return result
         gathered: list | None = [None] * world if rank == 0 else None
@@ -237,6 +280,36 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
         return gathered
     finally:
         dist.destroy_process_group()
+
+
+def _sample(meter: TensorMeter, env: dict[str, torch.Tensor], held_always: set[str],
+            pending: list[tuple[dist.Work, torch.Tensor, Transfer]], inbox: _Inbox) -> None:
+    """One memory sample: activations in env, send buffers in flight, receive buffers posted (memory_meter)."""
+    meter.sample((v for k, v in env.items() if k not in held_always), (buf for _, buf, _ in pending),
+                 (buf for buf, _ in inbox.posted.values()))
+
+
+def _wait_send(item: tuple[dist.Work, torch.Tensor, Transfer], timeout: timedelta) -> None:
+    work, _buf, tr = item
+    try:
+        work.wait(timeout)
+    except Exception as exc:
+        raise RuntimeError(f"sending {tr.tensor!r} to rank {tr.dst} failed or timed out: {exc}") from None
+
+
+def _reap(pending: list[tuple[dist.Work, torch.Tensor, Transfer]], timeout: timedelta, acked: dict[int, int]
+          ) -> list[tuple[dist.Work, torch.Tensor, Transfer]]:
+    """The sends still in flight.  Completed ones — reported so, or known received (`acked`: destination rank ->
+    highest seq it has received, `partition.send_acknowledgements`) — are waited on (at once; a failed one raises)
+    and dropped, so their buffers are freed."""
+    still = []
+    for item in pending:
+        tr = item[2]
+        if tr.seq <= acked.get(tr.dst, -1) or item[0].is_completed():
+            _wait_send(item, timeout)
+        else:
+            still.append(item)
+    return still
 
 
 def _inject(fault: Fault, op: str) -> None:

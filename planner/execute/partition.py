@@ -21,13 +21,13 @@ more processes than devices are refused (they would have nothing to run).
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from planner.errors import InputError
 from planner.ir.graph import OpGraph
 from planner.schedule.plan import Plan
 
-__all__ = ["Transfer", "Partition", "partition_plan"]
+__all__ = ["Transfer", "Partition", "partition_plan", "release_after"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,12 @@ class Partition:
     transfers: tuple[Transfer, ...]
     rank_of_op: dict[str, int]
     outputs: tuple[str, ...]
+    # transfer tag -> the receiving rank's op before which its receive is posted (absent: at the repetition's
+    # start); see `recv_post_points`
+    post_before: dict[int, str] = field(default_factory=dict)
+    # transfer tag (B -> A) -> the highest seq of A -> B transfers that B has received before it made this one
+    # (-1: none); see `send_acknowledgements`
+    acks: dict[int, int] = field(default_factory=dict)
 
     def sends_after(self, rank: int) -> dict[str, list[Transfer]]:
         """op name -> the transfers `rank` starts right after running it (in send order)."""
@@ -156,4 +162,71 @@ def partition_plan(plan: Plan, graph: OpGraph, nproc: int | None = None, where: 
                 transfers.append(Transfer(t, src_rank, dst, n, len(transfers), tuple(info.shape), info.dtype, name,
                                           info.size_bytes))
     return Partition(world, tuple(plan.device_names), rank_of_device, tuple(order), rank_ops, tuple(transfers),
-                     rank_of_op, tuple(graph.graph_outputs))
+                     rank_of_op, tuple(graph.graph_outputs), recv_post_points(transfers, rank_ops, graph, key),
+                     send_acknowledgements(transfers, rank_ops, graph))
+
+
+def send_acknowledgements(transfers: list[Transfer], rank_ops: tuple[tuple[str, ...], ...], graph: OpGraph
+                          ) -> dict[int, int]:
+    """transfer tag -> the highest `seq` of the transfers back (dst -> src) that the sender had received before it
+    made the tensor: a rank reads a received tensor only after completing its receive (and every earlier one from
+    the same sender), so when A receives X from B, B holds every A -> B transfer up to that seq, and A may wait on
+    those sends at no cost and free their buffers.  (gloo's send handles do not report completion before `wait`,
+    so without this a sender would hold every send buffer to the end of the repetition.)"""
+    back: dict[tuple[int, int], dict[str, int]] = {}  # (A, B) -> tensor sent A -> B -> seq
+    for tr in transfers:
+        back.setdefault((tr.src, tr.dst), {})[tr.tensor] = tr.seq
+    out: dict[int, int] = {}
+    for tr in transfers:
+        sent_back = back.get((tr.dst, tr.src), {})
+        best = -1
+        if sent_back:
+            for name in rank_ops[tr.src]:
+                if name == tr.producer:
+                    break
+                for t in graph.op(name).reads:
+                    best = max(best, sent_back.get(t, -1))
+        out[tr.tag] = best
+    return out
+
+
+def recv_post_points(transfers: list[Transfer], rank_ops: tuple[tuple[str, ...], ...], graph: OpGraph,
+                     key: dict[str, tuple]) -> dict[int, str]:
+    """transfer tag -> the receiving rank's op before which the receive is posted: the first op there that the
+    plan starts no earlier than the producer ends (when the plan has the data arrive at the soonest), and never
+    after the first op that reads it.  A receive buffer is memory, so posting every receive at the start of a
+    repetition would hold each received tensor longer than the plan's memory model does (from its arrival);
+    transfers whose point is the rank's first op are posted at the start (absent from the mapping)."""
+    out: dict[int, str] = {}
+    for tr in transfers:
+        ops = rank_ops[tr.dst]
+        produced_end = key[tr.producer][1]
+        readers = [i for i, name in enumerate(ops) if tr.tensor in graph.op(name).reads]
+        limit = readers[0] if readers else len(ops)
+        point = next((i for i in range(limit) if key[ops[i]][0] >= produced_end), limit)
+        if 0 < point < len(ops):
+            out[tr.tag] = ops[point]
+    return out
+
+
+def release_after(partition: Partition, graph: OpGraph, rank: int) -> dict[str, tuple[str, ...]]:
+    """op name -> the activations `rank` may drop right after running that op (and starting its sends).
+
+    A tensor is dropped after its last reader on this rank; one the rank makes and never reads again is dropped
+    right after the op that makes it (a send keeps its own reference until the transfer completes).  Never dropped:
+    graph inputs and initializers (held for the whole step, as the plan's memory model holds parameters) and, on
+    rank 0, the graph outputs it returns.  So a rank holds each activation about as long as the plan's memory model
+    says its device does (module `planner.schedule.memory`)."""
+    keep = set(graph.graph_inputs) | set(graph.initializers)
+    if rank == 0:
+        keep |= set(partition.outputs)
+    last: dict[str, str] = {}
+    for name in partition.rank_ops[rank]:
+        op = graph.op(name)
+        for t in (*op.reads, *op.writes):  # a later read moves the release point on; a write sets the first one
+            if t not in keep:
+                last[t] = name
+    out: dict[str, list[str]] = {}
+    for t, name in last.items():
+        out.setdefault(name, []).append(t)
+    return {k: tuple(v) for k, v in out.items()}

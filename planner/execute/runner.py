@@ -12,6 +12,12 @@ Report (`run.json`, written atomically)::
     busy_s                 per rank: compute time in the median repetition
     build_s                per rank: seconds to build its share of the model
     transfers, transfer_bytes
+    measured_vs_simulated, simulated_busy_s, busy_ratio, op_seconds, op_seconds_median, load_factor, op_rank,
+    op_deviations,
+    peak_tensor_bytes,
+    fixed_tensor_bytes, predicted_peak_bytes, predicted_peak_bytes_per_device, peak_ratio
+                           how good the prediction was (`planner.execute.run_report`); `plan-solve --measured
+                           run.json` re-plans from `op_seconds`
     trace                  path of the Chrome trace of the median repetition (pid = rank, tid 0 compute, 1 receive
                            waits; opens in Perfetto)
     input_shapes           {graph input: shape} that ran (the plan's, or the new ones with --replan)
@@ -36,6 +42,7 @@ from planner.errors import InputError
 from planner.execute.dist import Fault, RankResult, RunSpec, launch_local
 from planner.execute.partition import Partition, partition_plan
 from planner.execute.program import check_supported, default_feeds, prepared_graph
+from planner.execute.run_report import prediction_quality
 from planner.heuristics.list_schedule import heft
 from planner.ir.graph import OpGraph
 from planner.ir.hardware import load_topology
@@ -149,7 +156,8 @@ def run_plan(plan_path: str | Path, *, nproc: int | None = None, backend: str = 
              repeat: int = 1, warmup: int = 1, report_path: str | Path | None = None,
              feeds: Mapping[str, np.ndarray] | None = None,
              input_shapes: Mapping[str, Sequence[int]] | None = None, fault: Fault | None = None,
-             comm_timeout_s: float = 60.0, run_timeout_s: float = 600.0, replan: bool = False) -> RunOutcome:
+             comm_timeout_s: float = 60.0, run_timeout_s: float = 600.0, replan: bool = False,
+             threads: int = 1) -> RunOutcome:
     """Run a plan file on local ranks (fork); see the module docstring for the report."""
     if repeat < 1 or warmup < 0:
         raise InputError(f"--repeat {repeat}: must be at least 1 (and warm-up at least 0)")
@@ -162,7 +170,7 @@ def run_plan(plan_path: str | Path, *, nproc: int | None = None, backend: str = 
     if missing:
         raise InputError(f"no value for graph input(s) {missing}", path=str(plan_path))
     spec = RunSpec(plan.model_path, graph, partition, feeds, backend=backend, repeat=repeat, warmup=warmup,
-                   comm_timeout_s=comm_timeout_s, run_timeout_s=run_timeout_s, fault=fault)
+                   comm_timeout_s=comm_timeout_s, run_timeout_s=run_timeout_s, fault=fault, threads=threads)
     results = launch_local(spec)
     outputs = results[0].outputs
     ref_feeds = {**feeds, **bound_input_feeds(plan.model_path, plan.input_values)} if check else None
@@ -199,6 +207,9 @@ def build_report(plan_path, plan: Plan, partition: Partition, results: Sequence[
         "input_values": {k: list(v) for k, v in plan.input_values.items()},
         "replanned": plan.input_shapes != load_plan(plan_path).input_shapes,
     }
+    if graph is not None:
+        report.update(prediction_quality(plan, partition, results, mid, graph, median,
+                                         report["simulated_makespan_s"]))
     if report_path is not None:
         rp = Path(report_path)
         rp.parent.mkdir(parents=True, exist_ok=True)

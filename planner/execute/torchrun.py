@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if rank == 0:
         assert isinstance(results, list)  # collect=True: rank 0 gets every rank's result
         report = build_report(args.plan, plan, part, results, results[0].outputs, feeds if args.check else None,
-                              args.backend, args.repeat, args.warmup, args.report)
+                              args.backend, args.repeat, args.warmup, args.report, graph)
         sim = report["simulated_makespan_s"]
         print(f"measured makespan {format_time(report['measured_makespan_s'])}, simulated "
               f"{format_time(sim) if sim is not None else 'n/a'}, max abs error {report['max_abs_error']}")

@@ -18,6 +18,7 @@ concurrent transfers is not modelled here.
 Every problem with the file is an `InputError` with a one-line message ``<file>: <key path>: <what is wrong>``.
 """
 
+import datetime
 import difflib
 import hashlib
 import types
@@ -35,7 +36,7 @@ from planner.errors import InputError
 from planner.ir.topology import LOCAL, Device, Link, Topology
 from planner.ir.units import UnitError, to_bytes, to_bytes_per_s, to_flops_per_s, to_seconds
 
-__all__ = ["DEFAULT_PROFILE", "PROFILES_DIR", "Profile", "load_topology", "topology_from_profile"]
+__all__ = ["DEFAULT_PROFILE", "PROFILES_DIR", "Profile", "Provenance", "load_topology", "topology_from_profile"]
 
 
 
@@ -115,12 +116,41 @@ class Links(_Model):
     inter_host: LinkSpec | None = None
 
 
+def _iso_date(value: object) -> str:
+    """An ISO 8601 date or date-time (YAML may hand either over already parsed) -> its ISO text."""
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    if not isinstance(value, str):
+        raise ValueError(f"expected an ISO 8601 date such as 2026-12-01T18:00:00+00:00, got {value!r}")
+    try:
+        datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"expected an ISO 8601 date such as 2026-12-01T18:00:00+00:00, got {value!r}") from None
+    return value
+
+
+class Provenance(_Model):
+    """Where a measured profile's figures come from (`plan-calibrate` writes it): the machine, when, with what,
+    under which concurrency and load, how each figure was measured and how much its repeats spread."""
+
+    host: str = Field(min_length=1)
+    date: Annotated[str, BeforeValidator(_iso_date)]
+    tool: str = Field(min_length=1)
+    torch_version: str | None = None
+    nproc: Count | None = None
+    threads_per_process: Count | None = None
+    load_avg_1min: Annotated[float, Field(ge=0)] | None = None
+    measured: dict[str, str] = Field(default_factory=dict)  # figure -> how it was measured
+    spread: dict[str, str] = Field(default_factory=dict)  # figure -> spread of its repeats
+
+
 class Profile(_Model):
     """The whole hardware file."""
 
     name: str = Field(min_length=1)
     description: str | None = None
     source: str | None = None
+    provenance: Provenance | None = None
     hosts: list[Host] = Field(min_length=1)
     links: Links = Links()
 
@@ -344,6 +374,9 @@ def topology_from_profile(profile: Profile, *, source_path: str = "", source_sha
     n = len(devices)
     links = tuple(tuple(pair_link(i, j) for j in range(n)) for i in range(n))
     notes = {key: value for key, value in (("description", profile.description), ("source", profile.source)) if value}
+    if profile.provenance is not None:
+        p = profile.provenance
+        notes["provenance"] = f"measured by {p.tool} on {p.host}, {p.date}"
     return Topology(
         name=profile.name,
         devices=tuple(devices),

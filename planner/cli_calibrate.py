@@ -1,0 +1,104 @@
+"""plan-calibrate: measure this machine with the concurrency plans run under and write a hardware profile.
+
+Thin, like `planner/cli.py`: parse, call `planner.execute.calibrate` (the torch measurements), write the profile
+(`planner.execute.calibrate_profile`) and print the summary.  `planner.execute` (and so torch) is imported only
+inside the call, so that this module and its ``--help`` load without torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from planner.cli import _run
+from planner.cli_args import ArgumentParser, positive_int, positive_seconds
+from planner.errors import InputError
+from planner.schedule.atomic import atomic_write_text
+
+PROFILE_HOW = {
+    "float_flops": "peak_flops.float = median over the float matmul and conv sizes of their achieved FLOP/s",
+    "double_flops": "peak_flops.double = median over the double matmul sizes of their achieved FLOP/s",
+    "memory_bandwidth": "memory_bandwidth = achieved bytes/s of torch.add on float32 vectors (2 reads, 1 write)",
+    "launch_overhead": "launch_overhead = median time of one op through our runtime (Relu, Add, Reshape, Softmax, "
+                       "LayerNormalization on one element)",
+    "link_latency": "links.intra_host.latency = one-way time of the smallest gloo message (ping-pong / 2)",
+    "link_bandwidth": "links.intra_host.bandwidth = 1 / slope of one-way time over message bytes",
+}
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    if args.model is not None and not args.model.is_file():
+        raise InputError("model not found", path=str(args.model), fix="pass an ONNX model file")
+    # here, not at the top: torch stays optional (module docstring)
+    from planner.execute.calibrate import QUICK_SIZES, SIZES, CalibrationSpec, calibrate
+    from planner.execute.calibrate_profile import op_csv, profile_document, profile_yaml, summary_lines
+
+    repeats = args.repeats or (3 if args.quick else 5)
+    spec = CalibrationSpec(nproc=args.nproc, threads=args.threads, repeats=repeats,
+                           sizes=QUICK_SIZES if args.quick else SIZES,
+                           model_path=str(args.model) if args.model else None, timeout_s=args.timeout,
+                           progress=not args.quiet, device=args.device)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    cal = calibrate(spec)
+    figures = cal.profile_figures()
+    how = {k: PROFILE_HOW[k] for k, v in figures.items() if v is not None}
+    how.update({k: f.how for k, f in cal.figures.items()})
+    spread = {k: f"{f.spread:.1%} of {len(f.samples)} samples (repeats x ranks)" for k, f in cal.figures.items()}
+    for key, value in figures.items():
+        if value is not None:
+            parts = cal.contributing(key)
+            spread[key] = (f"largest (max-min)/median over {len(parts[0].samples)} samples (repeats x ranks) of "
+                           f"its {len(parts)} measurement(s): {max(f.spread for f in parts):.1%}")
+    try:
+        doc = profile_document(figures, how, spread, nproc=args.nproc, threads=args.threads,
+                               torch_version=cal.torch_version, name=args.name, load_avg=load,
+                               memory_bytes=cal.device_memory_bytes or None, device=args.device)
+        text = profile_yaml(doc)
+    except ValueError as exc:
+        raise InputError(f"the measured profile does not validate: {exc}", path=str(args.out)) from None
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(args.out, text)
+    if not args.quiet:
+        rows = [(f.name, f.value, f.unit, f.spread, len(f.samples)) for f in cal.figures.values()]
+        for line in summary_lines(rows):
+            print(line)
+        print(f"measured with {args.nproc} process(es) x {args.threads} thread(s), {repeats} repeats each, in "
+              f"{cal.wall_s:.1f} s" + (f"; load average {load:.2f} at the start" if load is not None else ""))
+    print(f"wrote profile: {args.out}")
+    if args.model is not None:
+        times = args.op_times or args.out.with_name(args.model.stem + ".times.csv")
+        atomic_write_text(times, op_csv(cal.op_seconds))
+        print(f"wrote op times: {times} ({len(cal.op_seconds)} ops; plan-solve --measured {times})")
+    return 0
+
+
+def calibrate_main(argv: Sequence[str] | None = None) -> int:
+    """plan-calibrate: measure this machine with N processes running at once (each with its torch threads, as
+    plan-run's ranks): achieved FLOP/s of matrix products and convolutions, memory bandwidth, our runtime's per-op
+    overhead, gloo point-to-point latency and bandwidth; write a hardware profile (YAML, with a provenance block)
+    for plan-solve --hw.  --model also measures that model's ops and writes the op,seconds CSV that
+    plan-solve --measured reads."""
+    parser = ArgumentParser(prog="plan-calibrate", description=calibrate_main.__doc__)
+    parser.add_argument("--nproc", type=positive_int, default=1,
+                        help="processes measuring at once: the number of ranks plans will run on (default 1)")
+    parser.add_argument("--threads", type=positive_int, default=1,
+                        help="torch threads per process (plan-run's ranks use 1; default 1)")
+    parser.add_argument("--out", type=Path, default=Path("calibrated.yaml"), help="profile to write")
+    parser.add_argument("--name", default=None, help="the profile's name (default calibrated-<host>-<nproc>)")
+    parser.add_argument("--model", type=Path, default=None, help="also time this ONNX model's ops")
+    parser.add_argument("--op-times", type=Path, default=None,
+                        help="where --model's op,seconds CSV goes (default <model stem>.times.csv beside --out)")
+    parser.add_argument("--repeats", type=positive_int, default=None, help="repeats per figure (default 5; 3 quick)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, a few seconds (tests, smoke checks)")
+    parser.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds the whole run may take")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cuda: rank r measures GPU r and p2p over NCCL (a GPU host; default cpu)")
+    parser.add_argument("--quiet", action="store_true", help="no progress or summary, only the written files")
+    return _run(_calibrate, parser, argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(calibrate_main())

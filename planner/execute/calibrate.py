@@ -1,0 +1,392 @@
+"""`plan-calibrate`'s measurements: what this machine achieves with `nproc` ranks running at once.
+
+Every rank is a forked process (`planner.execute.procs`) with `torch.set_num_threads(threads)`, as `plan-run`'s
+ranks are (one thread each by default), and every measurement runs on all ranks at the same time, so each figure is
+what one rank gets while the others work too: the concurrency a plan runs under.  Each figure is measured `repeats`
+times; one repeat times a block of calls long enough to be well above the clock's resolution (`block_s`) and
+divides by the number of calls.  A figure's value is the median over repeats and ranks; its spread is the
+(max - min) / median of those samples.
+
+* **launch overhead**: our runtime's cost of one op (`program.run_node` of Relu, Add, Reshape, Softmax and
+  LayerNormalization on one-element tensors: the op table's dispatch, the context, torch's eager calls), the median
+  over the five.
+* **FLOP/s** (`float`; `double` on matrix products): `torch.matmul` and `torch.nn.functional.conv2d` of a few sizes,
+  FLOPs = 2 x multiply-accumulates as the cost model counts them; the rate of one size is its FLOPs / (time per call
+  - the overhead of a bare one-element torch call), so that the cost model's `flops / peak + launch overhead` gives
+  the op's time through our runtime back (the subtraction at most halves the time: a size too small to time cannot
+  report an absurd rate).  The profile's rate is the median over the sizes.
+* **memory bandwidth**: `torch.add(a, b, out=c)` on float32 vectors larger than the caches, bytes = two reads and
+  one write (the cost model's bytes read + written), net of the bare call's overhead as above.
+* **gloo point-to-point**: ranks in pairs (0-1, 2-3, ...; an odd last rank idles), blocking send/recv ping-pong;
+  one-way time = round trip / 2 per message size; latency = the one-way time of the smallest message (256 bytes:
+  4-byte messages measured milliseconds here, TCP's small-packet delays, not what a plan's tensors see); bandwidth =
+  1 / slope of the least-squares line of one-way time over message bytes (when noise makes the slope <= 0, the
+  largest message's bytes / its one-way time).
+* `--device cuda` (for GPU hosts; never needed by the tests): rank r measures GPU r (`torch.set_default_device`),
+  the clock is read after `torch.cuda.synchronize()`, and the point-to-point figures are NCCL's.
+* `--model M`: every rank runs the whole model's ops in topological order (one rank's program of all ops), each op
+  timed alone; the op's time is the mean over repeats and ranks (preemption on a loaded machine is part of what a
+  plan must budget for; a run report spreads it over a rank's ops instead, `planner.execute.run_report`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from planner.errors import OpplanError
+from planner.execute.procs import free_port, run_forked
+from planner.execute.program import (
+    Program,
+    check_supported,
+    default_feeds,
+    load_program,
+    prepared_graph,
+    run_node,
+    to_tensor,
+)
+from planner.ir.graph import OpGraph
+from planner.ir.onnx_values import NodeSpec
+
+__all__ = ["CalibrationFailed", "CalibrationSpec", "Figure", "Calibration", "calibrate", "SIZES", "QUICK_SIZES"]
+
+
+class CalibrationFailed(OpplanError):
+    """A measuring rank raised, died or timed out."""
+
+    exit_status = 1
+
+
+# (m, k, n) of matmul; (channels in, height = width, channels out, kernel) of conv2d (batch 1, stride 1, same
+# padding); float32 elements of each vector of the bandwidth test; p2p message bytes.
+@dataclass(frozen=True)
+class Sizes:
+    matmul: tuple[tuple[int, int, int], ...]
+    conv: tuple[tuple[int, int, int, int], ...]
+    vector_elems: int
+    message_bytes: tuple[int, ...]
+    block_s: float
+
+
+SIZES = Sizes(matmul=((128, 128, 128), (256, 256, 256), (512, 512, 512), (32, 768, 3072)),
+              conv=((64, 56, 64, 3), (128, 28, 128, 3), (256, 14, 256, 1), (96, 28, 16, 1)),
+              vector_elems=8 * 2**20, message_bytes=(256, 1024, 16 * 1024, 256 * 1024, 2**20, 4 * 2**20),
+              block_s=0.02)
+QUICK_SIZES = Sizes(matmul=((32, 32, 32), (64, 64, 64)), conv=((8, 16, 8, 3),), vector_elems=2**16,
+                    message_bytes=(256, 4096, 65536), block_s=0.002)
+
+
+@dataclass(frozen=True)
+class CalibrationSpec:
+    nproc: int = 1
+    threads: int = 1
+    repeats: int = 5
+    sizes: Sizes = SIZES
+    model_path: str | None = None
+    timeout_s: float = 600.0
+    progress: bool = True
+    device: str = "cpu"  # or "cuda": rank r measures GPU r, p2p over NCCL (never needed by the tests)
+
+
+@dataclass
+class Figure:
+    """One measured figure: every sample (repeats x ranks), its median and spread; `how` says how."""
+
+    name: str
+    unit: str
+    samples: list[float]
+    how: str
+
+    @property
+    def value(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median of the samples (0 for one sample)."""
+        v = self.value
+        return (max(self.samples) - min(self.samples)) / v if v else 0.0
+
+
+@dataclass
+class Calibration:
+    """What `calibrate` measured: figures by name (see the module docstring) and, with a model, op -> seconds."""
+
+    spec: CalibrationSpec
+    figures: dict[str, Figure]
+    op_seconds: dict[str, float] = field(default_factory=dict)
+    wall_s: float = 0.0
+    torch_version: str = ""
+    device_memory_bytes: int = 0  # with device "cuda": the smallest GPU's memory; 0 on CPUs
+
+    # profile figure -> the prefixes of the measured figures it is the median of
+    SOURCES: ClassVar[dict[str, tuple[str, ...]]] = {
+               "float_flops": ("matmul_float ", "conv_float "), "double_flops": ("matmul_double ",),
+               "memory_bandwidth": ("memory_bandwidth",), "launch_overhead": ("launch_overhead",),
+               "link_latency": ("p2p_latency",), "link_bandwidth": ("p2p_bandwidth",)}
+
+    def contributing(self, figure: str) -> list[Figure]:
+        """The measured figures a profile figure is the median of."""
+        return [fig for k, fig in self.figures.items() if k.startswith(self.SOURCES[figure])]
+
+    def profile_figures(self) -> dict[str, float | None]:
+        """The profile's figures (keys of `SOURCES`): each the median of its contributing figures' medians."""
+        out: dict[str, float | None] = {}
+        for key in self.SOURCES:
+            values = [fig.value for fig in self.contributing(key)]
+            out[key] = statistics.median(values) if values else None
+        return out
+
+
+# ------------------------------------------------------------------------------------------------ timing
+def _settle() -> None:
+    """Wait for queued GPU work before reading the clock (nothing to wait for on a CPU)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def _per_call_s(fn: Callable[[], object], block_s: float) -> float:
+    """Seconds per call of `fn`, timed over a block of calls lasting about `block_s` (at least one call)."""
+    fn()
+    _settle()
+    t = time.perf_counter()
+    fn()
+    _settle()
+    once = max(time.perf_counter() - t, 1e-7)
+    calls = max(1, min(100_000, int(block_s / once)))
+    t = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    _settle()
+    return (time.perf_counter() - t) / calls
+
+
+class _Progress:
+    """Rank 0's progress line on stderr: `[i/n] what`."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.enabled, self.total, self.done = enabled, total, 0
+
+    def step(self, what: str) -> None:
+        self.done += 1
+        if self.enabled:
+            print(f"plan-calibrate: [{self.done}/{self.total}] {what}", file=sys.stderr, flush=True)
+
+
+def _tiny_program() -> tuple[Program, list[NodeSpec], dict[str, torch.Tensor]]:
+    """Five one-element ops run through our op table, as a rank runs its ops."""
+    graph = OpGraph.build("launch-probe", [], [])
+    nodes = [NodeSpec("relu", "Relu", "", ("x",), ("r",)), NodeSpec("add", "Add", "", ("x", "x"), ("a",)),
+             NodeSpec("reshape", "Reshape", "", ("x", "shape"), ("s",)),
+             NodeSpec("softmax", "Softmax", "", ("x",), ("m",), {"axis": -1}),
+             NodeSpec("ln", "LayerNormalization", "", ("x", "one", "one"), ("n",), {"axis": -1, "epsilon": 1e-5})]
+    program = Program({n.name: n for n in nodes}, {}, 17, graph)
+    env = {"x": torch.ones(1, 1), "one": torch.ones(1), "shape": torch.tensor([1, 1], dtype=torch.int64)}
+    return program, nodes, env
+
+
+def _measure(rank: int, spec: CalibrationSpec, init: str) -> dict[str, Any]:
+    """Everything one rank measures: name -> list of samples (one per repeat), and op -> samples with a model."""
+    torch.set_num_threads(spec.threads)
+    sizes = spec.sizes
+    world = spec.nproc
+    timeout = timedelta(seconds=spec.timeout_s)
+    memory_bytes = 0
+    if spec.device == "cuda":  # every tensor made below lands on this rank's GPU
+        torch.cuda.set_device(rank)
+        torch.set_default_device(f"cuda:{rank}")
+        memory_bytes = int(torch.cuda.get_device_properties(rank).total_memory)
+    if world > 1:
+        dist.init_process_group("nccl" if spec.device == "cuda" else "gloo", init_method=init, rank=rank,
+                                world_size=world, timeout=timeout)
+
+    def sync() -> None:
+        if world > 1:
+            dist.barrier()
+
+    steps = 4 + (1 if world > 1 else 0) + (1 if spec.model_path else 0)
+    progress = _Progress(spec.progress and rank == 0, steps)
+    out: dict[str, list[float]] = {}
+    ops_out: dict[str, list[float]] = {}
+    try:
+        with torch.inference_mode():
+            program, nodes, env = _tiny_program()
+            sync()
+            for node in nodes:
+                out[f"launch_overhead {node.op_type}"] = [
+                    _per_call_s(partial(run_node, node, env, program), sizes.block_s) for _ in range(spec.repeats)]
+            launch = statistics.median(v for k, vs in out.items() if k.startswith("launch") for v in vs)
+            one = torch.ones(1)
+            out["torch_call one-element add"] = [_per_call_s(lambda: torch.add(one, one), sizes.block_s)
+                                                 for _ in range(spec.repeats)]
+            call = statistics.median(out["torch_call one-element add"])
+            progress.step(f"per-op overhead: {launch * 1e6:.1f} us through our runtime, {call * 1e6:.1f} us of a "
+                          "bare torch call")
+
+            def rate(work: float, fn: Callable[[], object]) -> list[float]:
+                # net of the bare call's own overhead (the profile's launch overhead adds our runtime's back);
+                # at most halved, so that a size too small to time cannot report an absurd rate
+                samples = []
+                for _ in range(spec.repeats):
+                    per_call = _per_call_s(fn, sizes.block_s)
+                    samples.append(work / max(per_call - call, per_call * 0.5))
+                return samples
+
+            for dtype, dname in ((torch.float32, "float"), (torch.float64, "double")):
+                for m, k, n in sizes.matmul:
+                    a, b = torch.rand(m, k, dtype=dtype), torch.rand(k, n, dtype=dtype)
+                    sync()
+                    out[f"matmul_{dname} {m}x{k}x{n}"] = rate(2.0 * m * k * n, partial(torch.matmul, a, b))
+            progress.step("matrix products (float, double)")
+            for cin, hw, cout, kernel in sizes.conv:
+                x, w = torch.rand(1, cin, hw, hw), torch.rand(cout, cin, kernel, kernel)
+                flops = 2.0 * cout * hw * hw * cin * kernel * kernel
+                sync()
+                out[f"conv_float {cin}x{hw}x{hw}->{cout} k{kernel}"] = rate(
+                    flops, partial(F.conv2d, x, w, padding=kernel // 2))
+            progress.step("convolutions (float)")
+            a, b, c = (torch.rand(sizes.vector_elems) for _ in range(3))
+            sync()
+            out["memory_bandwidth add"] = rate(3.0 * 4 * sizes.vector_elems, lambda: torch.add(a, b, out=c))
+            progress.step("memory bandwidth (add of float32 vectors)")
+            if world > 1:
+                out.update(_p2p(rank, world, sizes, spec.repeats))
+                progress.step("gloo point-to-point latency and bandwidth")
+            if spec.model_path:
+                ops_out = _model_ops(spec, sync)
+                progress.step(f"model ops of {Path(spec.model_path).name}")
+        sync()
+    finally:
+        if world > 1:
+            dist.destroy_process_group()
+    return {"figures": out, "ops": ops_out, "memory_bytes": memory_bytes}
+
+
+def _p2p(rank: int, world: int, sizes: Sizes, repeats: int) -> dict[str, list[float]]:
+    """One-way seconds per message size (ping-pong between pairs); on rank pairs only, empty on an idle rank."""
+    partner = rank + 1 if rank % 2 == 0 else rank - 1
+    active = partner < world
+    out: dict[str, list[float]] = {}
+
+    def ping_pong(buf: torch.Tensor) -> None:
+        if rank % 2 == 0:
+            dist.send(buf, dst=partner)
+            dist.recv(buf, src=partner)
+        else:
+            dist.recv(buf, src=partner)
+            dist.send(buf, dst=partner)
+
+    if active:  # gloo connects a pair on its first message: keep that out of the timings
+        for size in sizes.message_bytes:
+            ping_pong(torch.zeros(max(1, size // 4), dtype=torch.float32))
+    for size in sizes.message_bytes:
+        buf = torch.zeros(max(1, size // 4), dtype=torch.float32)
+        samples = []
+        for _ in range(repeats):
+            dist.barrier()
+            if not active:
+                continue
+            rounds = max(2, min(200, int(sizes.block_s / (1e-4 + size / 1e9))))
+            t = time.perf_counter()
+            for _ in range(rounds):
+                ping_pong(buf)
+            _settle()
+            samples.append((time.perf_counter() - t) / rounds / 2)
+        if active:
+            out[f"p2p_oneway {buf.numel() * 4}"] = samples
+    if active and len(sizes.message_bytes) >= 2:
+        xs = sorted(int(k.split()[1]) for k in out)
+        out["p2p_latency"] = list(out[f"p2p_oneway {xs[0]}"])
+        out["p2p_bandwidth"] = []
+        for i in range(repeats):
+            ys = [out[f"p2p_oneway {x}"][i] for x in xs]
+            slope = _slope(xs, ys)
+            # noise can tilt the line on tiny sizes (--quick): then the largest message's bytes / its time, a
+            # lower bound on the bandwidth
+            out["p2p_bandwidth"].append(1.0 / slope if slope > 0 else xs[-1] / ys[-1])
+    return out
+
+
+def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else 0.0
+
+
+def _model_ops(spec: CalibrationSpec, sync: Callable[[], None]) -> dict[str, list[float]]:
+    """op -> seconds per repeat: the whole model in topological order, each op timed alone (our runtime's call)."""
+    assert spec.model_path is not None
+    graph = prepared_graph(spec.model_path)
+    program = load_program(graph, spec.model_path)
+    device = torch.get_default_device()
+    program.constants.update({k: v.to(device) for k, v in program.constants.items()})
+    feeds = {k: to_tensor(v).to(device) for k, v in default_feeds(graph).items()}
+    order = [op.name for op in graph.ops]
+    samples: dict[str, list[float]] = {name: [] for name in order}
+    for rep in range(spec.repeats + 1):  # the first pass warms up
+        env = dict(feeds)
+        env.update(program.constants)
+        sync()
+        for name in order:
+            t = time.perf_counter()
+            run_node(program.nodes[name], env, program)
+            _settle()
+            if rep:
+                samples[name].append(time.perf_counter() - t)
+    return samples
+
+
+# ------------------------------------------------------------------------------------------------ the run
+_HOW = {
+    "launch_overhead": "our runtime's run_node of a one-element {what}, block of calls / calls",
+    "torch_call": "a bare torch.add of one-element tensors, block of calls / calls",
+    "matmul_float": "torch.matmul float32 {what}, 2*m*k*n FLOPs / (time per call - bare call)",
+    "matmul_double": "torch.matmul float64 {what}, 2*m*k*n FLOPs / (time per call - bare call)",
+    "conv_float": "F.conv2d float32 batch 1 {what}, 2*MACs / (time per call - bare call)",
+    "memory_bandwidth": "torch.add(a, b, out=c) of float32 vectors, 3 x vector bytes / (time per call - bare call)",
+    "p2p_oneway": "gloo send/recv ping-pong of {what} bytes, round trip / 2",
+    "p2p_latency": "one-way time of the smallest p2p message",
+    "p2p_bandwidth": "1 / slope of one-way time over message bytes (least squares)",
+}
+_UNITS = {"launch_overhead": "s", "torch_call": "s", "matmul_float": "FLOP/s", "matmul_double": "FLOP/s",
+          "conv_float": "FLOP/s",
+          "memory_bandwidth": "B/s", "p2p_oneway": "s", "p2p_latency": "s", "p2p_bandwidth": "B/s"}
+
+
+def calibrate(spec: CalibrationSpec) -> Calibration:
+    """Measure with `spec.nproc` ranks at once (module docstring); CalibrationFailed if a rank fails."""
+    if spec.model_path:
+        check_supported(prepared_graph(spec.model_path), spec.model_path)
+    init = f"tcp://127.0.0.1:{free_port()}"
+    t = time.perf_counter()
+    results = run_forked(spec.nproc, lambda rank: _measure(rank, spec, init), timeout_s=spec.timeout_s,
+                         what="calibration", error=CalibrationFailed, name="opplan-calibrate")
+    wall = time.perf_counter() - t
+    merged: dict[str, list[float]] = {}
+    ops: dict[str, list[float]] = {}
+    for res in results:
+        for k, v in res["figures"].items():
+            merged.setdefault(k, []).extend(v)
+        for k, v in res["ops"].items():
+            ops.setdefault(k, []).extend(v)
+    figures = {}
+    for key, samples in merged.items():
+        if not samples:
+            continue
+        kind, _, what = key.partition(" ")
+        figures[key] = Figure(key, _UNITS[kind], samples, _HOW[kind].format(what=what))
+    op_seconds = {k: statistics.fmean(v) for k, v in ops.items() if v}
+    gpu_memory = min((int(res["memory_bytes"]) for res in results), default=0)
+    return Calibration(spec, figures, op_seconds, wall, str(torch.__version__), gpu_memory)
+

@@ -1,0 +1,124 @@
+"""A calibration -> a hardware profile in our schema (`planner.ir.hardware`), the per-op CSV and the summary.
+
+No torch here (the measurements are `planner.execute.calibrate`).  The profile describes one host with `nproc`
+identical `cpu-process` devices, each with the measured figures, the memory of the machine shared out evenly, and
+the measured gloo link between them; its `provenance` block says where, when, with what and how each figure was
+measured, and the spread of its repeats.  It is validated with the same schema `plan-solve --hw` reads before it
+is written.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+import os
+import platform
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from planner.ir.hardware import Profile, topology_from_profile
+from planner.ir.units import format_bytes, format_time
+
+__all__ = ["profile_document", "profile_yaml", "op_csv", "summary_lines", "machine_memory_bytes"]
+
+
+def machine_memory_bytes() -> int:
+    """Physical memory of this machine (Linux/Unix sysconf); 8 GiB when it cannot be read."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 8 * 2**30
+
+
+def _rate(x: float, unit: str) -> str:
+    """A rate in the profile's human units with 4 significant digits (e.g. 12.34GFLOPS, 8.1GB/s)."""
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.4g}{prefix}{unit}"
+    return f"{x:.4g}{unit}"
+
+
+def _time(x: float) -> str:
+    return f"{x * 1e6:.4g}us"
+
+
+def profile_document(figures: Mapping[str, float | None], how: Mapping[str, str], spread: Mapping[str, str], *,
+                     nproc: int, threads: int, torch_version: str, name: str | None = None,
+                     host: str | None = None, date: str | None = None, load_avg: float | None = None,
+                     memory_bytes: int | None = None, device: str = "cpu") -> dict[str, Any]:
+    """The profile as a YAML-ready mapping (see the module docstring); `figures` as `Calibration.profile_figures`.
+    `device` "cuda": GPUs, `memory_bytes` one GPU's memory; else CPU processes sharing the machine's memory."""
+    host = host or platform.node() or "localhost"
+    date = date or datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
+    gpu = device == "cuda"
+    # a GPU has its own memory (memory_bytes is one GPU's); CPU processes share the machine's
+    per_proc = memory_bytes if gpu and memory_bytes else (memory_bytes or machine_memory_bytes()) // max(1, nproc)
+    peak: dict[str, str] = {"float": _rate(float(figures["float_flops"] or 1e9), "FLOPS")}
+    if figures.get("double_flops"):
+        peak["double"] = _rate(float(figures["double_flops"] or 0), "FLOPS")
+    group = {"kind": "cuda-gpu" if gpu else "cpu-process", "count": nproc, "name_prefix": "gpu" if gpu else "cpu",
+             "peak_flops": peak,
+              "memory": f"{per_proc // 2**20}MiB",
+              "memory_bandwidth": _rate(float(figures["memory_bandwidth"] or 1e9), "B/s"),
+              "launch_overhead": _time(float(figures["launch_overhead"] or 0.0))}
+    safe_host = "".join(c if c.isalnum() or c in "-_." else "-" for c in host) or "localhost"
+    doc: dict[str, Any] = {
+        "name": name or f"calibrated-{safe_host}-{nproc}",
+        "description": (f"{safe_host}: {nproc} GPU(s), one process each, measured together" if gpu else
+                        f"{safe_host}: {nproc} CPU process(es) of {threads} torch thread(s) each, measured together"),
+        "source": "measured by plan-calibrate (see provenance)",
+        "provenance": {
+            "host": host, "date": date,
+            "tool": f"plan-calibrate --nproc {nproc} --threads {threads}" + (" --device cuda" if gpu else ""),
+            "torch_version": str(torch_version), "nproc": nproc, "threads_per_process": threads,
+            **({"load_avg_1min": round(load_avg, 2)} if load_avg is not None else {}),
+            "measured": dict(how), "spread": dict(spread),
+        },
+        "hosts": [{"name": "node0", "devices": [group]}],
+    }
+    if nproc > 1:
+        if figures.get("link_latency") is None or not figures.get("link_bandwidth"):
+            raise ValueError("a profile of several processes needs the measured link latency and bandwidth")
+        doc["links"] = {"intra_host": {"name": "nccl-measured" if gpu else "gloo-measured",
+                                       "latency": _time(float(figures["link_latency"] or 0)),
+                                       "bandwidth": _rate(float(figures["link_bandwidth"] or 0), "B/s")}}
+    return doc
+
+
+def profile_yaml(doc: Mapping[str, Any]) -> str:
+    """The YAML text of a profile mapping, checked against the schema first (ValueError on a bad figure)."""
+    topology_from_profile(Profile.model_validate(doc))
+    header = ("# Written by plan-calibrate: figures measured on this machine with the processes running at once\n"
+              "# (see provenance). Re-run plan-calibrate when the machine, its load or torch changes.\n")
+    return header + yaml.safe_dump(dict(doc), sort_keys=False, width=120)
+
+
+def op_csv(op_seconds: Mapping[str, float]) -> str:
+    """The per-op CSV `plan-solve --measured` reads (`op,seconds`)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["op", "seconds"])
+    for op, seconds in op_seconds.items():
+        writer.writerow([op, f"{seconds:.9g}"])
+    return buf.getvalue()
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "s":
+        return format_time(value)
+    if unit == "B/s":
+        return format_bytes(value, binary=False) + "/s"
+    return _rate(value, "FLOP/s")
+
+
+def summary_lines(rows: list[tuple[str, float, str, float, int]]) -> list[str]:
+    """One line per figure: name, median, spread over its repeats x ranks, sample count.
+    `rows` holds (name, value, unit, spread, samples)."""
+    width = max((len(r[0]) for r in rows), default=10)
+    lines = [f"{'figure':<{width}}  {'median':>14}  spread (max-min)/median over samples"]
+    for name, value, unit, spread, n in rows:
+        lines.append(f"{name:<{width}}  {_fmt(value, unit):>14}  {spread:6.1%} of {n}")
+    return lines
