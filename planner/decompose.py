@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,7 +140,10 @@ def induced_instance(instance: SchedulingInstance, tasks: Sequence[int], name: s
     """The tasks (in the given order) and the edges among them; devices, links and memory as in `instance`."""
     tasks = list(tasks)
     local = {t: i for i, t in enumerate(tasks)}
-    keep = [k for k, (u, v) in enumerate(instance.edges) if u in local and v in local]
+    # the edges among the tasks, in edge order, read from the tasks' own out-edges: a scan of every edge per
+    # segment was quadratic on graphs of many segments (issue 15)
+    succ = instance.successors
+    keep = sorted(k for t in tasks for v, k in succ[t] if v in local)
     idx = np.asarray(tasks, dtype=np.int64)
     return dataclasses.replace(
         instance,
@@ -207,10 +210,11 @@ def _timed(plan: Plan, sub: SchedulingInstance) -> tuple[tuple[int, ...], tuple[
     return tuple(r.device for r in rows), tuple(r.start_tick for r in rows)
 
 
-def _restricted(plan: Plan, sub: SchedulingInstance) -> Plan | None:
+def _restricted(plan: Plan, sub: SchedulingInstance, by: Mapping[str, TaskPlacement] | None = None) -> Plan | None:
     """`plan` (of the whole graph) on the segment's tasks, shifted to start at tick 0, when that is a valid plan of
-    the segment `sub` (checked: memory counts differently on a part); else None."""
-    by = plan.by_task()
+    the segment `sub` (checked: memory counts differently on a part); else None.  `by`: `plan.by_task()`, when the
+    caller has it (built once for all segments rather than once per segment)."""
+    by = plan.by_task() if by is None else by
     rows = [by[name] for name in sub.task_names]
     t0 = min((r.start_tick for r in rows), default=0)
     placements = tuple(TaskPlacement(r.task, r.device, r.start_tick - t0, r.end_tick - t0) for r in rows)
@@ -223,10 +227,12 @@ def _restricted(plan: Plan, sub: SchedulingInstance) -> Plan | None:
     return cut
 
 
-def _list_schedule(sub: SchedulingInstance, incumbent: Plan | None) -> Plan:
-    """The shorter of HEFT on the segment and the incumbent's schedule of it (when valid there)."""
+def _list_schedule(sub: SchedulingInstance, incumbent: Plan | None,
+                   by: Mapping[str, TaskPlacement] | None = None) -> Plan:
+    """The shorter of HEFT on the segment and the incumbent's schedule of it (when valid there); `by` as in
+    `_restricted`."""
     plan = heft(sub)
-    cut = _restricted(incumbent, sub) if incumbent is not None else None
+    cut = _restricted(incumbent, sub, by) if incumbent is not None else None
     return cut if cut is not None and cut.makespan_tick < plan.makespan_tick else plan
 
 
@@ -245,8 +251,9 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
     results: list[SegmentResult | None] = [None] * len(segs)
     todo: list[int] = []
     known: dict[int, Plan] = {}
+    incumbent_by = incumbent.by_task() if incumbent is not None else None
     for i, sub in enumerate(subs):
-        plan = known[i] = _list_schedule(sub, incumbent)
+        plan = known[i] = _list_schedule(sub, incumbent, incumbent_by)
         dev, start = _timed(plan, sub)
         trivial = sub.trivial_lower_bound_tick()
         if plan.makespan_tick <= trivial:
