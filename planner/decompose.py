@@ -227,13 +227,43 @@ def _restricted(plan: Plan, sub: SchedulingInstance, by: Mapping[str, TaskPlacem
     return cut
 
 
+def _heft(sub: SchedulingInstance, memo: dict[tuple, Plan] | None) -> Plan:
+    """HEFT on the segment.  `memo` (signature -> HEFT's plan) serves identical segments (a stacked model's
+    layers) from the first one's plan under the segment's own names: HEFT reads nothing but what the signature
+    holds (durations, edges, delays, memory) and breaks ties by task index, so the plan is the one it would find."""
+    if memo is None:
+        return heft(sub)
+    sig = _signature(sub)
+    seen = memo.get(sig)
+    if seen is None:
+        memo[sig] = plan = heft(sub)
+        return plan
+    names = sub.task_names
+    return dataclasses.replace(
+        seen, instance_name=sub.name, task_ops={k: tuple(v) for k, v in sub.task_ops.items()},
+        placements=tuple(TaskPlacement(names[k], p.device, p.start_tick, p.end_tick, p.stage)
+                         for k, p in enumerate(seen.placements)))
+
+
 def _list_schedule(sub: SchedulingInstance, incumbent: Plan | None,
-                   by: Mapping[str, TaskPlacement] | None = None) -> Plan:
+                   by: Mapping[str, TaskPlacement] | None = None, memo: dict[tuple, Plan] | None = None) -> Plan:
     """The shorter of HEFT on the segment and the incumbent's schedule of it (when valid there); `by` as in
-    `_restricted`."""
-    plan = heft(sub)
-    cut = _restricted(incumbent, sub, by) if incumbent is not None else None
+    `_restricted`, `memo` as in `_heft`."""
+    plan = _heft(sub, memo)
+    if incumbent is None:
+        return plan
+    if by is not None and _span(by, sub) >= plan.makespan_tick:
+        return plan  # the incumbent's part is no shorter: no need to cut it out and validate it
+    cut = _restricted(incumbent, sub, by)
     return cut if cut is not None and cut.makespan_tick < plan.makespan_tick else plan
+
+
+def _span(by: Mapping[str, TaskPlacement], sub: SchedulingInstance) -> int:
+    """The makespan `_restricted` would give the segment's part of a plan (last end - first start)."""
+    rows = [by[name] for name in sub.task_names]
+    if not rows:
+        return 0
+    return max(r.end_tick for r in rows) - min(r.start_tick for r in rows)
 
 
 def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, backend: str = "cpsat",
@@ -252,10 +282,11 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
     todo: list[int] = []
     known: dict[int, Plan] = {}
     incumbent_by = incumbent.by_task() if incumbent is not None else None
+    memo: dict[tuple, Plan] = {}
     for i, sub in enumerate(subs):
-        plan = known[i] = _list_schedule(sub, incumbent, incumbent_by)
+        plan = known[i] = _list_schedule(sub, incumbent, incumbent_by, memo)
         dev, start = _timed(plan, sub)
-        trivial = sub.trivial_lower_bound_tick()
+        trivial = _heft(sub, memo).lower_bound_tick  # HEFT's plans carry the trivial bound; served from memo
         if plan.makespan_tick <= trivial:
             how = SegmentSource.HEFT
         else:
