@@ -121,13 +121,14 @@ def segments(instance: SchedulingInstance) -> list[Segment]:
         return []
     pos = {t: i for i, t in enumerate(order)}
     cuts = [pos[b] for b in bottleneck_tasks(instance)]
+    is_cut = set(cuts)  # membership per segment: a list made this quadratic in the number of segments
     # A bottleneck is never preceded by a task that is not its ancestor, so the segments are position ranges.
     bounds = sorted({0, len(order) - 1, *cuts})
     out: list[Segment] = []
     for a, b in zip(bounds, bounds[1:]):
         tasks = tuple(order[a:b + 1])
-        out.append(Segment(tasks, order[a] if a in cuts and a != 0 else None,
-                           order[b] if b in cuts and b != len(order) - 1 else None))
+        out.append(Segment(tasks, order[a] if a in is_cut and a != 0 else None,
+                           order[b] if b in is_cut and b != len(order) - 1 else None))
     if len(bounds) == 1:
         out.append(Segment(tuple(order), None, None))
     # a bottleneck at position 0 (the only source) or at the end (the only sink) is shared with nothing
