@@ -153,6 +153,15 @@ def _run_child(case: dict, folder: Path, timeout_s: float) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ the study
+def _timeout_s(method: str, ops: int, budget_s: float) -> float:
+    """A child's hard limit: the flat model gets its budget plus a minute to be built (it is the row that may
+    not build at all); the others get room for building and writing (minutes at 1M ops) and for a machine
+    shared with other jobs, where they may get a tenth of a core."""
+    if method == "flat":
+        return 3 * budget_s + 60
+    return 10 * budget_s + 600 + ops / 100
+
+
 def scaling_rows(settings: Settings, folder: Path, say=print) -> list[dict]:
     rows = []
     for graph in ("moe", "layered"):
@@ -161,8 +170,7 @@ def scaling_rows(settings: Settings, folder: Path, say=print) -> list[dict]:
             flat = ops in settings.flat_sizes and ops <= FLAT_MAX_TASKS
             for method in ["heft", "bilevel"] + (["flat"] if flat else []):
                 case = {"graph": graph, "ops": ops, "method": method, "budget_s": budget}
-                # room for building and writing (minutes at 1M ops) beyond the budget, and for the flat model's build
-                row = {"target_ops": ops, **_run(case, folder, 3 * budget + 60 + ops / 1_000, settings)}
+                row = {"target_ops": ops, **_run(case, folder, _timeout_s(method, ops, budget), settings)}
                 say(f"  {row}")
                 rows.append(row)
             if not flat:
@@ -176,11 +184,12 @@ def anytime_rows(settings: Settings, folder: Path, say=print) -> list[dict]:
     """The planner on a layered DAG with growing budgets (and HEFT once, as the reference line)."""
     rows = []
     ops, full = settings.anytime_ops, settings.anytime_budget_s
-    heft_row = _run({"graph": "layered", "ops": ops, "method": "heft", "budget_s": full}, folder, 600, settings)
+    heft_row = _run({"graph": "layered", "ops": ops, "method": "heft", "budget_s": full}, folder,
+                    _timeout_s("heft", ops, full), settings)
     for fraction in settings.anytime_fractions:
         budget = round(full * fraction, 3)
         row = _run({"graph": "layered", "ops": ops, "method": "bilevel", "budget_s": budget}, folder,
-                   3 * budget + 120, settings)
+                   _timeout_s("bilevel", ops, budget), settings)
         row.update(fraction=fraction, full_budget_s=full, heft_makespan_tick=heft_row.get("makespan_tick", ""))
         say(f"  {row}")
         rows.append(row)
