@@ -321,7 +321,7 @@ def main(quick: bool, out_dir: Path, settings: Settings | None = None) -> list[P
 def _cli(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="study_scaling", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1k-100k ops, short budgets")
-    parser.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "scaling")
+    parser.add_argument("--out", type=Path, default=REPO / "out" / "experiments" / "scaling")
     parser.add_argument("--one", default=None, help="measure one case (JSON) in this process; prints its row")
     parser.add_argument("--folder", type=Path, default=None, help="with --one: where models and plans go")
     args = parser.parse_args(argv)
