@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,13 +129,14 @@ def segments(instance: SchedulingInstance) -> list[Segment]:
         return []
     pos = {t: i for i, t in enumerate(order)}
     cuts = [pos[b] for b in bottleneck_tasks(instance)]
+    is_cut = set(cuts)  # membership per segment: a list made this quadratic in the number of segments
     # A bottleneck is never preceded by a task that is not its ancestor, so the segments are position ranges.
     bounds = sorted({0, len(order) - 1, *cuts})
     out: list[Segment] = []
     for a, b in zip(bounds, bounds[1:]):
         tasks = tuple(order[a:b + 1])
-        out.append(Segment(tasks, order[a] if a in cuts and a != 0 else None,
-                           order[b] if b in cuts and b != len(order) - 1 else None))
+        out.append(Segment(tasks, order[a] if a in is_cut and a != 0 else None,
+                           order[b] if b in is_cut and b != len(order) - 1 else None))
     if len(bounds) == 1:
         out.append(Segment(tuple(order), None, None))
     # a bottleneck at position 0 (the only source) or at the end (the only sink) is shared with nothing
@@ -148,7 +149,10 @@ def induced_instance(instance: SchedulingInstance, tasks: Sequence[int], name: s
     """The tasks (in the given order) and the edges among them; devices, links and memory as in `instance`."""
     tasks = list(tasks)
     local = {t: i for i, t in enumerate(tasks)}
-    keep = [k for k, (u, v) in enumerate(instance.edges) if u in local and v in local]
+    # the edges among the tasks, in edge order, read from the tasks' own out-edges: a scan of every edge per
+    # segment was quadratic on graphs of many segments (issue 15)
+    succ = instance.successors
+    keep = sorted(k for t in tasks for v, k in succ[t] if v in local)
     idx = np.asarray(tasks, dtype=np.int64)
     return dataclasses.replace(
         instance,
@@ -215,10 +219,11 @@ def _timed(plan: Plan, sub: SchedulingInstance) -> tuple[tuple[int, ...], tuple[
     return tuple(r.device for r in rows), tuple(r.start_tick for r in rows)
 
 
-def _restricted(plan: Plan, sub: SchedulingInstance) -> Plan | None:
+def _restricted(plan: Plan, sub: SchedulingInstance, by: Mapping[str, TaskPlacement] | None = None) -> Plan | None:
     """`plan` (of the whole graph) on the segment's tasks, shifted to start at tick 0, when that is a valid plan of
-    the segment `sub` (checked: memory counts differently on a part); else None."""
-    by = plan.by_task()
+    the segment `sub` (checked: memory counts differently on a part); else None.  `by`: `plan.by_task()`, when the
+    caller has it (built once for all segments rather than once per segment)."""
+    by = plan.by_task() if by is None else by
     rows = [by[name] for name in sub.task_names]
     t0 = min((r.start_tick for r in rows), default=0)
     placements = tuple(TaskPlacement(r.task, r.device, r.start_tick - t0, r.end_tick - t0) for r in rows)
@@ -231,11 +236,43 @@ def _restricted(plan: Plan, sub: SchedulingInstance) -> Plan | None:
     return cut
 
 
-def _list_schedule(sub: SchedulingInstance, incumbent: Plan | None) -> Plan:
-    """The shorter of HEFT on the segment and the incumbent's schedule of it (when valid there)."""
-    plan = heft(sub)
-    cut = _restricted(incumbent, sub) if incumbent is not None else None
+def _heft(sub: SchedulingInstance, memo: dict[tuple, Plan] | None) -> Plan:
+    """HEFT on the segment.  `memo` (signature -> HEFT's plan) serves identical segments (a stacked model's
+    layers) from the first one's plan under the segment's own names: HEFT reads nothing but what the signature
+    holds (durations, edges, delays, memory) and breaks ties by task index, so the plan is the one it would find."""
+    if memo is None:
+        return heft(sub)
+    sig = _signature(sub)
+    seen = memo.get(sig)
+    if seen is None:
+        memo[sig] = plan = heft(sub)
+        return plan
+    names = sub.task_names
+    return dataclasses.replace(
+        seen, instance_name=sub.name, task_ops={k: tuple(v) for k, v in sub.task_ops.items()},
+        placements=tuple(TaskPlacement(names[k], p.device, p.start_tick, p.end_tick, p.stage)
+                         for k, p in enumerate(seen.placements)))
+
+
+def _list_schedule(sub: SchedulingInstance, incumbent: Plan | None,
+                   by: Mapping[str, TaskPlacement] | None = None, memo: dict[tuple, Plan] | None = None) -> Plan:
+    """The shorter of HEFT on the segment and the incumbent's schedule of it (when valid there); `by` as in
+    `_restricted`, `memo` as in `_heft`."""
+    plan = _heft(sub, memo)
+    if incumbent is None:
+        return plan
+    if by is not None and _span(by, sub) >= plan.makespan_tick:
+        return plan  # the incumbent's part is no shorter: no need to cut it out and validate it
+    cut = _restricted(incumbent, sub, by)
     return cut if cut is not None and cut.makespan_tick < plan.makespan_tick else plan
+
+
+def _span(by: Mapping[str, TaskPlacement], sub: SchedulingInstance) -> int:
+    """The makespan `_restricted` would give the segment's part of a plan (last end - first start)."""
+    rows = [by[name] for name in sub.task_names]
+    if not rows:
+        return 0
+    return max(r.end_tick for r in rows) - min(r.start_tick for r in rows)
 
 
 def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, backend: str = "cpsat",
@@ -256,10 +293,17 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
     results: list[SegmentResult | None] = [None] * len(segs)
     todo: list[int] = []
     known: dict[int, Plan] = {}
+    incumbent_by = incumbent.by_task() if incumbent is not None else None
+    memo: dict[tuple, Plan] = {}
+    bounds: dict[tuple, int] = {}  # segment signature -> its communication-aware bound
     for i, sub in enumerate(subs):
-        plan = known[i] = _list_schedule(sub, incumbent)
+        plan = known[i] = _list_schedule(sub, incumbent, incumbent_by, memo)
         dev, start = _timed(plan, sub)
-        trivial = comm_lower_bound_tick(sub)  # the trivial bound, raised by the transfers joins cannot avoid
+        # the trivial bound raised by the transfers joins cannot avoid; identical segments share it
+        sig = _signature(sub)
+        if sig not in bounds:
+            bounds[sig] = comm_lower_bound_tick(sub)
+        trivial = bounds[sig]
         if plan.makespan_tick <= trivial:
             how = SegmentSource.HEFT
         else:

@@ -734,8 +734,13 @@ def _elem_name(elem: int) -> str:
         return "undefined"
 
 
+@lru_cache(maxsize=64)  # a handful of element types, looked up once per tensor
+def _elem_bits(elem: int) -> int:
+    return _BITS_BY_NAME.get(_elem_name(elem).upper(), 32)
+
+
 def _size_bytes(shape: tuple[int, ...], elem: int) -> int:
-    bits = _BITS_BY_NAME.get(_elem_name(elem).upper(), 32)
+    bits = _elem_bits(elem)
     return (math.prod(shape) * bits + 7) // 8
 
 

@@ -100,6 +100,8 @@ def numel(shape: Shape) -> int:
 def _int(value: object) -> int:
     """`int(value)` for an attribute value (typed `object`): TypeError, as int() itself raises, when the value is
     neither a number nor a string; op_flops turns that into estimated=True."""
+    if type(value) is int:  # the common case, before the protocol checks (slow isinstance on large graphs)
+        return value
     if isinstance(value, (str, bytes, SupportsInt, SupportsIndex)):
         return int(value)
     raise TypeError(f"int() argument must be a number or a string, not {type(value).__name__!r}")

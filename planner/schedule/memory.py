@@ -99,36 +99,42 @@ def memory_intervals(
         step = (min((start_tick[t] for t in placed), default=0), max((end_tick[t] for t in placed), default=0))
     names = instance.task_names
     out: list[MemoryInterval] = []
-    act = instance.activation_bytes
+    # plain Python numbers, read once: indexing numpy arrays per task and per edge dominated this loop on large
+    # graphs (issue 15); same values (`comm` is comm_tick over the link class)
+    params = instance.param_bytes.tolist()
+    internal = instance.peak_internal_bytes.tolist()
+    act = instance.activation_bytes.tolist()
+    comm_rows = instance.comm_tick.tolist() if arrival_tick is None else []
+    link = instance.link_class.tolist()
+    successors = instance.successors
+    param_end = max(step[1], step[0] + 1)
     for t in placed:
         d = device_of[t]
-        if instance.param_bytes[t] > 0:
-            out.append(MemoryInterval(d, step[0], max(step[1], step[0] + 1), int(instance.param_bytes[t]),
-                                      names[t], "param"))
-        if instance.peak_internal_bytes[t] > 0 and end_tick[t] > start_tick[t]:
-            out.append(MemoryInterval(d, start_tick[t], end_tick[t], int(instance.peak_internal_bytes[t]),
-                                      names[t], "internal"))
+        if params[t] > 0:
+            out.append(MemoryInterval(d, step[0], param_end, params[t], names[t], "param"))
+        if internal[t] > 0 and end_tick[t] > start_tick[t]:
+            out.append(MemoryInterval(d, start_tick[t], end_tick[t], internal[t], names[t], "internal"))
         if act[t] <= 0:
             continue
         hold_until = end_tick[t]
         remote_first: dict[int, int] = {}
-        remote_last: dict[int, int] = defaultdict(int)
-        for v, e in instance.successors[t]:
+        remote_last: dict[int, int] = {}
+        for v, e in successors[t]:
             dv = device_of[v]
             if dv < 0:
                 continue
             if dv == d:
                 hold_until = max(hold_until, end_tick[v])
                 continue
-            arr = arrival_tick[e] if arrival_tick is not None else end_tick[t] + instance.comm(e, d, dv)
+            arr = arrival_tick[e] if arrival_tick is not None else end_tick[t] + comm_rows[e][link[d][dv]]
             hold_until = max(hold_until, arr)
             remote_first[dv] = min(remote_first.get(dv, arr), arr)
-            remote_last[dv] = max(remote_last[dv], end_tick[v])
+            remote_last[dv] = max(remote_last.get(dv, 0), end_tick[v])
         if hold_until > start_tick[t]:
-            out.append(MemoryInterval(d, start_tick[t], hold_until, int(act[t]), names[t], "activation"))
+            out.append(MemoryInterval(d, start_tick[t], hold_until, act[t], names[t], "activation"))
         for dv, first in remote_first.items():
             if remote_last[dv] > first:
-                out.append(MemoryInterval(dv, first, remote_last[dv], int(act[t]), names[t], "received"))
+                out.append(MemoryInterval(dv, first, remote_last[dv], act[t], names[t], "received"))
     return out
 
 
