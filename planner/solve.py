@@ -116,6 +116,9 @@ ONE_SEGMENT_TASKS = 150  # above this, a graph without bottlenecks gets only ONE
 ONE_SEGMENT_SHARE = 0.15
 ITERATED_SHARE = 0.7  # of the time left before LNS, what the iterated list scheduler gets
 LINEAR_SHARE = 0.25  # of the time left after phase 1, what the linear rounds get on a graph with bottlenecks
+# Above this many ops the parallelism-keeping merge (planner/coarsen/bounded.py; ~3 s per 10k ops measured) leaves
+# thousands of clusters (14,054 on a 100k-op stacked MoE), far above what a round solves: the phase is skipped.
+LINEAR_MAX_OPS = 20_000
 
 
 def tick_formatter(instance: SchedulingInstance) -> Callable[[int], str]:
@@ -382,6 +385,10 @@ def _linear_rounds(fine: SchedulingInstance, incumbent: Plan, options: SolveOpti
     """Phase 2a (module docstring): the original bi-level loop until `deadline` (time.monotonic()).  (the best
     round whose expansion passed the validator and is shorter than `incumbent`, or None; the rounds)."""
     target = options.target_clusters or DEFAULT_CLUSTERS.get(options.backend, 32)
+    if fine.num_tasks > LINEAR_MAX_OPS:
+        say(f"linear clustering skipped: {fine.num_tasks} ops (above {LINEAR_MAX_OPS}, merging that keeps the "
+            f"critical path leaves far more clusters than the solver takes)")
+        return None, []
     result = coarsen(fine, target_clusters=target, cp_tolerance=DEFAULT_CP_TOLERANCE)
     clusters = split_to_target(fine, result.clusters, target)
     coarse = contract(fine, clusters)
@@ -389,6 +396,10 @@ def _linear_rounds(fine: SchedulingInstance, incumbent: Plan, options: SolveOpti
     say(f"linear clustering: {fine.num_tasks} ops into {coarse.num_tasks} clusters "
         f"({result.num_linear_clusters} linear clusters; critical path estimate "
         f"{unit(int(op_cp))} on ops -> {unit(int(coarse_cp))} on clusters)")
+    if coarse.num_tasks > CLUSTER_ROUND_FACTOR * target:
+        say(f"linear cluster rounds skipped: {coarse.num_tasks} clusters, above the {CLUSTER_ROUND_FACTOR * target} "
+            f"the {options.backend} model is solved on in a round")
+        return None, []
     # Infeasible on these clusters is no proof for the ops (a cluster holds all its members' memory): such a
     # round is skipped, not reported to the user.
     warm: Plan | None = None

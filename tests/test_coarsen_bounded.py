@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import random_dags
 
+import planner.solve as solve_module
 from experiments.layered import layered_dag
 from planner.coarsen import (
     DEFAULT_CP_TOLERANCE,
@@ -220,3 +221,32 @@ def test_search_progress_reports_the_coarse_critical_path() -> None:
     assert len(reported) == 1
     assert "critical path estimate" in reported[0] and " on ops -> " in reported[0]
     assert reported[0].endswith(" on clusters)")
+
+
+def _moe_cpu4() -> SchedulingInstance:
+    return prepare(DATA / "models" / "moe.onnx", load_topology(DATA / "hardware_profiles" / "cpu-4.yaml")).instance
+
+
+def test_search_skips_linear_rounds_above_the_op_limit(monkeypatch) -> None:
+    # above LINEAR_MAX_OPS the merge would leave thousands of clusters: the phase says so and runs no round
+    fine = _moe_cpu4()
+    monkeypatch.setattr(solve_module, "LINEAR_MAX_OPS", fine.num_tasks - 1)
+    lines: list[str] = []
+    out = plan_instance(fine, SolveOptions(time_limit_s=4, threads=2, decomposition_share=0.0, max_rounds=1),
+                        lines.append)
+    assert any(m.startswith(f"linear clustering skipped: {fine.num_tasks} ops") for m in lines)
+    assert not any(m.startswith("linear cluster round") for m in lines)
+    assert "linear cluster round" not in [p.source for p in out.phases]
+
+
+def test_search_skips_linear_rounds_when_clusters_exceed_the_model_size(monkeypatch) -> None:
+    # the merge stops short of the backend's count when merging further would lengthen the critical path; a
+    # round on more than CLUSTER_ROUND_FACTOR x the count is not attempted
+    fine = _moe_cpu4()
+    monkeypatch.setattr(solve_module, "CLUSTER_ROUND_FACTOR", 0)
+    lines: list[str] = []
+    plan_instance(fine, SolveOptions(time_limit_s=4, threads=2, decomposition_share=0.0, max_rounds=1),
+                  lines.append)
+    assert any(m.startswith("linear clustering:") for m in lines)
+    assert any(m.startswith("linear cluster rounds skipped:") for m in lines)
+    assert not any(m.startswith("linear cluster round ") for m in lines)
