@@ -12,7 +12,7 @@ from planner.decompose import PROGRESS_EVERY_S, _segment_progress
 from planner.heuristics.comm_bound import comm_lower_bound_tick
 from planner.heuristics.list_schedule import Rank, heft
 from planner.heuristics.peft import peft
-from planner.solve import SolveOptions, _best_list_schedule, plan_instance
+from planner.solve import SolveOptions, _best_list_schedule, baseline_makespans, plan_instance
 
 
 def test_phase_zero_takes_peft_when_it_is_shortest() -> None:
@@ -51,3 +51,13 @@ def test_segment_progress_is_throttled() -> None:
     report(0.3 + 3 * PROGRESS_EVERY_S, None, 82.0, None)  # no incumbent yet: nothing to say
     assert said == ["segment 3 (96 tasks):   0.1s incumbent 100, solver bound 80",
                     f"segment 3 (96 tasks): {0.2 + PROGRESS_EVERY_S:5.1f}s incumbent 98, solver bound -"]
+
+
+def test_baselines_reuse_phase_zero_heft() -> None:
+    # the baselines take HEFT's makespan from phase 0 rather than schedule the op graph again; same figures
+    inst = layered_dag(60, 3, seed=7, comm_ratio=1.0)
+    computed: dict[str, int] = {}
+    _best_list_schedule(inst, computed)
+    assert computed == {"heft": heft(inst).makespan_tick}
+    assert baseline_makespans(inst, computed) == baseline_makespans(inst)
+    assert baseline_makespans(inst, {"heft": -1})["heft"] == -1  # a known figure is taken as it is
