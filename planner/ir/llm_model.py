@@ -414,3 +414,8 @@ def write_llm_model(path: str | Path, config: LLMConfig) -> tuple[Path, Path]:
     with open(data, "wb") as fh:  # a hole of the full length: no blocks written (see the module docstring)
         os.truncate(fh.fileno(), data_bytes)
     return path, data
+
+
+def node_count(model_path: str | Path) -> int:
+    """Nodes of an ONNX file, read without its external data (which may be tens of gigabytes of zeros)."""
+    return len(onnx.load(str(model_path), load_external_data=False).graph.node)
