@@ -10,7 +10,8 @@ Per case (a real-size model from `planner.ir.llm_model` on a bundled hardware pr
   HEFT with the memory tracker finds a plan that the validator confirms within capacity.  The least feasible
   capacity lies between the two; `min_gap_pct` says how far apart they are.
 * **sweep**: at capacities from the smallest found up to the devices' real memory, the planner (`plan_instance`,
-  fixed budget per point) against HEFT (memory-aware), the memory-aware list scheduler and single device, and
+  fixed budget per point; where its HEFT phase finds no plan, its LNS started from the memory-aware list
+  scheduler's plan: column `found_by`) against HEFT (memory-aware), the memory-aware list scheduler and single device, and
   the memory HEFT, round-robin and single device would use if they ignored capacity (they always give a plan;
   `fits` says whether it is within capacity).  `lower_bound_ms` is the planner's bound at that capacity.
 
@@ -19,7 +20,7 @@ its proof, and the makespans at the devices' real capacity), then `<case>.png` p
 makespan against capacity (proven-infeasible region shaded) and each method's peak memory at the real capacity.
 
 Quick mode: Mixtral-8x7B-like (32 layers, batch 4 x 4096) on 4x A100 PCIe and 8x H100, two capacities each
-(smallest found, 80 GiB), 15 s per planner run: about 4 minutes here.  Full mode adds the 2x8 H100 InfiniBand and
+(smallest found, 80 GiB), 30 s per planner run: about 5 minutes here.  Full mode adds the 2x8 H100 InfiniBand and
 mixed A100/H100 profiles, Llama-70B-like on 4x A100 and a DeepSeek-V3-like slice on 8x H100, seven capacities per
 case and 60 s per planner run (about 50 minutes on 2 vCPUs).
 """
@@ -104,7 +105,7 @@ def run_case(model: str, overrides: dict, profile: str, models_dir: Path, time_l
                    "ops": inst.num_tasks, "params_gib": params_gib, "capacity_gib": cap / GIB, "method": r.method,
                    "fits": int(fits), "makespan_ms": r.makespan_ms, "lower_bound_ms": bound_ms,
                    "gap_pct": 100 * (r.makespan_ms - bound_ms) / r.makespan_ms if fits else float("nan"),
-                   "peak_gib": r.peak_gib, "solve_s": r.solve_s, "reason": r.reason}
+                   "peak_gib": r.peak_gib, "solve_s": r.solve_s, "found_by": r.found_by, "reason": r.reason}
             rows.append(row)
             if cap == device_cap:
                 at_device[r.method] = row
@@ -184,7 +185,7 @@ def main(quick: bool, out_dir: Path, *, cases: list[tuple[str, dict, str]] | Non
     """Run the cases (default: QUICK_CASES or FULL_CASES), write the CSVs, then draw the PNGs from them."""
     out_dir.mkdir(parents=True, exist_ok=True)
     cases = cases if cases is not None else (QUICK_CASES if quick else FULL_CASES)
-    time_limit_s = time_limit_s if time_limit_s is not None else (15.0 if quick else 60.0)
+    time_limit_s = time_limit_s if time_limit_s is not None else (30.0 if quick else 60.0)
     rows: list[dict] = []
     summaries: list[dict] = []
     for model, overrides, profile in cases:

@@ -58,7 +58,7 @@ def run_case(label: str, model: str, overrides: dict, profile: str, models_dir: 
             if r.fits and planned.fits else float("nan"),
             "peak_gib": r.peak_gib,
             "needs_gib": results["single_device_ignoring_memory"].peak_gib if method == "single_device" else r.peak_gib,
-            "solve_s": r.solve_s, "reason": r.reason})
+            "solve_s": r.solve_s, "found_by": r.found_by, "reason": r.reason})
     print(f"  {label} ({model}{tag} on {profile}): " + ", ".join(
         f"{m} {results[m].makespan_ms:.1f} ms" if results[m].fits else f"{m} -" for m in METHODS)
         + f"; bound {bound_ms:.1f} ms", flush=True)
