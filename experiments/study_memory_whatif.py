@@ -11,9 +11,9 @@ Per case (a real-size model from `planner.ir.llm_model` on a bundled hardware pr
   capacity lies between the two; `min_gap_pct` says how far apart they are.
 * **sweep**: at capacities from the smallest found up to the devices' real memory, the planner (`plan_instance`,
   fixed budget per point; where its HEFT phase finds no plan, its LNS started from the memory-aware list
-  scheduler's plan: column `found_by`) against HEFT (memory-aware), the memory-aware list scheduler and single device, and
-  the memory HEFT, round-robin and single device would use if they ignored capacity (they always give a plan;
-  `fits` says whether it is within capacity).  `lower_bound_ms` is the planner's bound at that capacity.
+  scheduler's plan: column `found_by`) against HEFT (memory-aware), the memory-aware list scheduler and single
+  device, and the memory HEFT, round-robin and single device would use if they ignored capacity (they always give
+  a plan; `fits` says whether it is within capacity).  `lower_bound_ms` is the planner's bound at that capacity.
 
 Writes `whatif.csv` (one row per case x capacity x method) and `summary.csv` (one row per case: the minimum with
 its proof, and the makespans at the devices' real capacity), then `<case>.png` per case from `whatif.csv`:
@@ -172,7 +172,7 @@ def plot(out_dir: Path) -> list[Path]:
         bx.set_xlabel("peak memory, fullest device (GiB)")
         bx.set_title("green: fits, red: over capacity, grey: no plan", fontsize=8)
         bx.tick_params(axis="y", labelsize=7)
-        bx.legend(fontsize=7)
+        bx.legend(fontsize=7, loc="lower right")
         fig.tight_layout()
         path = out_dir / f"{case.replace('@', '_at_')}.png"
         fig.savefig(path, dpi=110)
