@@ -36,7 +36,9 @@ from planner.schedule.plan import Plan
 from planner.solve import SolveOptions, plan_instance
 
 GIB = 2**30
-THREADS = 2  # this machine's share; the studies run one solve at a time
+# CP-SAT workers: the planner's default (8, as plan-solve and make bench use).  With 2 workers CP-SAT aborted the
+# whole process once in a full run here ("Check failed: heuristics.fixed_search != nullptr", inside OR-Tools).
+THREADS = SolveOptions().threads
 
 Scheduler = Callable[[SchedulingInstance], Plan]
 

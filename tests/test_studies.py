@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -69,28 +70,25 @@ def test_milp_vs_heuristics_smoke(tmp_path) -> None:
             assert not math.isnan(float(r["vs_planned_pct"]))
 
 
-def test_runner_reports_a_failing_study_and_goes_on(tmp_path, monkeypatch, capsys) -> None:
-    calls = []
+def test_runner_reports_a_failing_study_and_goes_on(tmp_path, monkeypatch) -> None:
+    # each study runs in a child process: one that dies (here: exit status 3, as a native crash would give a
+    # non-zero status) is reported and the next still runs
+    def fake(name: str, quick: bool, out_dir: Path) -> list[str]:
+        code = 3 if name == "broken" else 0
+        return [sys.executable, "-c", f"import pathlib, sys; pathlib.Path({str(out_dir)!r}).mkdir(parents=True);"
+                f" sys.exit({code})"]
 
-    class Ok:
-        @staticmethod
-        def main(quick: bool, out_dir: Path) -> None:
-            calls.append(("ok", quick, out_dir.name))
-            out_dir.mkdir(parents=True)
-            (out_dir / "x.csv").write_text("a\n1\n")
-
-    class Broken:
-        @staticmethod
-        def main(quick: bool, out_dir: Path) -> None:
-            raise RuntimeError("boom")
-
-    modules = {"experiments.study_ok": Ok, "experiments.study_broken": Broken}
-    monkeypatch.setattr(run_studies.importlib, "import_module", modules.__getitem__)
+    monkeypatch.setattr(run_studies, "command", fake)
     rows = run_studies.run(["broken", "ok"], quick=True, out_root=tmp_path)
-    assert [r["status"] for r in rows] == ["failed", "ok"]
-    assert calls == [("ok", True, "ok")]
-    assert "boom" in capsys.readouterr().err
+    assert [r["status"] for r in rows] == ["failed (exit status 3)", "ok"]
+    assert (tmp_path / "ok").is_dir()
     assert [r["study"] for r in _rows(tmp_path / "run_studies.csv")] == ["broken", "ok"]
+
+
+def test_child_command_runs_one_study_in_its_mode(tmp_path) -> None:
+    cmd = run_studies.command("memory_whatif", False, tmp_path)
+    assert cmd[1:5] == ["-m", "experiments.run_studies", "--one", "memory_whatif"] and cmd[-1] == "--full"
+    assert "--full" not in run_studies.command("memory_whatif", True, tmp_path)
 
 
 @pytest.mark.parametrize("argv", [["--only", "nonexistent"]])
