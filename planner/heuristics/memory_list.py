@@ -37,7 +37,13 @@ import numpy as np
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.errors import InfeasibleError
 from planner.heuristics.list_schedule import upward_rank
-from planner.heuristics.memory import MemoryTracker, capacity_lower_bound, show_bytes, task_alone_bytes
+from planner.heuristics.memory import (
+    MemoryCheck,
+    MemoryTracker,
+    capacity_lower_bound,
+    show_bytes,
+    task_alone_bytes,
+)
 from planner.schedule.plan import Plan, PlanStatus, TaskPlacement
 from planner.schedule.validate import check_plan
 
@@ -112,7 +118,7 @@ def memory_list(instance: SchedulingInstance, *, reserve_bytes: int | None = Non
         room = [cap[d] - max(held[d] + reserve, tracker.high[d]) for d in range(num_dev)]
         spare = sum(max(0, r) for r in room)
         chosen = fallback = None
-        closest = None  # (free - need, device, check) of the closest miss, for the error
+        closest: tuple[int, int, MemoryCheck] | None = None  # (free - need, device, check): the closest miss
         for fin, d, st in cands:
             chk = tracker.check(t, d, st, arrivals[d])
             if not chk.fits:
@@ -151,7 +157,7 @@ def memory_list(instance: SchedulingInstance, *, reserve_bytes: int | None = Non
     )
 
 
-def _no_fit(instance: SchedulingInstance, t: int, d: int, chk) -> InfeasibleError:
+def _no_fit(instance: SchedulingInstance, t: int, d: int, chk: MemoryCheck) -> InfeasibleError:
     bound = capacity_lower_bound(instance)
     alone = int(task_alone_bytes(instance)[t])
     caps = instance.capacity_bytes.tolist()  # non-empty: the task had a device to try
