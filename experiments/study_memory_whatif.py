@@ -13,7 +13,9 @@ Per case (a real-size model from `planner.ir.llm_model` on a bundled hardware pr
   fixed budget per point; where its HEFT phase finds no plan, its LNS started from the memory-aware list
   scheduler's plan: column `found_by`) against HEFT (memory-aware), the memory-aware list scheduler and single
   device, and the memory HEFT, round-robin and single device would use if they ignored capacity (they always give
-  a plan; `fits` says whether it is within capacity).  `lower_bound_ms` is the planner's bound at that capacity.
+  a plan; `fits` says whether it is within capacity).  `lower_bound_ms` is the best bound proven at that capacity
+  or a larger one.  Each point is planned afresh (`plan-whatif` instead keeps the best plan of a smaller capacity,
+  so its curve never rises with memory; here a point may come out worse than a smaller one: search noise).
 
 Writes `whatif.csv` (one row per case x capacity x method) and `summary.csv` (one row per case: the minimum with
 its proof, and the makespans at the devices' real capacity), then `<case>.png` per case from `whatif.csv`:
