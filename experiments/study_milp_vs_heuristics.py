@@ -13,7 +13,7 @@ Cases: the Mixtral-8x7B-like model at batch 16 x 4096 (larger batch) on 8x H100,
 (heterogeneous) and on 2x8 H100 over InfiniBand (two hosts); the Llama-70B-like dense model on 8x H100; the
 bundled small MoE on cpu-4 (where the MILP wins most).  Quick mode uses 8 of the 32 layers and 10 s per planner
 run (about 4 minutes here); full mode all layers, a DeepSeek-V3-like slice on 2x8 H100 and 60 s per run (about
-15 minutes on 2 vCPUs).
+6 minutes on 2 vCPUs).
 
 Writes `comparison.csv`, then `comparison.png` from it: per case, each method's makespan relative to the bound.
 """
