@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench mutate clean venv
+.PHONY: demo test lint bench experiments mutate clean venv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,6 +32,11 @@ lint: $(STAMP)
 ## bench: speed and quality measurements, written to CSV under bench/results/
 bench: $(STAMP)
 	$(BIN)/python -m experiments.bench
+
+## experiments: every experiments/study_*.py in its quick mode (< 20 min; FULL=1 for the full mode), CSV then PNG
+## under experiments/results/<study>/
+experiments: $(STAMP)
+	$(BIN)/python -m experiments.run_studies $(if $(FULL),--full)
 
 ## mutate: mutation testing of the core modules (about 30 min; not part of test/CI); MODULE=validate runs one
 mutate: $(STAMP)

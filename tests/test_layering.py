@@ -62,7 +62,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("compare/whatif", ("planner/compare/", "planner/whatif.py")),
     ("execute", ("planner/execute/",)),
     ("cli", ("planner/cli.py", "planner/cli_args.py", "planner/cli_calibrate.py", "planner/cli_compare.py",
-             "planner/cli_run.py", "planner/data/make_moe.py")),
+             "planner/cli_run.py", "planner/data/make_moe.py", "planner/data/make_models.py")),
 )
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 
