@@ -73,6 +73,7 @@ from planner.heuristics.baselines import round_robin, single_device
 from planner.heuristics.comm_bound import comm_lower_bound_tick
 from planner.heuristics.iterated import classic_starts, iterated_list_schedule, order_start
 from planner.heuristics.list_schedule import Rank, heft
+from planner.heuristics.memory_list import memory_list
 from planner.heuristics.peft import peft
 from planner.ir.units import format_time
 from planner.lns import lns
@@ -350,16 +351,30 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
 
 
 def _best_list_schedule(fine: SchedulingInstance, computed: dict[str, int] | None = None) -> Plan:
-    """The shortest of the classic list schedules on the op graph (HEFT; HEFT with CPoP's priority; PEFT).
-    `computed`, when given, receives HEFT's makespan under `Method.HEFT.value` (the baselines reuse it)."""
-    plans = [heft(fine)]
-    if computed is not None:
-        computed[Method.HEFT.value] = plans[0].makespan_tick
+    """The shortest of the classic list schedules on the op graph (HEFT; HEFT with CPoP's priority; PEFT), and the
+    memory-aware list schedule (`memory_list`) when none of them fits memory: HEFT fills the fastest device first and
+    can run into a dead end under a tight capacity where a plan that keeps room for the parameters to come exists.
+    `computed`, when given, receives HEFT's makespan under `Method.HEFT.value` (the baselines reuse it).  When no
+    scheduler finds a plan, HEFT's `InfeasibleError` is raised."""
+    plans: list[Plan] = []
+    heft_error: InfeasibleError | None = None
+    try:
+        plans.append(heft(fine))
+        if computed is not None:
+            computed[Method.HEFT.value] = plans[0].makespan_tick
+    except InfeasibleError as exc:
+        heft_error = exc
     for other in (lambda: heft(fine, rank=Rank.SUM), lambda: peft(fine)):
         try:
             plans.append(other())
         except InfeasibleError:
             pass
+    if not plans:
+        try:
+            plans.append(memory_list(fine))
+        except InfeasibleError:
+            assert heft_error is not None
+            raise heft_error from None
     return min(plans, key=lambda p: p.makespan_tick)
 
 

@@ -4,13 +4,17 @@ history when it improves, and a long segment solve reports its progress."""
 
 from __future__ import annotations
 
+import pytest
 from checks import check_plan_valid
 from instances import make_instance
 
+import planner.solve as solve_module
 from experiments.layered import layered_dag
 from planner.decompose import PROGRESS_EVERY_S, _segment_progress
+from planner.errors import InfeasibleError
 from planner.heuristics.comm_bound import comm_lower_bound_tick
 from planner.heuristics.list_schedule import Rank, heft
+from planner.heuristics.memory_list import memory_list
 from planner.heuristics.peft import peft
 from planner.solve import SolveOptions, _best_list_schedule, baseline_makespans, plan_instance
 
@@ -61,3 +65,30 @@ def test_baselines_reuse_phase_zero_heft() -> None:
     assert computed == {"heft": heft(inst).makespan_tick}
     assert baseline_makespans(inst, computed) == baseline_makespans(inst)
     assert baseline_makespans(inst, {"heft": -1})["heft"] == -1  # a known figure is taken as it is
+
+
+def _infeasible(*_args, **_kwargs):
+    raise InfeasibleError("forced: no plan fits memory")
+
+
+def test_phase_zero_falls_back_to_the_memory_aware_list_schedule(monkeypatch) -> None:
+    # when HEFT and its variants run into a memory dead end (forced here: on real models it happens near the least
+    # feasible capacity), the memory-aware list schedule starts the search and the planner still returns a plan
+    inst = layered_dag(40, 3, seed=3, comm_ratio=1.0)
+    monkeypatch.setattr(solve_module, "heft", _infeasible)
+    monkeypatch.setattr(solve_module, "peft", _infeasible)
+    computed: dict[str, int] = {}
+    first = _best_list_schedule(inst, computed)
+    assert first.makespan_tick == memory_list(inst).makespan_tick and computed == {}
+    out = plan_instance(inst, SolveOptions(time_limit_s=3, threads=1, decomposition_share=0.0))
+    check_plan_valid(inst, out.op_plan)
+    assert out.op_plan.makespan_tick <= first.makespan_tick
+
+
+def test_phase_zero_raises_heft_error_when_nothing_fits(monkeypatch) -> None:
+    inst = layered_dag(20, 2, seed=1, comm_ratio=1.0)
+    monkeypatch.setattr(solve_module, "heft", _infeasible)
+    monkeypatch.setattr(solve_module, "peft", _infeasible)
+    monkeypatch.setattr(solve_module, "memory_list", lambda *_a, **_k: _infeasible())
+    with pytest.raises(InfeasibleError, match="forced: no plan fits memory"):
+        _best_list_schedule(inst)
