@@ -30,7 +30,6 @@ from planner.heuristics import heft, round_robin, single_device
 from planner.heuristics.memory_list import memory_list, peak_memory_bytes
 from planner.ir.hardware import load_topology
 from planner.ir.llm_model import preset, write_llm_model
-from planner.lns import lns
 from planner.prepare import prepare
 from planner.schedule.plan import Plan
 from planner.solve import SolveOptions, plan_instance
@@ -108,27 +107,16 @@ def run_scheduler(instance: SchedulingInstance, method: str, scheduler: Schedule
 
 
 def run_planner(instance: SchedulingInstance, time_limit_s: float) -> MethodRow:
-    """`plan_instance` within the budget.  Its first phase is HEFT with the memory tracker; when that finds no
-    plan the planner stops (InfeasibleError), so here the memory-aware list scheduler's plan is improved by the
-    planner's own large-neighbourhood search instead (`found_by` says so; the bound is then the trivial one)."""
+    """`plan_instance` within the budget (its first phase falls back to the memory-aware list schedule when HEFT
+    and its variants run into a memory dead end; `found_by` says which phase found the plan)."""
     t0 = time.monotonic()
     try:
         outcome = plan_instance(instance, SolveOptions(time_limit_s=time_limit_s, threads=THREADS))
     except InfeasibleError as err:
-        first_error = " ".join(str(err).split())[:300]
-    else:
-        plan = outcome.op_plan
-        return dataclasses.replace(_row_of(instance, "planned", plan, time.monotonic() - t0, plan.lower_bound_tick),
-                                   found_by=outcome.found_by)
-    try:
-        start = memory_list(instance)
-    except InfeasibleError:
-        return MethodRow("planned", False, float("nan"), 0.0, reason=first_error)
-    left = max(1.0, time_limit_s - (time.monotonic() - t0))
-    result = lns(instance, start, time_limit_s=left, bound_tick=instance.trivial_lower_bound_tick(), threads=THREADS)
-    return dataclasses.replace(
-        _row_of(instance, "planned", result.plan, time.monotonic() - t0, result.plan.lower_bound_tick),
-        found_by="memory_list + LNS" if result.plan.makespan_tick < start.makespan_tick else "memory_list")
+        return MethodRow("planned", False, float("nan"), 0.0, reason=" ".join(str(err).split())[:300])
+    plan = outcome.op_plan
+    return dataclasses.replace(_row_of(instance, "planned", plan, time.monotonic() - t0, plan.lower_bound_tick),
+                               found_by=outcome.found_by)
 
 
 def compare_methods(instance: SchedulingInstance, time_limit_s: float,
