@@ -38,7 +38,9 @@ The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` m
 
 Every candidate is checked before it can become the incumbent (the validator on the op graph); a phase that fails
 inside is a bug, logged with its traceback, and the search continues with the incumbent it has (`_guarded`), so a
-valid input always gets a valid plan.  `Outcome.phases` (and the plan file's `search`) lists each step that
+valid input always gets a valid plan.  A phase that finds no plan at all (its heuristics run into a memory dead end
+near the least feasible capacity: `InfeasibleError`) proves nothing once phase 0 has a plan: it is reported and
+skipped the same way, without a traceback.  `Outcome.phases` (and the plan file's `search`) lists each step that
 improved the incumbent: the list scheduler, then 'decomposition', 'linear cluster round', 'cluster round',
 'iterated list scheduling', 'LNS'; the last one found the plan.  When the plan is an op plan, it is returned over
 one-op clusters, so `Outcome.plan` is always a plan of `Outcome.coarse` whose `task_ops` lead back to the ops.
@@ -390,11 +392,14 @@ def _valid(fine: SchedulingInstance, plan: Plan) -> bool:
 
 def _guarded(what: str, say: ProgressFn, run: Callable[[], T]) -> T | None:
     """run(), or None when it raises: a phase of the search that fails is a bug, logged with its traceback, and
-    the search goes on with what it has.  Infeasibility proofs are not bugs and pass through."""
+    the search goes on with what it has.  A phase that finds no plan (`InfeasibleError`) is no bug and no proof
+    either — phase 0 already has a valid plan when any guarded phase runs — so it is said in one line and skipped."""
     try:
         return run()
-    except InfeasibleError:
-        raise
+    except InfeasibleError as exc:
+        reason = " ".join(str(exc).split())
+        say(f"{what} found no plan ({reason[:200]}); continuing with the incumbent")
+        return None
     except Exception as exc:  # noqa: BLE001 - see the docstring: the user still gets a valid plan
         log.exception("%s failed (a bug); the search continues without it", what)
         say(f"internal error in {what} (a bug; traceback in the log): {type(exc).__name__}: {exc}; "

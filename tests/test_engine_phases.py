@@ -92,3 +92,21 @@ def test_phase_zero_raises_heft_error_when_nothing_fits(monkeypatch) -> None:
     monkeypatch.setattr(solve_module, "memory_list", lambda *_a, **_k: _infeasible())
     with pytest.raises(InfeasibleError, match="forced: no plan fits memory"):
         _best_list_schedule(inst)
+
+
+def test_a_phase_that_finds_no_plan_is_skipped_not_fatal(monkeypatch) -> None:
+    # near the least feasible capacity the iterated list scheduler can find no list schedule at all while phase 0
+    # (memory-aware) has one: that is no proof of infeasibility, so the search says so and keeps the incumbent
+    inst = layered_dag(60, 3, seed=11, comm_ratio=2.0)
+
+    def no_plan(*_args, **_kwargs):
+        raise InfeasibleError("no list schedule fits (every starting priority failed)")
+
+    monkeypatch.setattr(solve_module, "iterated_list_schedule", no_plan)
+    monkeypatch.setattr(solve_module, "lns", no_plan)
+    said: list[str] = []
+    out = plan_instance(inst, SolveOptions(time_limit_s=3, threads=1, decomposition_share=0.0), said.append)
+    check_plan_valid(inst, out.op_plan)
+    assert any(m.startswith("iterated list scheduling found no plan (no list schedule fits") for m in said)
+    assert any(m.startswith("LNS found no plan") for m in said)
+    assert not any("internal error" in m for m in said)
