@@ -14,6 +14,7 @@ Not a study itself (the runner `experiments/run_studies.py` runs `study_*.py` on
 
 from __future__ import annotations
 
+import argparse
 import csv
 import dataclasses
 import time
@@ -170,6 +171,17 @@ def write_csv(path: Path, rows: Sequence[dict]) -> Path:
 def read_csv(path: Path) -> list[dict[str, str]]:
     with path.open(newline="") as f:
         return list(csv.DictReader(f))
+
+
+def study_cli(doc: str, study: str, main: Callable[..., object]) -> None:
+    """The command line every study module shares: `python -m experiments.study_X [--full] [--out DIR]` runs
+    `main(quick=..., out_dir=...)` (default output `experiments/results/<study>/`)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--full", action="store_true")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / study)
+    args = parser.parse_args()
+    main(quick=not args.full, out_dir=args.out)
+    print(f"wrote {args.out}")
 
 
 def num(text: str) -> float:

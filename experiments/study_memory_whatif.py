@@ -29,7 +29,6 @@ case and 60 s per planner run (run time in the README).
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from experiments.realsize import (
@@ -42,6 +41,7 @@ from experiments.realsize import (
     num,
     read_csv,
     smallest_feasible,
+    study_cli,
     with_capacity,
     write_csv,
 )
@@ -200,9 +200,4 @@ def main(quick: bool, out_dir: Path, *, cases: list[tuple[str, dict, str]] | Non
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--full", action="store_true")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / STUDY)
-    args = parser.parse_args()
-    main(quick=not args.full, out_dir=args.out)
-    print(f"wrote {args.out}")
+    study_cli(__doc__, STUDY, main)

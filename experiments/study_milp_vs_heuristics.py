@@ -20,10 +20,9 @@ Writes `comparison.csv`, then `comparison.png` from it: per case, each method's 
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from experiments.realsize import GIB, compare_methods, load_case, model_file, num, read_csv, write_csv
+from experiments.realsize import GIB, compare_methods, load_case, model_file, num, read_csv, study_cli, write_csv
 
 STUDY = "milp_vs_heuristics"
 METHODS = ("planned", "heft", "memory_list", "single_device")
@@ -114,9 +113,4 @@ def main(quick: bool, out_dir: Path, *, cases: list[tuple[str, str, dict, str]] 
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--full", action="store_true")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / STUDY)
-    args = parser.parse_args()
-    main(quick=not args.full, out_dir=args.out)
-    print(f"wrote {args.out}")
+    study_cli(__doc__, STUDY, main)

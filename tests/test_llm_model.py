@@ -117,3 +117,11 @@ def test_cli_writes_model_and_prints_summary(tmp_path, capsys) -> None:
     assert summary["layers"] == 1 and summary["nodes"] > 0
     assert summary["parameter_bytes"] == parameter_bytes(preset("llama-8b", layers=1))
     assert out.exists() and (tmp_path / "llama.weights").exists()
+
+
+def test_cli_bad_flag_is_one_line_error_and_writes_nothing(tmp_path, capsys) -> None:
+    out = tmp_path / "m.onnx"
+    assert make_models.main(["--preset", "mixtral-8x7b", "--layers", "0", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: make_models: LLMConfig.layers must be >= 1, got 0") and err.count("\n") == 1
+    assert not out.exists()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 from planner.ir.llm_model import (
@@ -61,9 +62,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print(json.dumps({name: summary(c) for name, c in PRESETS.items()}, indent=2))
         return 0
-    config = config_from_args(args)
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:  # LLMConfig's own checks name the field and the rule
+        print(f"error: make_models: {exc} (fix the flag or leave it out to keep the preset's value)", file=sys.stderr)
+        return 2
     out = args.out if args.out is not None else Path(f"{config.name}.onnx")
-    model_path, data_path = write_llm_model(out, config)
+    try:
+        model_path, data_path = write_llm_model(out, config)
+    except OSError as exc:
+        print(f"error: make_models: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     print(json.dumps({**summary(config), "model_file": str(model_path),
                       "model_file_bytes": model_path.stat().st_size, "weights_file": str(data_path),
                       "nodes": node_count(model_path), "config": dataclasses.asdict(config)},
