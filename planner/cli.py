@@ -22,6 +22,7 @@ from planner.cli_args import (
     positive_seconds,
 )
 from planner.coarsen import coarsen, contract
+from planner.coarsen.bounded import DEFAULT_CP_TOLERANCE
 from planner.coarsen.dot import cluster_graph_dot
 from planner.cost.measured import load_measured_times
 from planner.data import BUNDLED_MODEL as DEFAULT_MODEL
@@ -40,7 +41,7 @@ from planner.schedule.plan_io import load_plan, save_plan
 from planner.schedule.simulate import retime_plan, simulate_plan
 from planner.schedule.trace import write_chrome_trace
 from planner.schedule.validate import check_plan
-from planner.solve import Method, SolveOptions, plan_instance
+from planner.solve import DEFAULT_CLUSTERS, Method, SolveOptions, plan_instance
 from planner.whatif import memory_sweep, parse_memory_range, write_whatif
 
 
@@ -96,7 +97,9 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _inspect_clusters(args: argparse.Namespace, instance) -> int:
-    result = coarsen(instance, target_clusters=args.target_clusters)
+    # The clusters the search's linear rounds start from: the same target and the parallelism-keeping merge.
+    target = args.target_clusters or DEFAULT_CLUSTERS["cpsat"]
+    result = coarsen(instance, target_clusters=target, cp_tolerance=DEFAULT_CP_TOLERANCE)
     summary = clustering_summary(result)
     if args.dot:
         atomic_write_text(args.dot, cluster_graph_dot(result.instance, result.sizes))
@@ -114,8 +117,11 @@ def inspect_main(argv: Sequence[str] | None = None) -> int:
     _add_model_args(parser)
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument("--top", type=nonnegative_int, default=10, help="how many of the heaviest ops to list")
-    parser.add_argument("--clusters", action="store_true", help="report the coarsening (linear clustering + merge)")
-    parser.add_argument("--target-clusters", type=positive_int, default=None, help="with --clusters: how many clusters")
+    parser.add_argument("--clusters", action="store_true",
+                        help="report the coarsening the search starts from (linear clustering + the merge that "
+                        "keeps the critical path)")
+    parser.add_argument("--target-clusters", type=positive_int, default=None,
+                        help="with --clusters: how many clusters (default: what the CP-SAT search uses)")
     parser.add_argument("--dot", type=Path, default=None, help="write the cluster graph as Graphviz DOT here")
     return _run(_inspect, parser, argv)
 

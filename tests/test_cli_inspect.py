@@ -12,6 +12,11 @@ import pytest
 from onnx import TensorProto, helper
 
 from planner.cli import inspect_main
+from planner.coarsen import coarsen
+from planner.coarsen.bounded import DEFAULT_CP_TOLERANCE
+from planner.ir.hardware import DEFAULT_PROFILE, load_topology
+from planner.prepare import prepare
+from planner.solve import DEFAULT_CLUSTERS
 
 REPO = Path(__file__).resolve().parents[1]
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
@@ -122,3 +127,15 @@ def test_inspect_clusters_reports_and_writes_dot(tmp_path, capsys):
     assert 0 < out["cut_bytes"] < out["total_edge_bytes"]
     text = dot.read_text()
     assert text.startswith("digraph") and text.count("[label=") >= out["num_clusters"]
+
+
+def test_inspect_clusters_shows_the_clusters_the_search_starts_from(capsys):
+    """plan-inspect --clusters reports the search's coarsening (its default target and the merge that keeps the
+    critical path), not the older merge to a fixed count."""
+    instance = prepare(MOE, load_topology(DEFAULT_PROFILE)).instance
+    searched = coarsen(instance, target_clusters=DEFAULT_CLUSTERS["cpsat"], cp_tolerance=DEFAULT_CP_TOLERANCE)
+    out = _json(capsys, ["--model", str(MOE), "--clusters"])
+    assert out["num_clusters"] == searched.num_clusters
+    assert sorted(out["clusters"].values(), reverse=True) == sorted(searched.sizes, reverse=True)
+    older = coarsen(instance, target_clusters=DEFAULT_CLUSTERS["cpsat"])  # what it showed before
+    assert sorted(older.sizes) != sorted(searched.sizes)
