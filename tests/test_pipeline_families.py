@@ -67,7 +67,8 @@ def solve_pipe(pipe: TrainingPipeline, backend: str, *, cap=None, fifo: bool = T
     m = build_pipeline_model(tasks, pipe, builder, device, cand, caps, horizon=horizon, lower_bound=0, fifo=fifo)
     if fix is not None:
         fix(m, builder)
-    res = builder.solve(SolveParams(time_limit_s=30, threads=1, seed=0))
+    # a ceiling, not a speed claim: CBC needs ~10 s on the pair models on a quiet machine, far more under load
+    res = builder.solve(SolveParams(time_limit_s=180, threads=1, seed=0))
     if not res.has_solution:
         assert res.status is SolveStatus.INFEASIBLE, res.status
         return None
