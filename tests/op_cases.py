@@ -88,6 +88,13 @@ CASES = [
      12),
     ("MaxPool", [f32(1, 2, 6, 6)], {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, 12),
     ("MaxPool", [f32(1, 2, 7, 8)], {"kernel_shape": [3, 2], "auto_pad": "SAME_UPPER", "strides": [2, 1]}, 12),
+    # the runtime's separable max (one spatial dimension at a time): dilations, 1-D and 3-D windows, integers
+    ("MaxPool", [f32(1, 3, 9, 10)], {"kernel_shape": [3, 2], "dilations": [2, 3], "strides": [1, 2],
+                                     "pads": [2, 1, 0, 1]}, 12),
+    ("MaxPool", [f32(2, 3, 11)], {"kernel_shape": [4], "strides": [3], "pads": [1, 2]}, 12),
+    ("MaxPool", [f32(1, 2, 5, 6, 7)], {"kernel_shape": [2, 3, 2], "strides": [2, 1, 3], "ceil_mode": 1}, 12),
+    ("MaxPool", [(np.arange(2 * 3 * 6 * 6) % 37 - 18).astype(np.int8).reshape(2, 3, 6, 6)],
+     {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, 12),
     ("AveragePool", [f32(1, 2, 7, 8)], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
                                         "ceil_mode": 1}, 11),
     ("AveragePool", [f32(1, 2, 7, 8)], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 2],
@@ -97,6 +104,7 @@ CASES = [
     ("GlobalAveragePool", [f32(2, 3, 4, 5)], {}, 11),
     ("LRN", [f32(1, 7, 3, 3)], {"size": 5, "alpha": 1e-2, "beta": 0.75, "bias": 2.0}, 11),
     ("LRN", [f32(1, 7, 3, 3)], {"size": 3}, 11),  # onnxruntime rejects even sizes
+    ("LRN", [f32(1, 6, 4, 3)], {"size": 3, "alpha": 0.5, "beta": 0.6, "bias": 1.5}, 11),  # beta other than 0.75
     ("BatchNormalization", [f32(2, 3, 4, 4), f32(3), f32(3), f32(3), np.abs(f32(3)) + 0.1], {"epsilon": 1e-3}, 9),
     ("Relu", [f32(3, 4)], {}, 13),
     ("Sigmoid", [f32(3, 4)], {}, 13),
