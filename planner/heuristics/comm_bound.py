@@ -43,10 +43,12 @@ thresholds each way.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
+from planner.heuristics.hub_bound import HUB_CANDIDATES, HUB_MAX_TASKS, hub_energy_bound, hub_minima, off_hub_bounds
 
 __all__ = ["comm_heads_tails", "comm_lower_bound_tick"]
 
@@ -118,55 +120,120 @@ def _side(n: int, order: list[int], links: list[list[tuple[int, int]]], p: list[
     return out
 
 
-def comm_heads_tails(instance: SchedulingInstance) -> tuple[np.ndarray, np.ndarray]:
-    """(heads, tails), float64 [n_tasks] each (module docstring): head(t) <= start(t) and
-    tail(t) <= makespan - end(t) in every schedule."""
-    n = instance.num_tasks
+@dataclass(frozen=True)
+class _Graph:
+    """What the bounds share: fastest durations, per-edge least delay and may-share, topological order, links."""
+
+    p: list[float]
+    delays: list[float]
+    share: list[bool]
+    topo: list[int]
+    pred: list[list[tuple[int, int]]]
+    succ: list[list[tuple[int, int]]]
+
+
+def _graph(instance: SchedulingInstance) -> _Graph:
     fastest = instance.min_duration_tick()
     p = [float(x) if x < INELIGIBLE else 0.0 for x in fastest.tolist()]
     delays, share = _edge_min_delay(instance)
-    topo = list(instance.topological_order)
-    pred = [list(x) for x in instance.predecessors]
-    succ = [list(x) for x in instance.successors]
-    heads = _side(n, topo, pred, p, delays, share)
-    tails = _side(n, topo[::-1], succ, p, delays, share)
+    return _Graph(p, delays, share, list(instance.topological_order), [list(x) for x in instance.predecessors],
+                  [list(x) for x in instance.successors])
+
+
+def _heads_tails(g: _Graph) -> tuple[np.ndarray, np.ndarray]:
+    n = len(g.p)
+    heads = _side(n, g.topo, g.pred, g.p, g.delays, g.share)
+    tails = _side(n, g.topo[::-1], g.succ, g.p, g.delays, g.share)
     return np.asarray(heads), np.asarray(tails)
 
 
-def _energy_bound(instance: SchedulingInstance, heads: np.ndarray, tails: np.ndarray, work: np.ndarray) -> float:
-    """Bound (2) of the module docstring over sampled thresholds."""
+def comm_heads_tails(instance: SchedulingInstance) -> tuple[np.ndarray, np.ndarray]:
+    """(heads, tails), float64 [n_tasks] each (module docstring): head(t) <= start(t) and
+    tail(t) <= makespan - end(t) in every schedule."""
+    return _heads_tails(_graph(instance))
+
+
+def _speeds(instance: SchedulingInstance) -> np.ndarray:
+    """s_d = max_t p(t) / dur[t, d] (`SchedulingInstance.work_bound_tick`): dur[t, d] >= p(t) / s_d."""
     fastest = instance.min_duration_tick().astype(np.float64)
     dur = instance.duration_tick.astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where((dur > 0) & (instance.duration_tick < INELIGIBLE), fastest[:, None] / dur, 0.0)
-    total_speed = float(ratio.max(axis=0).sum())
-    if total_speed <= 0:
-        return 0.0
-    a_values = np.unique(heads)
-    b_values = np.unique(tails)
-    if len(a_values) > ENERGY_SAMPLES:
-        a_values = np.unique(np.quantile(heads, np.linspace(0, 1, ENERGY_SAMPLES), method="lower"))
-    if len(b_values) > ENERGY_SAMPLES:
-        b_values = np.unique(np.quantile(tails, np.linspace(0, 1, ENERGY_SAMPLES), method="lower"))
+    return np.asarray(ratio.max(axis=0))
+
+
+def _thresholds(values: np.ndarray) -> np.ndarray:
+    out = np.unique(values)
+    if len(out) > ENERGY_SAMPLES:
+        out = np.unique(np.quantile(values, np.linspace(0, 1, ENERGY_SAMPLES), method="lower"))
+    return np.asarray(out)
+
+
+def _energy_terms(heads: np.ndarray, tails: np.ndarray, work: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(a_values, b_values, work of U(a, b), size of U(a, b)) for U(a, b) = {head >= a, tail >= b}."""
+    a_values, b_values = _thresholds(heads), _thresholds(tails)
     in_a = (heads[None, :] >= a_values[:, None]).astype(np.float64)  # [A, n]
     in_b = (tails[None, :] >= b_values[:, None]).astype(np.float64)  # [B, n]
     w = (in_a * work[None, :]) @ in_b.T  # work of the ops with head >= a and tail >= b
     count = in_a @ in_b.T  # how many there are: with none, (a, b) says nothing
+    return a_values, b_values, w, count
+
+
+def _energy_bound(a_values: np.ndarray, b_values: np.ndarray, w: np.ndarray, count: np.ndarray,
+                  total_speed: float) -> float:
+    """Bound (2) of the module docstring over the sampled thresholds."""
+    if total_speed <= 0:
+        return 0.0
     value = np.where(count > 0, a_values[:, None] + b_values[None, :] + w / total_speed, 0.0)
     return float(value.max(initial=0.0))
 
 
+def _hubs(g: _Graph, heads: np.ndarray, tails: np.ndarray, work: np.ndarray) -> tuple[list[int], list[int]]:
+    """The hubs tried (`hub_bound`): the sources with the longest path after them, the sinks with the longest
+    path before them."""
+    sources = [t for t in g.topo if not g.pred[t]]
+    sinks = [t for t in g.topo if not g.succ[t]]
+    sources.sort(key=lambda t: -(work[t] + tails[t]))
+    sinks.sort(key=lambda t: -(heads[t] + work[t]))
+    return sources[:HUB_CANDIDATES], sinks[:HUB_CANDIDATES]
+
+
+def _hub_bound(instance: SchedulingInstance, g: _Graph, heads: np.ndarray, tails: np.ndarray, work: np.ndarray,
+               speeds: np.ndarray, terms: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> float:
+    """The best `hub_bound` over the hub pairs tried."""
+    a_values, b_values, w, count = terms
+    ok = instance.duration_tick < INELIGIBLE
+    sources, sinks = _hubs(g, heads, tails, work)
+    heads_l, tails_l = heads.tolist(), tails.tolist()
+    side_x = []
+    for x in sources:
+        on, off = off_hub_bounds(x, g.topo, g.pred, g.p, g.delays, g.share, heads_l)
+        side_x.append((*hub_minima(on, off, heads, tails, a_values, b_values), np.flatnonzero(ok[x])))
+    side_y = []
+    for y in sinks:
+        on, off = off_hub_bounds(y, g.topo[::-1], g.succ, g.p, g.delays, g.share, tails_l)
+        side_y.append((*hub_minima(on, off, heads, tails, a_values, b_values), np.flatnonzero(ok[y])))
+    return max((hub_energy_bound(w, count, a_values, b_values, speeds, sx, sy) for sx in side_x for sy in side_y),
+               default=0.0)
+
+
 def comm_lower_bound_tick(instance: SchedulingInstance) -> int:
-    """A lower bound on the makespan of every valid plan (module docstring), never below
+    """A lower bound on the makespan of every valid plan: the best of the module docstring's path and energy
+    bounds and, up to HUB_MAX_TASKS tasks, `planner.heuristics.hub_bound`; never below
     `instance.trivial_lower_bound_tick()`."""
     trivial = instance.trivial_lower_bound_tick()
     if instance.num_tasks == 0:
         return trivial
-    heads, tails = comm_heads_tails(instance)
-    fastest = instance.min_duration_tick()
-    work = np.where(fastest < INELIGIBLE, fastest, 0).astype(np.float64)
+    g = _graph(instance)
+    heads, tails = _heads_tails(g)
+    work = np.asarray(g.p, dtype=np.float64)
     path = float((heads + work + tails).max(initial=0.0))
-    energy = _energy_bound(instance, heads, tails, work)
-    # Heads, tails and work are integers (sums and maxima of integer ticks), so only the energy term needs ceil;
+    speeds = _speeds(instance)
+    terms = _energy_terms(heads, tails, work)
+    best = max(path, _energy_bound(*terms, float(speeds.sum())))
+    if instance.num_tasks <= HUB_MAX_TASKS:
+        best = max(best, _hub_bound(instance, g, heads, tails, work, speeds, terms))
+    # Heads, tails and work are integers (sums and maxima of integer ticks), so only the energy terms need ceil;
     # the small slack absorbs float rounding in the division.
-    return max(trivial, int(math.ceil(max(path, energy) - 1e-6)))
+    return max(trivial, int(math.ceil(best - 1e-6)))
