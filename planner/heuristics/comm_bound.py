@@ -42,13 +42,21 @@ thresholds each way.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
-from planner.heuristics.hub_bound import HUB_CANDIDATES, HUB_MAX_TASKS, hub_energy_bound, hub_minima, off_hub_bounds
+from planner.heuristics.hub_bound import (
+    HUB_CANDIDATES,
+    HUB_MAX_TASKS,
+    HUB_SAMPLES,
+    hub_energy_bound,
+    hub_minima,
+    off_hub_bounds,
+)
 
 __all__ = ["comm_heads_tails", "comm_lower_bound_tick"]
 
@@ -58,23 +66,33 @@ _INF = math.inf
 
 def _edge_min_delay(instance: SchedulingInstance) -> tuple[list[float], list[bool]]:
     """Per edge (u, v): c(e) (module docstring; inf when u and v cannot be on different devices) and whether u
-    and v may share a device."""
+    and v may share a device.  Vectorised over the distinct eligibility patterns (usually a handful), so it stays
+    linear in the edges on 1M-op graphs."""
+    if not instance.edges:
+        return [], []
     ok = instance.duration_tick < INELIGIBLE
     nd = instance.num_devices
-    lc = instance.link_class
-    comm = instance.comm_tick
-    delays: list[float] = []
-    share: list[bool] = []
-    for e, (u, v) in enumerate(instance.edges):
-        du = np.flatnonzero(ok[u]).tolist()
-        dv = np.flatnonzero(ok[v]).tolist()
-        best = _INF
-        classes = {int(lc[a, b]) for a in du for b in dv if a != b} if nd > 1 else set()
-        for k in classes:
-            best = min(best, float(comm[e, k]))
-        delays.append(best)
-        share.append(bool(set(du) & set(dv)))
-    return delays, share
+    if nd < 63:  # one integer per eligible-device set: a 1-D unique, much faster than unique rows
+        codes = ok.astype(np.int64) @ (np.int64(1) << np.arange(nd, dtype=np.int64))
+        _, first, pattern_of = np.unique(codes, return_index=True, return_inverse=True)
+        patterns = ok[first]
+    else:
+        patterns, pattern_of = np.unique(ok, axis=0, return_inverse=True)  # distinct eligible-device sets
+    pattern_of = np.asarray(pattern_of).reshape(-1)
+    ends = np.asarray(instance.edges, dtype=np.int64)
+    pu, pv = pattern_of[ends[:, 0]], pattern_of[ends[:, 1]]
+    pairs, pair_of = np.unique(np.stack([pu, pv], axis=1), axis=0, return_inverse=True)
+    pair_of = np.asarray(pair_of).reshape(-1)
+    off_diagonal = ~np.eye(nd, dtype=bool)
+    usable = np.zeros((len(pairs), instance.num_link_classes), dtype=bool)  # link classes a transfer may use
+    may_share = np.zeros(len(pairs), dtype=bool)
+    for i, (a, b) in enumerate(pairs.tolist()):
+        cross = patterns[a][:, None] & patterns[b][None, :] & off_diagonal  # (device of u, device of v), distinct
+        usable[i, np.unique(instance.link_class[cross])] = True
+        may_share[i] = bool(np.any(patterns[a] & patterns[b]))
+    comm = instance.comm_tick.astype(np.float64)
+    delays = np.where(usable[pair_of], comm, np.inf).min(axis=1)
+    return delays.tolist(), may_share[pair_of].tolist()
 
 
 def _single_machine(jobs: list[tuple[float, float]]) -> float:
@@ -93,6 +111,11 @@ def _side(n: int, order: list[int], links: list[list[tuple[int, int]]], p: list[
     for v in order:
         if not links[v]:
             continue
+        if len(links[v]) == 1:  # the common case, in closed form: S is empty or {u}
+            u, e = links[v][0]
+            ready = out[u] + p[u]
+            out[v] = ready + delays[e] if not share[e] else min(ready, ready + delays[e])
+            continue
         per: dict[int, tuple[float, bool]] = {}  # neighbour -> (largest delay of its edges, may share a device)
         for u, e in links[v]:
             c, s = per.get(u, (0.0, True))
@@ -109,13 +132,15 @@ def _side(n: int, order: list[int], links: list[list[tuple[int, int]]], p: list[
                 free.append((out[u] + p[u] + c, u))
         free.sort(reverse=True)
         best = _INF
-        inside = list(forced_in)
+        inside = sorted(forced_in)
         for k in range(len(free) + 1):
             remote = max(fixed_out, free[k][0] if k < len(free) else 0.0)
-            best = min(best, max(remote, _single_machine(inside)))
-            if k < len(free):
-                u = free[k][1]
-                inside.append((out[u], p[u]))
+            together = _single_machine(inside)
+            best = min(best, max(remote, together))
+            if together >= remote or k == len(free):  # later prefixes only add to S: B(S) cannot fall
+                break
+            u = free[k][1]
+            bisect.insort(inside, (out[u], p[u]))
         out[v] = best
     return out
 
@@ -162,21 +187,32 @@ def _speeds(instance: SchedulingInstance) -> np.ndarray:
     return np.asarray(ratio.max(axis=0))
 
 
-def _thresholds(values: np.ndarray) -> np.ndarray:
+def _thresholds(values: np.ndarray, samples: int) -> np.ndarray:
     out = np.unique(values)
-    if len(out) > ENERGY_SAMPLES:
-        out = np.unique(np.quantile(values, np.linspace(0, 1, ENERGY_SAMPLES), method="lower"))
+    if len(out) > samples:
+        out = np.unique(np.quantile(values, np.linspace(0, 1, samples), method="lower"))
     return np.asarray(out)
 
 
-def _energy_terms(heads: np.ndarray, tails: np.ndarray, work: np.ndarray
+def _energy_terms(heads: np.ndarray, tails: np.ndarray, work: np.ndarray, samples: int = ENERGY_SAMPLES
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(a_values, b_values, work of U(a, b), size of U(a, b)) for U(a, b) = {head >= a, tail >= b}."""
-    a_values, b_values = _thresholds(heads), _thresholds(tails)
-    in_a = (heads[None, :] >= a_values[:, None]).astype(np.float64)  # [A, n]
-    in_b = (tails[None, :] >= b_values[:, None]).astype(np.float64)  # [B, n]
-    w = (in_a * work[None, :]) @ in_b.T  # work of the ops with head >= a and tail >= b
-    count = in_a @ in_b.T  # how many there are: with none, (a, b) says nothing
+    """(a_values, b_values, work of U(a, b), size of U(a, b)) for U(a, b) = {head >= a, tail >= b}, over at most
+    `samples` thresholds each way."""
+    a_values, b_values = _thresholds(heads, samples), _thresholds(tails, samples)
+    # Each op falls in the cell (largest a <= head, largest b <= tail) (the smallest head and tail are thresholds),
+    # and U(a, b) is the union of the cells at or above (a, b): a 2-D histogram summed from the top corner, linear
+    # in n (a [thresholds, n] matrix product would need gigabytes on 1M-op graphs).
+    na, nb = len(a_values), len(b_values)
+    row = np.searchsorted(a_values, heads, side="right") - 1
+    cell = row * nb + np.searchsorted(b_values, tails, side="right") - 1
+    per_cell_work = np.bincount(cell, weights=work, minlength=na * nb).reshape(na, nb)
+    per_cell_count = np.bincount(cell, minlength=na * nb).reshape(na, nb).astype(np.float64)
+
+    def from_corner(x: np.ndarray) -> np.ndarray:
+        return np.asarray(x[::-1, ::-1].cumsum(axis=0).cumsum(axis=1)[::-1, ::-1])
+
+    w = from_corner(per_cell_work)  # work of the ops with head >= a and tail >= b
+    count = from_corner(per_cell_count)  # how many there are: with none, (a, b) says nothing
     return a_values, b_values, w, count
 
 
@@ -200,9 +236,9 @@ def _hubs(g: _Graph, heads: np.ndarray, tails: np.ndarray, work: np.ndarray) -> 
 
 
 def _hub_bound(instance: SchedulingInstance, g: _Graph, heads: np.ndarray, tails: np.ndarray, work: np.ndarray,
-               speeds: np.ndarray, terms: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> float:
-    """The best `hub_bound` over the hub pairs tried."""
-    a_values, b_values, w, count = terms
+               speeds: np.ndarray) -> float:
+    """The best `hub_bound` over the hub pairs tried, over at most HUB_SAMPLES thresholds each way."""
+    a_values, b_values, w, count = _energy_terms(heads, tails, work, HUB_SAMPLES)
     ok = instance.duration_tick < INELIGIBLE
     sources, sinks = _hubs(g, heads, tails, work)
     heads_l, tails_l = heads.tolist(), tails.tolist()
@@ -233,7 +269,7 @@ def comm_lower_bound_tick(instance: SchedulingInstance) -> int:
     terms = _energy_terms(heads, tails, work)
     best = max(path, _energy_bound(*terms, float(speeds.sum())))
     if instance.num_tasks <= HUB_MAX_TASKS:
-        best = max(best, _hub_bound(instance, g, heads, tails, work, speeds, terms))
+        best = max(best, _hub_bound(instance, g, heads, tails, work, speeds))
     # Heads, tails and work are integers (sums and maxima of integer ticks), so only the energy terms need ceil;
     # the small slack absorbs float rounding in the division.
     return max(trivial, int(math.ceil(best - 1e-6)))

@@ -54,9 +54,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["HUB_CANDIDATES", "HUB_MAX_TASKS", "hub_energy_bound", "hub_minima", "off_hub_bounds"]
+__all__ = ["HUB_CANDIDATES", "HUB_MAX_TASKS", "HUB_SAMPLES", "hub_energy_bound", "hub_minima", "off_hub_bounds"]
 
 HUB_CANDIDATES = 2  # sources and sinks tried as hubs, each side
+HUB_SAMPLES = 64  # thresholds tried per side (quantiles of the heads and tails), fewer than the plain energy bound's
 HUB_MAX_TASKS = 20_000  # above this, comm_lower_bound_tick does not try the hub bound (its cost is ~thresholds x n)
 _INF = math.inf
 
@@ -116,20 +117,16 @@ def _device_choices(speeds: np.ndarray, x_devices: np.ndarray,
 
 
 def _least_makespan(work: np.ndarray, groups: list[tuple[np.ndarray, float]]) -> np.ndarray:
-    """Elementwise min over prefixes (in increasing offset) of (W + sum s w) / sum s, for device groups given as
-    (offset w [A, B], total speed s) — the module docstring's bound for one device choice."""
-    offsets = np.stack([w for w, _ in groups])  # [G, A, B]
-    speed = np.array([s for _, s in groups], dtype=np.float64)
-    order = np.argsort(offsets, axis=0, kind="stable")
-    w_sorted = np.take_along_axis(offsets, order, axis=0)
-    s_sorted = speed[order]
-    s_sorted = np.where(s_sorted > 1e-12, s_sorted, 0.0)  # rounding in total - s_x - s_y
-    w_sorted = np.where(s_sorted > 0, w_sorted, 0.0)  # an empty group adds nothing
-    cum_s = np.cumsum(s_sorted, axis=0)
-    cum_sw = np.cumsum(s_sorted * w_sorted, axis=0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        value = np.where(cum_s > 0, (work[None] + cum_sw) / cum_s, _INF)
-    return value.min(axis=0)
+    """Elementwise min over nonempty sets K of device groups of (W + sum_K s w) / sum_K s, for groups given as
+    (offset w [A, B], total speed s) — the module docstring's bound for one device choice (the minimum is at a
+    prefix in increasing w, so taking it over every set of the few groups gives the same value without sorting)."""
+    best = np.full(work.shape, _INF)
+    live = [(w, sp) for w, sp in groups if sp > 1e-12]  # a group without speed (rounding in total - s_x - s_y)
+    for mask in range(1, 1 << len(live)):
+        chosen = [live[i] for i in range(len(live)) if mask >> i & 1]
+        speed = sum(sp for _, sp in chosen)
+        best = np.minimum(best, (work + sum(sp * w for w, sp in chosen)) / speed)
+    return best
 
 
 def hub_minima(on: np.ndarray, off: np.ndarray, heads: np.ndarray, tails: np.ndarray, a_values: np.ndarray,
