@@ -33,11 +33,17 @@ run one at a time after end(u), so in reversed time they form a single-machine p
 op with head >= a and tail >= b runs inside [a, makespan - b] (when there is such an op); with relative speeds s_d as in
 `SchedulingInstance.work_bound_tick` (dur[t, d] >= p(t) / s_d), the work of those ops satisfies
 sum p(t) <= (makespan - a - b) * sum_d s_d.  Thresholds a, b range over (a sample of) the heads and tails.
-Memory is ignored (a relaxation), so both hold for every valid plan.  The test compares the bound with the brute
-force optimum on small random instances (`tests/test_comm_bound.py`).
+(3) up to HUB_MAX_TASKS tasks, `planner.heuristics.hub_bound`: the energy bound with a window per device, from
+the heads and tails an op has when it does not share the device of a source hub (or a sink hub); on graphs that
+fan out of one op and back into one (the MoE's expert segments) it is much the strongest.
+Memory is ignored (a relaxation), so all hold for every valid plan.  The tests compare the bound with the brute
+force optimum on small random instances (`tests/test_comm_bound.py`, `tests/test_hub_bound.py`).
 
-Cost: O(edges x log) for heads and tails; the energy bound is one matrix product over at most ENERGY_SAMPLES
-thresholds each way.
+Cost, near-linear so that it runs on 1M-op graphs: O(edges x log) for heads and tails (closed form for one
+neighbour, the prefix loop stops once the single-machine term reaches the remote one), the per-edge delays
+vectorised over the distinct eligibility patterns, the energy bound a 2-D histogram over at most ENERGY_SAMPLES
+thresholds each way summed from the corner (O(n + thresholds^2)); the hub bound adds O(edges + HUB_SAMPLES x n)
+per hub and is skipped above HUB_MAX_TASKS tasks.
 """
 
 from __future__ import annotations
