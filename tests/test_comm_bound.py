@@ -11,6 +11,7 @@ from brute_force import brute_force_makespan
 from brute_force import random_instance as tiny_instance
 from instances import make_instance, random_instance
 
+import planner.heuristics.comm_bound as comm_bound
 from experiments.layered import layered_dag
 from planner.heuristics.comm_bound import comm_heads_tails, comm_lower_bound_tick
 from planner.heuristics.list_schedule import heft
@@ -77,3 +78,36 @@ def test_heads_and_tails_hold_in_list_schedules(seed: int) -> None:
 def test_layered_bound_below_heft(comm: float) -> None:
     inst = layered_dag(200, 8, seed=3, comm_ratio=comm)
     assert inst.trivial_lower_bound_tick() <= comm_lower_bound_tick(inst) <= heft(inst).makespan_tick
+
+
+def _reference_side(order, links, p, delays, share):
+    """The module docstring's recursion written plainly (every prefix, no shortcuts), for the fast `_side`."""
+    out = [0.0] * len(p)
+    for v in order:
+        if not links[v]:
+            continue
+        per = {}
+        for u, e in links[v]:
+            c, s = per.get(u, (0.0, True))
+            per[u] = (max(c, delays[e]), s and share[e])
+        fixed_out = max([out[u] + p[u] + c for u, (c, s) in per.items() if not s], default=0.0)
+        forced = [(out[u], p[u]) for u, (c, s) in per.items() if s and c == float("inf")]
+        free = sorted(((out[u] + p[u] + c, u) for u, (c, s) in per.items() if s and c != float("inf")), reverse=True)
+        values = []
+        for k in range(len(free) + 1):
+            inside = forced + [(out[u], p[u]) for _, u in free[:k]]
+            f = 0.0
+            for r, q in sorted(inside):
+                f = max(f, r) + q
+            values.append(max(fixed_out, free[k][0] if k < len(free) else 0.0, f))
+        out[v] = min(values)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_heads_and_tails_match_the_plain_recursion(seed: int) -> None:
+    inst = random_instance(seed, 60, 1 + seed % 4) if seed % 3 else tiny_instance(seed)
+    heads, tails = comm_heads_tails(inst)
+    g = comm_bound._graph(inst)
+    assert heads.tolist() == _reference_side(g.topo, g.pred, g.p, g.delays, g.share)
+    assert tails.tolist() == _reference_side(g.topo[::-1], g.succ, g.p, g.delays, g.share)
