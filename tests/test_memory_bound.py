@@ -12,13 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from instances import random_instance
 
+from experiments.realsize import GIB, load_case, model_file, smallest_feasible, with_capacity
 from planner.cost.instance import SchedulingInstance
 from planner.errors import InfeasibleError
 from planner.heuristics.memory import capacity_lower_bound
 from planner.heuristics.memory_bound import assignment_capacity_bound, working_set_bytes
 from planner.heuristics.memory_pack import packed_plan
 from planner.schedule.memory import memory_intervals, memory_profile
-from planner.schedule.validate import check_plan
+from planner.schedule.validate import check_plan, validate_plan
 
 
 def _timed(inst: SchedulingInstance, dev: tuple[int, ...], orders: list[list[int]] | None,
@@ -165,3 +166,17 @@ def test_packed_plan_reports_the_closest_miss() -> None:
                                        activation_bytes=[100, 10, 10], capacity_bytes=200)
     plan = packed_plan(roomy)
     assert not check_plan(roomy, plan)[0]
+
+
+def test_bracket_on_a_small_mixtral(tmp_path) -> None:
+    # the study's case in miniature: the packed plan's least capacity lies within 1 % above the proven bound and
+    # the plan there passes the validator, memory included
+    tiny = {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "ffn": 96, "expert_ffn": 96,
+            "vocab": 128, "batch": 1, "seq_len": 16}
+    inst = load_case(model_file("mixtral-8x7b", tmp_path, **tiny), "a100-4-pcie.yaml")
+    bound = capacity_lower_bound(inst).capacity_bytes
+    found = smallest_feasible(inst, packed_plan, bound, 80 * GIB, resolution_bytes=256)
+    assert found is not None and bound <= found <= bound * 1.01
+    here = with_capacity(inst, found)
+    report = validate_plan(here, packed_plan(here))
+    assert max(report.peak_memory_bytes) <= found

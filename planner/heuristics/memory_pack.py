@@ -5,13 +5,16 @@ memory what-if's bracket, whose lower side is `planner/heuristics/memory_bound.p
 memory besides parameters (at first the relaxation's per-device working sets m_1 >= ... >= m_D, largest to the
 device with the most memory), then
 
-1. **place**: tasks in the order (fewest allowed devices, most parameters, index); a task may go to a device it is
-   eligible on whose budget A_d covers its working set (any eligible device when none does).  A task with
-   parameters goes to the allowed device with the most room left, capacity - A_d - parameters placed there; one
-   without parameters to the allowed device with the largest budget (it costs no room, and keeping the
-   parameter-free tasks together keeps their buffers off the parameter-heavy devices);
+1. **place**: a task may go to a device it is eligible on whose budget A_d covers its working set (any eligible
+   device when none does).  *Light* tasks (at most 1/1024 of a device's even share of parameters, none included)
+   come first, each to the allowed device with the largest budget (they cost little room, and keeping them
+   together keeps their buffers off the parameter-heavy devices); then the heavy ones in the order (fewest allowed
+   devices, most parameters, index), each to the allowed device with the most room left, capacity - A_d -
+   parameters placed there; last, tasks move off a device still over its room onto one with room to spare;
 2. **schedule**: tasks in topological order, each appended to its device as early as its inputs allow (or, in the
-   serial variant, also after the previous task anywhere has ended: one task at a time, so the fewest buffers live);
+   serial variant, also after the previous task anywhere has ended and its data has arrived where it is consumed:
+   one task at a time, so the fewest buffers are live; on Mixtral it keeps a layer's K and V projections, placed on
+   one device, from holding both outputs at once);
 3. **measure** every device's peak in the validator's memory model; if all fit, the plan is returned (checked by
    `check_plan`); otherwise each budget becomes at least what the device used besides parameters, and it repeats
    (`rounds` times, first appended, then serial).
@@ -62,20 +65,51 @@ def _place(instance: SchedulingInstance, budget: list[int], w: list[int]) -> lis
         allowed.append(fit or ok)
     held = [0] * num_dev
     dev = [-1] * n
-    for t in sorted(range(n), key=lambda t: (len(allowed[t]), -param[t], t)):
+    light = _light_bytes(instance)
+    # light tasks first (they go where the budget is largest, whatever their parameters), then the heavy ones
+    for t in sorted(range(n), key=lambda t: (param[t] > light, len(allowed[t]), -param[t], t)):
         if not allowed[t]:
             raise InfeasibleError(f"{METHOD}: task {instance.task_names[t]!r} may run on no device")
-        if param[t]:
+        if param[t] > light:
             d = max(allowed[t], key=lambda d: (caps[d] - budget[d] - held[d], -d))
         else:
             d = max(allowed[t], key=lambda d: (budget[d], -d))
         dev[t] = d
         held[d] += param[t]
+    _even_out(dev, held, [caps[d] - budget[d] for d in range(num_dev)], allowed, param)
     return dev
 
 
+def _even_out(dev: list[int], held: list[int], target: list[int], allowed: list[list[int]], param: list[int]) -> None:
+    """Move tasks off devices whose parameters exceed `target` onto allowed devices with room to spare, the largest
+    that fit first (the greedy leaves a device a little over while another has a few MiB free)."""
+    room = [t - h for t, h in zip(target, held, strict=True)]
+    for d in range(len(room)):
+        if room[d] >= 0:
+            continue
+        for t in sorted((t for t in range(len(dev)) if dev[t] == d and param[t]), key=lambda t: (-param[t], t)):
+            if room[d] >= 0:
+                break
+            dest = max((e for e in allowed[t] if e != d), key=lambda e: room[e], default=None)
+            if dest is None or room[dest] < param[t]:
+                continue
+            dev[t] = dest
+            room[d] += param[t]
+            room[dest] -= param[t]
+            held[d] -= param[t]
+            held[dest] += param[t]
+
+
+def _light_bytes(instance: SchedulingInstance) -> int:
+    """Parameters up to which a task counts as light: 1/1024 of a device's even share of all parameters.  Spreading
+    such tasks for their parameters gains next to nothing and costs buffers (their inputs and outputs then live on
+    the parameter-heavy devices too: on Mixtral, the router's scalars and the 8 MiB K/V projections)."""
+    return int(instance.param_bytes.sum()) // (max(1, instance.num_devices) * 65536)
+
+
 def _schedule(instance: SchedulingInstance, dev: list[int], serial: bool) -> tuple[list[int], list[int]]:
-    """Start and end ticks: topological order, appended per device (and one at a time when `serial`)."""
+    """Start and end ticks: topological order, appended per device (and when `serial`, one at a time: each task
+    after the previous one has ended and its outgoing transfers have arrived)."""
     n = instance.num_tasks
     dur = instance.duration_tick.tolist()
     comm = instance.comm_tick.tolist()
@@ -90,8 +124,9 @@ def _schedule(instance: SchedulingInstance, dev: list[int], serial: bool) -> tup
             st = max(st, end[u] if dev[u] == d else end[u] + comm[e][link[dev[u]][d]])
         start[t], end[t] = st, st + dur[t][d]
         free[d] = end[t]
-        if serial:
-            last_end = max(last_end, end[t])
+        if serial:  # the next task waits for this one's outgoing transfers too, so its output can be freed first
+            last_end = max([last_end, end[t], *(end[t] + comm[e][link[d][dev[v]]]
+                                                for v, e in instance.successors[t] if dev[v] != d)])
     return start, end
 
 
