@@ -51,6 +51,7 @@ capacity in the validator's memory model.  "Live at a0" is a Fenwick-tree sum ov
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,6 +96,11 @@ class CapacityBound:
     reason: str
 
 
+# per instance (instances are immutable; weak keys, so a cached bound never keeps an instance alive): the list
+# schedulers put the bound in every memory error, and the search's heuristics may fail many times on one instance
+_BOUNDS: weakref.WeakKeyDictionary[SchedulingInstance, CapacityBound] = weakref.WeakKeyDictionary()
+
+
 def capacity_lower_bound(instance: SchedulingInstance) -> CapacityBound:
     """A per-device capacity below which no plan exists: the largest of the four bounds of the module docstring
     (one capacity C for every device), with the reason of the binding one in a sentence.
@@ -103,6 +109,13 @@ def capacity_lower_bound(instance: SchedulingInstance) -> CapacityBound:
     `planner/heuristics/memory_bound.py`; each is checked against exhaustive search over placements, orders and
     serial schedules on tiny instances (`tests/test_memory_bound.py`).  Cost: O(edges) plus a small dynamic
     program (devices x 48^2 steps per bisection step on bytes)."""
+    cached = _BOUNDS.get(instance)
+    if cached is None:
+        cached = _BOUNDS[instance] = _capacity_lower_bound(instance)
+    return cached
+
+
+def _capacity_lower_bound(instance: SchedulingInstance) -> CapacityBound:
     n, num_dev = instance.num_tasks, instance.num_devices
     if n == 0 or num_dev == 0:
         return CapacityBound(0, "no tasks")
