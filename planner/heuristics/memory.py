@@ -25,7 +25,7 @@ a received copy, until t ends).  This is a lower bound on the capacity of whatev
    a plan the devices' largest working sets m_1 >= ... >= m_D satisfy P(tasks with working set > m_(k+1)) +
    m_1 + ... + m_k <= k C for every k, and the least C admitting such a sequence is a bound.  It contains rules 1-2
    in spirit and is what binds on the real-size models (Mixtral-8x7B-like on 4x A100: 22.16 GiB, where rule 2 gives
-   21.75 GiB and a plan exists at 22.17 GiB, `planner/heuristics/memory_pack.py`).
+   21.75 GiB and a plan exists at 22.161 GiB, `planner/heuristics/memory_pack.py`).
 
 Every rule ignores time beyond "a task's own buffers are live while it runs", so each is a lower bound; the
 reported bound is the largest, with the reason of the binding one.
