@@ -163,10 +163,11 @@ def _capacity_lower_bound(instance: SchedulingInstance) -> CapacityBound:
         shown = ", ".join(format_bytes(m) for m in per_device)
         best = CapacityBound(
             relaxed,
-            f"each device holds its parameters ({show_bytes(total)} in all) plus, while a task runs there, that"
-            f" task's output, inputs and working memory; the largest of these per device are at least [{shown}]"
-            " (the largest runs somewhere, and a task cannot go to a device whose largest is smaller), which needs"
-            f" {show_bytes(relaxed)} per device (assignment relaxation, planner/heuristics/memory_bound.py)",
+            f"each device holds its share of the parameters as placed ({show_bytes(total)} in all) plus, while a"
+            " task runs there, that task's output, inputs and working memory; the largest of these per device are"
+            f" at least [{shown}] (the largest runs somewhere, and a task cannot go to a device whose largest is"
+            f" smaller), which needs {show_bytes(relaxed)} per device (assignment relaxation,"
+            " planner/heuristics/memory_bound.py)",
         )
     return best
 
