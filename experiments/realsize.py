@@ -29,6 +29,7 @@ from planner.data import BUNDLED_MODEL, PROFILES_DIR
 from planner.errors import InfeasibleError
 from planner.heuristics import heft, round_robin, single_device
 from planner.heuristics.memory_list import memory_list, peak_memory_bytes
+from planner.heuristics.memory_pack import packed_plan
 from planner.ir.hardware import load_topology
 from planner.ir.llm_model import preset, write_llm_model
 from planner.prepare import prepare
@@ -46,6 +47,7 @@ MEMORY_AWARE: dict[str, Scheduler] = {
     "heft": heft,  # the library's HEFT: earliest finish among the devices the memory tracker accepts
     "memory_list": memory_list,
     "single_device": single_device,
+    "memory_pack": packed_plan,  # parameters packed first, then scheduled: for the least capacity, not for speed
 }
 IGNORING_MEMORY: dict[str, Scheduler] = {
     "heft_ignoring_memory": lambda inst: heft(inst, respect_memory=False),

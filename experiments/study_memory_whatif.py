@@ -4,15 +4,18 @@
 
 Per case (a real-size model from `planner.ir.llm_model` on a bundled hardware profile):
 
-* **proven minimum**: `capacity_lower_bound` — below it no plan exists (total parameters / devices plus the
-  smallest task's other memory, or the largest task alone; the reason is in the CSV).
-* **smallest found**: the least capacity (to 1/16 GiB, by bisection) at which the memory-aware list scheduler or
-  HEFT with the memory tracker finds a plan that the validator confirms within capacity.  The least feasible
-  capacity lies between the two; `min_gap_pct` says how far apart they are.
+* **proven minimum**: `capacity_lower_bound` — below it no plan exists.  On the real-size models the binding rule
+  is the assignment relaxation of `planner/heuristics/memory_bound.py` (each device holds its parameters plus the
+  working set of the tasks it runs; proof in that module's docstring); the reason is in the CSV (`proof`).
+* **smallest found**: the least capacity (by bisection) at which a memory-aware scheduler finds a plan that the
+  validator confirms within capacity: the parameters-first packed plan (`planner/heuristics/memory_pack.py`, to
+  1 MiB), the memory-aware list scheduler or HEFT with the memory tracker (to 1/16 GiB); each one's own result is
+  a column (`found_<method>_gib`).  The least feasible capacity lies in [proven, found]: `bracket_gib` is the
+  width, `min_gap_pct` the width as a share of the found capacity.
 * **sweep**: at capacities from the smallest found up to the devices' real memory, the planner (`plan_instance`,
-  fixed budget per point; where its HEFT phase finds no plan, its LNS started from the memory-aware list
-  scheduler's plan: column `found_by`) against HEFT (memory-aware), the memory-aware list scheduler and single
-  device, and the memory HEFT, round-robin and single device would use if they ignored capacity (they always give
+  fixed budget per point; its first phase falls back to the memory-aware list scheduler when HEFT hits a memory
+  dead end: column `found_by`) against HEFT (memory-aware), the memory-aware list scheduler, the packed plan and
+  single device, and the memory HEFT, round-robin and single device would use if they ignored capacity (they always give
   a plan; `fits` says whether it is within capacity).  `lower_bound_ms` is the best bound proven at that capacity
   or a larger one.  Each point is planned afresh (`plan-whatif` instead keeps the best plan of a smaller capacity,
   so its curve never rises with memory; here a point may come out worse than a smaller one: search noise).
@@ -21,10 +24,10 @@ Writes `whatif.csv` (one row per case x capacity x method) and `summary.csv` (on
 its proof, and the makespans at the devices' real capacity), then `<case>.png` per case from `whatif.csv`:
 makespan against capacity (proven-infeasible region shaded) and each method's peak memory at the real capacity.
 
-Quick mode: Mixtral-8x7B-like (32 layers, batch 4 x 4096) on 4x A100 PCIe and 8x H100, two capacities each
-(smallest found, 80 GiB), 30 s per planner run: about 5 minutes here.  Full mode adds the 2x8 H100 InfiniBand and
-mixed A100/H100 profiles, Llama-70B-like on 4x A100 and a DeepSeek-V3-like slice on 8x H100, five capacities per
-case and 60 s per planner run (run time in the README).
+Quick mode: Mixtral-8x7B-like (32 layers, batch 4 x 4096) on 4x A100 PCIe and 8x H100, three capacities each
+(smallest found, the memory-aware list scheduler's smallest, 80 GiB), 30 s per planner run: about 5 minutes here.
+Full mode adds the 2x8 H100 InfiniBand and mixed A100/H100 profiles, Llama-70B-like on 4x A100 and a
+DeepSeek-V3-like slice on 8x H100, six capacities per case and 60 s per planner run (run time in the README).
 """
 
 from __future__ import annotations
@@ -52,14 +55,21 @@ STUDY = "memory_whatif"
 QUICK_CASES = [("mixtral-8x7b", {}, "a100-4-pcie.yaml"), ("mixtral-8x7b", {}, "h100-8-nvlink.yaml")]
 FULL_CASES = QUICK_CASES + [("mixtral-8x7b", {}, "h100-2x8-ib.yaml"), ("mixtral-8x7b", {}, "mixed-a100-h100.yaml"),
                             ("llama-70b", {}, "a100-4-pcie.yaml"), ("deepseek-v3-slice", {}, "h100-8-nvlink.yaml")]
+# memory_pack is left out of the curves (its plans are for the least capacity, several times slower: they would
+# squash the others); the capacity where it finds a plan is drawn as a line instead
 PLOTTED = ("planned", "memory_list", "heft", "single_device")
 
 
-def _capacities(found: int, device: int, quick: bool) -> list[int]:
-    """Capacities to sweep: the smallest found, a few steps above it, and round figures up to the device's own."""
+# (method, bisection resolution): the packed plan is cheap and aims at the least capacity, so it gets a finer one
+FOUND_BY = (("memory_pack", GIB // 1024), ("memory_list", GIB // 16), ("heft", GIB // 16))
+
+
+def _capacities(found: int, device: int, quick: bool, *, listed: int | None = None) -> list[int]:
+    """Capacities to sweep: the smallest found, the list scheduler's smallest (where the planner's own first phase
+    starts to find plans), a few steps above, and round figures up to the device's own."""
     if quick:
-        return sorted({found, device})
-    steps = [found, found + GIB, found + 2 * GIB, 40 * GIB, device]
+        return sorted({found, listed or device, device})
+    steps = [found, listed or device, found + GIB, found + 2 * GIB, 40 * GIB, device]
     return sorted({c for c in steps if found <= c <= device})
 
 
@@ -77,15 +87,18 @@ def run_case(model: str, overrides: dict, profile: str, models_dir: Path, time_l
     params_gib = float(inst.param_bytes.sum()) / GIB
     bound = capacity_lower_bound(inst)
     found: dict[str, int | None] = {}
-    for method in ("memory_list", "heft"):
-        found[method] = smallest_feasible(inst, MEMORY_AWARE[method], bound.capacity_bytes, device_cap)
+    for method, resolution in FOUND_BY:
+        found[method] = smallest_feasible(inst, MEMORY_AWARE[method], bound.capacity_bytes, device_cap,
+                                          resolution_bytes=resolution)
     candidates = [(c, m) for m, c in found.items() if c is not None]
     smallest, found_by = min(candidates) if candidates else (device_cap, "none")
+    print(f"  {name}: no plan below {bound.capacity_bytes / GIB:.3f} GiB, found " + ", ".join(
+        f"{m} {c / GIB:.3f} GiB" if c is not None else f"{m} -" for m, c in found.items()), flush=True)
     # the methods that ignore memory give the same plan at every capacity: run them once (at the device capacity)
     ignoring = {r.method: r for r in compare_methods(inst, time_limit_s, IGNORING_MEMORY)}
     tick_ms = (inst.tick_s or 1.0) * 1e3
     results = {}
-    for cap in _capacities(smallest, device_cap, quick):
+    for cap in _capacities(smallest, device_cap, quick, listed=found["memory_list"]):
         results[cap] = compare_methods(with_capacity(inst, cap), time_limit_s, ["planned", *MEMORY_AWARE])
         print(f"  {name} at {cap / GIB:.2f} GiB: " + ", ".join(
             f"{r.method} {r.makespan_ms:.1f} ms" if r.fits else f"{r.method} -" for r in results[cap]), flush=True)
@@ -117,7 +130,9 @@ def run_case(model: str, overrides: dict, profile: str, models_dir: Path, time_l
         "case": name, "model": model, "profile": profile, "devices": inst.num_devices, "ops": inst.num_tasks,
         "params_gib": params_gib, "proven_min_gib": bound.capacity_bytes / GIB, "proof": bound.reason,
         "smallest_found_gib": smallest / GIB, "found_by": found_by,
+        "bracket_gib": (smallest - bound.capacity_bytes) / GIB,
         "min_gap_pct": 100 * (smallest - bound.capacity_bytes) / smallest,
+        **{f"found_{m}_gib": (c / GIB if c is not None else float("nan")) for m, c in found.items()},
         "planned_smallest_gib": min(planned_fits) if planned_fits else float("nan"),
         "device_gib": device_cap / GIB,
         "planned_ms": planned.get("makespan_ms", float("nan")) if planned.get("fits") else float("nan"),
@@ -151,7 +166,9 @@ def plot(out_dir: Path) -> list[Path]:
         FigureCanvasAgg(fig)
         ax, bx = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
         proven, device = num(s["proven_min_gib"]), num(s["device_gib"])
-        ax.axvspan(0, proven, color="0.85", label=f"no plan exists (< {proven:.2f} GiB)")
+        ax.axvspan(0, proven, color="0.85", label=f"no plan exists (< {proven:.3f} GiB)")
+        found = num(s["smallest_found_gib"])
+        ax.axvline(found, color="tab:green", linestyle="--", label=f"a plan exists ({s['found_by']}, {found:.3f} GiB)")
         for method in PLOTTED:
             pts = sorted((num(r["capacity_gib"]), num(r["makespan_ms"])) for r in mine
                          if r["method"] == method and r["fits"] == "1")

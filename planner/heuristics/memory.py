@@ -14,11 +14,21 @@ a received copy, until t ends).  This is a lower bound on the capacity of whatev
 
 **Smallest feasible capacity** (one capacity C for every device, `capacity_lower_bound`): no plan exists when
 
-1. C < max over tasks of alone[t];
+1. C < max over tasks of alone[t] (taken as param[t] alone for a task that may take zero ticks: it may occupy no
+   moment, so its buffers need not be live together);
 2. C < ceil(total params / devices) + min over tasks of (alone[t] - param[t]): the device holding the largest share
    of the parameters holds at least the average, and while it runs any one of its tasks it also holds that task's
    non-parameter memory (this term is used only when some parameters exist);
-3. C < params of the tasks that may run only on device d (pinned there) + the smallest non-parameter need among them.
+3. C < params of the tasks that may run only on device d (pinned there) + the smallest non-parameter need among them;
+4. C < the assignment relaxation of `planner/heuristics/memory_bound.py` (proof there): each device holds its
+   parameters plus, while any one of its tasks runs, that task's working set (output, inputs, internal memory); in
+   a plan the devices' largest working sets m_1 >= ... >= m_D satisfy P(tasks with working set > m_(k+1)) +
+   m_1 + ... + m_k <= k C for every k, and the least C admitting such a sequence is a bound.  It contains rules 1-2
+   in spirit and is what binds on the real-size models (Mixtral-8x7B-like on 4x A100: 22.16 GiB, where rule 2 gives
+   21.75 GiB and a plan exists at 22.161 GiB, `planner/heuristics/memory_pack.py`).
+
+Every rule ignores time beyond "a task's own buffers are live while it runs", so each is a lower bound; the
+reported bound is the largest, with the reason of the binding one.
 
 **The tracker** (`MemoryTracker`, used by `list_schedule` when `respect_memory`): an exact check at assignment time
 is impossible because consumers (and so the lifetimes of outputs) are decided later.  The tracker keeps, per device,
@@ -41,11 +51,13 @@ capacity in the validator's memory model.  "Live at a0" is a Fenwick-tree sum ov
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
+from planner.heuristics.memory_bound import assignment_capacity_bound, working_set_bytes
 from planner.ir.units import format_bytes
 
 
@@ -84,23 +96,42 @@ class CapacityBound:
     reason: str
 
 
+# per instance (instances are immutable; weak keys, so a cached bound never keeps an instance alive): the list
+# schedulers put the bound in every memory error, and the search's heuristics may fail many times on one instance
+_BOUNDS: weakref.WeakKeyDictionary[SchedulingInstance, CapacityBound] = weakref.WeakKeyDictionary()
+
+
 def capacity_lower_bound(instance: SchedulingInstance) -> CapacityBound:
-    """The largest of the three bounds of the module docstring, with the reason of the binding one."""
+    """A per-device capacity below which no plan exists: the largest of the four bounds of the module docstring
+    (one capacity C for every device), with the reason of the binding one in a sentence.
+
+    Proofs: rules 1-3 in the module docstring, rule 4 (the assignment relaxation) in
+    `planner/heuristics/memory_bound.py`; each is checked against exhaustive search over placements, orders and
+    serial schedules on tiny instances (`tests/test_memory_bound.py`).  Cost: O(edges) plus a small dynamic
+    program (devices x 48^2 steps per bisection step on bytes)."""
+    cached = _BOUNDS.get(instance)
+    if cached is None:
+        cached = _BOUNDS[instance] = _capacity_lower_bound(instance)
+    return cached
+
+
+def _capacity_lower_bound(instance: SchedulingInstance) -> CapacityBound:
     n, num_dev = instance.num_tasks, instance.num_devices
     if n == 0 or num_dev == 0:
         return CapacityBound(0, "no tasks")
-    alone = task_alone_bytes(instance)
     params = instance.param_bytes.astype(np.int64)
     names = instance.task_names
-    rest = alone - params  # non-parameter need of each task
+    # non-parameter need of each task while it runs: `task_alone_bytes` less params, except 0 for a task that may
+    # take zero ticks (it may occupy no moment, so it holds nothing at any moment)
+    rest = working_set_bytes(instance)
+    alone = params + rest
 
     t = int(np.argmax(alone))
     best = CapacityBound(
         int(alone[t]),
         f"task {names[t]!r} alone needs {show_bytes(alone[t])} while it runs (params {int(params[t])}"
         f" + working {int(instance.peak_internal_bytes[t])} + output {int(instance.activation_bytes[t])}"
-        f" + inputs {int(alone[t] - params[t] - instance.peak_internal_bytes[t] - instance.activation_bytes[t])}"
-        " bytes)",
+        f" + inputs {int(rest[t] - instance.peak_internal_bytes[t] - instance.activation_bytes[t])} bytes)",
     )
     total = int(params.sum())
     if total > 0:
@@ -127,6 +158,17 @@ def capacity_lower_bound(instance: SchedulingInstance) -> CapacityBound:
                     f"{int(mask.sum())} tasks may run only on {instance.device_names[d]} and need"
                     f" {show_bytes(value)} there (their params plus the smallest one's other memory)",
                 )
+    relaxed, per_device = assignment_capacity_bound(instance)
+    if relaxed > best.capacity_bytes:
+        shown = ", ".join(format_bytes(m) for m in per_device)
+        best = CapacityBound(
+            relaxed,
+            f"each device holds its share of the parameters as placed ({show_bytes(total)} in all) plus, while a"
+            " task runs there, that task's output, inputs and working memory; the largest of these per device are"
+            f" at least [{shown}] (the largest runs somewhere, and a task cannot go to a device whose largest is"
+            f" smaller), which needs {show_bytes(relaxed)} per device (assignment relaxation,"
+            " planner/heuristics/memory_bound.py)",
+        )
     return best
 
 
