@@ -28,17 +28,13 @@ The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` m
                improved plan while a round improves it.  Skipped when the runs are more than
                CLUSTER_ROUND_FACTOR x the backend's cluster count (tight plans of large graphs: LNS handles those)
                or more than CLUSTER_MIN_SHRINK x the ops (nearly single ops: the op-level model again).
-    phase 3, iterated list scheduling and LNS in turn, until the budget is spent or the plan meets the bound:
-               3a, iterated list scheduling (`planner.heuristics.iterated`) with at most ITERATED_SHARE of the
-               time left: a (1+1) evolution strategy over task priorities, decoded by the list scheduler, from the
-               classic schedulers' priorities and the incumbent's order; every plan is a list schedule, hence
-               valid.  It hands over after ITERATED_STALL_MOVES moves without a better plan.
-               3b, large-neighbourhood search on the op plan (`planner.lns`) with the time left: free a window of
+    phase 3a, iterated list scheduling (`planner.heuristics.iterated`) with ITERATED_SHARE of the time left: a
+               (1+1) evolution strategy over task priorities, decoded by the list scheduler, from the classic
+               schedulers' priorities and the incumbent's order; every plan is a list schedule, hence valid.
+    phase 3b, large-neighbourhood search on the op plan (`planner.lns`) with the time left: free a window of
                ops at the critical chain, freeze the rest, solve the window exactly with the placement model
-               (release times, delivery tails), replay and accept what is no longer.  It hands back to 3a after
-               LNS_STALL_MOVES moves without a better plan; the next round starts from the incumbent with the
-               next seed.  (Each search stalls in a local optimum that the other can leave: on the engine bench's
-               300x8-c2-s5, 2639 after one iterated + LNS pass, 2611 going round; README.)
+               (release times, delivery tails), replay and accept what is no longer; until the budget is spent
+               or the plan meets the bound.
 
 Every candidate is checked before it can become the incumbent (the validator on the op graph); a phase that fails
 inside is a bug, logged with its traceback, and the search continues with the incumbent it has (`_guarded`), so a
@@ -111,9 +107,7 @@ class SolveOptions:
     seed: int = 0
     target_clusters: int | None = None  # None: DEFAULT_CLUSTERS[backend]
     max_rounds: int = 4
-    # Most of the budget phase 1 (decomposition) may use; 0 skips it.  On graphs with bottlenecks (the MoE) the
-    # segment solves are what improves the plan (the later phases rarely do: README), so they get most of it.
-    decomposition_share: float = 0.7
+    decomposition_share: float = 0.5  # most of the budget phase 1 (decomposition) may use; 0 skips it
 
 
 # CP-SAT handles a hundred-odd clusters on 8 devices comfortably; big-M MILPs stall far earlier (see README).
@@ -123,11 +117,7 @@ CLUSTER_MIN_SHRINK = 0.8  # a cluster round runs only when the runs are fewer th
 CLUSTER_SHARE = 0.3  # of the time left, what one cluster round may use (LNS gets the rest)
 ONE_SEGMENT_TASKS = 150  # above this, a graph without bottlenecks gets only ONE_SEGMENT_SHARE for phase 1
 ONE_SEGMENT_SHARE = 0.15
-ITERATED_SHARE = 0.7  # of the time left before LNS, the most the iterated list scheduler gets in a round
-# Phase 3's hand-overs.  1000 moves: five restarts of the iterated search (RESTART_EVERY) found nothing better;
-# 48 LNS moves: its window has grown to MAX_WINDOW_OPS (every STALE_MOVES) and found nothing better there either.
-ITERATED_STALL_MOVES = 1000
-LNS_STALL_MOVES = 48
+ITERATED_SHARE = 0.7  # of the time left before LNS, what the iterated list scheduler gets
 LINEAR_SHARE = 0.25  # of the time left after phase 1, what the linear rounds get on a graph with bottlenecks
 # Above this many ops the parallelism-keeping merge (planner/coarsen/bounded.py; ~3 s per 10k ops measured) leaves
 # thousands of clusters (14,054 on a 100k-op stacked MoE), far above what a round solves: the phase is skipped.
@@ -304,18 +294,13 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
         start = incumbent
         adopt("cluster round", _guarded("cluster rounds", say,
                                         lambda: _cluster_rounds(fine, start, options, t0, say, unit)))
-        cycle = 0
-        while fine.num_tasks > 1 and incumbent.makespan_tick > fine_bound:
-            left = options.time_limit_s - (time.monotonic() - t0)
-            if left <= 0.5:
-                break
-            start, budget, seed = incumbent, ITERATED_SHARE * left, options.seed + cycle
-            searched_list = _guarded(
-                "iterated list scheduling", say,
-                lambda start=start, budget=budget, seed=seed: iterated_list_schedule(  # type: ignore[misc]
-                    fine, time_limit_s=budget, starts=[*classic_starts(fine), order_start(fine, start)],
-                    bound_tick=fine_bound, seed=seed, stall_moves=ITERATED_STALL_MOVES,
-                    progress=say, unit=unit))
+        left = options.time_limit_s - (time.monotonic() - t0)
+        if incumbent.makespan_tick > fine_bound and left > 0.5 and fine.num_tasks > 1:
+            start = incumbent
+            budget = ITERATED_SHARE * left
+            searched_list = _guarded("iterated list scheduling", say, lambda: iterated_list_schedule(
+                fine, time_limit_s=budget, starts=[*classic_starts(fine), order_start(fine, start)],
+                bound_tick=fine_bound, seed=options.seed, progress=say, unit=unit))
             if searched_list is not None:
                 say(f"iterated list scheduling: {searched_list.moves} moves ({searched_list.improving_moves} "
                     f"improving) in {searched_list.seconds:.1f}s from {searched_list.start_name} "
@@ -325,15 +310,13 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                     phases.append(PhaseLog("iterated list scheduling", found.makespan_tick, searched_list.seconds))
                     incumbent = found
                     best = None
-            left = options.time_limit_s - (time.monotonic() - t0)
-            if incumbent.makespan_tick <= fine_bound or left <= 0.5:
-                break
+        left = options.time_limit_s - (time.monotonic() - t0)
+        if incumbent.makespan_tick > fine_bound and left > 0.5:
             start = incumbent
             say(f"LNS on the op plan from {unit(start.makespan_tick)} ({left:.0f}s left; bound {unit(fine_bound)})")
-            searched = _guarded("LNS", say, lambda start=start, left=left, seed=seed: lns(  # type: ignore[misc]
+            searched = _guarded("LNS", say, lambda: lns(
                 fine, start, time_limit_s=left, bound_tick=fine_bound, backend=options.backend,
-                threads=options.threads, seed=seed, stall_moves=LNS_STALL_MOVES,
-                progress=say, unit=unit))
+                threads=options.threads, seed=options.seed, progress=say, unit=unit))
             if searched is not None:
                 say(f"LNS: {searched.moves} moves ({searched.improving_moves} improving, {searched.rejected_moves}"
                     f" rejected) in {searched.seconds:.1f}s: {unit(start.makespan_tick)} -> "
@@ -342,7 +325,6 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                     phases.append(PhaseLog("LNS", searched.plan.makespan_tick, searched.seconds))
                     incumbent = searched.plan
                     best = None
-            cycle += 1
     if best is None or incumbent.makespan_tick < best.op_plan.makespan_tick:
         coarse, clusters, plan = as_singletons(fine, incumbent)
         best = ClusterSolution(plan, incumbent, coarse, clusters, fine_bound)
