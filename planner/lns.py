@@ -21,9 +21,11 @@ One move, on the incumbent plan P of the op graph:
    plateaus); a deadlock, an invalid plan or a solver failure is a rejected move.
 
 The neighbourhood's objective is the end of its last op, a proxy for the plan's makespan: the acceptance test is
-on the whole plan.  The window grows by a quarter after a move whose neighbourhood was solved to optimality and
-shrinks by a fifth after one that was not, between `MIN_WINDOW_OPS` and `MAX_WINDOW_OPS`.  The search stops when
-the budget is spent or the plan meets `bound_tick`.  Moves are drawn from `numpy.random.default_rng(seed)`; with
+on the whole plan.  The window starts at 2 ops per device (within `MIN_WINDOW_OPS`..`MAX_WINDOW_OPS`), grows by a
+quarter after every `STALE_MOVES` moves in a row that found no shorter plan (up to `MAX_WINDOW_OPS`) and goes back
+to its first size after one that did.  The search stops when the budget is spent, or the plan meets `bound_tick`,
+or (with `stall_moves`) that many moves in a row found no shorter plan (the planner then hands the plan back to the
+iterated list scheduler: `planner.solve`, phase 3).  Moves are drawn from `numpy.random.default_rng(seed)`; with
 CP-SAT's deterministic mode the sequence of moves repeats when the solves do not hit their time limits.
 """
 
@@ -233,11 +235,11 @@ def _replay(fine: SchedulingInstance, orders: Sequence[Sequence[int]]
 
 
 def lns(fine: SchedulingInstance, plan: Plan, *, time_limit_s: float, bound_tick: int = 0, backend: str = "cpsat",
-        threads: int = 8, seed: int = 0, window_ops: int | None = None, progress: ProgressFn | None = None,
-        unit: Callable[[int], str] = str) -> LnsResult:
-    """Improve `plan` (a valid plan of `fine`) by large-neighbourhood search until `time_limit_s` is spent or it
-    meets `bound_tick` (module docstring).  Never raises for a failed move: a move that fails in the solver is
-    logged with its traceback and rejected."""
+        threads: int = 8, seed: int = 0, window_ops: int | None = None, stall_moves: int | None = None,
+        progress: ProgressFn | None = None, unit: Callable[[int], str] = str) -> LnsResult:
+    """Improve `plan` (a valid plan of `fine`) by large-neighbourhood search until `time_limit_s` is spent, or
+    `stall_moves` moves in a row did not shorten the plan, or it meets `bound_tick` (module docstring).  Never
+    raises for a failed move: a move that fails in the solver is logged with its traceback and rejected."""
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
     rng = np.random.default_rng(seed)
@@ -260,7 +262,7 @@ def lns(fine: SchedulingInstance, plan: Plan, *, time_limit_s: float, bound_tick
     mean_tick = float(finite.max(axis=1).mean()) if fine.num_tasks else 1.0
     while best.makespan_tick > bound_tick:
         left = time_limit_s - (time.monotonic() - t0)
-        if left < 0.3:
+        if left < 0.3 or (stall_moves is not None and stale >= stall_moves):
             break
         moves += 1
         by = best.by_task()

@@ -5,7 +5,7 @@ classic ones (HEFT, CPoP's priority, PEFT) are a few points of that space chosen
 it: a (1+1) evolution strategy over priority vectors.
 
     parent = the best (priority, policy) of the starting points (the classic schedulers')
-    repeat until the budget ends or the plan meets `bound_tick`:
+    repeat until the budget ends, the plan meets `bound_tick`, or `stall_moves` moves in a row found no better plan:
         child = parent's priority + sigma * scale * N(0, 1) per task   (scale: the mean task duration, in ticks);
                 every other move perturbs only LOCAL_TASKS tasks consecutive in the parent's priority order (on
                 large graphs a change everywhere is almost never better everywhere: local moves are accepted
@@ -114,9 +114,11 @@ def _decode(instance: SchedulingInstance, priority: np.ndarray, policy: DevicePo
 
 def iterated_list_schedule(instance: SchedulingInstance, *, time_limit_s: float, starts: Sequence[Start] | None = None,
                            bound_tick: int = 0, seed: int = 0, max_moves: int | None = None,
-                           progress: ProgressFn | None = None, unit: Callable[[int], str] = str) -> IteratedResult:
+                           stall_moves: int | None = None, progress: ProgressFn | None = None,
+                           unit: Callable[[int], str] = str) -> IteratedResult:
     """The search of the module docstring from `starts` (default `classic_starts`) until `time_limit_s`, or
-    `max_moves` moves, or a plan that meets `bound_tick`.  Raises `InfeasibleError` only when no start decodes."""
+    `max_moves` moves, or `stall_moves` moves in a row that did not improve on the best plan, or a plan that meets
+    `bound_tick`.  Raises `InfeasibleError` only when no start decodes."""
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
     rng = np.random.default_rng(seed)
@@ -134,12 +136,16 @@ def iterated_list_schedule(instance: SchedulingInstance, *, time_limit_s: float,
     n = instance.num_tasks
     sigma = SIGMA_START
     moves = improving = stale = 0
+    since_best = 0  # moves since the best plan last improved (`stall_moves`)
     next_start = 0
     last_say = t0
     while best.makespan_tick > bound_tick and n > 1:
         if time.monotonic() - t0 >= time_limit_s or (max_moves is not None and moves >= max_moves):
             break
+        if stall_moves is not None and since_best >= stall_moves:
+            break
         moves += 1
+        since_best += 1
         child = parent_prio.copy()
         if moves % 2 and n > 2 * LOCAL_TASKS:  # a local move: only the tasks around one point of the order
             order = np.argsort(-parent_prio, kind="stable")
@@ -154,6 +160,7 @@ def iterated_list_schedule(instance: SchedulingInstance, *, time_limit_s: float,
             parent_prio, parent_tick = child, plan.makespan_tick
             if plan.makespan_tick < best.makespan_tick:
                 improving += 1
+                since_best = 0
                 best, best_prio, best_policy = plan, child, parent_policy
                 now = time.monotonic()
                 if now - last_say >= 1.0:
