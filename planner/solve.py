@@ -119,6 +119,7 @@ ONE_SEGMENT_TASKS = 150  # above this, a graph without bottlenecks gets only ONE
 ONE_SEGMENT_SHARE = 0.15
 ITERATED_SHARE = 0.7  # of the time left before LNS, what the iterated list scheduler gets
 LINEAR_SHARE = 0.25  # of the time left after phase 1, what the linear rounds get on a graph with bottlenecks
+COMM_BOUND_COST = 6  # phase 0 starts the communication-aware bound when this many x HEFT's seconds are left
 # Above this many ops the parallelism-keeping merge (planner/coarsen/bounded.py; ~3 s per 10k ops measured) leaves
 # thousands of clusters (14,054 on a 100k-op stacked MoE), far above what a round solves: the phase is skipped.
 LINEAR_MAX_OPS = 20_000
@@ -241,22 +242,20 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                        baselines=baseline_makespans(fine))
     get_backend(options.backend)  # an unknown or missing backend is the user's error, raised before the search
     unit = tick_formatter(fine)
-    fine_bound = _guarded("communication-aware bound", say, lambda: comm_lower_bound_tick(fine)) or 0
-    fine_bound = max(fine_bound, fine.trivial_lower_bound_tick())
     computed: dict[str, int] = {}  # baselines phase 0 ran anyway
-    incumbent = _best_list_schedule(fine, computed)
+    incumbent, fine_bound = _phase_zero(fine, computed, t0 + options.time_limit_s, say, unit)
     phases = [PhaseLog(str(incumbent.method), incumbent.makespan_tick, time.monotonic() - t0)]
-    say(f"list scheduling: {incumbent.method} {unit(incumbent.makespan_tick)} (the incumbent); op-graph bound "
-        f"{unit(fine_bound)} (critical path {unit(fine.critical_path_tick())}, work / speed "
-        f"{unit(fine.work_bound_tick())}, with transfers {unit(fine_bound)})")
     decomposition = None
-    if options.decomposition_share > 0 and fine.num_tasks > 1:
+    phase1_s = options.time_limit_s - (time.monotonic() - t0)  # phase 0 counts against the budget too
+    if options.decomposition_share > 0 and fine.num_tasks > 1 and phase1_s <= 0:
+        say("decomposition skipped for time: phase 0 used the whole budget")
+    elif options.decomposition_share > 0 and fine.num_tasks > 1:
         t1 = time.monotonic()
         share = options.decomposition_share
         if fine.num_tasks > ONE_SEGMENT_TASKS and len(segments(fine)) == 1:
             share = min(share, ONE_SEGMENT_SHARE)  # one large segment: a bound, rarely a plan; LNS gets the time
         decomposition = _guarded("decomposition", say, lambda: decompose_and_solve(
-            fine, time_limit_s=share * options.time_limit_s, backend=options.backend,
+            fine, time_limit_s=min(share * options.time_limit_s, phase1_s), backend=options.backend,
             threads=options.threads, seed=options.seed, progress=say, incumbent=incumbent))
         if decomposition is not None:
             fine_bound = max(fine_bound, min(decomposition.bound_tick, incumbent.makespan_tick))
@@ -352,34 +351,80 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                    decomposition=decomposition, phases=tuple(phases))
 
 
-def _best_list_schedule(fine: SchedulingInstance, computed: dict[str, int] | None = None) -> Plan:
+def _phase_zero(fine: SchedulingInstance, computed: dict[str, int], deadline: float, say: ProgressFn,
+                unit: Callable[[int], str]) -> tuple[Plan, int]:
+    """Phase 0 (module docstring) within `deadline` (time.monotonic()): (the incumbent, the op-graph bound).
+
+    The list schedules come first (`_best_list_schedule`: HEFT always, the others while time is left), then the
+    communication-aware bound, started only when the time left is at least COMM_BOUND_COST x HEFT's seconds (it
+    cannot be stopped once started; it cost 4-6x HEFT on 10k-100k-op stacked MoEs and layered DAGs); else the bound
+    is the trivial one (critical path, work / speed) and the progress says so."""
+    seconds: list[float] = []
+    incumbent = _best_list_schedule(fine, computed, deadline=deadline, progress=say, seconds=seconds)
+    fine_bound = fine.trivial_lower_bound_tick()
+    left_s = deadline - time.monotonic()
+    if left_s >= COMM_BOUND_COST * seconds[0]:
+        fine_bound = max(fine_bound, _guarded("communication-aware bound", say,
+                                              lambda: comm_lower_bound_tick(fine)) or 0)
+        with_transfers = f", with transfers {unit(fine_bound)}"
+    else:
+        with_transfers = ""
+        say(f"communication-aware bound skipped for time ({max(0.0, left_s):.1f}s left, about "
+            f"{COMM_BOUND_COST * seconds[0]:.1f}s needed)")
+    say(f"list scheduling: {incumbent.method} {unit(incumbent.makespan_tick)} (the incumbent); op-graph bound "
+        f"{unit(fine_bound)} (critical path {unit(fine.critical_path_tick())}, work / speed "
+        f"{unit(fine.work_bound_tick())}{with_transfers})")
+    return incumbent, fine_bound
+
+
+def _best_list_schedule(fine: SchedulingInstance, computed: dict[str, int] | None = None, *,
+                        deadline: float | None = None, progress: ProgressFn | None = None,
+                        seconds: list[float] | None = None) -> Plan:
     """The shortest of the classic list schedules on the op graph (HEFT; HEFT with CPoP's priority; PEFT), and the
     memory-aware list schedule (`memory_list`) when none of them fits memory: HEFT fills the fastest device first and
     can run into a dead end under a tight capacity where a plan that keeps room for the parameters to come exists.
     `computed`, when given, receives HEFT's makespan under `Method.HEFT.value` (the baselines reuse it).  When no
-    scheduler finds a plan, HEFT's `InfeasibleError` is raised."""
+    scheduler finds a plan, HEFT's `InfeasibleError` is raised.
+
+    With a `deadline` (time.monotonic()), HEFT (or, when it finds no plan, the memory-aware fallback) always runs;
+    each other scheduler only when the time left is at least what the previous one took (they cost about the same:
+    one pass over the tasks and edges); `progress` hears which were skipped.  `seconds`, when given, receives each
+    run's seconds in order (HEFT's first)."""
     plans: list[Plan] = []
     heft_error: InfeasibleError | None = None
+    spent = seconds if seconds is not None else []
+    skipped: list[str] = []
+
+    def timed(name: str, run: Callable[[], Plan], *, always: bool = False) -> None:
+        if not always and deadline is not None and spent and time.monotonic() + spent[-1] > deadline:
+            skipped.append(name)
+            return
+        s0 = time.monotonic()
+        try:
+            plans.append(run())
+        finally:
+            spent.append(time.monotonic() - s0)
+
     try:
-        plans.append(heft(fine))
+        timed("heft", lambda: heft(fine), always=True)
         if computed is not None:
             computed[Method.HEFT.value] = plans[0].makespan_tick
     except InfeasibleError as exc:
         heft_error = exc
-    for other in (lambda: heft(fine, rank=Rank.SUM), lambda: peft(fine)):
+    for name, other in (("heft-sum", lambda: heft(fine, rank=Rank.SUM)), ("peft", lambda: peft(fine))):
         try:
-            plans.append(other())
+            timed(name, other)
         except InfeasibleError:
             pass
     if not plans:
         try:
-            plans.append(memory_list(fine))
+            timed("memory-aware list scheduling", lambda: memory_list(fine), always=True)
         except InfeasibleError:
             assert heft_error is not None
             raise heft_error from None
+    if skipped and progress is not None:
+        progress(f"list scheduling: {', '.join(skipped)} skipped for time (each takes about {spent[-1]:.1f}s)")
     return min(plans, key=lambda p: p.makespan_tick)
-
-
 
 
 def _valid(fine: SchedulingInstance, plan: Plan) -> bool:
