@@ -5,7 +5,10 @@ The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` m
     phase 0, list scheduling: the shortest of HEFT, HEFT with CPoP's priority (upward + downward rank) and PEFT
                (`planner.heuristics.peft`).  The op-level bound starts at the communication-aware bound
                (`planner.heuristics.comm_bound`: heads and tails that count the transfers joins and forks cannot
-               avoid, and an energy bound over the windows they leave; never below the trivial bound).
+               avoid, and an energy bound over the windows they leave; never below the trivial bound).  Phase 0
+               counts against the time limit: HEFT (or the memory-aware fallback) always runs, the other list
+               schedulers and then the bound only while time is left (`_phase_zero`); the decomposition, whose work
+               before its solver cannot be stopped either, starts only when its estimated cost is left.
     phase 1, decomposition (`planner.decompose`): cut the op graph at its bottlenecks (ops that every other op
                precedes or follows: a layer's residual add, a module's concat); solve each segment's placement
                model at op level (CP-SAT, time shared by size, identical segments once; each warm-started from the
@@ -119,7 +122,12 @@ ONE_SEGMENT_TASKS = 150  # above this, a graph without bottlenecks gets only ONE
 ONE_SEGMENT_SHARE = 0.15
 ITERATED_SHARE = 0.7  # of the time left before LNS, what the iterated list scheduler gets
 LINEAR_SHARE = 0.25  # of the time left after phase 1, what the linear rounds get on a graph with bottlenecks
-COMM_BOUND_COST = 6  # phase 0 starts the communication-aware bound when this many x HEFT's seconds are left
+# Steps that cannot be stopped start only when the time left is at least their cost estimated in HEFT's seconds
+# (measured at 10k-100k ops, HEFT's first run including the instance's cached adjacency): the communication-aware
+# bound 4-6x, the decomposition's work before its solver (per-segment list schedules, bounds and validations, the
+# stitch) about 2.5x on the 100k-op stacked MoE.
+COMM_BOUND_COST = 6
+DECOMPOSITION_COST = 3
 # Above this many ops the parallelism-keeping merge (planner/coarsen/bounded.py; ~3 s per 10k ops measured) leaves
 # thousands of clusters (14,054 on a 100k-op stacked MoE), far above what a round solves: the phase is skipped.
 LINEAR_MAX_OPS = 20_000
@@ -243,12 +251,15 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
     get_backend(options.backend)  # an unknown or missing backend is the user's error, raised before the search
     unit = tick_formatter(fine)
     computed: dict[str, int] = {}  # baselines phase 0 ran anyway
-    incumbent, fine_bound = _phase_zero(fine, computed, t0 + options.time_limit_s, say, unit)
+    incumbent, fine_bound, heft_s = _phase_zero(fine, computed, t0 + options.time_limit_s, say, unit)
     phases = [PhaseLog(str(incumbent.method), incumbent.makespan_tick, time.monotonic() - t0)]
     decomposition = None
     phase1_s = options.time_limit_s - (time.monotonic() - t0)  # phase 0 counts against the budget too
-    if options.decomposition_share > 0 and fine.num_tasks > 1 and phase1_s <= 0:
-        say("decomposition skipped for time: phase 0 used the whole budget")
+    if options.decomposition_share > 0 and fine.num_tasks > 1 and phase1_s < DECOMPOSITION_COST * heft_s:
+        # its work per segment (a list schedule, a bound, a validation) and the stitch take about that long
+        # before any solver runs, and cannot be stopped
+        say(f"decomposition skipped for time ({max(0.0, phase1_s):.1f}s left, about {DECOMPOSITION_COST * heft_s:.1f}s "
+            f"needed before any segment is solved)")
     elif options.decomposition_share > 0 and fine.num_tasks > 1:
         t1 = time.monotonic()
         share = options.decomposition_share
@@ -352,8 +363,9 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
 
 
 def _phase_zero(fine: SchedulingInstance, computed: dict[str, int], deadline: float, say: ProgressFn,
-                unit: Callable[[int], str]) -> tuple[Plan, int]:
-    """Phase 0 (module docstring) within `deadline` (time.monotonic()): (the incumbent, the op-graph bound).
+                unit: Callable[[int], str]) -> tuple[Plan, int, float]:
+    """Phase 0 (module docstring) within `deadline` (time.monotonic()): (the incumbent, the op-graph bound, HEFT's
+    seconds: the unit the planner estimates its other unstoppable steps in).
 
     The list schedules come first (`_best_list_schedule`: HEFT always, the others while time is left), then the
     communication-aware bound, started only when the time left is at least COMM_BOUND_COST x HEFT's seconds (it
@@ -374,7 +386,7 @@ def _phase_zero(fine: SchedulingInstance, computed: dict[str, int], deadline: fl
     say(f"list scheduling: {incumbent.method} {unit(incumbent.makespan_tick)} (the incumbent); op-graph bound "
         f"{unit(fine_bound)} (critical path {unit(fine.critical_path_tick())}, work / speed "
         f"{unit(fine.work_bound_tick())}{with_transfers})")
-    return incumbent, fine_bound
+    return incumbent, fine_bound, seconds[0]
 
 
 def _best_list_schedule(fine: SchedulingInstance, computed: dict[str, int] | None = None, *,
