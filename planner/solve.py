@@ -7,8 +7,9 @@ The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` m
                (`planner.heuristics.comm_bound`: heads and tails that count the transfers joins and forks cannot
                avoid, and an energy bound over the windows they leave; never below the trivial bound).  Phase 0
                counts against the time limit: HEFT (or the memory-aware fallback) always runs, the other list
-               schedulers and then the bound only while time is left (`_phase_zero`); the decomposition, whose work
-               before its solver cannot be stopped either, starts only when its estimated cost is left.
+               schedulers only while time is left (`_phase_zero`).  Steps that cannot be stopped start only when
+               their cost, estimated in list schedules, is left: the decomposition's work before its solver, then
+               the bound (computed after phase 1, whose bound adds up the same bound over segments).
     phase 1, decomposition (`planner.decompose`): cut the op graph at its bottlenecks (ops that every other op
                precedes or follows: a layer's residual add, a module's concat); solve each segment's placement
                model at op level (CP-SAT, time shared by size, identical segments once; each warm-started from the
@@ -122,12 +123,12 @@ ONE_SEGMENT_TASKS = 150  # above this, a graph without bottlenecks gets only ONE
 ONE_SEGMENT_SHARE = 0.15
 ITERATED_SHARE = 0.7  # of the time left before LNS, what the iterated list scheduler gets
 LINEAR_SHARE = 0.25  # of the time left after phase 1, what the linear rounds get on a graph with bottlenecks
-# Steps that cannot be stopped start only when the time left is at least their cost estimated in HEFT's seconds
-# (measured at 10k-100k ops, HEFT's first run including the instance's cached adjacency): the communication-aware
-# bound 4-6x, the decomposition's work before its solver (per-segment list schedules, bounds and validations, the
-# stitch) about 2.5x on the 100k-op stacked MoE.
-COMM_BOUND_COST = 6
-DECOMPOSITION_COST = 3
+# Steps that cannot be stopped start only when the time left is at least their cost estimated in list schedules
+# (the fastest of phase 0's runs; measured at 10k-100k ops on stacked MoEs and layered DAGs): the
+# communication-aware bound 4-9x, the decomposition's work before its solver (per-segment list schedules, bounds
+# and validations, the stitch) about 5x on the 100k-op stacked MoE.
+COMM_BOUND_COST = 8
+DECOMPOSITION_COST = 5
 # Above this many ops the parallelism-keeping merge (planner/coarsen/bounded.py; ~3 s per 10k ops measured) leaves
 # thousands of clusters (14,054 on a 100k-op stacked MoE), far above what a round solves: the phase is skipped.
 LINEAR_MAX_OPS = 20_000
@@ -251,19 +252,23 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
     get_backend(options.backend)  # an unknown or missing backend is the user's error, raised before the search
     unit = tick_formatter(fine)
     computed: dict[str, int] = {}  # baselines phase 0 ran anyway
-    incumbent, fine_bound, heft_s = _phase_zero(fine, computed, t0 + options.time_limit_s, say, unit)
+    deadline = t0 + options.time_limit_s  # phase 0 counts against the budget too
+    incumbent, list_s = _phase_zero(fine, computed, deadline, say, unit)
+    fine_bound = fine.trivial_lower_bound_tick()
     phases = [PhaseLog(str(incumbent.method), incumbent.makespan_tick, time.monotonic() - t0)]
     decomposition = None
-    phase1_s = options.time_limit_s - (time.monotonic() - t0)  # phase 0 counts against the budget too
-    if options.decomposition_share > 0 and fine.num_tasks > 1 and phase1_s < DECOMPOSITION_COST * heft_s:
-        # its work per segment (a list schedule, a bound, a validation) and the stitch take about that long
-        # before any solver runs, and cannot be stopped
-        say(f"decomposition skipped for time ({max(0.0, phase1_s):.1f}s left, about {DECOMPOSITION_COST * heft_s:.1f}s "
-            f"needed before any segment is solved)")
+    phase1_s = deadline - time.monotonic()
+    # the decomposition's work before any solver runs (per segment a list schedule, a bound, a validation; the
+    # stitch) cannot be stopped; on one segment it includes the whole graph's communication-aware bound
+    one_segment = fine.num_tasks > ONE_SEGMENT_TASKS and len(segments(fine)) == 1
+    decomposition_s = (DECOMPOSITION_COST + (COMM_BOUND_COST if one_segment else 0)) * list_s
+    if options.decomposition_share > 0 and fine.num_tasks > 1 and phase1_s < decomposition_s:
+        say(f"decomposition skipped for time ({max(0.0, phase1_s):.1f}s left, about {decomposition_s:.1f}s needed "
+            f"before any segment is solved)")
     elif options.decomposition_share > 0 and fine.num_tasks > 1:
         t1 = time.monotonic()
         share = options.decomposition_share
-        if fine.num_tasks > ONE_SEGMENT_TASKS and len(segments(fine)) == 1:
+        if one_segment:
             share = min(share, ONE_SEGMENT_SHARE)  # one large segment: a bound, rarely a plan; LNS gets the time
         decomposition = _guarded("decomposition", say, lambda: decompose_and_solve(
             fine, time_limit_s=min(share * options.time_limit_s, phase1_s), backend=options.backend,
@@ -278,6 +283,7 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                 f"op-level bound {unit(fine_bound)}, stitched plan "
                 f"{unit(stitched.makespan_tick) if stitched is not None else 'none'}; incumbent "
                 f"{unit(incumbent.makespan_tick)}; {decomposition.seconds:.1f}s")
+    fine_bound = max(fine_bound, _comm_bound_in_time(fine, deadline, list_s, say, unit))
     best: ClusterSolution | None = None  # the cluster plan behind the incumbent, when a round found it
     rounds: list[RoundLog] = []
     if incumbent.makespan_tick <= fine_bound:
@@ -363,30 +369,33 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
 
 
 def _phase_zero(fine: SchedulingInstance, computed: dict[str, int], deadline: float, say: ProgressFn,
-                unit: Callable[[int], str]) -> tuple[Plan, int, float]:
-    """Phase 0 (module docstring) within `deadline` (time.monotonic()): (the incumbent, the op-graph bound, HEFT's
-    seconds: the unit the planner estimates its other unstoppable steps in).
-
-    The list schedules come first (`_best_list_schedule`: HEFT always, the others while time is left), then the
-    communication-aware bound, started only when the time left is at least COMM_BOUND_COST x HEFT's seconds (it
-    cannot be stopped once started; it cost 4-6x HEFT on 10k-100k-op stacked MoEs and layered DAGs); else the bound
-    is the trivial one (critical path, work / speed) and the progress says so."""
+                unit: Callable[[int], str]) -> tuple[Plan, float]:
+    """Phase 0's list schedules (module docstring; `_best_list_schedule`: HEFT always, the others while time is
+    left before `deadline`, time.monotonic()): (the incumbent, the fastest run's seconds: the unit the planner
+    estimates its unstoppable steps in; the fastest, since the first run also pays one-off costs such as imports
+    and the instance's cached adjacency, seconds on a loaded machine even for a tiny graph)."""
     seconds: list[float] = []
     incumbent = _best_list_schedule(fine, computed, deadline=deadline, progress=say, seconds=seconds)
-    fine_bound = fine.trivial_lower_bound_tick()
+    say(f"list scheduling: {incumbent.method} {unit(incumbent.makespan_tick)} (the incumbent); trivial bound "
+        f"{unit(fine.trivial_lower_bound_tick())} (critical path {unit(fine.critical_path_tick())}, work / speed "
+        f"{unit(fine.work_bound_tick())})")
+    return incumbent, min(seconds)
+
+
+def _comm_bound_in_time(fine: SchedulingInstance, deadline: float, list_s: float, say: ProgressFn,
+                        unit: Callable[[int], str]) -> int:
+    """The communication-aware bound of the op graph, or 0 when the time left before `deadline` is under
+    COMM_BOUND_COST x `list_s` (a list schedule's seconds; the bound cannot be stopped once started).  It runs after
+    the decomposition, which adds up the same bound over segments (on one segment: the same graph), so when time
+    is short the stronger bound of the two is the one kept."""
     left_s = deadline - time.monotonic()
-    if left_s >= COMM_BOUND_COST * seconds[0]:
-        fine_bound = max(fine_bound, _guarded("communication-aware bound", say,
-                                              lambda: comm_lower_bound_tick(fine)) or 0)
-        with_transfers = f", with transfers {unit(fine_bound)}"
-    else:
-        with_transfers = ""
+    if left_s < COMM_BOUND_COST * list_s:
         say(f"communication-aware bound skipped for time ({max(0.0, left_s):.1f}s left, about "
-            f"{COMM_BOUND_COST * seconds[0]:.1f}s needed)")
-    say(f"list scheduling: {incumbent.method} {unit(incumbent.makespan_tick)} (the incumbent); op-graph bound "
-        f"{unit(fine_bound)} (critical path {unit(fine.critical_path_tick())}, work / speed "
-        f"{unit(fine.work_bound_tick())}{with_transfers})")
-    return incumbent, fine_bound, seconds[0]
+            f"{COMM_BOUND_COST * list_s:.1f}s needed)")
+        return 0
+    bound = _guarded("communication-aware bound", say, lambda: comm_lower_bound_tick(fine)) or 0
+    say(f"communication-aware bound {unit(bound)}")
+    return bound
 
 
 def _best_list_schedule(fine: SchedulingInstance, computed: dict[str, int] | None = None, *,
