@@ -129,6 +129,7 @@ LINEAR_SHARE = 0.25  # of the time left after phase 1, what the linear rounds ge
 # and validations, the stitch) about 5x on the 100k-op stacked MoE.
 COMM_BOUND_COST = 8
 DECOMPOSITION_COST = 5
+CLUSTER_RUNS_COST = 8  # `respecting_clusters` on the incumbent (phase 2b), 7-9 s against a ~1 s list schedule
 # Above this many ops the parallelism-keeping merge (planner/coarsen/bounded.py; ~3 s per 10k ops measured) leaves
 # thousands of clusters (14,054 on a 100k-op stacked MoE), far above what a round solves: the phase is skipped.
 LINEAR_MAX_OPS = 20_000
@@ -308,8 +309,13 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                 "linear cluster rounds", say,
                 lambda: _linear_rounds(fine, start, options, time.monotonic() + budget, say, unit)))
         start = incumbent
-        adopt("cluster round", _guarded("cluster rounds", say,
-                                        lambda: _cluster_rounds(fine, start, options, t0, say, unit)))
+        runs_s = CLUSTER_RUNS_COST * list_s  # finding the incumbent's runs cannot be stopped (7-9 s at 100k ops)
+        if deadline - time.monotonic() < runs_s:
+            say(f"cluster rounds skipped for time ({max(0.0, deadline - time.monotonic()):.1f}s left, about "
+                f"{runs_s:.1f}s needed to find the incumbent's runs)")
+        else:
+            adopt("cluster round", _guarded("cluster rounds", say,
+                                            lambda: _cluster_rounds(fine, start, options, t0, say, unit)))
         left = options.time_limit_s - (time.monotonic() - t0)
         if incumbent.makespan_tick > fine_bound and left > 0.5 and fine.num_tasks > 1:
             start = incumbent

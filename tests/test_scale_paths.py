@@ -49,12 +49,15 @@ def test_no_time_left_skips_the_bound_and_the_decomposition_but_plans(monkeypatc
     # every unstoppable step is estimated far above any budget: phase 0 keeps HEFT, the rest is skipped for time
     monkeypatch.setattr(solve_module, "COMM_BOUND_COST", 1e9)
     monkeypatch.setattr(solve_module, "DECOMPOSITION_COST", 1e9)
+    monkeypatch.setattr(solve_module, "CLUSTER_RUNS_COST", 1e9)
     said: list[str] = []
     out = plan_instance(inst, SolveOptions(time_limit_s=2.0), progress=said.append)
     check_plan_valid(inst, out.op_plan)
     assert any("communication-aware bound skipped for time" in s for s in said)
     assert any("decomposition skipped for time" in s for s in said)
     assert out.decomposition is None
+    assert any("cluster rounds skipped for time" in s for s in said) or any("meets the lower bound" in s for s in said)
+    assert not out.rounds
     assert out.lower_bound_tick >= inst.trivial_lower_bound_tick()
 
 
