@@ -130,6 +130,7 @@ LINEAR_SHARE = 0.25  # of the time left after phase 1, what the linear rounds ge
 COMM_BOUND_COST = 8
 DECOMPOSITION_COST = 5
 CLUSTER_RUNS_COST = 8  # `respecting_clusters` on the incumbent (phase 2b), 7-9 s against a ~1 s list schedule
+ITERATED_START_COST = 5  # phase 3a's priorities and first decodes of its four starts: 10 s at 100k ops
 # Above this many ops the parallelism-keeping merge (planner/coarsen/bounded.py; ~3 s per 10k ops measured) leaves
 # thousands of clusters (14,054 on a 100k-op stacked MoE), far above what a round solves: the phase is skipped.
 LINEAR_MAX_OPS = 20_000
@@ -317,7 +318,10 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
             adopt("cluster round", _guarded("cluster rounds", say,
                                             lambda: _cluster_rounds(fine, start, options, t0, say, unit)))
         left = options.time_limit_s - (time.monotonic() - t0)
-        if incumbent.makespan_tick > fine_bound and left > 0.5 and fine.num_tasks > 1:
+        if incumbent.makespan_tick > fine_bound and 0.5 < left < ITERATED_START_COST * list_s:
+            say(f"iterated list scheduling skipped for time ({left:.1f}s left, about "
+                f"{ITERATED_START_COST * list_s:.1f}s needed to decode its starts)")
+        elif incumbent.makespan_tick > fine_bound and left > 0.5 and fine.num_tasks > 1:
             start = incumbent
             budget = ITERATED_SHARE * left
             searched_list = _guarded("iterated list scheduling", say, lambda: iterated_list_schedule(
