@@ -38,7 +38,8 @@ from planner.report_format import print_clustering, print_inspect_table, print_p
 from planner.schedule.atomic import atomic_write_text
 from planner.schedule.plan import Plan, PlanStatus
 from planner.schedule.plan_io import load_plan, save_plan
-from planner.schedule.simulate import retime_plan, simulate_plan
+from planner.schedule.simulate import plan_orders, replayed_plan, retime_plan, simulate_plan
+from planner.schedule.timeline import Timeline
 from planner.schedule.trace import write_chrome_trace
 from planner.schedule.validate import check_plan
 from planner.solve import DEFAULT_CLUSTERS, Method, SolveOptions, plan_instance
@@ -176,6 +177,11 @@ def plan_in_user_ids(outcome) -> Plan:
     op graph (`outcome.op_plan`, validated on the op graph, same makespan and bound) is what the user reads, with
     the clusters recorded beside it (`Plan.clusters`).
     """
+    return _in_user_ids(outcome)[0]
+
+
+def _in_user_ids(outcome) -> tuple[Plan, Timeline]:
+    """`plan_in_user_ids` and its replay on the op graph (`simulate_plan`: the times every other output shows)."""
     saved = outcome.saved_plan()
     plan = saved
     if saved.task_ops:
@@ -184,26 +190,35 @@ def plan_in_user_ids(outcome) -> Plan:
     return _as_early_as_possible(plan, outcome.fine)
 
 
-def _as_early_as_possible(plan: Plan, fine) -> Plan:
+def _as_early_as_possible(plan: Plan, fine) -> tuple[Plan, Timeline]:
     """The plan with each op started as early as its device order and inputs allow, when that is shorter and still
     fits memory.  Cluster members expanded back to back can often start earlier; replaying the plan (the Gantt
-    chart, plan-simulate) does exactly that, so the file states the times every other output will show."""
-    tight = retime_plan(plan, fine)
+    chart, plan-simulate) does exactly that, so the file states the times every other output will show.
+
+    Also returns the returned plan's replay.  The replay that retimes the plan is that replay whenever the
+    returned plan orders each device's ops the same way (always when the plan is kept; checked when the retimed
+    one is returned: ops of no length at one tick may sort differently), so at 100k ops one replay (~2 s) is saved."""
+    orders = plan_orders(fine, plan)
+    timeline = simulate_plan(fine, plan)
+    tight = replayed_plan(plan, fine, timeline)
     if tight.makespan_tick >= plan.makespan_tick or check_plan(fine, tight)[0]:
-        return plan
+        return plan, timeline
     bound = min(plan.lower_bound_tick, tight.makespan_tick)
     status = PlanStatus.OPTIMAL if bound >= tight.makespan_tick else plan.status
-    return dataclasses.replace(plan, placements=tight.placements, makespan_tick=tight.makespan_tick,
-                               lower_bound_tick=bound, status=status)
+    retimed = dataclasses.replace(plan, placements=tight.placements, makespan_tick=tight.makespan_tick,
+                                  lower_bound_tick=bound, status=status)
+    if plan_orders(fine, retimed) != orders:
+        timeline = simulate_plan(fine, retimed)
+    return retimed, timeline
 
 
 def _write_outputs(outcome, plan_path: Path, *, pictures: bool, provenance: dict) -> dict:
     """Save the plan (atomically) and, next to it, the Gantt PNG and the Chrome trace of the op-level timeline."""
-    plan = dataclasses.replace(plan_in_user_ids(outcome), **provenance)
+    placed, timeline = _in_user_ids(outcome)  # the timeline: the saved plan, replayed (the times the file states)
+    plan = dataclasses.replace(placed, **provenance)
     plan_path.parent.mkdir(parents=True, exist_ok=True)
     save_plan(plan, plan_path)
     written = {"plan": str(plan_path)}
-    timeline = simulate_plan(outcome.fine, plan)  # the saved plan, replayed: the times the file states
     if pictures:
         stem = plan_path.with_suffix("")
         gantt = plot_gantt(timeline, f"{stem}.gantt.png", title=f"{plan.instance_name}: {plan.method}")

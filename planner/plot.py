@@ -111,11 +111,13 @@ def gantt_figure(
         mem_ax = None
 
     # colours by group, in order of first appearance (by start time)
-    ordered = sorted(timeline.placements, key=lambda p: (p.start_tick, p.device))
+    placements = timeline.placements
+    group_of = [group(p.task) for p in placements]  # once per task: 100k names take seconds
+    ordered = sorted(range(len(placements)), key=lambda i: (placements[i].start_tick, placements[i].device))
     groups: dict[str, str | tuple[float, float, float, float]] = {}  # a named colour or an RGBA from the colormap
     cmap = colormaps["tab20"]
-    for p in ordered:
-        g = group(p.task)
+    for i in ordered:
+        g = group_of[i]
         if g not in groups:
             groups[g] = _KIND_COLORS.get(g) or cmap(len(groups) % 20)
 
@@ -125,19 +127,29 @@ def gantt_figure(
     axes_w_px = width_in * dpi * 0.8
     px_per_unit = axes_w_px / max(x1 - x0, 1e-12)
 
-    # one bar collection per device and colour, not per group: a stacked model has thousands of groups that share
-    # 20 colours, and each broken_barh call rescales the axes (3,206 calls took 14 s on a 100k-op plan)
-    bars: dict[tuple[int, str | tuple[float, float, float, float]], list[tuple[float, float]]] = defaultdict(list)
-    for p in timeline.placements:
-        bars[(p.device, groups[group(p.task)])].append((p.start_tick * scale, (p.end_tick - p.start_tick) * scale))
-    for (d, colour), spans in bars.items():
-        nonzero = [s for s in spans if s[1] > 0]
-        if nonzero:
-            ax.broken_barh(nonzero, (d - 0.38, 0.6), facecolors=colour, edgecolors="white", linewidth=0.4)
-        for s, w in spans:
-            if w == 0:
-                ax.plot([s, s], [d - 0.38, d + 0.22], color=colour, linewidth=1.0)
-    for p in timeline.placements:
+    # one bar collection per device, each bar with its group's colour: a stacked model has thousands of groups, and
+    # each broken_barh call rescales the axes (3,206 calls took 14 s on a 100k-op plan; one per device and colour,
+    # 84 calls, still 2-3 s).  With more bars than pixels across (`dense`), no bar can be seen alone and white edges
+    # would wash the rows out: bars of one colour less than a pixel apart are drawn as one, without edges.
+    dense = len(placements) > axes_w_px
+    merge_gap = 1.0 / px_per_unit if dense else -1.0
+    spans: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    colours: dict[int, list[str | tuple[float, float, float, float]]] = defaultdict(list)
+    marks: list[tuple[float, int, str | tuple[float, float, float, float]]] = []  # zero-length tasks: tick marks
+    for p, g in zip(placements, group_of):
+        if p.end_tick > p.start_tick:
+            spans[p.device].append((p.start_tick * scale, (p.end_tick - p.start_tick) * scale))
+            colours[p.device].append(groups[g])
+        else:
+            marks.append((p.start_tick * scale, p.device, groups[g]))
+    for d, row in spans.items():
+        row, row_colours = _merged(row, colours[d], merge_gap) if dense else (row, colours[d])
+        ax.broken_barh(row, (d - 0.38, 0.6), facecolors=row_colours, edgecolors="none" if dense else "white",
+                       linewidth=0.4)
+    if marks:
+        ax.vlines([x for x, _, _ in marks], [d - 0.38 for _, d, _ in marks], [d + 0.22 for _, d, _ in marks],
+                  colors=[c for _, _, c in marks], linewidth=1.0)
+    for p in placements:
         w = (p.end_tick - p.start_tick) * scale
         if w * px_per_unit >= 6.5 * len(p.task) + 4:
             ax.text((p.start_tick * scale) + w / 2, p.device - 0.08, p.task, ha="center", va="center",
@@ -147,8 +159,10 @@ def gantt_figure(
         comm: dict[int, list[tuple[float, float]]] = defaultdict(list)
         for x in timeline.transfers:
             comm[x.src_device].append((x.start_tick * scale, max((x.end_tick - x.start_tick) * scale, 0.0)))
-        for d, spans in comm.items():
-            ax.broken_barh(spans, (d + 0.26, 0.1), facecolors="0.45", edgecolors="none", alpha=0.8)
+        for d, comm_spans in comm.items():
+            if dense:
+                comm_spans = _merged(sorted(comm_spans), ["0.45"] * len(comm_spans), merge_gap)[0]
+            ax.broken_barh(comm_spans, (d + 0.26, 0.1), facecolors="0.45", edgecolors="none", alpha=0.8)
         if len(timeline.transfers) <= max_arrows:
             for x in timeline.transfers:
                 ax.annotate("", xy=(x.end_tick * scale, x.dst_device - 0.38),
@@ -177,6 +191,23 @@ def gantt_figure(
     else:
         _plot_memory(mem_ax, timeline, scale, unit, x1, (bytes_per_unit, memory_label))
     return fig
+
+
+def _merged(spans: list[tuple[float, float]], colours: list, gap: float) -> tuple[list[tuple[float, float]], list]:
+    """(start, width) bars in start order with their colours -> the same bars with each run of one colour whose
+    next bar starts less than `gap` after the run's end drawn as one bar."""
+    out: list[tuple[float, float]] = []
+    out_colours: list = []
+    end = 0.0
+    for (x, w), c in sorted(zip(spans, colours), key=lambda item: item[0][0]):
+        if out and c == out_colours[-1] and x - end < gap:
+            end = max(end, x + w)
+            out[-1] = (out[-1][0], end - out[-1][0])
+        else:
+            out.append((x, w))
+            out_colours.append(c)
+            end = x + w
+    return out, out_colours
 
 
 def plot_gantt(timeline: Timeline, path: str | os.PathLike[str], *, dpi: int = 120, **options) -> Path:

@@ -5,7 +5,11 @@ The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` m
     phase 0, list scheduling: the shortest of HEFT, HEFT with CPoP's priority (upward + downward rank) and PEFT
                (`planner.heuristics.peft`).  The op-level bound starts at the communication-aware bound
                (`planner.heuristics.comm_bound`: heads and tails that count the transfers joins and forks cannot
-               avoid, and an energy bound over the windows they leave; never below the trivial bound).
+               avoid, and an energy bound over the windows they leave; never below the trivial bound).  Phase 0
+               counts against the time limit: HEFT (or the memory-aware fallback) always runs, the other list
+               schedulers only while time is left (`_phase_zero`).  Steps that cannot be stopped start only when
+               their cost, estimated in list schedules, is left: the decomposition's work before its solver, then
+               the bound (computed after phase 1, whose bound adds up the same bound over segments).
     phase 1, decomposition (`planner.decompose`): cut the op graph at its bottlenecks (ops that every other op
                precedes or follows: a layer's residual add, a module's concat); solve each segment's placement
                model at op level (CP-SAT, time shared by size, identical segments once; each warm-started from the
@@ -74,7 +78,7 @@ from planner.errors import InfeasibleError, OpplanError
 from planner.heuristics.baselines import round_robin, single_device
 from planner.heuristics.comm_bound import comm_lower_bound_tick
 from planner.heuristics.iterated import classic_starts, iterated_list_schedule, order_start
-from planner.heuristics.list_schedule import Rank, heft
+from planner.heuristics.list_schedule import Rank, heft, upward_rank
 from planner.heuristics.memory_list import memory_list
 from planner.heuristics.peft import peft
 from planner.ir.units import format_time
@@ -119,6 +123,14 @@ ONE_SEGMENT_TASKS = 150  # above this, a graph without bottlenecks gets only ONE
 ONE_SEGMENT_SHARE = 0.15
 ITERATED_SHARE = 0.7  # of the time left before LNS, what the iterated list scheduler gets
 LINEAR_SHARE = 0.25  # of the time left after phase 1, what the linear rounds get on a graph with bottlenecks
+# Steps that cannot be stopped start only when the time left is at least their cost estimated in list schedules
+# (the fastest of phase 0's runs; measured at 10k-100k ops on stacked MoEs and layered DAGs): the
+# communication-aware bound 4-9x, the decomposition's work before its solver (per-segment list schedules, bounds
+# and validations, the stitch) about 5x on the 100k-op stacked MoE.
+COMM_BOUND_COST = 8
+DECOMPOSITION_COST = 5
+CLUSTER_RUNS_COST = 8  # `respecting_clusters` on the incumbent (phase 2b), 7-9 s against a ~1 s list schedule
+ITERATED_START_COST = 5  # phase 3a's priorities and first decodes of its four starts: 10 s at 100k ops
 # Above this many ops the parallelism-keeping merge (planner/coarsen/bounded.py; ~3 s per 10k ops measured) leaves
 # thousands of clusters (14,054 on a 100k-op stacked MoE), far above what a round solves: the phase is skipped.
 LINEAR_MAX_OPS = 20_000
@@ -241,22 +253,27 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                        baselines=baseline_makespans(fine))
     get_backend(options.backend)  # an unknown or missing backend is the user's error, raised before the search
     unit = tick_formatter(fine)
-    fine_bound = _guarded("communication-aware bound", say, lambda: comm_lower_bound_tick(fine)) or 0
-    fine_bound = max(fine_bound, fine.trivial_lower_bound_tick())
     computed: dict[str, int] = {}  # baselines phase 0 ran anyway
-    incumbent = _best_list_schedule(fine, computed)
+    deadline = t0 + options.time_limit_s  # phase 0 counts against the budget too
+    incumbent, list_s = _phase_zero(fine, computed, deadline, say, unit)
+    fine_bound = fine.trivial_lower_bound_tick()
     phases = [PhaseLog(str(incumbent.method), incumbent.makespan_tick, time.monotonic() - t0)]
-    say(f"list scheduling: {incumbent.method} {unit(incumbent.makespan_tick)} (the incumbent); op-graph bound "
-        f"{unit(fine_bound)} (critical path {unit(fine.critical_path_tick())}, work / speed "
-        f"{unit(fine.work_bound_tick())}, with transfers {unit(fine_bound)})")
     decomposition = None
-    if options.decomposition_share > 0 and fine.num_tasks > 1:
+    phase1_s = deadline - time.monotonic()
+    # the decomposition's work before any solver runs (per segment a list schedule, a bound, a validation; the
+    # stitch) cannot be stopped; on one segment it includes the whole graph's communication-aware bound
+    one_segment = fine.num_tasks > ONE_SEGMENT_TASKS and len(segments(fine)) == 1
+    decomposition_s = (DECOMPOSITION_COST + (COMM_BOUND_COST if one_segment else 0)) * list_s
+    if options.decomposition_share > 0 and fine.num_tasks > 1 and phase1_s < decomposition_s:
+        say(f"decomposition skipped for time ({max(0.0, phase1_s):.1f}s left, about {decomposition_s:.1f}s needed "
+            f"before any segment is solved)")
+    elif options.decomposition_share > 0 and fine.num_tasks > 1:
         t1 = time.monotonic()
         share = options.decomposition_share
-        if fine.num_tasks > ONE_SEGMENT_TASKS and len(segments(fine)) == 1:
+        if one_segment:
             share = min(share, ONE_SEGMENT_SHARE)  # one large segment: a bound, rarely a plan; LNS gets the time
         decomposition = _guarded("decomposition", say, lambda: decompose_and_solve(
-            fine, time_limit_s=share * options.time_limit_s, backend=options.backend,
+            fine, time_limit_s=min(share * options.time_limit_s, phase1_s), backend=options.backend,
             threads=options.threads, seed=options.seed, progress=say, incumbent=incumbent))
         if decomposition is not None:
             fine_bound = max(fine_bound, min(decomposition.bound_tick, incumbent.makespan_tick))
@@ -268,6 +285,7 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                 f"op-level bound {unit(fine_bound)}, stitched plan "
                 f"{unit(stitched.makespan_tick) if stitched is not None else 'none'}; incumbent "
                 f"{unit(incumbent.makespan_tick)}; {decomposition.seconds:.1f}s")
+    fine_bound = max(fine_bound, _comm_bound_in_time(fine, deadline, list_s, say, unit))
     best: ClusterSolution | None = None  # the cluster plan behind the incumbent, when a round found it
     rounds: list[RoundLog] = []
     if incumbent.makespan_tick <= fine_bound:
@@ -292,10 +310,18 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                 "linear cluster rounds", say,
                 lambda: _linear_rounds(fine, start, options, time.monotonic() + budget, say, unit)))
         start = incumbent
-        adopt("cluster round", _guarded("cluster rounds", say,
-                                        lambda: _cluster_rounds(fine, start, options, t0, say, unit)))
+        runs_s = CLUSTER_RUNS_COST * list_s  # finding the incumbent's runs cannot be stopped (7-9 s at 100k ops)
+        if deadline - time.monotonic() < runs_s:
+            say(f"cluster rounds skipped for time ({max(0.0, deadline - time.monotonic()):.1f}s left, about "
+                f"{runs_s:.1f}s needed to find the incumbent's runs)")
+        else:
+            adopt("cluster round", _guarded("cluster rounds", say,
+                                            lambda: _cluster_rounds(fine, start, options, t0, say, unit)))
         left = options.time_limit_s - (time.monotonic() - t0)
-        if incumbent.makespan_tick > fine_bound and left > 0.5 and fine.num_tasks > 1:
+        if incumbent.makespan_tick > fine_bound and 0.5 < left < ITERATED_START_COST * list_s:
+            say(f"iterated list scheduling skipped for time ({left:.1f}s left, about "
+                f"{ITERATED_START_COST * list_s:.1f}s needed to decode its starts)")
+        elif incumbent.makespan_tick > fine_bound and left > 0.5 and fine.num_tasks > 1:
             start = incumbent
             budget = ITERATED_SHARE * left
             searched_list = _guarded("iterated list scheduling", say, lambda: iterated_list_schedule(
@@ -352,34 +378,90 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                    decomposition=decomposition, phases=tuple(phases))
 
 
-def _best_list_schedule(fine: SchedulingInstance, computed: dict[str, int] | None = None) -> Plan:
+def _phase_zero(fine: SchedulingInstance, computed: dict[str, int], deadline: float, say: ProgressFn,
+                unit: Callable[[int], str]) -> tuple[Plan, float]:
+    """Phase 0's list schedules (module docstring; `_best_list_schedule`: HEFT always, the others while time is
+    left before `deadline`, time.monotonic()): (the incumbent, the fastest run's seconds: the unit the planner
+    estimates its unstoppable steps in; the fastest, since the first run also pays one-off costs such as imports
+    and the instance's cached adjacency, seconds on a loaded machine even for a tiny graph)."""
+    seconds: list[float] = []
+    incumbent = _best_list_schedule(fine, computed, deadline=deadline, progress=say, seconds=seconds)
+    say(f"list scheduling: {incumbent.method} {unit(incumbent.makespan_tick)} (the incumbent); trivial bound "
+        f"{unit(fine.trivial_lower_bound_tick())} (critical path {unit(fine.critical_path_tick())}, work / speed "
+        f"{unit(fine.work_bound_tick())})")
+    return incumbent, min(seconds)
+
+
+def _comm_bound_in_time(fine: SchedulingInstance, deadline: float, list_s: float, say: ProgressFn,
+                        unit: Callable[[int], str]) -> int:
+    """The communication-aware bound of the op graph, or 0 when the time left before `deadline` is under
+    COMM_BOUND_COST x `list_s` (a list schedule's seconds; the bound cannot be stopped once started).  It runs after
+    the decomposition, which adds up the same bound over segments (on one segment: the same graph), so when time
+    is short the stronger bound of the two is the one kept."""
+    left_s = deadline - time.monotonic()
+    if left_s < COMM_BOUND_COST * list_s:
+        say(f"communication-aware bound skipped for time ({max(0.0, left_s):.1f}s left, about "
+            f"{COMM_BOUND_COST * list_s:.1f}s needed)")
+        return 0
+    bound = _guarded("communication-aware bound", say, lambda: comm_lower_bound_tick(fine)) or 0
+    say(f"communication-aware bound {unit(bound)}")
+    return bound
+
+
+def _best_list_schedule(fine: SchedulingInstance, computed: dict[str, int] | None = None, *,
+                        deadline: float | None = None, progress: ProgressFn | None = None,
+                        seconds: list[float] | None = None) -> Plan:
     """The shortest of the classic list schedules on the op graph (HEFT; HEFT with CPoP's priority; PEFT), and the
     memory-aware list schedule (`memory_list`) when none of them fits memory: HEFT fills the fastest device first and
     can run into a dead end under a tight capacity where a plan that keeps room for the parameters to come exists.
     `computed`, when given, receives HEFT's makespan under `Method.HEFT.value` (the baselines reuse it).  When no
-    scheduler finds a plan, HEFT's `InfeasibleError` is raised."""
+    scheduler finds a plan, HEFT's `InfeasibleError` is raised.
+
+    With a `deadline` (time.monotonic()), HEFT (or, when it finds no plan, the memory-aware fallback) always runs;
+    each other scheduler only when the time left is at least what the previous one took (they cost about the same:
+    one pass over the tasks and edges, after the shared ranks and adjacency are computed once, before the first
+    run); `progress` hears which were skipped.  `seconds`, when given, receives each
+    run's seconds in order (HEFT's first)."""
     plans: list[Plan] = []
     heft_error: InfeasibleError | None = None
+    spent = seconds if seconds is not None else []
+    if deadline is not None:
+        # one-off work every list scheduler shares, kept out of the first run's seconds so that they estimate the
+        # next runs: the instance's adjacency and topological order (cached) and HEFT's upward rank (cached per
+        # instance; HEFT/CPoP adds to it).  At 1M ops it took more than half of HEFT's first 41 s.
+        upward_rank(fine)
+    skipped: list[str] = []
+
+    def timed(name: str, run: Callable[[], Plan], *, always: bool = False) -> None:
+        if not always and deadline is not None and spent and time.monotonic() + spent[-1] > deadline:
+            skipped.append(name)
+            return
+        s0 = time.monotonic()
+        try:
+            plans.append(run())
+        finally:
+            spent.append(time.monotonic() - s0)
+
     try:
-        plans.append(heft(fine))
+        timed("heft", lambda: heft(fine), always=True)
         if computed is not None:
             computed[Method.HEFT.value] = plans[0].makespan_tick
     except InfeasibleError as exc:
         heft_error = exc
-    for other in (lambda: heft(fine, rank=Rank.SUM), lambda: peft(fine)):
+    for name, other in (("heft-sum", lambda: heft(fine, rank=Rank.SUM)), ("peft", lambda: peft(fine))):
         try:
-            plans.append(other())
+            timed(name, other)
         except InfeasibleError:
             pass
     if not plans:
         try:
-            plans.append(memory_list(fine))
+            timed("memory-aware list scheduling", lambda: memory_list(fine), always=True)
         except InfeasibleError:
             assert heft_error is not None
             raise heft_error from None
+    if skipped and progress is not None:
+        progress(f"list scheduling: {', '.join(skipped)} skipped for time (each takes about {spent[-1]:.1f}s)")
     return min(plans, key=lambda p: p.makespan_tick)
-
-
 
 
 def _valid(fine: SchedulingInstance, plan: Plan) -> bool:

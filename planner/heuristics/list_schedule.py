@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import time
+import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from enum import Enum
@@ -100,11 +101,20 @@ def mean_comm(instance: SchedulingInstance) -> np.ndarray:
     return instance.comm_tick.astype(np.float64) @ weight
 
 
+# upward ranks per instance (instances are immutable and hashed by identity): phase 0 runs HEFT, HEFT/CPoP and the
+# iterated scheduler's starts on one instance, and each rank costs ~1.4 s at 100k ops; entries go with the instance
+_UPWARD_RANKS: weakref.WeakKeyDictionary[SchedulingInstance, np.ndarray] = weakref.WeakKeyDictionary()
+
+
 def upward_rank(instance: SchedulingInstance) -> np.ndarray:
-    """float64 [n_tasks]: HEFT's upward rank (module docstring): the b-level with mean durations and mean delays."""
+    """float64 [n_tasks]: HEFT's upward rank (module docstring): the b-level with mean durations and mean delays.
+    Computed once per instance; each call returns a fresh copy."""
     from planner.coarsen.levels import b_levels
 
-    return b_levels(instance, mean_duration(instance), mean_comm(instance))
+    rank = _UPWARD_RANKS.get(instance)
+    if rank is None:
+        rank = _UPWARD_RANKS[instance] = b_levels(instance, mean_duration(instance), mean_comm(instance))
+    return rank.copy()
 
 
 def downward_rank(instance: SchedulingInstance) -> np.ndarray:
@@ -234,6 +244,11 @@ def list_schedule(
     def arrivals_on(t: int, d: int) -> list[tuple[int, int, int]]:
         return [(p, dev[p], end[p] + comm_rows[e][lc_rows[dev[p]][d]]) for p, e in preds[t]]
 
+    # The loop below is the scheduler's hot path (100k tasks x devices): `slot` is called only for devices with a
+    # gap ending after the ready time, and under HEFT's policy without the memory tracker only the best candidate is
+    # kept (the same choice as min() over (key, device, ...): devices are visited in increasing order and only a
+    # strictly smaller key wins).
+    pick_best = fast_eft and tracker is None
     for k, t in enumerate(sequence):
         row = dur_rows[t]
         ready = [0] * num_dev
@@ -246,11 +261,26 @@ def list_schedule(
                 if a > ready[d]:
                     ready[d] = a
         cands: list[tuple[float | int, int, int, int]] = []  # (key, device, start, gap)
+        best: tuple[float | int, int, int, int] | None = None
         for d in eligible[t]:
-            st, j = slot(d, ready[d], row[d])
+            ge = gap_e[d]
+            if insertion and ge and ge[-1] > ready[d]:  # else no gap ends after the ready time: append
+                st, j = slot(d, ready[d], row[d])
+            else:
+                st, f = ready[d], free[d]
+                if f > st:
+                    st = f
+                j = -1
+            if pick_best:
+                key = st + row[d]
+                if best is None or key < best[0]:
+                    best = (key, d, st, j)
+                continue
             key = st + row[d] if fast_eft else device_policy(t, k, d, st + row[d])
             if key is not None:
                 cands.append((key, d, st, j))
+        if best is not None:
+            cands.append(best)
         if not cands:
             allowed = ", ".join(instance.device_names[d] for d in eligible[t]) or "none"
             raise InfeasibleError(
@@ -337,8 +367,7 @@ def _memory_fix(instance: SchedulingInstance, t: int) -> str:
 
 def _make_plan(instance: SchedulingInstance, dev: list[int], start: list[int], end: list[int], method: PlanMethod | str,
                elapsed_s: float) -> Plan:
-    names = instance.task_names
-    placements = tuple(TaskPlacement(names[t], dev[t], start[t], end[t]) for t in range(instance.num_tasks))
+    placements = tuple(map(TaskPlacement, instance.task_names, dev, start, end))
     return Plan(
         instance_name=instance.name,
         placements=placements,

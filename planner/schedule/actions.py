@@ -174,6 +174,8 @@ def parse_action(text: str) -> ScheduleAction:
 
 def try_parse_action(text: str) -> ScheduleAction | None:
     """`parse_action`, or None when `text` is not an action string (e.g. an ONNX cluster name)."""
+    if not text.lstrip()[:1].isdigit():  # every action starts with its stage number; op names rarely do, and a
+        return None  # failed parse raises and catches an error (the writers ask this of each of 100k op names)
     try:
         return parse_action(text)
     except ScheduleError:

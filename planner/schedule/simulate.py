@@ -219,6 +219,13 @@ def retime_plan(
     `hardware_sha256`) replaced.
     """
     timeline = simulate_plan(instance, plan, link_contention=link_contention)
+    return replayed_plan(plan, instance, timeline, method=method, **provenance)
+
+
+def replayed_plan(plan: Plan, instance: SchedulingInstance, timeline: Timeline, *,
+                  method: PlanMethod | str | None = None, **provenance) -> Plan:
+    """`retime_plan`'s result from `timeline`, the replay of `plan` on `instance` (`simulate_plan`) the caller has
+    already made (a 100k-op replay takes seconds; the plan writer needs the timeline too)."""
     lb = instance.trivial_lower_bound_tick()
     out = dataclasses.replace(
         plan,
