@@ -15,6 +15,7 @@ from planner.errors import InfeasibleError
 from planner.heuristics.comm_bound import comm_lower_bound_tick
 from planner.heuristics.list_schedule import Rank, heft
 from planner.heuristics.memory_list import memory_list
+from planner.heuristics.memory_pack import packed_plan
 from planner.heuristics.peft import peft
 from planner.solve import SolveOptions, _best_list_schedule, baseline_makespans, plan_instance
 
@@ -90,8 +91,20 @@ def test_phase_zero_raises_heft_error_when_nothing_fits(monkeypatch) -> None:
     monkeypatch.setattr(solve_module, "heft", _infeasible)
     monkeypatch.setattr(solve_module, "peft", _infeasible)
     monkeypatch.setattr(solve_module, "memory_list", lambda *_a, **_k: _infeasible())
+    monkeypatch.setattr(solve_module, "packed_plan", lambda *_a, **_k: _infeasible())
     with pytest.raises(InfeasibleError, match="forced: no plan fits memory"):
         _best_list_schedule(inst)
+
+
+def test_phase_zero_falls_back_to_the_packed_plan(monkeypatch) -> None:
+    # below what the list schedulers fit, the parameters-first packed plan is the last resort before infeasible
+    inst = layered_dag(20, 2, seed=1, comm_ratio=1.0)
+    monkeypatch.setattr(solve_module, "heft", _infeasible)
+    monkeypatch.setattr(solve_module, "peft", _infeasible)
+    monkeypatch.setattr(solve_module, "memory_list", lambda *_a, **_k: _infeasible())
+    plan = _best_list_schedule(inst)
+    check_plan_valid(inst, plan)
+    assert plan.method == packed_plan(inst).method
 
 
 def test_a_phase_that_finds_no_plan_is_skipped_not_fatal(monkeypatch) -> None:
