@@ -25,8 +25,9 @@ on the whole plan.  The window starts at 2 ops per device (within `MIN_WINDOW_OP
 quarter after every `STALE_MOVES` moves in a row that found no shorter plan (up to `MAX_WINDOW_OPS`) and goes back
 to its first size after one that did.  The search stops when the budget is spent, or the plan meets `bound_tick`,
 or (with `stall_moves`, for callers that alternate searches; the planner's phase 3 does not: alternating with the
-iterated list scheduler measured no better on the engine bench) that many moves in a row found no shorter plan.  Moves are drawn from `numpy.random.default_rng(seed)`; with
-CP-SAT's deterministic mode the sequence of moves repeats when the solves do not hit their time limits.
+iterated list scheduler measured no better on the engine bench) that many moves in a row found no shorter plan.
+Moves are drawn from `numpy.random.default_rng(seed)`; with CP-SAT's deterministic mode the sequence of moves
+repeats when the solves do not hit their time limits.
 """
 
 from __future__ import annotations
