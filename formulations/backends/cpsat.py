@@ -190,11 +190,6 @@ class CpSatBuilder(ModelBuilder):
             p.interleave_search = True
             p.interleave_batch_size = min(p.num_workers, 4)
             p.max_deterministic_time = float(params.time_limit_s)
-            if self._hints:
-                # OR-Tools 9.15 aborts the whole process ("Check failed: heuristics.fixed_search != nullptr") on an
-                # infeasible model with a hint under interleaved search; hint repair avoids it (a cluster round
-                # near the least feasible memory hit it: the incumbent's hint and a model no plan fits).
-                p.repair_hint = True
         t0 = time.monotonic()
         cb = _Progress(params, t0)
         solver.best_bound_callback = cb.on_bound
