@@ -244,7 +244,11 @@ def solve_placement(
                      solver=be.name, version=be.version, elapsed=time.monotonic() - t0)
     precheck(instance)
 
-    # Known schedules: the warm start and a list schedule; the valid ones bound the horizon.
+    # Known schedules: the warm start and a list schedule; the valid ones bound the horizon.  Where memory may bind,
+    # only a valid one is given to the solver as a hint: OR-Tools 9.15 aborts the whole process ("Check failed:
+    # heuristics.fixed_search != nullptr") on an infeasible model with a hint under its interleaved (deterministic)
+    # search, and a model where no plan fits memory with an invalid warm start is exactly that (a cluster round on
+    # the Mixtral model at 22.17 GiB).  A valid hint proves the model feasible; without memory the model always is.
     warm = _from_plan(instance, warm_start) if warm_start is not None else None
     listed = critical_path_schedule(instance)
     valid = [s for s in (warm, listed) if s is not None and _valid(instance, s, release_tick)]
@@ -269,7 +273,8 @@ def solve_placement(
                                        tail_tick=tail_tick)
     solved = solve_formulation(formulation, backend=be, time_limit_s=time_limit_s, rel_gap=rel_gap,
                                threads=threads, seed=seed, deterministic=deterministic, progress=progress,
-                               hint=best_known or warm or (listed if release_tick is None else None),
+                               hint=best_known or (None if memory_may_bind(instance) else
+                                                   warm or (listed if release_tick is None else None)),
                                known=best_known,
                                lower_bound_tick=instance.trivial_lower_bound_tick(), started_s=t0)
     return _plan(instance, solved.solution, status=solved.status, lower_bound=solved.lower_bound_tick,

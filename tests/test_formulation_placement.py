@@ -8,6 +8,8 @@ import pytest
 from checks import check_plan_valid
 from instances import make_instance
 
+import formulations.solve_instance as solve_module
+from experiments.layered import layered_dag
 from formulations.backends import available_backends, get_backend
 from formulations.model_api import LinearConstraint, cname, family_of, linear
 from formulations.placement import (
@@ -17,6 +19,8 @@ from formulations.placement import (
 )
 from formulations.solve_instance import solve_placement
 from planner.cost.instance import SchedulingInstance
+from planner.heuristics.list_schedule import heft
+from planner.schedule.validate import check_plan
 
 interchangeable_classes = SchedulingInstance.interchangeable_device_classes  # the one symmetry helper
 
@@ -212,3 +216,33 @@ def test_expressions_and_names() -> None:
     with pytest.raises(ValueError):
         b.add(y <= 4, "cap[k=1]")
     assert b.family_counts() == {"cap": 1}
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("capacity", [6, None])
+def test_an_invalid_warm_start_is_no_hint_where_memory_may_bind(monkeypatch, capacity) -> None:
+    """Where memory may bind, only a valid schedule becomes the solver's hint (OR-Tools 9.15 aborts the process on
+    an infeasible model with a hint under its deterministic search, and an invalid warm start is how such a model
+    arrives); without memory limits any warm start is a hint."""
+    free = layered_dag(24, 2, seed=3, comm_ratio=1.0)
+    inst = free if capacity is None else layered_dag(24, 2, seed=3, comm_ratio=1.0, capacity_bytes=capacity)
+    warm = heft(free)  # ignores memory: too many outputs live at once on a device for the tight capacity
+    seen = {}
+
+    def capture(formulation, **kwargs):
+        seen["hint"] = kwargs["hint"]
+        raise _Stop
+
+    monkeypatch.setattr(solve_module, "solve_formulation", capture)
+    monkeypatch.setattr(solve_module, "critical_path_schedule", lambda _inst: None)  # only the warm start is known
+    with pytest.raises(_Stop):
+        solve_placement(inst, warm_start=warm, time_limit_s=1)
+    if capacity is None:
+        assert seen["hint"] is not None
+    else:
+        violations, _profile = check_plan(inst, warm)
+        assert violations, "the warm start must break memory for this test to mean something"
+        assert seen["hint"] is None
