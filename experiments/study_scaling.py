@@ -251,10 +251,7 @@ def plot_scaling(csv_path: Path, out_dir: Path) -> list[Path]:
     ax.set_ylabel("end to end: build + plan + write (s)")
     ax.set_title("Plan time against graph size (dotted: 60 s and 10 min)")
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    time_png = out_dir / "scaling_time.png"
-    fig.savefig(time_png, dpi=120)
-    plt.close(fig)
+    time_png = _save(fig, out_dir / "scaling_time.png")
 
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for (graph, method), rs in sorted(series.items()):
@@ -266,10 +263,7 @@ def plot_scaling(csv_path: Path, out_dir: Path) -> list[Path]:
     ax.set_ylabel("gap to the lower bound (%)")
     ax.set_title("Plan quality against graph size (gap = (makespan - bound) / makespan)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    quality_png = out_dir / "scaling_quality.png"
-    fig.savefig(quality_png, dpi=120)
-    plt.close(fig)
+    quality_png = _save(fig, out_dir / "scaling_quality.png")
     return [time_png, quality_png]
 
 
@@ -298,11 +292,17 @@ def plot_anytime(csv_path: Path, out_dir: Path) -> Path:
     ax.set_xlabel("time budget (s)")
     ax.set_ylabel("ticks")
     ax.legend(fontsize=8)
+    return _save(fig, out_dir / "anytime.png")
+
+
+def _save(fig, path: Path) -> Path:
+    """Lay out, write (120 dpi) and close one of the study's figures; returns `path`."""
+    import matplotlib.pyplot as plt  # the caller has already chosen the Agg backend
+
     fig.tight_layout()
-    png = out_dir / "anytime.png"
-    fig.savefig(png, dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
-    return png
+    return path
 
 
 def main(quick: bool, out_dir: Path, settings: Settings | None = None) -> list[Path]:

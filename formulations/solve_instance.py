@@ -253,6 +253,7 @@ def solve_placement(
     listed = critical_path_schedule(instance)
     valid = [s for s in (warm, listed) if s is not None and _valid(instance, s, release_tick)]
     best_known = min(valid, key=lambda s: _value(s, tail_tick)) if valid else None
+    binds = memory_may_bind(instance)
     if cumulative_applies(instance, be, objective):  # P|prec|Cmax: start times and one cumulative suffice
         solved = solve_cumulative(instance, backend=be, time_limit_s=time_limit_s, rel_gap=rel_gap, threads=threads,
                                   seed=seed, deterministic=deterministic, progress=progress, known=valid,
@@ -263,7 +264,7 @@ def solve_placement(
     if best_known is not None and objective.makespan_only:
         horizon = _value(best_known, tail_tick)
     else:
-        serial = serial_bound_tick(instance, slowest=bool(memory_may_bind(instance)))
+        serial = serial_bound_tick(instance, slowest=bool(binds))
         serial += max(release_tick, default=0) if release_tick is not None else 0
         horizon = max([serial + max(tail_tick, default=0) if tail_tick is not None else serial]
                       + [_value(s, tail_tick) for s in valid])
@@ -273,7 +274,7 @@ def solve_placement(
                                        tail_tick=tail_tick)
     solved = solve_formulation(formulation, backend=be, time_limit_s=time_limit_s, rel_gap=rel_gap,
                                threads=threads, seed=seed, deterministic=deterministic, progress=progress,
-                               hint=best_known or (None if memory_may_bind(instance) else
+                               hint=best_known or (None if binds else
                                                    warm or (listed if release_tick is None else None)),
                                known=best_known,
                                lower_bound_tick=instance.trivial_lower_bound_tick(), started_s=t0)

@@ -314,7 +314,7 @@ def list_schedule(
             tracker.place(t, d, st, fin, chk, arrivals_on(t, d))
         dev[t], start[t], end[t] = d, st, fin
 
-    return _make_plan(instance, dev, start, end, method, time.perf_counter() - t0)
+    return heuristic_plan(instance, dev, start, end, method, time.perf_counter() - t0)
 
 
 def _choose_with_memory(instance, tracker, t, k, cands, row, free, arrivals_on, device_policy, fast_eft, method):
@@ -365,8 +365,9 @@ def _memory_fix(instance: SchedulingInstance, t: int) -> str:
             f" {bound.reason}")
 
 
-def _make_plan(instance: SchedulingInstance, dev: list[int], start: list[int], end: list[int], method: PlanMethod | str,
-               elapsed_s: float) -> Plan:
+def heuristic_plan(instance: SchedulingInstance, dev: list[int], start: list[int], end: list[int],
+                   method: PlanMethod | str, elapsed_s: float) -> Plan:
+    """A heuristic's plan from per-task device, start and end ticks (status 'heuristic', the trivial bound)."""
     placements = tuple(map(TaskPlacement, instance.task_names, dev, start, end))
     return Plan(
         instance_name=instance.name,

@@ -33,10 +33,11 @@ import numpy as np
 
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.errors import InfeasibleError
+from planner.heuristics.list_schedule import heuristic_plan
 from planner.heuristics.memory import show_bytes
 from planner.heuristics.memory_bound import assignment_capacity_bound, working_set_bytes
 from planner.schedule.memory import memory_intervals, memory_profile
-from planner.schedule.plan import Plan, PlanStatus, TaskPlacement
+from planner.schedule.plan import Plan
 from planner.schedule.validate import check_plan
 
 METHOD = "memory-pack"
@@ -153,7 +154,7 @@ def packed_plan(instance: SchedulingInstance, *, rounds: int = 4) -> Plan:
             peaks = memory_profile(instance, memory_intervals(instance, dev, start, end)).peak_bytes
             excess = [p - c for p, c in zip(peaks, caps, strict=True)]
             if max(excess, default=0) <= 0:
-                plan = _make_plan(instance, dev, start, end, time.perf_counter() - t0)
+                plan = heuristic_plan(instance, dev, start, end, METHOD, time.perf_counter() - t0)
                 violations, _ = check_plan(instance, plan)
                 if not violations:
                     return plan
@@ -174,21 +175,3 @@ def packed_plan(instance: SchedulingInstance, *, rounds: int = 4) -> Plan:
         f"{METHOD}: no packed plan fits; the closest needs {show_bytes(peak)} on {instance.device_names[d]}"
         f" ({show_bytes(over)} over its {show_bytes(int(caps[d]))})",
         fix="more memory per device, or the memory-aware list scheduler / planner at this capacity")
-
-
-def _make_plan(instance: SchedulingInstance, dev: list[int], start: list[int], end: list[int],
-               elapsed_s: float) -> Plan:
-    names = instance.task_names
-    return Plan(
-        instance_name=instance.name,
-        placements=tuple(TaskPlacement(names[t], dev[t], start[t], end[t]) for t in range(instance.num_tasks)),
-        device_names=tuple(instance.device_names),
-        makespan_tick=max(end, default=0),
-        lower_bound_tick=instance.trivial_lower_bound_tick(),
-        status=PlanStatus.HEURISTIC,
-        method=METHOD,
-        solve_time_s=elapsed_s,
-        tick_s=instance.tick_s,
-        time_unit=instance.time_unit,
-        task_ops={k: tuple(v) for k, v in instance.task_ops.items()},
-    )
