@@ -5,13 +5,15 @@ One op of the prepared op graph (`planner.prepare`) keeps its forward FLOPs from
 importer's `Op.flops`); this module adds, by op type, the FLOPs and bytes of the two halves of its backward and the
 tensors its backward reads, then prices B and W with the forward's roofline (`planner.cost.compute`).
 
-**Which tensors need a gradient** (autograd's rule, read from the graph): a floating point initializer of more
-than one element is a parameter (the importer cannot tell a frozen constant, e.g. a causal mask, from a weight;
-scalars are taken as constants: scales like 1/sqrt(d)); a graph input needs one only when asked
-(`inputs_need_grad`, as `x.requires_grad_()` in torch; a whole model's inputs are token ids or data, so the default
-is no); an op's floating point output needs one when some input of the op does.  An op whose inputs need no
-gradient has no backward at all (autograd does not record it): B = W = 0 and it stashes nothing.  A gradient
-towards a parameter is W, towards an activation is B.
+**Which tensors need a gradient** (autograd's rule, read from the graph): a trained parameter does; the graph
+cannot say which initializers are trained, so `parameters` decides by the role one plays: a floating point
+initializer (of more than one element) that is an operand of a matrix product or convolution, the scale or bias
+of a normalisation, a gathered table (an embedding), PRelu's slope, or a 1-D operand of Add/Sub/Mul/Div (a bias,
+a per-channel scale); every other initializer is a constant (scalars such as 1/sqrt(d), masks, zero buffers,
+index tables).  A graph input needs one only when asked (`inputs_need_grad`, as `x.requires_grad_()` in torch;
+a whole model's inputs are token ids or data, so the default is no); an op's floating point output needs one
+when some input of the op does.  An op whose inputs need no gradient has no backward at all (autograd does not
+record it): B = W = 0 and it stashes nothing.  A gradient towards a parameter is W, towards an activation is B.
 
 **Rules** (per element = per element of the op's output unless said otherwise; "stash" = what the op keeps from
 F until its backward reads it; a stash read by W is held until W ends, one read only by B is freed when B ends):
@@ -147,7 +149,8 @@ class _Ctx:
         return bool(t) and t in self.needs_grad
 
     def param(self, t: str) -> bool:
-        return t in self.graph.initializers
+        """A trained parameter (`parameters`); other initializers are constants and need no gradient."""
+        return t in self.graph.initializers and t in self.needs_grad
 
     def activation(self, t: str) -> bool:
         return bool(t) and t not in self.graph.initializers
@@ -428,15 +431,44 @@ def _is_float(dtype: str) -> bool:
     return dtype.startswith("float") or dtype in _FLOAT_DTYPES
 
 
-def tensors_needing_grad(graph: OpGraph, *, inputs_need_grad: bool = False) -> set[str]:
-    """The tensors of `graph` that carry a gradient (module docstring: parameters, optionally the graph inputs,
-    and every floating point output of an op reading one of them)."""
-    tensors = graph.tensors
+_PARAM_ROLES: Mapping[str, tuple[int, ...]] = {
+    **dict.fromkeys(("MatMul", "Gemm", "Conv", "ConvTranspose", "FusedMatMul", "Einsum"), (0, 1, 2)),
+    **dict.fromkeys(("LayerNormalization", "RMSNormalization", "SimplifiedLayerNormalization",
+                     "BatchNormalization", "InstanceNormalization", "GroupNormalization"), (1, 2)),
+    **dict.fromkeys(("Gather", "GatherND", "GatherElements"), (0,)),
+    "PRelu": (1,),
+}
+"""Input positions where a floating point initializer is a trained parameter: operands of matrix products and
+convolutions (weights, biases), scale and bias of normalisations, gathered tables (embeddings), PRelu's slope."""
+_ELEMENTWISE_PARAM = ("Add", "Sub", "Mul", "Div")  # a 1-D initializer here is a bias or a per-channel scale
+
+
+def parameters(graph: OpGraph) -> set[str]:
+    """The initializers of `graph` that are trained parameters (module docstring), by the role they play: an
+    initializer in a weight position (`_PARAM_ROLES`) or a 1-D operand of Add/Sub/Mul/Div (bias, per-channel
+    scale).  Other initializers are constants: scalars, masks, zero buffers, index and shape tensors."""
+    tensors, inits = graph.tensors, graph.initializers
     out: set[str] = set()
-    for t in graph.initializers:
+
+    def is_float_array(t: str) -> bool:
         info = tensors.get(t)
-        if info is not None and _is_float(info.dtype) and math.prod(info.shape) > 1:
-            out.add(t)
+        return info is not None and _is_float(info.dtype) and math.prod(info.shape) > 1
+
+    for op in graph.ops:
+        positions = _PARAM_ROLES.get(op.op_type, ())
+        for i, t in enumerate(op.inputs):
+            if t not in inits or not is_float_array(t):
+                continue
+            if i in positions or (op.op_type in _ELEMENTWISE_PARAM and len(tensors[t].shape) == 1):
+                out.add(t)
+    return out
+
+
+def tensors_needing_grad(graph: OpGraph, *, inputs_need_grad: bool = False) -> set[str]:
+    """The tensors of `graph` that carry a gradient (module docstring): its parameters, optionally its floating
+    point inputs, and every floating point output of an op reading one of them."""
+    tensors = graph.tensors
+    out = parameters(graph)
     if inputs_need_grad:
         out.update(t for t in graph.graph_inputs if t in tensors and _is_float(tensors[t].dtype))
     for op in graph.ops:  # topological order
