@@ -484,8 +484,8 @@ def op_training_cost(op: Op, graph: OpGraph, needs_grad: set[str]) -> OpTraining
     rule = RULES.get(op.op_type)
     if op.op_type == "Einsum" and product_forward:
         rule = _matmul
-    estimated = rule is None or op.estimated
     differentiable = any(c.grad(t) for t in op.reads) and any(c.grad(t) for t in op.writes)
+    estimated = op.estimated or (differentiable and rule is None)  # an op without a backward needs no rule
     if differentiable:
         (rule or _fallback)(c)  # type: ignore[operator]
     return OpTrainingCost(
