@@ -15,33 +15,55 @@ a whole model's inputs are token ids or data, so the default is no); an op's flo
 when some input of the op does.  An op whose inputs need no gradient has no backward at all (autograd does not
 record it): B = W = 0 and it stashes nothing.  A gradient towards a parameter is W, towards an activation is B.
 
-**Rules** (per element = per element of the op's output unless said otherwise; "stash" = what the op keeps from
-F until its backward reads it; a stash read by W is held until W ends, one read only by B is freed when B ends):
+**Rules** (per element = per output element unless said otherwise; P = the forward's matrix product, FLOPs without
+a bias; "stash" = what F keeps for the backward: held until W ends when W reads it, else freed when B ends):
 
-| op types | B (input gradient) | W (weight gradient) | stash | why |
-|---|---|---|---|---|
-| MatMul, Gemm, Conv, ConvTranspose, Einsum (2 operands), FusedMatMul | one product (the forward's FLOPs without bias) per activation operand needing a gradient | one product per parameter operand; + 1 per element for a bias | the operand the *other* operand's gradient needs, when it is an activation | dA = dY B^T and dB = A^T dY each cost the forward product; a MatMul of two activations (attention scores) has two input gradients and W = 0 |
-| Attention (opset 23) | 2.5 products (recompute the scores, dV, dP, dQ, dK: five products against the forward's two, as FlashAttention and torch's counter do) + 5 per score | 0 | Q, K, V, output + logsumexp (4 bytes per query row) | the scores are recomputed, never stored |
-| Softmax / LogSoftmax | 4 / T + 3 per element | 0 | its output | dX = Y (dY - sum(dY Y)) reads only Y |
-| LayerNormalization | 8 per element | 4 per element for the scale, + 1 for the bias | input + mean and 1/std (2 x 4 bytes per row) | dX needs x-hat (rebuilt from x, mean, rstd); W sums dY x-hat and dY |
-| RMSNormalization, SimplifiedLayerNormalization | 6 per element | 3 per element for the scale | input + 1/rms (4 bytes per row) | as LayerNorm without the mean |
-| BatchNormalization, InstanceNormalization, GroupNormalization | 8 per input element | 4 + 1 per element (scale, bias) | input (statistics per channel/group: negligible, not counted) | as LayerNorm |
-| Relu, LeakyRelu, ThresholdedRelu, Clip | 1 per element | 0 | a mask, 1 byte per element | the derivative is 0 or a constant, chosen by the sign |
-| Sigmoid, Tanh, Exp, Sqrt, Reciprocal | 3, 3, 1, 2, 2 per element | 0 | output | the derivative is a function of the output |
-| Gelu, Erf, Log, Sin, Cos, Softplus, Elu, other unary activations | 2T + 6 (Gelu), T + 3 (Erf), else the forward's cost + 1, per element | 0 | input | the derivative is a function of the input |
-| PRelu | 1 per element | 2 per element (slope) | input | as Relu, the slope's gradient sums dY x over x < 0 |
-| Add, Sub, Neg | 0 (Sub's, Neg's negation 1) per element; + 1 per element to sum over broadcast dims | the same for a parameter operand (a bias) | none | the gradient passes through |
-| Mul, Div, Pow | 1 (Mul), 1 or 3 (Div numerator / denominator), T + 2 (Pow) per element per operand, + broadcast sums | the same for a parameter operand | the other operand(s), when activations | dA = dY B needs B, dB = dY A needs A |
-| Where, Max, Min (variadic) | 1 per element per branch | 0 | the condition (1 byte per element); Max/Min their inputs | the gradient is routed by a mask |
-| ReduceSum, ReduceMean, CumSum | 1 per input element | 0 | none | dY is broadcast back (and scaled) |
-| other reductions (ReduceMax, ReduceL2, ReduceLogSumExp ...) | forward's cost + 1 per input element | 0 | input and output | the derivative needs both |
-| Gather, GatherElements, GatherND (data needing a gradient) | 1 per output element (scatter-add of dY) | the same when the data is a parameter (an embedding table) | the indices | dX is dY scattered back to the gathered rows |
-| ScatterND, ScatterElements, TopK | 0 FLOPs, bytes of dY and dX | 0 | the indices | the gradient is dY routed back by the indices |
-| Expand, Tile | 1 per output element | 0 | none | the gradient sums over the copies |
-| Concat, Split, Slice, Pad, Cast, CastLike, Resize, DepthToSpace ... (data movement) | 0 FLOPs, bytes of dY and dX | 0 | none | the gradient is the inverse copy |
-| Reshape, Transpose, Squeeze, Unsqueeze, Flatten, Identity, Dropout | free (0 ticks) | 0 | none | views in a training framework: no kernel of their own |
-| ops whose outputs need no gradient (Shape, comparisons, ArgMax, indices ...) | none | none | none | not differentiable |
-| anything else (estimated) | the forward's FLOPs and bytes | the forward's again when it reads a parameter | its activation inputs | the matrix-product rule as a fallback |
+| op types                               | B (input gradient)              | W (weight gradient)  | stash              |
+|----------------------------------------|---------------------------------|----------------------|--------------------|
+| MatMul, Gemm, Conv(Transpose), Einsum2 | P per activation operand        | P per param operand  | the other operand  |
+|                                        |                                 | (+1 per el. bias)    | (if an activation) |
+| Attention (opset 23)                   | 2.5 P + 5 per score             | 0                    | Q, K, V, Y, lse    |
+| Softmax / LogSoftmax                   | 4 / T + 3                       | 0                    | output Y           |
+| LayerNormalization                     | 8                               | 4 scale + 1 bias     | x, mean, 1/std     |
+| RMSNormalization, SimplifiedLayerNorm  | 6                               | 3 scale              | x, 1/rms           |
+| Batch/Instance/GroupNormalization      | 8 per input element             | 4 + 1                | x                  |
+| Relu, LeakyRelu, ThresholdedRelu, Clip | 1                               | 0                    | 1-byte mask        |
+| Sigmoid, Tanh, Exp, Sqrt, Reciprocal   | 3, 3, 1, 2, 2                   | 0                    | output             |
+| Gelu, Erf, Log/Abs, other unary        | 2T + 6, T + 3, 1, forward + 1   | 0                    | input              |
+| PRelu                                  | 1                               | 2 (slope)            | input              |
+| Add, Sub, Neg                          | 0 (negation 1) + broadcast sums | same, param operand  | none               |
+| Mul, Div, Pow                          | 1; 1 / 3; T + 2, per operand    | same, param operand  | the other operands |
+| Where, Max, Min                        | 1 per input                     | 0                    | condition / inputs |
+| ReduceSum, ReduceMean, CumSum          | 1 per input element             | 0                    | none               |
+| other reductions (ReduceMax ...)       | forward + 1 per input element   | 0                    | input, output      |
+| Gather, GatherElements, GatherND       | 1 (scatter-add of dY)           | same, param table    | indices            |
+| ScatterND, ScatterElements, TopK       | bytes of dY and dX only         | 0                    | indices            |
+| Expand, Tile                           | 1 (sum over the copies)         | 0                    | none               |
+| Concat, Split, Slice, Pad, Cast ...    | bytes of dY and dX only         | 0                    | none               |
+| Reshape, Transpose, (Un)Squeeze,       | free: 0 ticks                   | 0                    | none               |
+| Flatten, Identity, Dropout             |                                 |                      |                    |
+| outputs without gradient (Shape ...)   | none                            | none                 | none               |
+| anything else (estimated)              | forward FLOPs and bytes         | again, if it reads a | activation inputs  |
+|                                        |                                 | parameter            |                    |
+
+Why, row by row:
+
+* matrix products: dA = dY B^T and dB = A^T dY each cost the forward product; a MatMul of two activations
+  (attention scores) has two input gradients and W = 0.  Gemm/Conv's bias gradient sums dY over the rows.
+* Attention: the scores are recomputed, never stored: five products (scores, dV, dP, dQ, dK) against the
+  forward's two, as FlashAttention runs and torch's counter counts; lse = logsumexp, 4 bytes per query row.
+* Softmax: dX = Y (dY - sum(dY Y)) reads only Y (LogSoftmax: dY - exp(Y) sum(dY)).
+* normalisations: dX needs x-hat, rebuilt from x and the row statistics (float32, 4 bytes each per row; per
+  channel for Batch/Instance/Group: negligible, not counted); W sums dY x-hat (scale) and dY (bias).
+* Relu and kin: the derivative is 0 or a constant, chosen by the sign: a bool mask suffices.  Sigmoid, Tanh, Exp,
+  Sqrt, Reciprocal: the derivative is a function of the output; Gelu, Erf, Log ...: of the input.  Sign, Ceil,
+  Floor, Round have a zero gradient (bytes only).
+* Add/Sub pass the gradient through (summed over broadcast dims); Mul's dA = dY B needs B, dB = dY A needs A;
+  Div's numerator gradient costs 1, its denominator's -dY A / B^2 3.
+* Where/Max/Min route dY by a mask; ReduceSum/Mean/CumSum broadcast dY back; Gather scatter-adds dY to the rows it
+  read, Scatter/TopK route dY back by their indices; Expand/Tile sum over the copies; data movement copies back.
+* views (Reshape, Transpose ...) are free: no kernel of their own in a training framework.
+* the fallback is the matrix-product rule (B ~ W ~ F), the old stage rule applied to one op.
 
 T = `op_workload.TRANSCENDENTAL`.  Bytes moved by B (for the roofline): dY + the stash it reads + dX for every
 input gradient; by W: dY + its stash + dW.  Task-graph ops (a given `duration`, no op types) keep the stage rule
@@ -60,7 +82,7 @@ reads.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -395,7 +417,8 @@ _VIEW = "Reshape Transpose Squeeze Unsqueeze Flatten Identity Dropout".split()
 _COPY = ("Concat Split Slice Pad Cast CastLike Resize Upsample DepthToSpace SpaceToDepth ReverseSequence Compress "
          "Trilu").split()
 
-RULES: Mapping[str, object] = {
+Rule = Callable[[_Ctx], None]
+RULES: Mapping[str, Rule] = {
     **dict.fromkeys(("MatMul", "Gemm", "Conv", "ConvTranspose", "FusedMatMul"), _matmul),
     "Attention": _attention,
     "Softmax": _softmax(4),
@@ -487,7 +510,7 @@ def op_training_cost(op: Op, graph: OpGraph, needs_grad: set[str]) -> OpTraining
     differentiable = any(c.grad(t) for t in op.reads) and any(c.grad(t) for t in op.writes)
     estimated = op.estimated or (differentiable and rule is None)  # an op without a backward needs no rule
     if differentiable:
-        (rule or _fallback)(c)  # type: ignore[operator]
+        (rule or _fallback)(c)
     return OpTrainingCost(
         op.name, op.op_type, (rule or _fallback).__name__.lstrip("_"), op.flops, product_forward,
         c.b_flops, c.b_product, c.b_bytes, c.w_flops, c.w_product, c.w_bytes,
