@@ -90,6 +90,7 @@ import numpy as np
 
 from planner.cost.compute import compute_time_s
 from planner.cost.instance import SchedulingInstance
+from planner.errors import InputError
 from planner.ir.graph import Op, OpGraph
 from planner.ir.op_workload import TRANSCENDENTAL as T
 from planner.ir.topology import Topology
@@ -590,6 +591,10 @@ def training_costs(graph: OpGraph, topology: Topology, instance: SchedulingInsta
                    inputs_need_grad: bool = False) -> TrainingCosts:
     """Training costs of every task of `instance` (built from `graph` on `topology` by `planner.prepare`)."""
     by_name = {op.name: op for op in graph.ops}
+    missing = [name for name in instance.task_names if name not in by_name]
+    if missing:
+        raise InputError(f"training costs need the op-level instance of the graph; {len(missing)} tasks are no op "
+                         f"of it, e.g. {missing[:3]}", fix="pass the instance `planner.prepare` built from the graph")
     needs_grad = tensors_needing_grad(graph, inputs_need_grad=inputs_need_grad)
     n, nd = instance.num_tasks, instance.num_devices
     f = instance.duration_tick.copy()
