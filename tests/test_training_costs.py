@@ -125,6 +125,23 @@ def test_model_costs_use_the_per_op_backward(moe_prepared):
     assert all(not o.estimated for o in tc.ops if o is not None)
 
 
+def test_cli_uses_the_per_op_backward_unless_told_otherwise(tmp_path):
+    import csv
+
+    from planner.cli_compare import compare_main
+
+    peak = {}
+    for mode, extra in (("ops", []), ("uniform", ["--uniform-backward"])):
+        out = tmp_path / mode
+        assert compare_main(["--model", str(MOE), "--hw", str(HW), "--stages", "2", "--microbatches", "4",
+                             "--schedules", "1f1b", "--no-opplan", "--no-pictures", "--stage-time-limit", "5",
+                             "--out", str(out), *extra]) == 0
+        rows = {r["schedule"]: r for r in csv.DictReader((out / "compare.csv").open())}
+        peak[mode] = (float(rows["1f1b"]["peak_memory"]), float(rows["1f1b"]["makespan"]))
+    # the stash is a part of all outputs, and the per-op backward is cheaper than 2 F on this launch-bound model
+    assert peak["ops"][0] < peak["uniform"][0] and peak["ops"][1] < peak["uniform"][1]
+
+
 # --------------------------------------------------------------------------- against torch's FlopCounterMode
 torch = pytest.importorskip("torch")
 nn = torch.nn
