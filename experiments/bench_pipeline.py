@@ -3,7 +3,7 @@
 Cases: unit costs F = B = W = 1 (activation 1 per stage and micro-batch, no parameters, no communication) at
 (p, m) = (4, 8), (8, 20), (16, 32); and the bundled MoE (planner/data/models/moe.onnx) cut into 8 stages on
 planner/data/hardware_profiles/h100-8-nvlink.yaml with 16 micro-batches
-(`planner.compare.model_costs`: microseconds, MiB;
+(`planner.compare.model_costs` with per-operator backward costs, `planner.cost.training_costs`: microseconds, MiB;
 sends and the MoE layers' all-to-all dispatch/combine as tasks on per-device communication streams).
 The planned schedule (`opplan`) gets DualPipe's peak memory per device as its cap and 120 s (split between the
 two placements it tries, `planner.compare.pipelines`); `--quick` uses smaller sizes and 10 s.
@@ -54,6 +54,7 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
 def bench_pipeline(quick: bool) -> list[dict]:
     from planner.compare.model_costs import model_costs
     from planner.compare.pipelines import compare
+    from planner.cost.training_costs import training_costs
     from planner.ir.hardware import load_topology
     from planner.pipeline.registry import UnitCosts
     from planner.prepare import prepare
@@ -70,8 +71,9 @@ def bench_pipeline(quick: bool) -> list[dict]:
     rows += _rows("unit F=B=W=1, fb-overlap 0.5, a2a 0.5", p, m, cmp, "F", "activation of one stage")
     print(f"   unit overlap+a2a p={p} m={m}\n{cmp.table()}", flush=True)
     p, m = (4, 8) if quick else (8, 16)
-    instance = prepare(MOE, load_topology(HW)).instance
-    costs = model_costs(instance, p)
+    prepared = prepare(MOE, load_topology(HW))
+    instance = prepared.instance
+    costs = model_costs(instance, p, training=training_costs(prepared.graph, prepared.topology, instance))
     cmp = compare(p, m, costs, time_limit_s=limit)
     rows += _rows("moe.onnx on h100-8-nvlink", p, m, cmp, costs.time_unit, costs.memory_unit)
     print(f"   moe p={p} m={m}\n{cmp.table()}", flush=True)

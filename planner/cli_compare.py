@@ -5,7 +5,8 @@ Two modes.  On unit costs: ``--stages`` is the number of pipeline devices p (the
 two-chunk schedules cut each in half), ``--f/--b/--w`` the costs of one such stage (``--b`` the input-gradient
 part), zero communication unless ``--comm``.  On a model (``--model M.onnx --hw H.yaml``): the op-level instance
 is cut into p stages by the stage formulation and each stage in two chunks (`planner.compare.model_costs`: per
-stage compute on its device, B = W = F, activation and parameter bytes of its ops, link delays between stages,
+stage compute on its device, B and W and the stashed activations per operator (``--uniform-backward``: B = W = F,
+activation = every op output), parameter bytes of its ops, link delays between stages,
 MoE all-to-all from the dispatched token bytes unless ``--no-a2a``);
 times are then in microseconds and memory in MiB (``--f/--b/--w/--activation/--param/--comm`` do not apply;
 ``--fb-overlap`` does).  With ``--fb-overlap X`` < 1 the planned schedule may also run overlapped F&B pairs
@@ -29,6 +30,7 @@ from planner.cli_args import (
 )
 from planner.compare.model_costs import ModelCosts, model_costs
 from planner.compare.pipelines import compare, write_outputs
+from planner.cost.training_costs import training_costs
 from planner.errors import InputError
 from planner.ir.hardware import load_topology
 from planner.pipeline.registry import GENERATORS, UnitCosts
@@ -61,9 +63,11 @@ def _compare(args: argparse.Namespace) -> int:
 def _model_costs(args: argparse.Namespace) -> ModelCosts:
     if args.hw is None:
         raise InputError("--model needs --hw (the hardware profile the stages run on)")
-    instance = prepare(args.model, load_topology(args.hw)).instance
+    prepared = prepare(args.model, load_topology(args.hw))
+    instance = prepared.instance
+    training = None if args.uniform_backward else training_costs(prepared.graph, prepared.topology, instance)
     costs = model_costs(instance, args.stages, time_limit_s=args.stage_time_limit, backend=args.backend,
-                        comm_stream=not args.no_comm_stream)
+                        comm_stream=not args.no_comm_stream, training=training)
     plan = costs.stage_plan
     assert plan is not None  # model_costs always records the cut it made
     bottleneck = plan.bottleneck_tick / costs.ticks_per_unit
@@ -98,6 +102,9 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-a2a", action="store_true",
                         help="model mode: no MoE all-to-all tasks (default: derived from the MoE layers' dispatched "
                         "token bytes over the profile's slowest link)")
+    parser.add_argument("--uniform-backward", action="store_true",
+                        help="model mode: the old stage rule B = W = F and activation = every op output (default: "
+                        "backward and stashed activations per operator, planner.cost.training_costs)")
     parser.add_argument("--comm-stream", action="store_true",
                         help="unit costs: each --comm transfer is a send task on the sender's communication stream "
                         "(sends overlap compute, one at a time per device); default: a delay on the edge")

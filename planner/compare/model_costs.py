@@ -15,10 +15,16 @@ costs):
 Per stage (or chunk) c on its device d:
 
 * forward ticks F_c = sum of its ops' compute ticks on d (`duration_tick`);
-* backward by the matrix-product rule of `unroll.StageCost.from_forward`: B_c = W_c = F_c (so BW = 2F);
-* activation memory of one micro-batch = the bytes of the outputs of its ops (`activation_bytes`, the same sum
-  `StagePlan.activation_bytes` reports), allocated by F and freed by W; parameters = its ops' `param_bytes`, per
-  copy (DualPipe holds two);
+* backward per operator (`training`, a `planner.cost.training_costs.TrainingCosts`; what plan-compare uses):
+  B_c and W_c = sums of its ops' input-gradient and weight-gradient ticks on d (matrix products one product per
+  operand needing a gradient, ops without parameters W = 0, softmax / normalisations / attention by their own
+  rules: the table in that module); activation memory of one micro-batch = the bytes its ops stash for their
+  backward (each tensor once), allocated by F, the part only B reads freed when B ends
+  (`StageCost.activation_freed_by_b_bytes`), the rest when W ends.  Without `training` (an instance alone, or
+  ``plan-compare --uniform-backward``) the old stage rule: B_c = W_c = F_c (`unroll.StageCost.from_forward`) and
+  activation = the bytes of all its ops' outputs (`activation_bytes`, the sum `StagePlan.activation_bytes`
+  reports), freed by W;
+* parameters = its ops' `param_bytes`, per copy (DualPipe holds two);
 * communication: the hop from c to the next stage of its chain carries every tensor of an edge crossing that
   boundary (an edge that skips stages is forwarded stage by stage, as in `planner.heuristics.stage_dp`), each at the
   instance's delay over the link between the two devices (`SchedulingInstance.comm`: latency + bytes /
@@ -45,6 +51,7 @@ from dataclasses import dataclass
 
 from formulations.stages import solve_stages
 from planner.cost.instance import SchedulingInstance
+from planner.cost.training_costs import TrainingCosts
 from planner.errors import InputError
 from planner.heuristics.stage_dp import StagePlan
 from planner.pipeline.unroll import StageCost, TrainingPipeline, fixed_placement, v_placement
@@ -70,16 +77,25 @@ class ModelCosts:
     comm_stream: bool = True  # hops as send tasks on per-device communication streams (`unroll` docstring)
     a2a: bool = True  # MoE all-to-all tasks on the communication streams
     fb_overlap: float = 1.0  # a pair lasts this fraction of its halves (1: pairs run as their halves)
+    training: TrainingCosts | None = None  # per-op F/B/W and stash; None: the stage rule B = W = F
 
     def cut(self, split: int) -> tuple[tuple[int, ...], ...]:
         return self.stage_positions if split == 1 else self.chunk_positions
 
     def stage_cost(self, tasks: Sequence[int], device: int) -> StageCost:
+        """Costs of the piece made of `tasks` on `device` (module docstring: per-op backward when `training`)."""
         inst = self.instance
         f = sum(int(inst.duration_tick[t, device]) for t in tasks)
-        return StageCost.from_forward(f, activation_bytes=sum(int(inst.activation_bytes[t]) for t in tasks),
-                                      param_bytes=sum(int(inst.param_bytes[t]) for t in tasks),
-                                      a2a_tick=self.a2a_tick(tasks) if self.a2a else 0)
+        params = sum(int(inst.param_bytes[t]) for t in tasks)
+        a2a = self.a2a_tick(tasks) if self.a2a else 0
+        if self.training is None:
+            return StageCost.from_forward(f, activation_bytes=sum(int(inst.activation_bytes[t]) for t in tasks),
+                                          param_bytes=params, a2a_tick=a2a)
+        _, b, w = self.training.stage_ticks(tasks, device)
+        stash, freed_by_b = self.training.stage_activation_bytes(tasks)
+        # A piece's B and W are tasks of their own: at least one tick each, as every op's forward is.
+        return StageCost(f, max(b, 1), max(w, 1), activation_bytes=stash, param_bytes=params,
+                         activation_freed_by_b_bytes=freed_by_b, a2a_tick=a2a)
 
     def a2a_tick(self, tasks: Sequence[int]) -> int:
         """One all-to-all of the MoE layers among `tasks` (module docstring)."""
@@ -158,8 +174,12 @@ def _halve(durations: Sequence[int]) -> int:
 
 
 def model_costs(instance: SchedulingInstance, num_devices: int, *, time_limit_s: float = 20.0,
-                backend: str = "cpsat", comm_stream: bool = True) -> ModelCosts:
-    """Cut `instance` into `num_devices` stages with the stage formulation, and each stage in two halves."""
+                backend: str = "cpsat", comm_stream: bool = True,
+                training: TrainingCosts | None = None) -> ModelCosts:
+    """Cut `instance` into `num_devices` stages with the stage formulation, and each stage in two halves.
+
+    `training`: per-op backward costs of the instance's tasks (`planner.cost.training_costs.training_costs`);
+    None keeps the stage rule B = W = F."""
     p = int(num_devices)
     if p < 1 or p > instance.num_devices:
         raise InputError(f"--stages {p} needs 1..{instance.num_devices} devices of the hardware profile")
@@ -180,4 +200,4 @@ def model_costs(instance: SchedulingInstance, num_devices: int, *, time_limit_s:
     ticks_per_us = max(1, round(1e-6 / tick_s)) if instance.tick_s else 1
     return ModelCosts(instance, p, stages, tuple(chunks), ticks_per_us,
                       time_unit="us" if instance.tick_s else instance.time_unit, stage_plan=plan,
-                      comm_stream=comm_stream)
+                      comm_stream=comm_stream, training=training)
