@@ -110,3 +110,18 @@ def test_the_planned_row_chooses_its_cut_and_says_so(costs):
     assert ("cut moved" in cmp.table()) == bool(cut["moves"])
     # the planned row's pipeline is on its own cut; the baseline keeps the stage formulation's
     assert dp.pipeline is not None and dp.pipeline.stages == costs.pipeline("dualpipe", P, 2 * P).stages
+
+
+def test_the_any_cut_bound_is_below_every_cut_visited(costs):
+    from planner.compare.cut_search import any_cut_bound_tick
+
+    refs = [GENERATORS["1f1b"](P, M)]
+    uneven = with_cut(costs, 1, _uneven(costs, 12))
+    for c in (costs, uneven):
+        best = evaluate_cut(c, "1f1b", P, M, refs, None)
+        assert best is not None
+        bound = any_cut_bound_tick(c, best.pipeline)
+        assert bound is not None and 0 < bound <= best.makespan_tick
+    # the same for both cuts: the work of an op does not depend on its piece (identical devices)
+    assert any_cut_bound_tick(costs, costs.pipeline("1f1b", P, M)) == \
+        any_cut_bound_tick(uneven, uneven.pipeline("1f1b", P, M))

@@ -41,7 +41,7 @@ from planner.pipeline.unroll import TrainingPipeline
 from planner.schedule.program import Schedule
 from planner.schedule.timeline import Timeline
 
-__all__ = ["CutSearch", "STEP_OPS", "evaluate_cut", "refine_cut", "with_cut"]
+__all__ = ["CutSearch", "STEP_OPS", "any_cut_bound_tick", "evaluate_cut", "refine_cut", "with_cut"]
 
 STEP_OPS = (8, 4, 2, 1)  # ops moved across a boundary by one move, largest first
 Cut = tuple[tuple[int, ...], ...]
@@ -75,6 +75,20 @@ def with_cut(costs: ModelCosts, split: int, cut: Cut) -> ModelCosts:
     if split == 1:
         return dataclasses.replace(costs, stage_positions=cut)
     return dataclasses.replace(costs, chunk_positions=cut)
+
+
+def any_cut_bound_tick(costs: ModelCosts, pipeline: TrainingPipeline) -> int | None:
+    """A lower bound on the makespan of `pipeline` under *every* cut of `costs`' ops, or None where this argument
+    does not hold: the compute work of all micro-batches (each stage runs F and then B + W, or its fused BW when
+    shorter, of every micro-batch) spread evenly over the p devices.  It needs identical devices (the work of an
+    op then does not depend on where a cut puts it, so every cut has the same total) and no overlapped F&B pairs
+    (a pair can be shorter than its halves)."""
+    dur = costs.instance.duration_tick
+    if pipeline.pairs_gain or not bool((dur == dur[:, :1]).all()):
+        return None
+    work = sum(int(st.forward_tick) + min(int(st.input_grad_tick) + int(st.weight_grad_tick), st.bw_tick)
+               for st in pipeline.stages) * int(pipeline.num_microbatches)
+    return -(-work // int(pipeline.num_devices))
 
 
 def evaluate_cut(costs: ModelCosts, pipeline_name: str, p: int, m: int, schedules: Sequence[Schedule],

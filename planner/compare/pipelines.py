@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from formulations.pipeline import solve_pipeline, split_start_times
-from planner.compare.cut_search import refine_cut
+from planner.compare.cut_search import any_cut_bound_tick, refine_cut
 from planner.compare.model_costs import ModelCosts
 from planner.compare.plot import plot_schedule, plot_side_by_side
 from planner.errors import OpplanError
@@ -132,9 +132,13 @@ class Comparison:
             bound = opp.notes.get("bound_units")
             cap = self.memory_cap_units
             cut = opp.notes.get("cut")
-            cut_text = "" if not isinstance(cut, dict) else (
-                f", cut moved {cut['moves']} times ({cut['simulations']} simulations; the bound is for that cut)"
-                if cut["moves"] else f", cut kept ({cut['simulations']} simulations)")
+            cut_text = ""
+            if isinstance(cut, dict):
+                cut_text = (f", cut moved {cut['moves']} times ({cut['simulations']} simulations; the bound is for "
+                            f"that cut)" if cut["moves"] else f", cut kept ({cut['simulations']} simulations)")
+                if isinstance(cut.get("any_cut_bound_units"), (int, float)):
+                    cut_text += (f", bound over every cut {_figure(cut['any_cut_bound_units'])} {time_unit} "
+                                 f"(work / devices)")
             lines.append(f"opplan: {opp.notes.get('status')}, bound "
                          f"{_figure(bound) + ' ' + time_unit if isinstance(bound, (int, float)) else bound}, gap "
                          f"{opp.notes.get('gap', 0):.1%}, placement {opp.notes.get('placement')}{cut_text}, warm start "
@@ -246,7 +250,10 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
                                  for n in _WARM_FROM[placement]) if r.schedule is not None]
     first = refine_cut(costs, split, name, p, m, refs, cap, deadline_s=t0 + CUT_SHARE * budget_s)
     solve_s = (budget_s - (time.monotonic() - t0)) * (1 - CUT_SHARE)
+    started_s = time.monotonic() - t0
     row = _solve_opplan(placement, p, m, first.costs, scales, by_name, cap, solve_s, backend)
+    if row is not None:  # time to best counts from the placement's start, cut search included
+        row.notes["time_to_best_s"] = started_s + float(row.notes["time_to_best_s"])  # type: ignore[arg-type]
     rounds = [first]
     if row is not None and row.schedule is not None:
         left = budget_s - (time.monotonic() - t0)
@@ -255,16 +262,18 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
         rounds.append(again)
         left = budget_s - (time.monotonic() - t0)
         if again.moves_kept and left > 1.0:
+            started_s = time.monotonic() - t0
             other = _solve_opplan(placement, p, m, again.costs, scales, by_name, cap, left, backend,
                                   extra=(row.schedule,))
             if other is not None and other.figures is not None and row.figures is not None \
                     and other.figures.makespan_tick < row.figures.makespan_tick:
-                other.notes["time_to_best_s"] = (time.monotonic() - t0) - left + float(other.notes["time_to_best_s"])
+                other.notes["time_to_best_s"] = started_s + float(other.notes["time_to_best_s"])  # type: ignore[arg-type]
                 row = other
-    if row is not None:
+    if row is not None and row.pipeline is not None:
+        any_cut = any_cut_bound_tick(costs, row.pipeline)
         row.notes["cut"] = {"moves": sum(r.moves_kept for r in rounds),
                             "simulations": sum(r.evaluations for r in rounds),
-                            "moved": any(r.moves_kept for r in rounds)}
+                            "any_cut_bound_units": None if any_cut is None else any_cut / scales.ticks_per_unit}
     return row
 
 
