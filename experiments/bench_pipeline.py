@@ -13,7 +13,9 @@ Columns: makespan and total bubble (idle time summed over devices) in `time_unit
 bubble_vs_dualpipe = this row's total bubble / DualPipe's; for opplan: time_to_find_s (seconds from the start of
 the solve until the returned schedule was found; 0 = the warm start was not improved), bound (lower bound on the
 makespan of in-order schedules on the chosen placement), gap, status, placement, warm start (a baseline, or
-``greedy``: `planner.pipeline.greedy`'s list schedule), memory cap.
+``greedy``: `planner.pipeline.greedy`'s list schedule), memory cap; on the model, cut_moves (boundary moves the
+planned row made to its own cut, `planner.compare.cut_search`: its bound is for that cut) and bound_any_cut (work /
+devices, a bound for every cut).
 Rerun: ``python -m experiments.bench --only pipeline`` (writes bench/results/pipeline.csv).
 """
 
@@ -40,13 +42,18 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
                "peak_memory": round(v["peak_memory"], 6), "param_memory": round(v["param_memory"], 6),
                "bubble_vs_dualpipe": (round(f.bubble_tick / dp_bubble, 4) if dp_bubble else ""),
                "time_to_find_s": "", "bound": "", "gap": "", "status": "", "placement": "", "warm_start": "",
-               "memory_cap": ""}
+               "memory_cap": "", "cut_moves": "", "bound_any_cut": ""}
         if r.name == "opplan":
             n = r.notes
             row.update({"time_to_find_s": round(float(n["time_to_best_s"]), 2),
                         "bound": round(float(n["bound_units"]), 4), "gap": round(float(n["gap"]), 4),
                         "status": n["status"], "placement": n["placement"], "warm_start": n["warm_start"],
                         "memory_cap": round(cmp.memory_cap_units, 6) if cmp.memory_cap_units is not None else ""})
+            cut = n.get("cut")
+            if isinstance(cut, dict):  # on a model: the planned row's own cut (`planner.compare.cut_search`)
+                any_cut = cut.get("any_cut_bound_units")
+                row.update({"cut_moves": cut["moves"],
+                            "bound_any_cut": round(float(any_cut), 4) if any_cut is not None else ""})
         out.append(row)
     return out
 

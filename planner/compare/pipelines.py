@@ -12,7 +12,10 @@ split — two copies, m/2 micro-batches each way — and the V-shape split — 2
 with half the time limit each, keeping the shorter; or one of ``dualpipe``, ``v``, ``fixed``), warm-started from
 the best baseline on that split that fits the cap, or the constructive list schedule of `planner.pipeline.greedy`
 when that is shorter (its overlapped pairs included when `fb_overlap` < 1: the formulation may pair F and B
-itself); the cap defaults to DualPipe's peak memory per device.
+itself); the cap defaults to DualPipe's peak memory per device.  On a model the planned row also chooses its own
+cut (`planner.compare.cut_search`, `_plan_placement`): the baselines keep the bottleneck-minimal cut their users
+would take, the planned row moves the boundaries between pieces where the schedules run shorter, and its bound is
+the formulation's bound *for the cut it chose* (the table line says so).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from formulations.pipeline import solve_pipeline, split_start_times
+from planner.compare.cut_search import any_cut_bound_tick, refine_cut
 from planner.compare.model_costs import ModelCosts
 from planner.compare.plot import plot_schedule, plot_side_by_side
 from planner.errors import OpplanError
@@ -45,6 +49,7 @@ from planner.schedule.validate import validate_plan
 CSV_COLUMNS = ("schedule", "makespan", "bubble_ratio", "peak_memory", "param_memory")
 _WARM_FROM = {"v": ("zb-v", "dualpipev"), "fixed": ("1f1b", "gpipe", "zb-h1", "zb-h2"), "dualpipe": ("dualpipe",)}
 _SPLIT = {"v": "opplan-v", "fixed": "1f1b", "dualpipe": "dualpipe"}
+CUT_SHARE = 0.25  # of a placement's time on a model, what the first cut search gets (module docstring)
 
 
 class CompareValues(TypedDict):
@@ -126,9 +131,17 @@ class Comparison:
         if opp is not None:
             bound = opp.notes.get("bound_units")
             cap = self.memory_cap_units
+            cut = opp.notes.get("cut")
+            cut_text = ""
+            if isinstance(cut, dict):
+                cut_text = (f", cut moved {cut['moves']} times ({cut['simulations']} simulations; the bound is for "
+                            f"that cut)" if cut["moves"] else f", cut kept ({cut['simulations']} simulations)")
+                if isinstance(cut.get("any_cut_bound_units"), (int, float)):
+                    cut_text += (f", bound over every cut {_figure(cut['any_cut_bound_units'])} {time_unit} "
+                                 f"(work / devices)")
             lines.append(f"opplan: {opp.notes.get('status')}, bound "
                          f"{_figure(bound) + ' ' + time_unit if isinstance(bound, (int, float)) else bound}, gap "
-                         f"{opp.notes.get('gap', 0):.1%}, placement {opp.notes.get('placement')}, warm start "
+                         f"{opp.notes.get('gap', 0):.1%}, placement {opp.notes.get('placement')}{cut_text}, warm start "
                          f"{opp.notes.get('warm_start') or 'none'}, "
                          f"memory cap {_figure(cap) + ' ' + memory_unit if cap is not None else 'none'}, "
                          f"{opp.notes.get('solve_time_s', 0):.1f} s")
@@ -209,7 +222,7 @@ def compare(
     t0 = time.monotonic()
     for placement in placements:
         before = time.monotonic() - t0
-        row = _solve_opplan(placement, p, m, costs, scales, by_name, cap, time_limit_s / len(placements), backend)
+        row = _plan_placement(placement, p, m, costs, scales, by_name, cap, time_limit_s / len(placements), backend)
         if row is None or row.figures is None:
             continue
         row.notes["time_to_best_s"] = before + float(row.notes["time_to_best_s"])  # type: ignore[arg-type]
@@ -224,17 +237,71 @@ def compare(
     return cmp
 
 
-def _solve_opplan(placement, p, m, costs, scales, by_name, cap, time_limit_s, backend) -> CompareRow | None:
+def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, backend) -> CompareRow | None:
+    """The planned row on one placement.  On a model the two levels alternate (`planner.compare.cut_search`):
+    the cut is refined for the baselines' schedules (CUT_SHARE of the budget), the pipeline formulation solves
+    the chosen cut (warm-started), the cut is refined again for the schedule it returned and, when that moved the
+    cut, the formulation solves the new cut warm-started from that schedule with the time left."""
+    t0 = time.monotonic()
+    if not isinstance(costs, ModelCosts):
+        return _solve_opplan(placement, p, m, costs, scales, by_name, cap, budget_s, backend)
+    split, name = (2 if placement == "v" else 1), _SPLIT[placement]
+    refs = [r.schedule for r in (by_name.get(n) or simulate_baseline(n, p, m, costs, scales)
+                                 for n in _WARM_FROM[placement]) if r.schedule is not None]
+    first = refine_cut(costs, split, name, p, m, refs, cap, deadline_s=t0 + CUT_SHARE * budget_s)
+    solve_s = (budget_s - (time.monotonic() - t0)) * (1 - CUT_SHARE)
+    started_s = time.monotonic() - t0
+    row = _solve_opplan(placement, p, m, first.costs, scales, by_name, cap, solve_s, backend)
+    if row is not None:  # time to best counts from the placement's start, cut search included
+        row.notes["time_to_best_s"] = started_s + float(row.notes["time_to_best_s"])  # type: ignore[arg-type]
+    rounds = [first]
+    if row is not None and row.schedule is not None:
+        left = budget_s - (time.monotonic() - t0)
+        again = refine_cut(first.costs, split, name, p, m, [row.schedule, *refs], cap,
+                           deadline_s=time.monotonic() + left / 2)
+        rounds.append(again)
+        left = budget_s - (time.monotonic() - t0)
+        if again.moves_kept and left > 1.0:
+            started_s = time.monotonic() - t0
+            other = _solve_opplan(placement, p, m, again.costs, scales, by_name, cap, left, backend,
+                                  extra=(row.schedule,))
+            if other is not None and other.figures is not None and row.figures is not None \
+                    and other.figures.makespan_tick < row.figures.makespan_tick:
+                other.notes["time_to_best_s"] = started_s + float(other.notes["time_to_best_s"])  # type: ignore[arg-type]
+                row = other
+    if row is not None and row.pipeline is not None:
+        any_cut = any_cut_bound_tick(costs, row.pipeline)
+        row.notes["cut"] = {"moves": sum(r.moves_kept for r in rounds),
+                            "simulations": sum(r.evaluations for r in rounds),
+                            "any_cut_bound_units": None if any_cut is None else any_cut / scales.ticks_per_unit}
+    return row
+
+
+def _solve_opplan(placement, p, m, costs, scales, by_name, cap, time_limit_s, backend,
+                  extra: tuple[Schedule, ...] = ()) -> CompareRow | None:
+    """Solve the pipeline formulation on `placement`'s pipeline of `costs`, warm-started from the shortest of the
+    placement's baselines and `extra` schedules, each re-simulated on this pipeline (its cut may not be theirs),
+    that fits the cap, or the greedy list schedule when that is shorter."""
     pipe = _pipeline(_SPLIT[placement], p, m, costs, scales)
     pipe = dataclasses.replace(pipe, name=f"opplan-{placement}")
     warm, warm_name = None, ""
+    candidates: list[tuple[str, Schedule]] = []
     for n in _WARM_FROM[placement]:
         r = by_name.get(n) or simulate_baseline(n, p, m, costs, scales)
-        if r.skipped or r.figures is None or (cap is not None and r.figures.max_peak_memory_bytes > cap):
+        if not r.skipped and r.schedule is not None:
+            candidates.append((n, r.schedule))
+    candidates += [("previous round", s) for s in extra]
+    for n, schedule in candidates:
+        try:
+            _inst, timeline = simulate_pipeline(pipe, schedule)
+        except OpplanError:
             continue
-        times = split_start_times(pipe, r.timeline)  # type: ignore[arg-type]
-        if times is not None and (warm is None or r.figures.makespan_tick < warm[1]):
-            warm = (times, r.figures.makespan_tick)
+        fig = figures(pipe, timeline)
+        if cap is not None and fig.max_peak_memory_bytes > cap:
+            continue
+        times = split_start_times(pipe, timeline)
+        if times is not None and (warm is None or fig.makespan_tick < warm[1]):
+            warm = (times, fig.makespan_tick)
             warm_name = n
     greedy = best_greedy(pipe, [cap if cap is not None else 2**40] * p)
     if greedy is not None and (warm is None or greedy[1] < warm[1]):
