@@ -1,7 +1,7 @@
 """``plan-compare``: the baselines (GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2, ZB-V, DualPipe, DualPipeV) and
 the planned schedule on one cost model.  Thin: parse, call `planner.compare.pipelines`, print and write files.
 
-Two modes.  On unit costs: ``--stages`` is the number of pipeline devices p (the model cut into p stages;
+Three modes.  On unit costs: ``--stages`` is the number of pipeline devices p (the model cut into p stages;
 two-chunk schedules cut each in half), ``--f/--b/--w`` the costs of one such stage (``--b`` the input-gradient
 part), zero communication unless ``--comm``.  On a model (``--model M.onnx --hw H.yaml``): the op-level instance
 is cut into p stages by the stage formulation and each stage in two chunks (`planner.compare.model_costs`: per
@@ -9,9 +9,11 @@ stage compute on its device, B = W = F, activation and parameter bytes of its op
 MoE all-to-all from the dispatched token bytes unless ``--no-a2a``);
 times are then in microseconds and memory in MiB (``--f/--b/--w/--activation/--param/--comm`` do not apply;
 ``--fb-overlap`` does).  On a preset (``--preset deepseek-v3 --hw H.yaml [--layers N] [--seq-len S]
-[--microbatch-seqs B]``): per-layer op costs from the published architecture figures on the profile's first p
-devices, cut by layers (`planner.compare.presets`); times in milliseconds, memory in MiB.  With ``--fb-overlap X`` < 1 the planned schedule may also run overlapped F&B pairs
-(`formulations.pipeline`, family 6).
+[--microbatch-seqs B]``, for users without an ONNX file): per-layer op costs from the published architecture
+figures on the profile's first p devices, cut between layers or between a layer's attention and FFN
+(`planner.compare.presets`); times in milliseconds, memory in MiB; ``--no-a2a``, ``--no-comm-stream`` and
+``--fb-overlap`` apply as on a model.  With ``--fb-overlap X`` < 1 the planned schedule may also run overlapped F&B
+pairs (`formulations.pipeline`, family 6).
 """
 
 from __future__ import annotations
