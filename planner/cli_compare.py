@@ -133,13 +133,14 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         "this long per micro-batch, forward and backward, as tasks on the device's communication "
                         "stream (two-chunk schedules: half each chunk); default 0: none")
     parser.add_argument("--no-a2a", action="store_true",
-                        help="model mode: no MoE all-to-all tasks (default: derived from the MoE layers' dispatched "
-                        "token bytes over the profile's slowest link)")
+                        help="model and preset mode: no MoE all-to-all tasks (default: derived from the MoE layers' "
+                        "dispatched token bytes over the profile's links)")
     parser.add_argument("--comm-stream", action="store_true",
                         help="unit costs: each --comm transfer is a send task on the sender's communication stream "
                         "(sends overlap compute, one at a time per device); default: a delay on the edge")
     parser.add_argument("--no-comm-stream", action="store_true",
-                        help="model mode: transfers as edge delays instead of send tasks on communication streams")
+                        help="model and preset mode: transfers as edge delays instead of send tasks on communication "
+                        "streams")
     parser.add_argument("--memory", type=positive_float, default=None,
                         help="memory cap per device for the planned schedule (default: DualPipe's peak)")
     parser.add_argument("--placement", choices=("auto", "dualpipe", "v", "fixed"), default="auto",

@@ -128,6 +128,7 @@ class OpWork:
     freed_by_b_bytes: int = 0
     param_bytes: int = 0
     a2a_bytes: int = 0
+    has_input_grad: bool = True  # False: B has no work (the embedding: token ids have no gradient)
 
     def pass_flops(self) -> tuple[int, int, int]:
         return self.forward_flops, self.input_grad_flops, self.weight_grad_flops
@@ -202,7 +203,8 @@ def layer_ops(a: DeepSeekV3, mb: MicroBatch, layer: int, expert_parallel: int) -
 def embedding_op(a: DeepSeekV3, mb: MicroBatch) -> OpWork:
     """A gather of T rows: no FLOPs, no input gradient; its weight gradient scatters as many bytes back."""
     moved = 2 * mb.tokens * a.hidden * BF16_BYTES
-    return OpWork("embedding", "Gather", moved_bytes=moved, param_bytes=a.vocab * a.hidden * BF16_BYTES)
+    return OpWork("embedding", "Gather", moved_bytes=moved, param_bytes=a.vocab * a.hidden * BF16_BYTES,
+                  has_input_grad=False)
 
 
 def head_op(a: DeepSeekV3, mb: MicroBatch) -> OpWork:
@@ -221,13 +223,9 @@ def model_units(a: DeepSeekV3, mb: MicroBatch, num_layers: int, expert_parallel:
 
 def pass_seconds(op: OpWork, device: Device) -> tuple[float, float, float]:
     """Seconds of F, B, W of `op` on `device` (`planner.cost.compute` rule, bf16); 0 for a pass without work."""
-    out = []
-    for flops, moves in zip(op.pass_flops(), (op.moved_bytes, 0 if op.op_type == "Gather" else op.moved_bytes,
-                                              op.moved_bytes), strict=True):
-        if op.op_type == "AllToAll" or (flops == 0 and moves == 0):
-            out.append(0.0)
-            continue
-        out.append(compute_time_s(Op(op.name, op.op_type, flops=flops, bytes_read=moves, dtype="bfloat16"), device))
+    moved = (op.moved_bytes, op.moved_bytes if op.has_input_grad else 0, op.moved_bytes)
+    out = [compute_time_s(Op(op.name, op.op_type, flops=flops, bytes_read=nbytes, dtype="bfloat16"), device)
+           if flops or nbytes else 0.0 for flops, nbytes in zip(op.pass_flops(), moved, strict=True)]
     return out[0], out[1], out[2]
 
 
