@@ -1,7 +1,7 @@
 """``plan-compare``: the baselines (GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2, ZB-V, DualPipe, DualPipeV) and
 the planned schedule on one cost model.  Thin: parse, call `planner.compare.pipelines`, print and write files.
 
-Two modes.  On unit costs: ``--stages`` is the number of pipeline devices p (the model cut into p stages;
+Three modes.  On unit costs: ``--stages`` is the number of pipeline devices p (the model cut into p stages;
 two-chunk schedules cut each in half), ``--f/--b/--w`` the costs of one such stage (``--b`` the input-gradient
 part), zero communication unless ``--comm``.  On a model (``--model M.onnx --hw H.yaml``): the op-level instance
 is cut into p stages by the stage formulation and each stage in two chunks (`planner.compare.model_costs`: per
@@ -9,8 +9,12 @@ stage compute on its device, B and W and the stashed activations per operator (`
 activation = every op output), parameter bytes of its ops, link delays between stages,
 MoE all-to-all from the dispatched token bytes unless ``--no-a2a``);
 times are then in microseconds and memory in MiB (``--f/--b/--w/--activation/--param/--comm`` do not apply;
-``--fb-overlap`` does).  With ``--fb-overlap X`` < 1 the planned schedule may also run overlapped F&B pairs
-(`formulations.pipeline`, family 6).
+``--fb-overlap`` does).  On a preset (``--preset deepseek-v3 --hw H.yaml [--layers N] [--seq-len S]
+[--microbatch-seqs B]``, for users without an ONNX file): per-layer op costs from the published architecture
+figures on the profile's first p devices, cut between layers or between a layer's attention and FFN
+(`planner.compare.presets`); times in milliseconds, memory in MiB; ``--no-a2a``, ``--no-comm-stream`` and
+``--fb-overlap`` apply as on a model.  With ``--fb-overlap X`` < 1 the planned schedule may also run overlapped F&B
+pairs (`formulations.pipeline`, family 6).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from planner.cli_args import (
 )
 from planner.compare.model_costs import ModelCosts, model_costs
 from planner.compare.pipelines import compare, write_outputs
+from planner.compare.presets import PRESETS, MicroBatch, PresetCosts, preset_costs
 from planner.cost.training_costs import training_costs
 from planner.errors import InputError
 from planner.ir.hardware import load_topology
@@ -41,9 +46,14 @@ DEFAULT_OUT = "out/compare"
 
 
 def _compare(args: argparse.Namespace) -> int:
-    costs: UnitCosts | ModelCosts = UnitCosts(
+    costs: UnitCosts | ModelCosts | PresetCosts = UnitCosts(
         f=args.f, b=args.b, w=args.w, activation=args.activation, param=args.param, comm=args.comm,
         fb_overlap=args.fb_overlap, comm_stream=args.comm_stream, a2a=args.a2a)
+    if args.preset is not None:
+        costs = dataclasses.replace(_preset_costs(args), fb_overlap=args.fb_overlap, a2a=not args.no_a2a)
+    elif args.layers is not None or args.seq_len is not None or args.microbatch_seqs is not None:
+        raise InputError("--layers, --seq-len and --microbatch-seqs apply only with --preset",
+                         fix=f"add --preset {next(iter(PRESETS))} --hw H.yaml")
     if args.model is not None:
         costs = dataclasses.replace(_model_costs(args), fb_overlap=args.fb_overlap, a2a=not args.no_a2a)
     names = tuple(args.schedules.split(",")) if args.schedules else None
@@ -58,6 +68,24 @@ def _compare(args: argparse.Namespace) -> int:
     written = write_outputs(cmp, args.out, pictures=not args.no_pictures)
     print(f"wrote {len(written)} files to {args.out} (compare.csv, <schedule>.torch.csv, pictures)")
     return 0
+
+
+def _preset_costs(args: argparse.Namespace) -> PresetCosts:
+    if args.model is not None:
+        raise InputError("--preset and --model exclude each other", fix="give one model: an ONNX file or a preset")
+    if args.preset not in PRESETS:
+        raise InputError(f"unknown preset {args.preset!r}", fix=f"use one of {', '.join(PRESETS)}")
+    if args.hw is None:
+        raise InputError("--preset needs --hw (the hardware profile the stages run on)")
+    mb = MicroBatch(args.seq_len or MicroBatch.seq_len, args.microbatch_seqs or MicroBatch.seqs)
+    # --expert-parallel is the MoE-structure work's flag (issue 11); without it the EP degree is the stage count
+    costs = preset_costs(args.preset, load_topology(args.hw), args.stages, num_layers=args.layers, microbatch=mb,
+                         expert_parallel=getattr(args, "expert_parallel", None), comm_stream=not args.no_comm_stream)
+    print(f"preset {args.preset}: {costs.num_layers} layers, {mb.seqs} x {mb.seq_len} tokens per micro-batch, "
+          f"expert parallel {costs.expert_parallel}, on {costs.num_devices} devices of {costs.topology.name}; "
+          f"layers per stage {costs.layers_per_piece(costs.stage_units)}; times in {costs.time_unit}, memory in "
+          f"{costs.memory_unit}")
+    return costs
 
 
 def _model_costs(args: argparse.Namespace) -> ModelCosts:
@@ -82,7 +110,16 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stages", type=positive_int, required=True, help="pipeline devices p (the model in p stages)")
     parser.add_argument("--microbatches", type=positive_int, required=True, help="micro-batches m per step")
     parser.add_argument("--model", default=None, help="ONNX model (model mode; needs --hw)")
-    parser.add_argument("--hw", default=None, help="hardware profile YAML (model mode)")
+    parser.add_argument("--hw", default=None, help="hardware profile YAML (model and preset mode)")
+    parser.add_argument("--preset", default=None, metavar="NAME",
+                        help=f"a published architecture instead of --model: {', '.join(PRESETS)} (needs --hw)")
+    parser.add_argument("--layers", type=positive_int, default=None,
+                        help="preset mode: number of layers (default: the published count, 61 for deepseek-v3)")
+    parser.add_argument("--seq-len", type=positive_int, default=None,
+                        help=f"preset mode: tokens per sequence (default {MicroBatch.seq_len})")
+    parser.add_argument("--microbatch-seqs", type=positive_int, default=None,
+                        help=f"preset mode: sequences per micro-batch (default {MicroBatch.seqs}); a micro-batch is "
+                        "seq-len x microbatch-seqs tokens")
     parser.add_argument("--stage-time-limit", type=positive_seconds, default=20.0,
                         help="time limit of the stage formulation in model mode (seconds)")
     parser.add_argument("--f", type=nonnegative_float, default=1.0, help="forward time of one stage")
@@ -100,8 +137,8 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         "this long per micro-batch, forward and backward, as tasks on the device's communication "
                         "stream (two-chunk schedules: half each chunk); default 0: none")
     parser.add_argument("--no-a2a", action="store_true",
-                        help="model mode: no MoE all-to-all tasks (default: derived from the MoE layers' dispatched "
-                        "token bytes over the profile's slowest link)")
+                        help="model and preset mode: no MoE all-to-all tasks (default: derived from the MoE layers' "
+                        "dispatched token bytes over the profile's links)")
     parser.add_argument("--uniform-backward", action="store_true",
                         help="model mode: the old stage rule B = W = F and activation = every op output (default: "
                         "backward and stashed activations per operator, planner.cost.training_costs)")
@@ -109,7 +146,8 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         help="unit costs: each --comm transfer is a send task on the sender's communication stream "
                         "(sends overlap compute, one at a time per device); default: a delay on the edge")
     parser.add_argument("--no-comm-stream", action="store_true",
-                        help="model mode: transfers as edge delays instead of send tasks on communication streams")
+                        help="model and preset mode: transfers as edge delays instead of send tasks on communication "
+                        "streams")
     parser.add_argument("--memory", type=positive_float, default=None,
                         help="memory cap per device for the planned schedule (default: DualPipe's peak)")
     parser.add_argument("--placement", choices=("auto", "dualpipe", "v", "fixed"), default="auto",

@@ -1,11 +1,12 @@
 """Compare the baselines and the planned schedule on one cost model (the library side of ``plan-compare``).
 
 Every schedule is simulated on the instance of its own pipeline (`planner.pipeline.registry.pipeline_for` on unit
-costs, `model_costs.ModelCosts.pipeline` on a model: the same model on the same p devices, cut as the schedule
-needs) with the same costs; figures come from `planner.pipeline.metrics.figures`.  Units: on unit costs makespan in
-the user's time unit, memory in the user's memory unit (`--activation`, `--param`); on a model microseconds and
-MiB.  Bubble ratio = total idle time / (devices x makespan).  Peak memory = max over devices of (parameters +
-activations in flight).
+costs, `model_costs.ModelCosts.pipeline` on a model, `presets.PresetCosts.pipeline` on a preset: the same model on
+the same p devices, cut as the schedule needs) with the same costs; figures come from
+`planner.pipeline.metrics.figures`.  Units: on unit costs makespan in the user's time unit, memory in the user's
+memory unit (`--activation`, `--param`); on a model microseconds and MiB; on a preset milliseconds and MiB.
+Bubble ratio = total idle time / (devices x makespan).  Peak memory = max over devices of (parameters + activations
+in flight).
 
 The planned row ``opplan`` solves `formulations.pipeline` on a placement (``auto``: both DualPipe's two-direction
 split — two copies, m/2 micro-batches each way — and the V-shape split — 2p half stages, as ZB-V and DualPipeV —
@@ -33,6 +34,7 @@ from formulations.pipeline import solve_pipeline, split_start_times
 from planner.compare.cut_search import any_cut_bound_tick, refine_cut
 from planner.compare.model_costs import ModelCosts
 from planner.compare.plot import plot_schedule, plot_side_by_side
+from planner.compare.presets import PresetCosts
 from planner.errors import OpplanError
 from planner.pipeline.generators import RequirementError
 from planner.pipeline.greedy import best_greedy
@@ -79,7 +81,7 @@ class CompareRow:
 class Comparison:
     num_devices: int
     num_microbatches: int
-    costs: UnitCosts | ModelCosts
+    costs: UnitCosts | ModelCosts | PresetCosts
     scales: Scales
     rows: list[CompareRow]
     memory_cap_units: float | None = None
@@ -103,7 +105,7 @@ class Comparison:
 
     def units(self) -> tuple[str, str]:
         """(time unit, memory unit) of every figure: the model's ("us", "MiB"), or the user's own on unit costs."""
-        if isinstance(self.costs, ModelCosts):
+        if isinstance(self.costs, (ModelCosts, PresetCosts)):
             return self.costs.time_unit, self.costs.memory_unit
         return "unit", "unit"
 
@@ -156,13 +158,13 @@ def _figure(value: float) -> str:
 
 def _pipeline(name: str, p: int, m: int, costs, scales: Scales) -> TrainingPipeline:
     """The pipeline `name` runs on: unit costs (`registry.pipeline_for`) or a model's stages (`ModelCosts`)."""
-    if isinstance(costs, ModelCosts):
+    if isinstance(costs, (ModelCosts, PresetCosts)):
         return costs.pipeline(name, p, m)
     return pipeline_for(name, p, m, costs, scales)
 
 
 def scales_of(costs) -> Scales:
-    if isinstance(costs, ModelCosts):
+    if isinstance(costs, (ModelCosts, PresetCosts)):
         return Scales(costs.ticks_per_unit, costs.bytes_per_unit)
     return Scales.of(costs)
 
@@ -181,7 +183,7 @@ def simulate_baseline(name: str, p: int, m: int, costs, scales: Scales) -> Compa
 def compare(
     p: int,
     m: int,
-    costs: UnitCosts | ModelCosts | None = None,
+    costs: UnitCosts | ModelCosts | PresetCosts | None = None,
     *,
     schedules: tuple[str, ...] | None = None,
     opplan: bool = True,
