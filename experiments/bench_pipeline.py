@@ -19,6 +19,7 @@ Rerun: ``python -m experiments.bench --only pipeline`` (writes bench/results/pip
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,6 +56,7 @@ def bench_pipeline(quick: bool) -> list[dict]:
     from planner.compare.model_costs import model_costs
     from planner.compare.pipelines import compare
     from planner.ir.hardware import load_topology
+    from planner.ir.moe_structure import find_moe_layers
     from planner.pipeline.registry import UnitCosts
     from planner.prepare import prepare
 
@@ -70,8 +72,9 @@ def bench_pipeline(quick: bool) -> list[dict]:
     rows += _rows("unit F=B=W=1, fb-overlap 0.5, a2a 0.5", p, m, cmp, "F", "activation of one stage")
     print(f"   unit overlap+a2a p={p} m={m}\n{cmp.table()}", flush=True)
     p, m = (4, 8) if quick else (8, 16)
-    instance = prepare(MOE, load_topology(HW)).instance
-    costs = model_costs(instance, p)
+    prepared = prepare(MOE, load_topology(HW))
+    # the all-to-all needs the MoE layers, found from the graph (as plan-compare does)
+    costs = dataclasses.replace(model_costs(prepared.instance, p), moe=find_moe_layers(prepared.graph))
     cmp = compare(p, m, costs, time_limit_s=limit)
     rows += _rows("moe.onnx on h100-8-nvlink", p, m, cmp, costs.time_unit, costs.memory_unit)
     print(f"   moe p={p} m={m}\n{cmp.table()}", flush=True)

@@ -6,7 +6,8 @@ two-chunk schedules cut each in half), ``--f/--b/--w`` the costs of one such sta
 part), zero communication unless ``--comm``.  On a model (``--model M.onnx --hw H.yaml``): the op-level instance
 is cut into p stages by the stage formulation and each stage in two chunks (`planner.compare.model_costs`: per
 stage compute on its device, B = W = F, activation and parameter bytes of its ops, link delays between stages,
-MoE all-to-all from the dispatched token bytes unless ``--no-a2a``);
+MoE all-to-all from the dispatched token bytes unless ``--no-a2a``: the MoE layers are found from the graph's
+structure, `planner.ir.moe_structure`, and spread over ``--expert-parallel`` devices);
 times are then in microseconds and memory in MiB (``--f/--b/--w/--activation/--param/--comm`` do not apply;
 ``--fb-overlap`` does).  With ``--fb-overlap X`` < 1 the planned schedule may also run overlapped F&B pairs
 (`formulations.pipeline`, family 6).
@@ -31,6 +32,7 @@ from planner.compare.model_costs import ModelCosts, model_costs
 from planner.compare.pipelines import compare, write_outputs
 from planner.errors import InputError
 from planner.ir.hardware import load_topology
+from planner.ir.moe_structure import find_moe_layers
 from planner.pipeline.registry import GENERATORS, UnitCosts
 from planner.prepare import prepare
 
@@ -61,15 +63,19 @@ def _compare(args: argparse.Namespace) -> int:
 def _model_costs(args: argparse.Namespace) -> ModelCosts:
     if args.hw is None:
         raise InputError("--model needs --hw (the hardware profile the stages run on)")
-    instance = prepare(args.model, load_topology(args.hw)).instance
+    prepared = prepare(args.model, load_topology(args.hw))
+    instance = prepared.instance
     costs = model_costs(instance, args.stages, time_limit_s=args.stage_time_limit, backend=args.backend,
                         comm_stream=not args.no_comm_stream)
+    moe = find_moe_layers(prepared.graph)
+    costs = dataclasses.replace(costs, moe=moe, expert_parallel=args.expert_parallel)
     plan = costs.stage_plan
     assert plan is not None  # model_costs always records the cut it made
     bottleneck = plan.bottleneck_tick / costs.ticks_per_unit
     print(f"stages of {args.model}: {plan.num_stages} on {', '.join(plan.device_names)}, bottleneck "
           f"{bottleneck:.4g} {costs.time_unit} ({plan.status}); times in {costs.time_unit}, memory in "
           f"{costs.memory_unit}")
+    print(moe.summary_line())
     return costs
 
 
@@ -98,6 +104,9 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-a2a", action="store_true",
                         help="model mode: no MoE all-to-all tasks (default: derived from the MoE layers' dispatched "
                         "token bytes over the profile's slowest link)")
+    parser.add_argument("--expert-parallel", type=positive_int, default=None, metavar="N",
+                        help="model mode: the MoE experts are spread over N devices, so each device sends (N-1)/N of "
+                        "its dispatched tokens in each all-to-all (default: --stages, the pipeline's devices)")
     parser.add_argument("--comm-stream", action="store_true",
                         help="unit costs: each --comm transfer is a send task on the sender's communication stream "
                         "(sends overlap compute, one at a time per device); default: a delay on the edge")
