@@ -11,7 +11,8 @@ Exported models name their ops ``node_GatherND_12``; what identifies an MoE laye
    op downstream of the TopK that is not token data (masks, gates, indices) up to the layer's end.
 2. **Token data.**  X and the tensors that are X reshaped or cast (`_SHAPE`) are the layer's tokens; the ops fed
    by them, other than the router, carry token data.  The layer ends at their immediate post-dominator (the first
-   op every path from the tokens to the graph outputs passes): the combine's last op.
+   op every path from the tokens to the graph outputs passes), moved on past ops whose other inputs are routing
+   data (a ScatterND that puts concatenated expert rows back at their tokens' positions): the combine's last op.
 3. **Dispatch and combine.**  A token op with a routing input (a tensor the router ops produce) is a *dispatch* op
    when no weighted op (a matrix product with a constant weight) lies between X and it (a Gather/GatherND/Slice/Mul
    that picks or masks tokens for one expert), and a *combine* op when one does (a Mul by routing weights, a
@@ -320,6 +321,7 @@ def _layer(graph: OpGraph, r: _Router, tokens: frozenset[str], entry: tuple[int,
         return None
     ops = graph.ops
     succ, pred = graph.successors, graph.predecessors
+    sink = _extend_sink(graph, r.topk, sink, producer)
     region = _forward(entry, succ, stop=sink)  # token ops, the sink included
     ancestors = _backward([sink], pred)
     routing = (_forward([r.topk], succ, stop=sink) & ancestors) - region
@@ -381,6 +383,25 @@ def _layer(graph: OpGraph, r: _Router, tokens: frozenset[str], entry: tuple[int,
         shared_ops=names(set().union(*shared)) if shared else (), dispatch_ops=names(dispatch),
         combine_ops=names(combine), dispatch_bytes=int(dispatch_bytes), combine_bytes=int(combine_bytes),
         gathered=gathered, anchor_bytes=anchor)
+
+
+def _extend_sink(graph: OpGraph, topk: int, sink: int, producer: Mapping[str, int]) -> int:
+    """The layer's end moved past ops that also read routing data: they still place the merged expert outputs.
+    The first op all expert paths pass may be a Concat of their rows; the ScatterND that puts the rows back at
+    their tokens' positions (its indices computed from the router) is combine too."""
+    for _ in range(8):  # a combine is a few ops deep; the bound keeps the walk short on any graph
+        routed = _forward([topk], graph.successors, stop=sink) - {sink}
+        nxt = None
+        for s in graph.successors[sink]:
+            op = graph.ops[s]
+            others = [t for t in op.reads if t not in graph.ops[sink].writes and not _is_const(graph, t, producer)]
+            if any(producer.get(t) in routed for t in others):
+                nxt = s
+                break
+        if nxt is None:
+            return sink
+        sink = nxt
+    return sink
 
 
 def _gathers(graph: OpGraph, op: Op, hidden: int, tokens: int, region: set[int]) -> bool:
