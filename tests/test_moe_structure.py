@@ -5,7 +5,8 @@ Mixtral-like model (`planner.data.make_models`), and two torch-written MoE stack
 (`torch.onnx.export(..., dynamo=True, external_data=False)`), written here because `transformers` is not installed:
 a Mixtral-like one (router Linear -> softmax -> top-2 -> renormalise; per expert `torch.where`, `index_select`,
 `index_add`, the loop of the transformers implementation) and a Qwen2-MoE-like one (top-4 of 8 without
-renormalising, experts on masked tokens, a shared expert behind a sigmoid gate).  The corpus's dense-routed MoE
+renormalising, experts on masked tokens, a shared expert behind a sigmoid gate); and a GShard-style layer whose
+experts are batched matrix products over an experts x capacity buffer.  The corpus's dense-routed MoE
 layers (`experiments/corpus_models.py`: every expert on every token, weighted by a scattered combine matrix) are
 found too.  Dense models (a GPT-2-like export, the onnx light CNNs) have no MoE structure.  Byte counts are checked
 against a hand computation, and plan-compare's all-to-all and its MoE line against them.
@@ -134,6 +135,32 @@ class QwenLikeMoE(nn.Module):
         return out.reshape(b, t, d)
 
 
+class BatchedMoE(nn.Module):
+    """GShard-style: one-hot dispatch and combine tensors (tokens x experts x capacity) and the experts as batched
+    matrix products whose weights carry the expert dimension."""
+
+    def __init__(self, d: int, ff: int, experts: int, top_k: int, capacity: int) -> None:
+        super().__init__()
+        self.top_k, self.num_experts, self.capacity = top_k, experts, capacity
+        self.gate = nn.Linear(d, experts, bias=False)
+        self.w1 = nn.Parameter(torch.randn(experts, d, ff) / math.sqrt(d))
+        self.w2 = nn.Parameter(torch.randn(experts, ff, d) / math.sqrt(ff))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        b, t, d = h.shape
+        x = h.reshape(-1, d)
+        probs = F.softmax(self.gate(x), -1)
+        weights, chosen = torch.topk(probs, self.top_k, -1)
+        mask = F.one_hot(chosen, self.num_experts).sum(1).float()  # tokens x experts
+        slot = (torch.cumsum(mask, 0) - 1) * mask
+        keep = mask * (slot < self.capacity).float()
+        dispatch = keep.unsqueeze(-1) * F.one_hot(slot.long().clamp(0, self.capacity - 1), self.capacity).float()
+        combine = dispatch * torch.zeros_like(probs).scatter(-1, chosen, weights).unsqueeze(-1)
+        per_expert = torch.einsum("tec,td->ecd", dispatch, x)  # experts x capacity x hidden
+        y = torch.bmm(F.gelu(torch.bmm(per_expert, self.w1)), self.w2)
+        return torch.einsum("tec,ecd->td", combine, y).reshape(b, t, d)
+
+
 class _RMSNorm(nn.Module):
     def __init__(self, d: int) -> None:
         super().__init__()
@@ -193,6 +220,7 @@ def exported(tmp_path_factory) -> dict[str, Path]:
     models = {
         "mixtral_like": _Stack([_Block(D, 4, MixtralLikeMoE(D, 64, 4, 2)) for _ in range(2)]),
         "qwen2_moe_like": _Stack([_Block(D, 4, QwenLikeMoE(D, 32, 8, 4, 64)) for _ in range(2)]),
+        "batched": BatchedMoE(D, 64, 4, 2, 20),
     }
     paths = {}
     for name, module in models.items():
@@ -283,6 +311,18 @@ def test_torch_qwen2_moe_like_export_is_found_with_its_shared_expert(exported):
         assert not set(layer.shared_ops) & {o for b in layer.expert_branches for o in b}
         assert {graph.op(o).op_type for o in layer.dispatch_ops} == {"Mul"}  # tokens masked per expert
         assert layer.dispatch_bytes == 32 * 4 * 32 * 4  # by hand: tokens x k x hidden x float32
+
+
+def test_batched_experts_are_one_branch_with_the_capacity_buffer_bytes(exported):
+    graph = run_passes(load_model(exported["batched"]))
+    (layer,) = structure(exported["batched"]).layers
+    assert (layer.experts, layer.top_k, len(layer.expert_branches)) == (4, 2, 1)
+    (branch,) = layer.expert_branches
+    assert sum(graph.op(o).op_type == "MatMul" for o in branch) == 2  # the two batched matrix products
+    assert [graph.op(o).op_type for o in layer.dispatch_ops] == ["Einsum"]
+    assert graph.op(layer.combine_ops[-1]).op_type == "Einsum"
+    # by hand: an experts x capacity x hidden buffer, 4 x 20 x 32 float32
+    assert layer.gathered and layer.dispatch_bytes == layer.combine_bytes == 4 * 20 * 32 * 4
 
 
 @pytest.mark.parametrize("name, experts, top_k, shared", [("corpus_mixtral_moe", 4, 2, False),

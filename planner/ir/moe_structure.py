@@ -26,10 +26,10 @@ Exported models name their ops ``node_GatherND_12``; what identifies an MoE laye
 
 Bytes, per micro-batch (one run of the graph):
 
-* When every dispatch op gathers a static subset of the tokens (fewer rows than there are tokens; e.g. a
-  capacity-sized Gather), the dispatched bytes are the sum of the dispatch outputs and the combined bytes the sum
-  of the expert branches' outputs into the combine (capacity padding included: that is what a fixed-size
-  all-to-all moves).
+* When every dispatch op gathers a static selection of the tokens (fewer rows than there are tokens; e.g. a
+  capacity-sized Gather; for one batched branch, fewer than tokens x experts: an experts x capacity buffer),
+  the dispatched bytes are the sum of the dispatch outputs and the combined bytes the sum of the expert
+  branches' outputs into the combine (capacity padding included: that is what a fixed-size all-to-all moves).
 * Otherwise (experts run densely on every token with a routing-weight mask, the dispatch masks all tokens, or its
   size depends on data and was bounded at import) the graph does not say how many tokens each expert gets: the
   dispatched and combined bytes are then what a top-k dispatch moves, tokens x k x hidden x element bytes.
@@ -61,6 +61,7 @@ _SHAPE = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "C
 _PASS = _SHAPE | frozenset({"Transpose", "Add", "Sub", "Mul", "Div"})
 _SCORES = frozenset({"Softmax", "Sigmoid"})
 _MATMUL = frozenset({"MatMul", "Gemm", "MatMulInteger", "Einsum", "FusedMatMul"})
+_MAX_SINKS = 64  # post-dominators tried as a layer's end: its combine is a few ops past the first
 
 
 @dataclass(frozen=True)
@@ -150,10 +151,14 @@ def find_moe_layers(graph: OpGraph) -> MoEStructure:
                                                                                           strict=True)]
     sinks = _post_dominators(graph, entries)
     layers = []
-    for r, toks, entry, sink in zip(routers, token_sets, entries, sinks, strict=True):
-        layer = _layer(graph, r, toks, entry, sink, producer)
-        if layer is not None:
-            layers.append(layer)
+    for r, entry, chain in zip(routers, entries, sinks, strict=True):
+        # the layer's end: the nearest post-dominator with a combine before it (a single entry, such as a batched
+        # dispatch, post-dominates itself: the experts and the combine come later on the chain)
+        for sink in chain:
+            layer = _layer(graph, r, entry, sink, producer)
+            if layer is not None:
+                layers.append(layer)
+                break
     return MoEStructure(tuple(layers))
 
 
@@ -287,8 +292,9 @@ def _token_entries(graph: OpGraph, tokens: frozenset[str], router_chain: set[int
     return tuple(sorted(out))
 
 
-def _post_dominators(graph: OpGraph, entries: list[tuple[int, ...]]) -> list[int | None]:
-    """Per layer, the immediate post-dominator of its token entries (None: some path escapes to the outputs)."""
+def _post_dominators(graph: OpGraph, entries: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """Per layer, the post-dominators of its token entries, nearest first (`_MAX_SINKS` at most; empty when
+    some path escapes to the graph outputs without meeting the others)."""
     exit_node = -1
     g = nx.DiGraph()
     g.add_node(exit_node)
@@ -305,20 +311,23 @@ def _post_dominators(graph: OpGraph, entries: list[tuple[int, ...]]) -> list[int
         for c in entry:
             g.add_edge(c, ("x", k))
     idom = nx.immediate_dominators(g, exit_node)
-    out: list[int | None] = []
+    out: list[tuple[int, ...]] = []
     for k, entry in enumerate(entries):
+        chain: list[int] = []
         d = idom.get(("x", k)) if entry else None
-        out.append(d if isinstance(d, int) and d != exit_node else None)
+        while isinstance(d, int) and d != exit_node and len(chain) < _MAX_SINKS:
+            chain.append(d)
+            d = idom.get(d)
+        out.append(tuple(chain))
     return out
 
 
 # ----- 3, 4. roles and bytes --------------------------------------------------------------------------------------
 
 
-def _layer(graph: OpGraph, r: _Router, tokens: frozenset[str], entry: tuple[int, ...], sink: int | None,
+def _layer(graph: OpGraph, r: _Router, entry: tuple[int, ...], sink: int,
            producer: Mapping[str, int]) -> MoELayer | None:
-    if sink is None or not entry:
-        return None
+    """The layer ending at `sink`, or None when no expert branch and combine lie before it."""
     ops = graph.ops
     succ, pred = graph.successors, graph.predecessors
     sink = _extend_sink(graph, r.topk, sink, producer)
@@ -331,13 +340,13 @@ def _layer(graph: OpGraph, r: _Router, tokens: frozenset[str], entry: tuple[int,
     weighted: dict[int, bool] = {}
     after_dispatch: dict[int, bool] = {}
     combine: set[int] = set()
-    dispatch: list[int] = []
+    dispatch: set[int] = set()
     gates: set[int] = set()
     for v in order:
         tok_preds = [u for u in pred[v] if u in region]
         op = ops[v]
-        w = (op.op_type in _MATMUL and _weighted_matmul(graph, op, producer) is not None and op.param_bytes > 0) \
-            or any(weighted[u] for u in tok_preds)
+        own_weight = op.param_bytes > 0 and _weighted_matmul(graph, op, producer) is not None
+        w = own_weight or any(weighted[u] for u in tok_preds)
         weighted[v] = w
         routed = any(t in routing_tensors for t in op.reads)
         if v == sink or any(u in combine for u in tok_preds) or (routed and w):
@@ -345,15 +354,16 @@ def _layer(graph: OpGraph, r: _Router, tokens: frozenset[str], entry: tuple[int,
             if routed and w:
                 gates.add(v)
         elif routed:
-            dispatch.append(v)
+            dispatch.add(v)
         after_dispatch[v] = v in dispatch or any(after_dispatch[u] for u in tok_preds)
     candidates = {v for v in order if v not in combine and (weighted[v] or after_dispatch[v])}
     pieces = _components(candidates, succ)
-    branches, shared = [], []
+    branches: list[set[int]] = []
+    shared: list[set[int]] = []
     for piece in pieces:
         is_expert = any(v in dispatch for v in piece) or any(s in gates for v in piece for s in succ[v])
         (branches if is_expert else shared).append(piece)
-    if not branches:
+    if not branches or not gates:
         return None
     x_info = graph.tensors[r.x]
     hidden = int(x_info.shape[-1])
@@ -361,26 +371,31 @@ def _layer(graph: OpGraph, r: _Router, tokens: frozenset[str], entry: tuple[int,
     n_tokens = numel // hidden if hidden else 0
     elem = x_info.size_bytes // numel if numel else 0
     topk_bytes = n_tokens * r.top_k * hidden * elem
-    gathered = bool(dispatch) and all(_gathers(graph, ops[v], hidden, n_tokens, region) for v in dispatch)
+    # a batched branch (one for all experts) gathers up to tokens x experts rows, a per-expert one fewer than tokens
+    rows_below = n_tokens * (r.experts if len(branches) == 1 else 1)
+    gathered = bool(dispatch) and all(_gathers(graph, ops[v], hidden, rows_below) for v in dispatch)
     anchor: dict[str, int] = {}
     if gathered:
-        for v in dispatch:
-            anchor[ops[v].name] = _token_output_bytes(ops[v], region, succ, graph)
+        for v in sorted(dispatch):
+            anchor[ops[v].name] = sum(graph.tensors[t].size_bytes for t in ops[v].writes[:1] if t in graph.tensors)
         dispatch_bytes = sum(anchor.values())
+        # what the expert branches hand to the combine
         combine_bytes = sum(graph.tensors[t].size_bytes for piece in branches for v in piece
                             for s in succ[v] if s in combine for t in ops[v].writes
                             if t in ops[s].reads and t in graph.tensors)
     else:
         dispatch_bytes = combine_bytes = topk_bytes
-        firsts = [ops[v].name for v in dispatch] or [ops[min(piece)].name for piece in branches]
+        firsts = [ops[v].name for v in sorted(dispatch)] or [ops[min(piece)].name for piece in branches]
         share, rest = divmod(dispatch_bytes, len(firsts))
         for j, name in enumerate(firsts):
             anchor[name] = share + (rest if j == 0 else 0)
-    names = lambda idx: tuple(ops[i].name for i in sorted(idx))  # noqa: E731 (a local shorthand)
+    def names(idx: Iterable[int]) -> tuple[str, ...]:
+        return tuple(ops[i].name for i in sorted(idx))
+
     return MoELayer(
         router_ops=names(routing), topk_op=ops[r.topk].name, experts=r.experts, top_k=r.top_k, tokens=n_tokens,
         hidden=hidden, element_bytes=elem, expert_branches=tuple(names(p) for p in branches),
-        shared_ops=names(set().union(*shared)) if shared else (), dispatch_ops=names(dispatch),
+        shared_ops=names(v for piece in shared for v in piece), dispatch_ops=names(dispatch),
         combine_ops=names(combine), dispatch_bytes=int(dispatch_bytes), combine_bytes=int(combine_bytes),
         gathered=gathered, anchor_bytes=anchor)
 
@@ -404,18 +419,14 @@ def _extend_sink(graph: OpGraph, topk: int, sink: int, producer: Mapping[str, in
     return sink
 
 
-def _gathers(graph: OpGraph, op: Op, hidden: int, tokens: int, region: set[int]) -> bool:
-    """Whether a dispatch op's output is a static subset of the tokens (fewer rows than tokens)."""
+def _gathers(graph: OpGraph, op: Op, hidden: int, rows_below: int) -> bool:
+    """Whether a dispatch op's output is a static selection of tokens (fewer rows than `rows_below`)."""
     if op.estimated:
         return False  # its size rests on a data-dependent bound
     outs = [graph.tensors[t] for t in op.writes if t in graph.tensors]
     if not outs or not outs[0].shape or outs[0].shape[-1] != hidden:
         return False
-    return math.prod(outs[0].shape) // hidden < tokens
-
-
-def _token_output_bytes(op: Op, region: set[int], succ: tuple[tuple[int, ...], ...], graph: OpGraph) -> int:
-    return sum(graph.tensors[t].size_bytes for t in op.writes[:1] if t in graph.tensors)
+    return math.prod(outs[0].shape) // hidden < rows_below
 
 
 def _forward(starts: Iterable[int], succ: tuple[tuple[int, ...], ...], *, stop: int) -> set[int]:
