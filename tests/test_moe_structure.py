@@ -1,15 +1,16 @@
 """MoE layers found from the graph's structure (planner/ir/moe_structure.py), never from op names.
 
-Every model is checked with its node and tensor names scrambled (`scrambled`): the bundled MoE, the generated
-Mixtral-like model (`planner.data.make_models`), and two torch-written MoE stacks exported with the dynamo exporter
-(`torch.onnx.export(..., dynamo=True, external_data=False)`), written here because `transformers` is not installed:
-a Mixtral-like one (router Linear -> softmax -> top-2 -> renormalise; per expert `torch.where`, `index_select`,
-`index_add`, the loop of the transformers implementation) and a Qwen2-MoE-like one (top-4 of 8 without
-renormalising, experts on masked tokens, a shared expert behind a sigmoid gate); and a GShard-style layer whose
-experts are batched matrix products over an experts x capacity buffer.  The corpus's dense-routed MoE
-layers (`experiments/corpus_models.py`: every expert on every token, weighted by a scattered combine matrix) are
-found too.  Dense models (a GPT-2-like export, the onnx light CNNs) have no MoE structure.  Byte counts are checked
-against a hand computation, and plan-compare's all-to-all and its MoE line against them.
+Every model is checked with its node and tensor names scrambled (`scrambled`): the bundled MoE; the generated
+Mixtral-like and DeepSeek-V3-like (sigmoid router, shared expert) models (`planner.data.make_models`); torch-written
+MoE stacks exported with the dynamo exporter (`torch.onnx.export(..., dynamo=True, external_data=False)`), written
+here because `transformers` is not installed: a Mixtral-like one (router Linear -> softmax -> top-2 -> renormalise;
+per expert `torch.where`, `index_select`, `index_add`, the loop of the transformers implementation), a
+Qwen2-MoE-like one (top-4 of 8 without renormalising, experts on masked tokens, a shared expert behind a sigmoid
+gate) and a GShard-style layer whose experts are batched matrix products over an experts x capacity buffer.  The
+corpus's dense-routed MoE layers (`experiments/corpus_models.py`: every expert on every token, weighted by a
+scattered combine matrix) are found too.  Dense models (a GPT-2-like export, the onnx light CNNs) have no MoE
+structure.  Byte counts are checked against a hand computation, and plan-compare's all-to-all and its MoE line
+against them.
 """
 
 from __future__ import annotations
@@ -280,6 +281,22 @@ def test_generated_mixtral_is_found_with_names_scrambled(tmp_path):
         # by hand: 4 x 4096 = 16384 tokens of 4096 bfloat16; capacity ceil(1.25 x 16384 x 2 / 8) = 5120 per expert
         assert (layer.tokens, layer.hidden, layer.element_bytes) == (16384, 4096, 2)
         assert layer.dispatch_bytes == 8 * 5120 * 4096 * 2
+
+
+def test_generated_deepseek_like_sigmoid_router_and_shared_expert(tmp_path):
+    from planner.data.make_models import main as make_models
+
+    raw = tmp_path / "ds.raw.onnx"
+    assert make_models(["--preset", "deepseek-v3-slice", "--experts", "16", "--top-k", "4", "--layers", "1",
+                        "--out", str(raw)]) == 0
+    back = scrambled(raw, tmp_path / "ds.onnx")
+    (layer,) = structure(tmp_path / "ds.onnx").layers
+    assert (layer.experts, layer.top_k, len(layer.expert_branches)) == (16, 4, 16)
+    assert back[layer.topk_op] == "layer0/moe/topk" and "layer0/moe/scores" in {back[o] for o in layer.router_ops}
+    # the shared expert joins the combine's ScatterND beside the experts' rows: found, not dispatched
+    assert layer.shared_ops and {back[o].split("/")[1] for o in layer.shared_ops} == {"shared0"}
+    # by hand: capacity ceil(1.25 x 16384 tokens x 4 / 16) = 5120 rows of 7168 bfloat16 per expert
+    assert layer.gathered and layer.dispatch_bytes == 16 * 5120 * 7168 * 2
 
 
 # ----- torch exports: data-dependent and masked dispatch, dense routing, the shared expert --------------------------

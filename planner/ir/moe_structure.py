@@ -361,7 +361,12 @@ def _layer(graph: OpGraph, r: _Router, entry: tuple[int, ...], sink: int,
     branches: list[set[int]] = []
     shared: list[set[int]] = []
     for piece in pieces:
-        is_expert = any(v in dispatch for v in piece) or any(s in gates for v in piece for s in succ[v])
+        # an expert is dispatched to, or weighted alone by routing data (a gate whose token inputs all come from
+        # it); a piece that only joins a merge that reads routing data (a shared expert added into the combine's
+        # ScatterND) is not
+        weighted_alone = any(s in gates and all(u in piece for u in pred[s] if u in region)
+                             for v in piece for s in succ[v])
+        is_expert = any(v in dispatch for v in piece) or weighted_alone
         (branches if is_expert else shared).append(piece)
     if not branches or not gates:
         return None
