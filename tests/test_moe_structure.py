@@ -412,3 +412,10 @@ def test_cli_says_when_no_moe_structure_is_found(exported, tmp_path, capsys):
 def test_plan_inspect_prints_the_finding(capsys):
     assert inspect_main(["--model", str(MOE)]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("MoE: 2 layers, 4 experts, top-k 2")
+
+
+def test_expert_parallel_must_be_a_whole_number_of_devices(tmp_path, capsys):
+    argv = ["--model", str(MOE), "--hw", str(HW), "--stages", "2", "--microbatches", "4", "--out", str(tmp_path)]
+    assert compare_main([*argv, "--expert-parallel", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: plan-compare: --expert-parallel") and len(err.strip().splitlines()) == 1
