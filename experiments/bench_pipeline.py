@@ -21,6 +21,7 @@ Rerun: ``python -m experiments.bench --only pipeline`` (writes bench/results/pip
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,6 +64,7 @@ def bench_pipeline(quick: bool) -> list[dict]:
     from planner.compare.pipelines import compare
     from planner.cost.training_costs import training_costs
     from planner.ir.hardware import load_topology
+    from planner.ir.moe_structure import find_moe_layers
     from planner.pipeline.registry import UnitCosts
     from planner.prepare import prepare
 
@@ -80,7 +82,10 @@ def bench_pipeline(quick: bool) -> list[dict]:
     p, m = (4, 8) if quick else (8, 16)
     prepared = prepare(MOE, load_topology(HW))
     instance = prepared.instance
-    costs = model_costs(instance, p, training=training_costs(prepared.graph, prepared.topology, instance))
+    # per-operator backward costs; the all-to-all needs the MoE layers, found from the graph (as plan-compare does)
+    costs = dataclasses.replace(model_costs(instance, p, training=training_costs(prepared.graph, prepared.topology,
+                                                                                 instance)),
+                                moe=find_moe_layers(prepared.graph))
     cmp = compare(p, m, costs, time_limit_s=limit)
     rows += _rows("moe.onnx on h100-8-nvlink", p, m, cmp, costs.time_unit, costs.memory_unit)
     print(f"   moe p={p} m={m}\n{cmp.table()}", flush=True)

@@ -29,6 +29,7 @@ from planner.data import BUNDLED_MODEL as DEFAULT_MODEL
 from planner.errors import InputError, OpplanError
 from planner.ir.hardware import DEFAULT_PROFILE, load_topology
 from planner.ir.load import parse_input_shape, parse_input_value
+from planner.ir.moe_structure import find_moe_layers
 from planner.ir.topology import Topology
 from planner.ir.units import format_bytes, format_time, parse_bytes
 from planner.plot import plot_gantt
@@ -94,6 +95,7 @@ def _inspect(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
     else:
         print_inspect_table(summary)
+        print(find_moe_layers(prepared.graph).summary_line())  # MoE layers from the graph's structure
     return 0
 
 

@@ -7,7 +7,8 @@ part), zero communication unless ``--comm``.  On a model (``--model M.onnx --hw 
 is cut into p stages by the stage formulation and each stage in two chunks (`planner.compare.model_costs`: per
 stage compute on its device, B and W and the stashed activations per operator (``--uniform-backward``: B = W = F,
 activation = every op output), parameter bytes of its ops, link delays between stages,
-MoE all-to-all from the dispatched token bytes unless ``--no-a2a``);
+MoE all-to-all from the dispatched token bytes unless ``--no-a2a``: the MoE layers are found from the graph's
+structure, `planner.ir.moe_structure`, and spread over ``--expert-parallel`` devices);
 times are then in microseconds and memory in MiB (``--f/--b/--w/--activation/--param/--comm`` do not apply;
 ``--fb-overlap`` does).  On a preset (``--preset deepseek-v3 --hw H.yaml [--layers N] [--seq-len S]
 [--microbatch-seqs B]``, for users without an ONNX file): per-layer op costs from the published architecture
@@ -38,6 +39,7 @@ from planner.compare.presets import PRESETS, MicroBatch, PresetCosts, preset_cos
 from planner.cost.training_costs import training_costs
 from planner.errors import InputError
 from planner.ir.hardware import load_topology
+from planner.ir.moe_structure import find_moe_layers
 from planner.pipeline.registry import GENERATORS, UnitCosts
 from planner.prepare import prepare
 
@@ -80,7 +82,7 @@ def _preset_costs(args: argparse.Namespace) -> PresetCosts:
     mb = MicroBatch(args.seq_len or MicroBatch.seq_len, args.microbatch_seqs or MicroBatch.seqs)
     # --expert-parallel is the MoE-structure work's flag (issue 11); without it the EP degree is the stage count
     costs = preset_costs(args.preset, load_topology(args.hw), args.stages, num_layers=args.layers, microbatch=mb,
-                         expert_parallel=getattr(args, "expert_parallel", None), comm_stream=not args.no_comm_stream)
+                         expert_parallel=args.expert_parallel, comm_stream=not args.no_comm_stream)
     print(f"preset {args.preset}: {costs.num_layers} layers, {mb.seqs} x {mb.seq_len} tokens per micro-batch, "
           f"expert parallel {costs.expert_parallel}, on {costs.num_devices} devices of {costs.topology.name}; "
           f"layers per stage {costs.layers_per_piece(costs.stage_units)}; times in {costs.time_unit}, memory in "
@@ -96,12 +98,15 @@ def _model_costs(args: argparse.Namespace) -> ModelCosts:
     training = None if args.uniform_backward else training_costs(prepared.graph, prepared.topology, instance)
     costs = model_costs(instance, args.stages, time_limit_s=args.stage_time_limit, backend=args.backend,
                         comm_stream=not args.no_comm_stream, training=training)
+    moe = find_moe_layers(prepared.graph)
+    costs = dataclasses.replace(costs, moe=moe, expert_parallel=args.expert_parallel)
     plan = costs.stage_plan
     assert plan is not None  # model_costs always records the cut it made
     bottleneck = plan.bottleneck_tick / costs.ticks_per_unit
     print(f"stages of {args.model}: {plan.num_stages} on {', '.join(plan.device_names)}, bottleneck "
           f"{bottleneck:.4g} {costs.time_unit} ({plan.status}); times in {costs.time_unit}, memory in "
           f"{costs.memory_unit}")
+    print(moe.summary_line())
     return costs
 
 
@@ -142,6 +147,10 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--uniform-backward", action="store_true",
                         help="model mode: the old stage rule B = W = F and activation = every op output (default: "
                         "backward and stashed activations per operator, planner.cost.training_costs)")
+    parser.add_argument("--expert-parallel", type=positive_int, default=None, metavar="N",
+                        help="model and preset mode: the MoE experts are spread over N devices, so each device sends "
+                        "(N-1)/N of its dispatched tokens in each all-to-all (default: --stages, the pipeline's "
+                        "devices)")
     parser.add_argument("--comm-stream", action="store_true",
                         help="unit costs: each --comm transfer is a send task on the sender's communication stream "
                         "(sends overlap compute, one at a time per device); default: a delay on the edge")

@@ -31,12 +31,19 @@ Per stage (or chunk) c on its device d:
   bandwidth), summed; 0 when both sit on one device.  The gradient going back over the same hop costs the same.
   By default (`comm_stream`) each such hop is a send task on the sender's communication stream
   (`planner.pipeline.unroll` docstring): it overlaps compute, and a device's sends run one at a time.
-* MoE all-to-all (`StageCost.a2a_tick`, `planner.pipeline.unroll` docstring; on unless `a2a` is off): for every MoE
-  layer with ops in the piece, the tokens it dispatches are the outputs of its ``<layer>/expert<e>/dispatch`` ops
-  (summed over experts; the combine returns as many bytes); one all-to-all of the layer costs latency + bytes /
-  bandwidth of the profile's slowest link between two devices (the experts as if spread over the other devices:
-  expert parallelism), rounded up; the piece's `a2a_tick` is the sum over its MoE layers.  Dispatch and combine, forward
-  and backward, each cost that.
+* MoE all-to-all (`StageCost.a2a_tick`, `planner.pipeline.unroll` docstring; on unless `a2a` is off): the MoE
+  layers are found from the graph's structure (`planner.ir.moe_structure`: a top-k router over a softmax or
+  sigmoid, expert branches, dispatch and combine ops; never op names), given as `moe`.  A piece holding some of a
+  layer's dispatch ops (or, for experts written densely, the first ops of its expert branches) dispatches their
+  share of the layer's bytes per micro-batch (`MoELayer.anchor_bytes`).  With expert-parallel degree N
+  (`expert_parallel`, default the p pipeline devices: the experts spread over the devices) a device keeps the
+  1/N of the tokens whose experts it holds and sends the other (N-1)/N, so one all-to-all of the layer costs
+  latency + bytes x (N-1)/N / bandwidth of the profile's slowest link between two devices (the rule from before
+  the structural finding: an all-to-all waits for its slowest pair), rounded up; N = 1 costs nothing.  The
+  piece's `a2a_tick` is the sum over its MoE layers.  Dispatch and combine, forward and backward, each cost that
+  (the combine returns as many bytes as were dispatched).  `model_costs` leaves `moe` unset (it sees only the
+  instance); the caller that has the graph sets it (``dataclasses.replace(costs, moe=find_moe_layers(graph))``,
+  as plan-compare does).  Without `moe`, or with no MoE layer found, there is no all-to-all.
 * overlapped pairs (DualPipe's F&B): `fb_overlap` X, a pair lasting round(X * (F + B [+ W])) of its stages.
 
 Units of the comparison: time in microseconds (`Scales.ticks_per_unit` = ticks per microsecond), memory in MiB.
@@ -45,19 +52,19 @@ Units of the comparison: time in microseconds (`Scales.ticks_per_unit` = ticks p
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from formulations.stages import solve_stages
 from planner.cost.instance import SchedulingInstance
 from planner.cost.training_costs import TrainingCosts
 from planner.errors import InputError
 from planner.heuristics.stage_dp import StagePlan
+from planner.ir.moe_structure import MoEStructure
 from planner.pipeline.unroll import StageCost, TrainingPipeline, fixed_placement, v_placement
 
 MIB = 2**20
-_DISPATCH = re.compile(r"^(.*)/expert\d+/dispatch$")
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,6 +83,8 @@ class ModelCosts:
     stage_plan: StagePlan | None = None  # the StagePlan of the p-stage cut
     comm_stream: bool = True  # hops as send tasks on per-device communication streams (`unroll` docstring)
     a2a: bool = True  # MoE all-to-all tasks on the communication streams
+    moe: MoEStructure | None = None  # the MoE layers found in the graph (None: no all-to-all)
+    expert_parallel: int | None = None  # expert-parallel degree N (None: the p pipeline devices)
     fb_overlap: float = 1.0  # a pair lasts this fraction of its halves (1: pairs run as their halves)
     training: TrainingCosts | None = None  # per-op F/B/W and stash; None: the stage rule B = W = F
 
@@ -97,19 +106,33 @@ class ModelCosts:
         return StageCost(f, max(b, 1), max(w, 1), activation_bytes=stash, param_bytes=params,
                          activation_freed_by_b_bytes=freed_by_b, a2a_tick=a2a)
 
+    @property
+    def expert_parallel_degree(self) -> int:
+        """N: the devices the experts are spread over (`expert_parallel`, default the p pipeline devices)."""
+        return int(self.expert_parallel) if self.expert_parallel is not None else self.num_devices
+
+    @cached_property
+    def _anchor_bytes(self) -> Mapping[str, tuple[int, int]]:
+        """Op name -> (MoE layer index, the bytes it dispatches per micro-batch)."""
+        layers = self.moe.layers if self.moe is not None else ()
+        return {name: (k, b) for k, layer in enumerate(layers) for name, b in layer.anchor_bytes.items()}
+
     def a2a_tick(self, tasks: Sequence[int]) -> int:
         """One all-to-all of the MoE layers among `tasks` (module docstring)."""
         inst = self.instance
-        per_layer: dict[str, int] = {}
+        n = self.expert_parallel_degree
+        anchors = self._anchor_bytes
+        per_layer: dict[int, int] = {}
         for t in tasks:
-            m = _DISPATCH.match(inst.task_names[t])
-            if m:
-                per_layer[m.group(1)] = per_layer.get(m.group(1), 0) + int(inst.activation_bytes[t])
-        if not per_layer or inst.num_link_classes < 2:
+            hit = anchors.get(inst.task_names[t])
+            if hit is not None:
+                per_layer[hit[0]] = per_layer.get(hit[0], 0) + hit[1]
+        if not per_layer or inst.num_link_classes < 2 or n <= 1:
             return 0
         out = 0
         for nbytes in per_layer.values():
-            out += max(math.ceil(float(inst.link_latency_tick[c]) + nbytes / float(inst.link_bytes_per_tick[c])
+            sent = nbytes * (n - 1) / n  # the tokens whose experts sit on the other N-1 devices
+            out += max(math.ceil(float(inst.link_latency_tick[c]) + sent / float(inst.link_bytes_per_tick[c])
                                  - 1e-9) for c in range(1, inst.num_link_classes))
         return int(out)
 
