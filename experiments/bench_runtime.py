@@ -412,6 +412,121 @@ def bench_calibration(quick: bool) -> list[dict]:
     return rows
 
 
+# ------------------------------------------------------------------------------- per-op-type comparison rows
+def without_op_factors(profile: Path, out: Path) -> Path:
+    """A copy of a profile without its `op_cost_factors` tables (the roofline the factors were fitted against)."""
+    import yaml
+
+    doc = yaml.safe_load(profile.read_text())
+    for host in doc["hosts"]:
+        for group in host["devices"]:
+            group.pop("op_cost_factors", None)
+    doc["name"] = f"{doc['name']}-no-factors"
+    out.write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
+    return out
+
+
+def op_type_rows(model: Path, profile: Path, op_seconds: dict[str, float]) -> list[dict]:
+    """Per op type of `model`: ops, measured seconds (sum of `op_seconds`, one rank's), the cost model's seconds
+    on device 0 of `profile` without and with its op_cost_factors, and measured / each; a last row `all`."""
+    import numpy as np
+
+    from planner.cost.model import compute_seconds
+    from planner.execute.program import prepared_graph
+    from planner.ir.hardware import load_topology
+
+    graph = prepared_graph(model)
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = compute_seconds(graph, load_topology(without_op_factors(profile, Path(tmp) / "plain.yaml")))[:, 0]
+    factored = compute_seconds(graph, load_topology(profile))[:, 0]
+    totals: dict[str, list[float]] = {}
+    for i, op in enumerate(graph.ops):
+        t = totals.setdefault(op.op_type, [0, 0.0, 0.0, 0.0])
+        t[0] += 1
+        t[1] += op_seconds.get(op.name, float("nan"))
+        t[2] += float(plain[i])
+        t[3] += float(factored[i])
+    totals["all"] = [graph.num_ops, float(np.nansum([op_seconds.get(o.name, np.nan) for o in graph.ops])),
+                     float(plain.sum()), float(factored.sum())]
+    rows = []
+    for op_type, (n, measured, before, after) in sorted(totals.items(), key=lambda kv: (kv[0] == "all", -kv[1][1])):
+        rows.append({"op_type": op_type, "ops": n, "measured_s": round(measured, 6),
+                     "roofline_s": round(before, 6), "factored_s": round(after, 6),
+                     "measured_vs_roofline": _ratio(measured, before), "measured_vs_factored": _ratio(measured, after)})
+    return rows
+
+
+def transfer_rows(graph, trace: dict, topology) -> list[dict]:
+    """The link model against a run's trace, per direction (src -> dst rank): the transfers the receiver waited
+    for from before the send was posted (so its wait covers the whole transfer): their count, the median of
+    observed = receive end (receiver) - sending op's end (sender), the median of the profile's latency + bytes /
+    bandwidth for the same transfers, and observed / modelled.  Each rank's clock starts at its own exit of the
+    start barrier, so one direction's observed times are off by the exit skew and the other's by minus it: the
+    mean of the two directions' ratios is free of it (`both`)."""
+    producer = {t: op.name for op in graph.ops for t in op.outputs if t}
+    ops: dict[str, tuple[int, float, float]] = {}
+    recvs: list[tuple[int, str, float, float]] = []
+    for ev in trace["traceEvents"]:
+        if ev.get("ph") != "X":
+            continue
+        s, e = ev["ts"] * 1e-6, (ev["ts"] + ev["dur"]) * 1e-6
+        if ev["cat"] == "op":
+            ops[ev["name"]] = (ev["pid"], s, e)
+        else:
+            recvs.append((ev["pid"], ev["name"], s, e))
+    by_dir: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    link = topology.links[0][-1]
+    for dst, tensor, s, e in recvs:
+        src_op = ops.get(producer.get(tensor, ""))
+        if src_op is None or src_op[0] == dst or s > src_op[2]:
+            continue
+        info = graph.tensors[tensor]
+        by_dir.setdefault((src_op[0], dst), []).append((e - src_op[2], link.transfer_s(info.size_bytes)))
+    rows = []
+    for (src, dst), pairs in sorted(by_dir.items()):
+        observed = statistics.median(p[0] for p in pairs)
+        modelled = statistics.median(p[1] for p in pairs)
+        rows.append({"direction": f"{src}->{dst}", "waited_transfers": len(pairs),
+                     "observed_median_s": round(observed, 6), "modelled_median_s": round(modelled, 6),
+                     "observed_vs_modelled": _ratio(observed, modelled)})
+    if len(rows) == 2:
+        rows.append({"direction": "both", "waited_transfers": sum(r["waited_transfers"] for r in rows),
+                     "observed_vs_modelled": round(statistics.fmean(r["observed_vs_modelled"] for r in rows), 3)})
+    return rows
+
+
+def bench_op_types(quick: bool, name: str = "inception_v1", nproc: int = CAL_NPROC
+                   ) -> tuple[list[dict], list[dict], Path]:
+    """`plan-calibrate --nproc N` (profile kept in bench/results), a plan of random-weight `name` on it, run by
+    `run_plan(nproc=N, repeat=K)`; then `op_type_rows` of the run's per-op medians against the profile without
+    and with its op_cost_factors, and `transfer_rows` of the run's trace.  Returns (op-type rows, transfer rows,
+    the profile)."""
+    import json
+
+    from planner.execute.program import prepared_graph
+    from planner.execute.runner import run_plan
+    from planner.ir.hardware import load_topology
+
+    repeat = 2 if quick else 5
+    out_dir = REPO / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        profile = calibrated_profile(tmp, quick, nproc)
+        kept = out_dir / f"calibrated-{nproc}{'-quick' if quick else ''}.yaml"
+        kept.write_text(profile.read_text())
+        model = random_weight_models(tmp)[name]
+        plan = _plan_on(model, profile, tmp / "plan.json", "heft" if quick else "milp", CAL_TIME_LIMIT_S, None)
+        report = run_plan(plan, nproc=nproc, repeat=repeat, report_path=tmp / "run.json", run_timeout_s=600).report
+        rows = op_type_rows(model, profile, report["op_seconds_median"])
+        trace = json.loads(Path(report["trace"]).read_text())
+        links = transfer_rows(prepared_graph(model), trace, load_topology(profile))
+    load = round(os.getloadavg()[0], 2)
+    extra = {"model": name, "nproc": nproc, "measured_vs_simulated": report["measured_vs_simulated"],
+             "load_avg_1min_end": load}
+    return [{**row, **extra} for row in rows], [{**row, **extra} for row in links], kept
+
+
 def bench_runtime(quick: bool) -> list[dict]:
     return [{"part": "speed", **row} for row in _speed_rows(quick)] + bench_calibration(quick)
 
@@ -457,10 +572,27 @@ CALIBRATION_COLUMNS = ("model", "stage", "measured_makespan_s", "simulated_makes
                        "busy_ratio", "peak_ratio", "devices_used", "transfers", "vs_calibrated_measured", "error")
 
 
+LINK_COLUMNS = ("direction", "waited_transfers", "observed_median_s", "modelled_median_s", "observed_vs_modelled")
+OP_TYPE_COLUMNS = ("op_type", "ops", "measured_s", "roofline_s", "factored_s", "measured_vs_roofline",
+                   "measured_vs_factored")
+
+
 def main(argv: list[str] | None = None) -> int:
     import csv
 
     args = sys.argv[1:] if argv is None else argv
+    if "--op-types" in args:
+        from experiments.bench import RESULTS, write_csv
+
+        quick = "--quick" in args
+        load = round(os.getloadavg()[0], 2)
+        rows, links, profile = bench_op_types(quick)
+        write_csv(RESULTS / f"runtime-optypes{'-quick' if quick else ''}.csv", rows)
+        print(f"profile: {profile}; load average {load} at the start, {rows[-1]['load_avg_1min_end']} at the end; "
+              f"the run's measured / simulated makespan {rows[-1]['measured_vs_simulated']}")
+        print(markdown_table(rows, OP_TYPE_COLUMNS))
+        print(markdown_table(links, LINK_COLUMNS))
+        return 0
     if "--calibration" in args:
         from experiments.bench import RESULTS, write_csv
 

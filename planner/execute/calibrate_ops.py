@@ -79,7 +79,7 @@ def _suite(s: int) -> tuple[RepSpec, ...]:
         RepSpec("GlobalAveragePool", "512 @13", ((1, c(512), c(13), c(13)),)),
         RepSpec("LRN", "size 5, 64 @56", ((1, c(64), c(56), c(56)),), (),
                 {"size": 5, "alpha": 1e-4, "beta": 0.75, "bias": 1.0}),
-        RepSpec("LRN", "size 5, 192 @28", ((1, c(192), c(28), c(28)),), (),
+        RepSpec("LRN", "size 5, 192 @56", ((1, c(192), c(56), c(56)),), (),
                 {"size": 5, "alpha": 1e-4, "beta": 0.75, "bias": 1.0}),
         RepSpec("BatchNormalization", "64 @56", ((1, c(64), c(56), c(56)),), ((c(64),),) * 4, {"epsilon": 1e-5}),
         RepSpec("BatchNormalization", "256 @14", ((1, c(256), c(14), c(14)),), ((c(256),),) * 4, {"epsilon": 1e-5}),
