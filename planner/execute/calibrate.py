@@ -17,11 +17,11 @@ divides by the number of calls.  A figure's value is the median over repeats and
   report an absurd rate).  The profile's rate is the median over the sizes.
 * **memory bandwidth**: `torch.add(a, b, out=c)` on float32 vectors larger than the caches, bytes = two reads and
   one write (the cost model's bytes read + written), net of the bare call's overhead as above.
-* **gloo point-to-point**: ranks in pairs (0-1, 2-3, ...; an odd last rank idles), blocking send/recv ping-pong;
-  one-way time = round trip / 2 per message size; latency = the one-way time of the smallest message (256 bytes:
-  4-byte messages measured milliseconds here, TCP's small-packet delays, not what a plan's tensors see); bandwidth =
-  1 / slope of the least-squares line of one-way time over message bytes (when noise makes the slope <= 0, the
-  largest message's bytes / its one-way time).
+* **gloo point-to-point**: ranks in pairs (0 -> 1, 2 -> 3, ...; an odd last rank idles), a transfer as `plan-run`
+  makes one (`_p2p`): isend by a sender that goes on computing, recv by a waiting receiver, one-way time = receive
+  end - send post on the host's one monotonic clock, per message size; latency and bandwidth = intercept and
+  1 / slope of the robust (Theil-Sen) line of one-way time over message bytes (when noise tilts the line below
+  zero: the smallest message's time, the largest message's bytes / its time).
 * **per-op-type cost factors** (unless `op_factors` is off): each op of a small, documented suite of representative
   ops (`planner.execute.calibrate_ops.SUITE`: Conv of several shapes incl. 1x1 and depthwise, MatMul, Gemm, the
   pools, LRN, BatchNormalization, elementwise ops, Concat, Softmax, LayerNormalization), built by the importer
@@ -54,7 +54,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from planner.errors import OpplanError
-from planner.execute.calibrate_fit import FactorFit, OpSample, fit_op_cost_factors, roofline_s
+from planner.execute.calibrate_fit import FactorFit, OpSample, fit_op_cost_factors, robust_line, roofline_s
 from planner.execute.calibrate_ops import QUICK_SUITE, SUITE, RepOp, RepSpec, build_suite
 from planner.execute.procs import free_port, run_forked
 from planner.execute.program import (
@@ -335,55 +335,68 @@ def _rep_ops(reps: Sequence[RepOp], spec: CalibrationSpec, sync: Callable[[], No
     return out
 
 
+SENDER_BUSY_S = 1e-3  # what the sender computes after posting a send (a rank runs its next op; `_p2p`)
+P2P_ROUNDS = 5  # messages per size and repeat (a repeat's sample is their median)
+
+
 def _p2p(rank: int, world: int, sizes: Sizes, repeats: int) -> dict[str, list[float]]:
-    """One-way seconds per message size (ping-pong between pairs); on rank pairs only, empty on an idle rank."""
+    """One-way seconds per message size as `plan-run` transfers a tensor, on rank pairs (0 -> 1, 2 -> 3, ...; an
+    odd last rank idles): the sender posts `dist.isend` and computes for `SENDER_BUSY_S` (a rank runs its next
+    op while gloo sends in the background), the receiver waits in `dist.recv`; one-way = the receive's end - the
+    send's post, both read from `time.perf_counter()`, one monotonic clock for every process of the host (the
+    send's post time follows in a second message).  Not a ping-pong: there each side waits idle for the other,
+    which is not what a plan's transfers meet (on a loaded 2-vCPU machine a 256-byte ping-pong measured 4 ms
+    one way against 60 us for 1 KiB, and set the link's latency to 4 ms).
+
+    latency and bandwidth per repeat: the robust line through (bytes, one-way) (`calibrate_fit.robust_line`,
+    Theil-Sen), so that one size hit by a transport hiccup cannot set the latency of every transfer."""
     partner = rank + 1 if rank % 2 == 0 else rank - 1
     active = partner < world
+    sender = rank % 2 == 0
     out: dict[str, list[float]] = {}
+    stamp = torch.zeros(1, dtype=torch.float64)
+    busy_a, busy_b = torch.rand(64, 64), torch.rand(64, 64)
 
-    def ping_pong(buf: torch.Tensor) -> None:
-        if rank % 2 == 0:
-            dist.send(buf, dst=partner)
-            dist.recv(buf, src=partner)
-        else:
-            dist.recv(buf, src=partner)
-            dist.send(buf, dst=partner)
+    def one(buf: torch.Tensor) -> float:
+        """One transfer; the receiver returns its one-way seconds, the sender 0."""
+        if sender:
+            t = time.perf_counter()
+            work = dist.isend(buf, dst=partner)
+            while time.perf_counter() - t < SENDER_BUSY_S:
+                torch.matmul(busy_a, busy_b)
+            assert work is not None  # None only outside the group; this is the default group
+            work.wait()
+            stamp[0] = t
+            dist.send(stamp, dst=partner)
+            return 0.0
+        dist.recv(buf, src=partner)
+        end = time.perf_counter()
+        dist.recv(stamp, src=partner)
+        return end - float(stamp[0])
 
     if active:  # gloo connects a pair on its first message: keep that out of the timings
         for size in sizes.message_bytes:
-            ping_pong(torch.zeros(max(1, size // 4), dtype=torch.float32))
+            one(torch.zeros(max(1, size // 4), dtype=torch.float32))
     for size in sizes.message_bytes:
         buf = torch.zeros(max(1, size // 4), dtype=torch.float32)
         samples = []
         for _ in range(repeats):
             dist.barrier()
-            if not active:
-                continue
-            rounds = max(2, min(200, int(sizes.block_s / (1e-4 + size / 1e9))))
-            t = time.perf_counter()
-            for _ in range(rounds):
-                ping_pong(buf)
-            _settle()
-            samples.append((time.perf_counter() - t) / rounds / 2)
-        if active:
+            if active:
+                samples.append(statistics.median(one(buf) for _ in range(P2P_ROUNDS)))
+        if active and not sender:
             out[f"p2p_oneway {buf.numel() * 4}"] = samples
-    if active and len(sizes.message_bytes) >= 2:
+    if active and not sender and len(sizes.message_bytes) >= 2:
         xs = sorted(int(k.split()[1]) for k in out)
-        out["p2p_latency"] = list(out[f"p2p_oneway {xs[0]}"])
-        out["p2p_bandwidth"] = []
+        out["p2p_latency"], out["p2p_bandwidth"] = [], []
         for i in range(repeats):
             ys = [out[f"p2p_oneway {x}"][i] for x in xs]
-            slope = _slope(xs, ys)
-            # noise can tilt the line on tiny sizes (--quick): then the largest message's bytes / its time, a
-            # lower bound on the bandwidth
-            out["p2p_bandwidth"].append(1.0 / slope if slope > 0 else xs[-1] / ys[-1])
+            latency_s, s_per_byte = robust_line(xs, ys)
+            # a line through noise (tiny sizes, --quick) can tilt below zero at either end: then the smallest
+            # message's time as the latency, the largest message's bytes / its time as the bandwidth (a lower bound)
+            out["p2p_latency"].append(latency_s if latency_s > 0 else ys[0])
+            out["p2p_bandwidth"].append(1.0 / s_per_byte if s_per_byte > 0 else xs[-1] / ys[-1])
     return out
-
-
-def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    den = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else 0.0
 
 
 def _model_ops(spec: CalibrationSpec, sync: Callable[[], None]) -> dict[str, list[float]]:
@@ -417,9 +430,10 @@ _HOW = {
     "matmul_double": "torch.matmul float64 {what}, 2*m*k*n FLOPs / (time per call - bare call)",
     "conv_float": "F.conv2d float32 batch 1 {what}, 2*MACs / (time per call - bare call)",
     "memory_bandwidth": "torch.add(a, b, out=c) of float32 vectors, 3 x vector bytes / (time per call - bare call)",
-    "p2p_oneway": "gloo send/recv ping-pong of {what} bytes, round trip / 2",
-    "p2p_latency": "one-way time of the smallest p2p message",
-    "p2p_bandwidth": "1 / slope of one-way time over message bytes (least squares)",
+    "p2p_oneway": "isend of {what} bytes by a sender that computes 1 ms after posting, recv by a waiting receiver: "
+                  "receive end - send post on the host's monotonic clock, median of 5 per repeat",
+    "p2p_latency": "intercept of the Theil-Sen line of one-way time over message bytes",
+    "p2p_bandwidth": "1 / slope of the Theil-Sen line of one-way time over message bytes",
     "opcost": "our runtime's run_node of the representative op {what}, one call timed, the suite in sequence; "
               "median of 3 rounds per repeat",
 }
