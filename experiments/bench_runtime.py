@@ -28,10 +28,12 @@ machine, so `measured_vs_simulated` measures the profile as much as the plan.  R
 `python -m experiments.bench --only runtime`; `python -m experiments.bench_runtime [CSV]` prints a CSV of this
 section as a Markdown table.
 
-**Calibration rows** (`part` = `calibration`; issue 14), on `CAL_NPROC` = 2 ranks, per model three plans, each run
+**Calibration rows** (`part` = `calibration`; issue 14), on `CAL_NPROC` = 2 ranks, per model four plans, each run
 by `run_plan(nproc=2, repeat=K)` right after it is made:
 
 * `nominal`     planned on cpu-4's nominal figures for 2 processes (`cpu-4.yaml` with `count: 2`): "before";
+* `calibrated_no_factors`  planned on that profile without its `op_cost_factors` table (the plain roofline of
+                its figures), so that the factors' effect is measured in the same run;
 * `calibrated`  planned on the profile `plan-calibrate --nproc 2` wrote at the start of this section: "after";
 * `replanned`   planned on the same profile with `--measured` = the `calibrated` run's report (its measured op
                 times): plan, run, measure, re-plan.
@@ -337,8 +339,9 @@ def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrate
 
     rows: list[dict] = []
     measured_by: dict[str, float] = {}
-    stages: list[tuple[str, Path, Path | None]] = [("nominal", nominal, None), ("calibrated", calibrated, None),
-                                                   ("replanned", calibrated, tmp / f"{name}-calibrated.run.json")]
+    stages: list[tuple[str, Path, Path | None]] = [
+        ("nominal", nominal, None), ("calibrated_no_factors", without_op_factors(calibrated, tmp / "plain.yaml"), None),
+        ("calibrated", calibrated, None), ("replanned", calibrated, tmp / f"{name}-calibrated.run.json")]
     for stage, hw, measured in stages:
         row: dict[str, Any] = {"part": "calibration", "model": name, "stage": stage, "method": method,
                                "repeat": repeat, "nproc": CAL_NPROC}
@@ -361,7 +364,7 @@ def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrate
                    devices_used=len({p.device for p in plan.placements}), transfers=report["transfers"],
                    max_abs_error=report["max_abs_error"], plan_status=plan.status, error="")
         rows.append(row)
-    if len(measured_by) == 3:
+    if len(measured_by) == len(stages):
         # the two plans again, alternately, so that the machine's load drifts over both alike
         alternate: dict[str, list[float]] = {"calibrated": [], "replanned": []}
         for _ in range(rounds):
@@ -456,13 +459,12 @@ def op_type_rows(model: Path, profile: Path, op_seconds: dict[str, float]) -> li
     return rows
 
 
-def transfer_rows(graph, trace: dict, topology) -> list[dict]:
-    """The link model against a run's trace, per direction (src -> dst rank): the transfers the receiver waited
-    for from before the send was posted (so its wait covers the whole transfer): their count, the median of
-    observed = receive end (receiver) - sending op's end (sender), the median of the profile's latency + bytes /
-    bandwidth for the same transfers, and observed / modelled.  Each rank's clock starts at its own exit of the
-    start barrier, so one direction's observed times are off by the exit skew and the other's by minus it: the
-    mean of the two directions' ratios is free of it (`both`)."""
+def transfer_rows(graph, trace: dict, topology) -> list[dict[str, Any]]:
+    """The link model against a run's trace (its ranks on one time line, `runner.chrome_trace_of_run`), per
+    direction (src -> dst rank) and for all: the transfers the receiver waited for from before the sending op
+    ended (so that its wait covers the whole transfer): their count, the median of observed = receive end -
+    sending op's end (packing, isend and the transport: what the plan's link is to price), the median of the
+    profile's latency + bytes / bandwidth for the same transfers, and observed / modelled of the two medians."""
     producer = {t: op.name for op in graph.ops for t in op.outputs if t}
     ops: dict[str, tuple[int, float, float]] = {}
     recvs: list[tuple[int, str, float, float]] = []
@@ -474,24 +476,22 @@ def transfer_rows(graph, trace: dict, topology) -> list[dict]:
             ops[ev["name"]] = (ev["pid"], s, e)
         else:
             recvs.append((ev["pid"], ev["name"], s, e))
-    by_dir: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    by_dir: dict[str, list[tuple[float, float]]] = {}
     link = topology.links[0][-1]
     for dst, tensor, s, e in recvs:
         src_op = ops.get(producer.get(tensor, ""))
         if src_op is None or src_op[0] == dst or s > src_op[2]:
             continue
-        info = graph.tensors[tensor]
-        by_dir.setdefault((src_op[0], dst), []).append((e - src_op[2], link.transfer_s(info.size_bytes)))
-    rows = []
-    for (src, dst), pairs in sorted(by_dir.items()):
+        pair = (e - src_op[2], link.transfer_s(graph.tensors[tensor].size_bytes))
+        by_dir.setdefault(f"{src_op[0]}->{dst}", []).append(pair)
+        by_dir.setdefault("all", []).append(pair)
+    rows: list[dict[str, Any]] = []
+    for direction, pairs in sorted(by_dir.items(), key=lambda kv: kv[0] == "all"):
         observed = statistics.median(p[0] for p in pairs)
         modelled = statistics.median(p[1] for p in pairs)
-        rows.append({"direction": f"{src}->{dst}", "waited_transfers": len(pairs),
+        rows.append({"direction": direction, "waited_transfers": len(pairs),
                      "observed_median_s": round(observed, 6), "modelled_median_s": round(modelled, 6),
                      "observed_vs_modelled": _ratio(observed, modelled)})
-    if len(rows) == 2:
-        rows.append({"direction": "both", "waited_transfers": sum(r["waited_transfers"] for r in rows),
-                     "observed_vs_modelled": round(statistics.fmean(r["observed_vs_modelled"] for r in rows), 3)})
     return rows
 
 

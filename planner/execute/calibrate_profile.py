@@ -62,7 +62,8 @@ def profile_document(figures: Mapping[str, float | None], how: Mapping[str, str]
     peak: dict[str, str] = {"float": _rate(float(figures["float_flops"] or 1e9), "FLOPS")}
     if figures.get("double_flops"):
         peak["double"] = _rate(float(figures["double_flops"] or 0), "FLOPS")
-    group = {"kind": "cuda-gpu" if gpu else "cpu-process", "count": nproc, "name_prefix": "gpu" if gpu else "cpu",
+    group: dict[str, Any] = {"kind": "cuda-gpu" if gpu else "cpu-process", "count": nproc,
+                             "name_prefix": "gpu" if gpu else "cpu",
              "peak_flops": peak,
               "memory": f"{per_proc // 2**20}MiB",
               "memory_bandwidth": _rate(float(figures["memory_bandwidth"] or 1e9), "B/s"),

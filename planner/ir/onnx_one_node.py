@@ -25,7 +25,8 @@ def write_one_node_model(path: str | Path, op_type: str, input_shapes: Sequence[
     inputs = [helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, list(shape))
               for i, shape in enumerate(input_shapes)]
     inits = [numpy_helper.from_array(np.asarray(w, dtype=np.float32), f"w{i}") for i, w in enumerate(weights)]
-    node = helper.make_node(op_type, names, ["y"], name="op", **dict(attrs))
+    node = helper.make_node(op_type, names, ["y"], name="op")
+    node.attribute.extend(helper.make_attribute(key, value) for key, value in attrs.items())
     output = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     graph = helper.make_graph([node], f"one-{op_type}", inputs, [output], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
