@@ -48,6 +48,13 @@ measured makespans, `calibrated_alternating_s` and `replanned_alternating_s`, an
 re-planned / calibrated.
 `python -m experiments.bench_runtime --calibration [--quick]` runs only these rows
 (`bench/results/runtime-calibration[-quick].csv`) and prints them as a Markdown table.
+
+**Per-op-type comparison** (`python -m experiments.bench_runtime --op-types [--quick]`; not part of `make bench`):
+`plan-calibrate --nproc 2` (the profile is kept as `bench/results/calibrated-2.yaml`), a plan of the random-weight
+Inception-v1 on it, run on 2 ranks (`repeat` K); per op type the run's measured seconds (sum of the ops' medians
+over the repetitions, `op_seconds_median`) beside the cost model's without the profile's `op_cost_factors` (the
+plain roofline of its figures) and with them (`op_type_rows`, CSV `runtime-optypes.csv`), and the link model
+against the run's trace (`transfer_rows`: waited-for transfers, observed vs latency + bytes / bandwidth).
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ divides by the number of calls.  A figure's value is the median over repeats and
 * **memory bandwidth**: `torch.add(a, b, out=c)` on float32 vectors larger than the caches, bytes = two reads and
   one write (the cost model's bytes read + written), net of the bare call's overhead as above.
 * **gloo point-to-point**: ranks in pairs (0 -> 1, 2 -> 3, ...; an odd last rank idles), a transfer as `plan-run`
-  makes one (`_p2p`): isend by a sender that goes on computing, recv by a waiting receiver, one-way time = receive
-  end - send post on the host's one monotonic clock, per message size; latency and bandwidth = intercept and
+  makes one (`_p2p`): isend, recv by a waiting receiver, one-way time = receive end - send post on the host's
+  one monotonic clock, per message size; latency and bandwidth = intercept and
   1 / slope of the robust (Theil-Sen) line of one-way time over message bytes (when noise tilts the line below
   zero: the smallest message's time, the largest message's bytes / its time).
 * **per-op-type cost factors** (unless `op_factors` is off): each op of a small, documented suite of representative
@@ -335,18 +335,18 @@ def _rep_ops(reps: Sequence[RepOp], spec: CalibrationSpec, sync: Callable[[], No
     return out
 
 
-SENDER_BUSY_S = 1e-3  # what the sender computes after posting a send (a rank runs its next op; `_p2p`)
 P2P_ROUNDS = 5  # messages per size and repeat (a repeat's sample is their median)
 
 
 def _p2p(rank: int, world: int, sizes: Sizes, repeats: int) -> dict[str, list[float]]:
     """One-way seconds per message size as `plan-run` transfers a tensor, on rank pairs (0 -> 1, 2 -> 3, ...; an
-    odd last rank idles): the sender posts `dist.isend` and computes for `SENDER_BUSY_S` (a rank runs its next
-    op while gloo sends in the background), the receiver waits in `dist.recv`; one-way = the receive's end - the
-    send's post, both read from `time.perf_counter()`, one monotonic clock for every process of the host (the
-    send's post time follows in a second message).  Not a ping-pong: there each side waits idle for the other,
-    which is not what a plan's transfers meet (on a loaded 2-vCPU machine a 256-byte ping-pong measured 4 ms
-    one way against 60 us for 1 KiB, and set the link's latency to 4 ms).
+    odd last rank idles): the sender posts `dist.isend` (and waits for it), the receiver waits in `dist.recv`;
+    one-way = the receive's end - the send's post, both read from `time.perf_counter()`, one monotonic clock for
+    every process of the host (the send's post time follows in a second message).  Not a ping-pong's round trip
+    / 2: on this machine a 256-byte ping-pong measured 4.2-4.3 ms one way against 60 us for 1 KiB (TCP's
+    small-message delays in a request-response pattern), and set the link's latency to 4 ms.  (A sender that goes
+    on computing after the post, as a rank does, was tried too: on 2 loaded vCPUs it measured the receiver's wait
+    for the CPU, 5-7x the waits a run's trace showed.)
 
     latency and bandwidth per repeat: the robust line through (bytes, one-way) (`calibrate_fit.robust_line`,
     Theil-Sen), so that one size hit by a transport hiccup cannot set the latency of every transfer."""
@@ -355,15 +355,12 @@ def _p2p(rank: int, world: int, sizes: Sizes, repeats: int) -> dict[str, list[fl
     sender = rank % 2 == 0
     out: dict[str, list[float]] = {}
     stamp = torch.zeros(1, dtype=torch.float64)
-    busy_a, busy_b = torch.rand(64, 64), torch.rand(64, 64)
 
     def one(buf: torch.Tensor) -> float:
         """One transfer; the receiver returns its one-way seconds, the sender 0."""
         if sender:
             t = time.perf_counter()
             work = dist.isend(buf, dst=partner)
-            while time.perf_counter() - t < SENDER_BUSY_S:
-                torch.matmul(busy_a, busy_b)
             assert work is not None  # None only outside the group; this is the default group
             work.wait()
             stamp[0] = t
@@ -430,8 +427,8 @@ _HOW = {
     "matmul_double": "torch.matmul float64 {what}, 2*m*k*n FLOPs / (time per call - bare call)",
     "conv_float": "F.conv2d float32 batch 1 {what}, 2*MACs / (time per call - bare call)",
     "memory_bandwidth": "torch.add(a, b, out=c) of float32 vectors, 3 x vector bytes / (time per call - bare call)",
-    "p2p_oneway": "isend of {what} bytes by a sender that computes 1 ms after posting, recv by a waiting receiver: "
-                  "receive end - send post on the host's monotonic clock, median of 5 per repeat",
+    "p2p_oneway": "isend of {what} bytes, recv by a waiting receiver: receive end - send post on the host's "
+                  "monotonic clock, median of 5 per repeat",
     "p2p_latency": "intercept of the Theil-Sen line of one-way time over message bytes",
     "p2p_bandwidth": "1 / slope of the Theil-Sen line of one-way time over message bytes",
     "opcost": "our runtime's run_node of the representative op {what}, one call timed, the suite in sequence; "
