@@ -24,8 +24,8 @@ PROFILE_HOW = {
     "memory_bandwidth": "memory_bandwidth = achieved bytes/s of torch.add on float32 vectors (2 reads, 1 write)",
     "launch_overhead": "launch_overhead = median time of one op through our runtime (Relu, Add, Reshape, Softmax, "
                        "LayerNormalization on one element)",
-    "link_latency": "links.intra_host.latency = intercept of the Theil-Sen line of a transfer's one-way time (isend, "
-                    "recv by a waiting receiver, one clock) over message bytes",
+    "link_latency": "links.intra_host.latency = intercept of the Theil-Sen line of the gloo ping-pong's one-way "
+                    "time (round trip / 2) over message bytes",
     "link_bandwidth": "links.intra_host.bandwidth = 1 / slope of that line",
 }
 FACTOR_HOW = ("op_cost_factors.{op_type} = least-squares factor (in seconds) of the representative {op_type} ops' "

@@ -17,11 +17,11 @@ divides by the number of calls.  A figure's value is the median over repeats and
   report an absurd rate).  The profile's rate is the median over the sizes.
 * **memory bandwidth**: `torch.add(a, b, out=c)` on float32 vectors larger than the caches, bytes = two reads and
   one write (the cost model's bytes read + written), net of the bare call's overhead as above.
-* **gloo point-to-point**: ranks in pairs (0 -> 1, 2 -> 3, ...; an odd last rank idles), a transfer as `plan-run`
-  makes one (`_p2p`): isend, recv by a waiting receiver, one-way time = receive end - send post on the host's
-  one monotonic clock, per message size; latency and bandwidth = intercept and
-  1 / slope of the robust (Theil-Sen) line of one-way time over message bytes (when noise tilts the line below
-  zero: the smallest message's time, the largest message's bytes / its time).
+* **gloo point-to-point**: ranks in pairs (0-1, 2-3, ...; an odd last rank idles), blocking send/recv ping-pong;
+  one-way time = round trip / 2 per message size; latency and bandwidth = intercept and 1 / slope of the robust
+  (Theil-Sen) line of one-way time over message bytes, so that one size hit by TCP's small-message delays (256
+  bytes measured 4 ms one way here, 1 KiB 60 us) cannot set every transfer's latency (`_p2p`; when noise tilts
+  the line below zero: the smallest message's time, the largest message's bytes / its time).
 * **per-op-type cost factors** (unless `op_factors` is off): each op of a small, documented suite of representative
   ops (`planner.execute.calibrate_ops.SUITE`: Conv of several shapes incl. 1x1 and depthwise, MatMul, Gemm, the
   pools, LRN, BatchNormalization, elementwise ops, Concat, Softmax, LayerNormalization), built by the importer
@@ -335,59 +335,55 @@ def _rep_ops(reps: Sequence[RepOp], spec: CalibrationSpec, sync: Callable[[], No
     return out
 
 
-P2P_ROUNDS = 5  # messages per size and repeat (a repeat's sample is their median)
-
-
 def _p2p(rank: int, world: int, sizes: Sizes, repeats: int) -> dict[str, list[float]]:
-    """One-way seconds per message size as `plan-run` transfers a tensor, on rank pairs (0 -> 1, 2 -> 3, ...; an
-    odd last rank idles): the sender posts `dist.isend` (and waits for it), the receiver waits in `dist.recv`;
-    one-way = the receive's end - the send's post, both read from `time.perf_counter()`, one monotonic clock for
-    every process of the host (the send's post time follows in a second message).  Not a ping-pong's round trip
-    / 2: on this machine a 256-byte ping-pong measured 4.2-4.3 ms one way against 60 us for 1 KiB (TCP's
-    small-message delays in a request-response pattern), and set the link's latency to 4 ms.  (A sender that goes
-    on computing after the post, as a rank does, was tried too: on 2 loaded vCPUs it measured the receiver's wait
-    for the CPU, 5-7x the waits a run's trace showed.)
+    """One-way seconds per message size, ping-pong between rank pairs (0-1, 2-3, ...; an odd last rank idles):
+    blocking send/recv, one-way = round trip / 2, averaged over a block of round trips; repeats outermost, so that
+    a burst of load from other jobs spoils one repeat of every size (the median over repeats drops it), not every
+    repeat of one size.  Empty on an idle rank.
 
-    latency and bandwidth per repeat: the robust line through (bytes, one-way) (`calibrate_fit.robust_line`,
-    Theil-Sen), so that one size hit by a transport hiccup cannot set the latency of every transfer."""
+    latency and bandwidth per repeat: intercept and 1 / slope of the robust (Theil-Sen) line through (bytes,
+    one-way) (`calibrate_fit.robust_line`).  The latency was the smallest message's one-way time: a 256-byte
+    message measured 4.2-4.3 ms one way here against 60 us for 1 KiB (TCP's small-message delays), which priced
+    every transfer of a plan 4 ms too high.  (Tried and dropped: one-way isend/recv timed on the host's monotonic
+    clock, with the send's post time in a second message; the message pairs met the same small-message delays
+    and measured latencies of 0.08-16 ms from one minute to the next.)"""
     partner = rank + 1 if rank % 2 == 0 else rank - 1
     active = partner < world
-    sender = rank % 2 == 0
     out: dict[str, list[float]] = {}
-    stamp = torch.zeros(1, dtype=torch.float64)
 
-    def one(buf: torch.Tensor) -> float:
-        """One transfer; the receiver returns its one-way seconds, the sender 0."""
-        if sender:
-            t = time.perf_counter()
-            work = dist.isend(buf, dst=partner)
-            assert work is not None  # None only outside the group; this is the default group
-            work.wait()
-            stamp[0] = t
-            dist.send(stamp, dst=partner)
-            return 0.0
-        dist.recv(buf, src=partner)
-        end = time.perf_counter()
-        dist.recv(stamp, src=partner)
-        return end - float(stamp[0])
+    def ping_pong(buf: torch.Tensor) -> None:
+        if rank % 2 == 0:
+            dist.send(buf, dst=partner)
+            dist.recv(buf, src=partner)
+        else:
+            dist.recv(buf, src=partner)
+            dist.send(buf, dst=partner)
 
+    bufs = [torch.zeros(max(1, size // 4), dtype=torch.float32) for size in sizes.message_bytes]
     if active:  # gloo connects a pair on its first message: keep that out of the timings
-        for size in sizes.message_bytes:
-            one(torch.zeros(max(1, size // 4), dtype=torch.float32))
-    for size in sizes.message_bytes:
-        buf = torch.zeros(max(1, size // 4), dtype=torch.float32)
-        samples = []
-        for _ in range(repeats):
-            dist.barrier()
-            if active:
-                samples.append(statistics.median(one(buf) for _ in range(P2P_ROUNDS)))
-        if active and not sender:
-            out[f"p2p_oneway {buf.numel() * 4}"] = samples
-    if active and not sender and len(sizes.message_bytes) >= 2:
-        xs = sorted(int(k.split()[1]) for k in out)
+        for buf in bufs:
+            ping_pong(buf)
+    samples: dict[int, list[float]] = {buf.numel() * 4: [] for buf in bufs}
+    for _ in range(repeats):
+        dist.barrier()
+        if not active:
+            continue
+        for buf in bufs:
+            size = buf.numel() * 4
+            rounds = max(2, min(200, int(sizes.block_s / (1e-4 + size / 1e9))))
+            t = time.perf_counter()
+            for _ in range(rounds):
+                ping_pong(buf)
+            _settle()
+            samples[size].append((time.perf_counter() - t) / rounds / 2)
+    if not active:
+        return out
+    out.update({f"p2p_oneway {size}": times for size, times in samples.items()})
+    if len(samples) >= 2:
+        xs = sorted(samples)
         out["p2p_latency"], out["p2p_bandwidth"] = [], []
         for i in range(repeats):
-            ys = [out[f"p2p_oneway {x}"][i] for x in xs]
+            ys = [samples[x][i] for x in xs]
             latency_s, s_per_byte = robust_line(xs, ys)
             # a line through noise (tiny sizes, --quick) can tilt below zero at either end: then the smallest
             # message's time as the latency, the largest message's bytes / its time as the bandwidth (a lower bound)
@@ -427,8 +423,7 @@ _HOW = {
     "matmul_double": "torch.matmul float64 {what}, 2*m*k*n FLOPs / (time per call - bare call)",
     "conv_float": "F.conv2d float32 batch 1 {what}, 2*MACs / (time per call - bare call)",
     "memory_bandwidth": "torch.add(a, b, out=c) of float32 vectors, 3 x vector bytes / (time per call - bare call)",
-    "p2p_oneway": "isend of {what} bytes, recv by a waiting receiver: receive end - send post on the host's "
-                  "monotonic clock, median of 5 per repeat",
+    "p2p_oneway": "gloo send/recv ping-pong of {what} bytes, round trip / 2",
     "p2p_latency": "intercept of the Theil-Sen line of one-way time over message bytes",
     "p2p_bandwidth": "1 / slope of the Theil-Sen line of one-way time over message bytes",
     "opcost": "our runtime's run_node of the representative op {what}, one call timed, the suite in sequence; "
