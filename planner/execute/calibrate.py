@@ -337,9 +337,8 @@ def _rep_ops(reps: Sequence[RepOp], spec: CalibrationSpec, sync: Callable[[], No
 
 def _p2p(rank: int, world: int, sizes: Sizes, repeats: int) -> dict[str, list[float]]:
     """One-way seconds per message size, ping-pong between rank pairs (0-1, 2-3, ...; an odd last rank idles):
-    blocking send/recv, one-way = round trip / 2, averaged over a block of round trips; repeats outermost, so that
-    a burst of load from other jobs spoils one repeat of every size (the median over repeats drops it), not every
-    repeat of one size.  Empty on an idle rank.
+    blocking send/recv, one-way = round trip / 2, averaged over a block of round trips, the repeats of one size
+    after another.  Empty on an idle rank.
 
     latency and bandwidth per repeat: intercept and 1 / slope of the robust (Theil-Sen) line through (bytes,
     one-way) (`calibrate_fit.robust_line`).  The latency was the smallest message's one-way time: a 256-byte
@@ -364,12 +363,14 @@ def _p2p(rank: int, world: int, sizes: Sizes, repeats: int) -> dict[str, list[fl
         for buf in bufs:
             ping_pong(buf)
     samples: dict[int, list[float]] = {buf.numel() * 4: [] for buf in bufs}
-    for _ in range(repeats):
-        dist.barrier()
-        if not active:
-            continue
-        for buf in bufs:
-            size = buf.numel() * 4
+    # sizes outermost: with repeats outermost (each repeat running every size in turn) every size measured the
+    # 256-byte message's 4-5 ms here, as if the small messages' delays carried over to the next sizes
+    for buf in bufs:
+        size = buf.numel() * 4
+        for _ in range(repeats):
+            dist.barrier()
+            if not active:
+                continue
             rounds = max(2, min(200, int(sizes.block_s / (1e-4 + size / 1e9))))
             t = time.perf_counter()
             for _ in range(rounds):
