@@ -28,10 +28,12 @@ machine, so `measured_vs_simulated` measures the profile as much as the plan.  R
 `python -m experiments.bench --only runtime`; `python -m experiments.bench_runtime [CSV]` prints a CSV of this
 section as a Markdown table.
 
-**Calibration rows** (`part` = `calibration`; issue 14), on `CAL_NPROC` = 2 ranks, per model three plans, each run
+**Calibration rows** (`part` = `calibration`; issue 14), on `CAL_NPROC` = 2 ranks, per model four plans, each run
 by `run_plan(nproc=2, repeat=K)` right after it is made:
 
 * `nominal`     planned on cpu-4's nominal figures for 2 processes (`cpu-4.yaml` with `count: 2`): "before";
+* `calibrated_no_factors`  planned on that profile without its `op_cost_factors` table (the plain roofline of
+                its figures), so that the factors' effect is measured in the same run;
 * `calibrated`  planned on the profile `plan-calibrate --nproc 2` wrote at the start of this section: "after";
 * `replanned`   planned on the same profile with `--measured` = the `calibrated` run's report (its measured op
                 times): plan, run, measure, re-plan.
@@ -46,6 +48,13 @@ measured makespans, `calibrated_alternating_s` and `replanned_alternating_s`, an
 re-planned / calibrated.
 `python -m experiments.bench_runtime --calibration [--quick]` runs only these rows
 (`bench/results/runtime-calibration[-quick].csv`) and prints them as a Markdown table.
+
+**Per-op-type comparison** (`python -m experiments.bench_runtime --op-types [--quick]`; not part of `make bench`):
+`plan-calibrate --nproc 2` (the profile is kept as `bench/results/calibrated-2.yaml`), a plan of the random-weight
+Inception-v1 on it, run on 2 ranks (`repeat` K); per op type the run's measured seconds (sum of the ops' medians
+over the repetitions, `op_seconds_median`) beside the cost model's without the profile's `op_cost_factors` (the
+plain roofline of its figures) and with them (`op_type_rows`, CSV `runtime-optypes.csv`), and the link model
+against the run's trace (`transfer_rows`: waited-for transfers, observed vs latency + bytes / bandwidth).
 """
 
 from __future__ import annotations
@@ -337,8 +346,9 @@ def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrate
 
     rows: list[dict] = []
     measured_by: dict[str, float] = {}
-    stages: list[tuple[str, Path, Path | None]] = [("nominal", nominal, None), ("calibrated", calibrated, None),
-                                                   ("replanned", calibrated, tmp / f"{name}-calibrated.run.json")]
+    stages: list[tuple[str, Path, Path | None]] = [
+        ("nominal", nominal, None), ("calibrated_no_factors", without_op_factors(calibrated, tmp / "plain.yaml"), None),
+        ("calibrated", calibrated, None), ("replanned", calibrated, tmp / f"{name}-calibrated.run.json")]
     for stage, hw, measured in stages:
         row: dict[str, Any] = {"part": "calibration", "model": name, "stage": stage, "method": method,
                                "repeat": repeat, "nproc": CAL_NPROC}
@@ -361,7 +371,7 @@ def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrate
                    devices_used=len({p.device for p in plan.placements}), transfers=report["transfers"],
                    max_abs_error=report["max_abs_error"], plan_status=plan.status, error="")
         rows.append(row)
-    if len(measured_by) == 3:
+    if len(measured_by) == len(stages):
         # the two plans again, alternately, so that the machine's load drifts over both alike
         alternate: dict[str, list[float]] = {"calibrated": [], "replanned": []}
         for _ in range(rounds):
@@ -412,6 +422,118 @@ def bench_calibration(quick: bool) -> list[dict]:
     return rows
 
 
+# ------------------------------------------------------------------------------- per-op-type comparison rows
+def without_op_factors(profile: Path, out: Path) -> Path:
+    """A copy of a profile without its `op_cost_factors` tables (the roofline the factors were fitted against)."""
+    import yaml
+
+    doc = yaml.safe_load(profile.read_text())
+    for host in doc["hosts"]:
+        for group in host["devices"]:
+            group.pop("op_cost_factors", None)
+    doc["name"] = f"{doc['name']}-no-factors"
+    out.write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
+    return out
+
+
+def op_type_rows(model: Path, profile: Path, op_seconds: dict[str, float]) -> list[dict]:
+    """Per op type of `model`: ops, measured seconds (sum of `op_seconds`, one rank's), the cost model's seconds
+    on device 0 of `profile` without and with its op_cost_factors, and measured / each; a last row `all`."""
+    import numpy as np
+
+    from planner.cost.model import compute_seconds
+    from planner.execute.program import prepared_graph
+    from planner.ir.hardware import load_topology
+
+    graph = prepared_graph(model)
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = compute_seconds(graph, load_topology(without_op_factors(profile, Path(tmp) / "plain.yaml")))[:, 0]
+    factored = compute_seconds(graph, load_topology(profile))[:, 0]
+    totals: dict[str, list[float]] = {}
+    for i, op in enumerate(graph.ops):
+        t = totals.setdefault(op.op_type, [0, 0.0, 0.0, 0.0])
+        t[0] += 1
+        t[1] += op_seconds.get(op.name, float("nan"))
+        t[2] += float(plain[i])
+        t[3] += float(factored[i])
+    totals["all"] = [graph.num_ops, float(np.nansum([op_seconds.get(o.name, np.nan) for o in graph.ops])),
+                     float(plain.sum()), float(factored.sum())]
+    rows = []
+    for op_type, (n, measured, before, after) in sorted(totals.items(), key=lambda kv: (kv[0] == "all", -kv[1][1])):
+        rows.append({"op_type": op_type, "ops": n, "measured_s": round(measured, 6),
+                     "roofline_s": round(before, 6), "factored_s": round(after, 6),
+                     "measured_vs_roofline": _ratio(measured, before), "measured_vs_factored": _ratio(measured, after)})
+    return rows
+
+
+def transfer_rows(graph, trace: dict, topology) -> list[dict[str, Any]]:
+    """The link model against a run's trace (its ranks on one time line, `runner.chrome_trace_of_run`), per
+    direction (src -> dst rank) and for all: the transfers the receiver waited for from before the sending op
+    ended (so that its wait covers the whole transfer): their count, the median of observed = receive end -
+    sending op's end (packing, isend and the transport: what the plan's link is to price), the median of the
+    profile's latency + bytes / bandwidth for the same transfers, and observed / modelled of the two medians."""
+    producer = {t: op.name for op in graph.ops for t in op.outputs if t}
+    ops: dict[str, tuple[int, float, float]] = {}
+    recvs: list[tuple[int, str, float, float]] = []
+    for ev in trace["traceEvents"]:
+        if ev.get("ph") != "X":
+            continue
+        s, e = ev["ts"] * 1e-6, (ev["ts"] + ev["dur"]) * 1e-6
+        if ev["cat"] == "op":
+            ops[ev["name"]] = (ev["pid"], s, e)
+        else:
+            recvs.append((ev["pid"], ev["name"], s, e))
+    by_dir: dict[str, list[tuple[float, float]]] = {}
+    link = topology.links[0][-1]
+    for dst, tensor, s, e in recvs:
+        src_op = ops.get(producer.get(tensor, ""))
+        if src_op is None or src_op[0] == dst or s > src_op[2]:
+            continue
+        pair = (e - src_op[2], link.transfer_s(graph.tensors[tensor].size_bytes))
+        by_dir.setdefault(f"{src_op[0]}->{dst}", []).append(pair)
+        by_dir.setdefault("all", []).append(pair)
+    rows: list[dict[str, Any]] = []
+    for direction, pairs in sorted(by_dir.items(), key=lambda kv: kv[0] == "all"):
+        observed = statistics.median(p[0] for p in pairs)
+        modelled = statistics.median(p[1] for p in pairs)
+        rows.append({"direction": direction, "waited_transfers": len(pairs),
+                     "observed_median_s": round(observed, 6), "modelled_median_s": round(modelled, 6),
+                     "observed_vs_modelled": _ratio(observed, modelled)})
+    return rows
+
+
+def bench_op_types(quick: bool, name: str = "inception_v1", nproc: int = CAL_NPROC
+                   ) -> tuple[list[dict], list[dict], Path]:
+    """`plan-calibrate --nproc N` (profile kept in bench/results), a plan of random-weight `name` on it, run by
+    `run_plan(nproc=N, repeat=K)`; then `op_type_rows` of the run's per-op medians against the profile without
+    and with its op_cost_factors, and `transfer_rows` of the run's trace.  Returns (op-type rows, transfer rows,
+    the profile)."""
+    import json
+
+    from planner.execute.program import prepared_graph
+    from planner.execute.runner import run_plan
+    from planner.ir.hardware import load_topology
+
+    repeat = 2 if quick else 5
+    out_dir = REPO / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        profile = calibrated_profile(tmp, quick, nproc)
+        kept = out_dir / f"calibrated-{nproc}{'-quick' if quick else ''}.yaml"
+        kept.write_text(profile.read_text())
+        model = random_weight_models(tmp)[name]
+        plan = _plan_on(model, profile, tmp / "plan.json", "heft" if quick else "milp", CAL_TIME_LIMIT_S, None)
+        report = run_plan(plan, nproc=nproc, repeat=repeat, report_path=tmp / "run.json", run_timeout_s=600).report
+        rows = op_type_rows(model, profile, report["op_seconds_median"])
+        trace = json.loads(Path(report["trace"]).read_text())
+        links = transfer_rows(prepared_graph(model), trace, load_topology(profile))
+    load = round(os.getloadavg()[0], 2)
+    extra = {"model": name, "nproc": nproc, "measured_vs_simulated": report["measured_vs_simulated"],
+             "load_avg_1min_end": load}
+    return [{**row, **extra} for row in rows], [{**row, **extra} for row in links], kept
+
+
 def bench_runtime(quick: bool) -> list[dict]:
     return [{"part": "speed", **row} for row in _speed_rows(quick)] + bench_calibration(quick)
 
@@ -457,10 +579,27 @@ CALIBRATION_COLUMNS = ("model", "stage", "measured_makespan_s", "simulated_makes
                        "busy_ratio", "peak_ratio", "devices_used", "transfers", "vs_calibrated_measured", "error")
 
 
+LINK_COLUMNS = ("direction", "waited_transfers", "observed_median_s", "modelled_median_s", "observed_vs_modelled")
+OP_TYPE_COLUMNS = ("op_type", "ops", "measured_s", "roofline_s", "factored_s", "measured_vs_roofline",
+                   "measured_vs_factored")
+
+
 def main(argv: list[str] | None = None) -> int:
     import csv
 
     args = sys.argv[1:] if argv is None else argv
+    if "--op-types" in args:
+        from experiments.bench import RESULTS, write_csv
+
+        quick = "--quick" in args
+        load = round(os.getloadavg()[0], 2)
+        rows, links, profile = bench_op_types(quick)
+        write_csv(RESULTS / f"runtime-optypes{'-quick' if quick else ''}.csv", rows)
+        print(f"profile: {profile}; load average {load} at the start, {rows[-1]['load_avg_1min_end']} at the end; "
+              f"the run's measured / simulated makespan {rows[-1]['measured_vs_simulated']}")
+        print(markdown_table(rows, OP_TYPE_COLUMNS))
+        print(markdown_table(links, LINK_COLUMNS))
+        return 0
     if "--calibration" in args:
         from experiments.bench import RESULTS, write_csv
 

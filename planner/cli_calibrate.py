@@ -24,9 +24,13 @@ PROFILE_HOW = {
     "memory_bandwidth": "memory_bandwidth = achieved bytes/s of torch.add on float32 vectors (2 reads, 1 write)",
     "launch_overhead": "launch_overhead = median time of one op through our runtime (Relu, Add, Reshape, Softmax, "
                        "LayerNormalization on one element)",
-    "link_latency": "links.intra_host.latency = one-way time of the smallest gloo message (ping-pong / 2)",
-    "link_bandwidth": "links.intra_host.bandwidth = 1 / slope of one-way time over message bytes",
+    "link_latency": "links.intra_host.latency = intercept of the Theil-Sen line of the gloo ping-pong's one-way "
+                    "time (round trip / 2) over message bytes",
+    "link_bandwidth": "links.intra_host.bandwidth = 1 / slope of that line",
 }
+FACTOR_HOW = ("op_cost_factors.{op_type} = least-squares factor (in seconds) of the representative {op_type} ops' "
+              "measured time - launch_overhead over their roofline max(FLOPs / peak_flops.float, bytes / "
+              "memory_bandwidth); fitted: {fit}")
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -40,11 +44,13 @@ def _calibrate(args: argparse.Namespace) -> int:
     spec = CalibrationSpec(nproc=args.nproc, threads=args.threads, repeats=repeats,
                            sizes=QUICK_SIZES if args.quick else SIZES,
                            model_path=str(args.model) if args.model else None, timeout_s=args.timeout,
-                           progress=not args.quiet, device=args.device)
+                           progress=not args.quiet, device=args.device, op_factors=not args.no_op_factors)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     cal = calibrate(spec)
     figures = cal.profile_figures()
     how = {k: PROFILE_HOW[k] for k, v in figures.items() if v is not None}
+    fits = cal.op_cost_fits()
+    how.update({f"op_cost_factors.{t}": FACTOR_HOW.format(op_type=t, fit=fit.describe()) for t, fit in fits.items()})
     how.update({k: f.how for k, f in cal.figures.items()})
     spread = {k: f"{f.spread:.1%} of {len(f.samples)} samples (repeats x ranks)" for k, f in cal.figures.items()}
     for key, value in figures.items():
@@ -55,7 +61,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     try:
         doc = profile_document(figures, how, spread, nproc=args.nproc, threads=args.threads,
                                torch_version=cal.torch_version, name=args.name, load_avg=load,
-                               memory_bytes=cal.device_memory_bytes or None, device=args.device)
+                               memory_bytes=cal.device_memory_bytes or None, device=args.device,
+                               op_cost_factors={t: fit.factor for t, fit in fits.items()})
         text = profile_yaml(doc)
     except ValueError as exc:
         raise InputError(f"the measured profile does not validate: {exc}", path=str(args.out)) from None
@@ -65,6 +72,9 @@ def _calibrate(args: argparse.Namespace) -> int:
         rows = [(f.name, f.value, f.unit, f.spread, len(f.samples)) for f in cal.figures.values()]
         for line in summary_lines(rows):
             print(line)
+        if fits:
+            print("op cost factors (measured - launch overhead) / roofline, per op type: " +
+                  ", ".join(f"{t} {fit.factor:.3g}" for t, fit in fits.items()))
         print(f"measured with {args.nproc} process(es) x {args.threads} thread(s), {repeats} repeats each, in "
               f"{cal.wall_s:.1f} s" + (f"; load average {load:.2f} at the start" if load is not None else ""))
     print(f"wrote profile: {args.out}")
@@ -78,7 +88,8 @@ def _calibrate(args: argparse.Namespace) -> int:
 def calibrate_main(argv: Sequence[str] | None = None) -> int:
     """plan-calibrate: measure this machine with N processes running at once (each with its torch threads, as
     plan-run's ranks): achieved FLOP/s of matrix products and convolutions, memory bandwidth, our runtime's per-op
-    overhead, gloo point-to-point latency and bandwidth; write a hardware profile (YAML, with a provenance block)
+    overhead, gloo point-to-point latency and bandwidth, and a cost factor per op type fitted on representative
+    ops run by our runtime; write a hardware profile (YAML, with a provenance block)
     for plan-solve --hw.  --model also measures that model's ops and writes the op,seconds CSV that
     plan-solve --measured reads."""
     parser = ArgumentParser(prog="plan-calibrate", description=calibrate_main.__doc__)
@@ -96,6 +107,8 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=positive_seconds, default=600.0, help="seconds the whole run may take")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="cuda: rank r measures GPU r and p2p over NCCL (a GPU host; default cpu)")
+    parser.add_argument("--no-op-factors", action="store_true",
+                        help="skip the representative ops: a profile without the op_cost_factors table")
     parser.add_argument("--quiet", action="store_true", help="no progress or summary, only the written files")
     return _run(_calibrate, parser, argv)
 

@@ -1,9 +1,13 @@
-"""Compute time of one op on one device: a roofline plus a fixed launch overhead.
+"""Compute time of one op on one device: a roofline, scaled per op type, plus a fixed launch overhead.
 
-    time_s = max(flops / peak_flops_per_s(dtype), (bytes_read + bytes_written) / memory_bandwidth) + launch_overhead
+    time_s = factor(op_type) x max(flops / peak_flops_per_s(dtype), (bytes_read + bytes_written) / memory_bandwidth)
+             + launch_overhead
 
 The first term is compute-bound time, the second memory-bound time; a real kernel reaches at best the larger of
-the two.  Ops that the importer could not cost by a rule (`Op.estimated`) have zero FLOPs, so they are priced by
+the two.  `factor` is the device's calibrated cost factor of the op's type (`Device.op_cost_factors`, the
+profile's optional `op_cost_factors` table that `plan-calibrate` fits: how far that type's kernels fall short of
+the roofline of the profile's figures); 1 for a type the table does not list, and for every type of a profile
+without one.  Ops that the importer could not cost by a rule (`Op.estimated`) have zero FLOPs, so they are priced by
 the bytes they move — never silently free.  Task-graph ops carry a given `duration` in the file's time unit,
 which is returned as it is (the device is an abstract processor).
 """
@@ -20,4 +24,8 @@ def compute_time_s(op: Op, device: Device) -> float:
         return float(op.duration)
     compute_s = op.flops / device.flops_per_s(op.dtype) if op.flops else 0.0
     memory_s = (op.bytes_read + op.bytes_written) / device.memory_bandwidth_bytes_per_s
-    return max(compute_s, memory_s) + device.launch_overhead_s
+    roofline_s = max(compute_s, memory_s)
+    factor = device.op_cost_factors.get(op.op_type)
+    if factor is not None:  # no multiplication at all without a factor: a profile without the table prices as before
+        roofline_s *= factor
+    return roofline_s + device.launch_overhead_s

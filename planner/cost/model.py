@@ -45,7 +45,8 @@ def compute_seconds(graph: OpGraph, topology: Topology, measured_s: Mapping[str,
     out = np.empty((graph.num_ops, topology.num_devices), dtype=np.float64)
     by_spec: dict[tuple, list[int]] = {}
     for d, dev in enumerate(topology.devices):
-        key = (tuple(sorted(dev.peak_flops_per_s.items())), dev.memory_bandwidth_bytes_per_s, dev.launch_overhead_s)
+        key = (tuple(sorted(dev.peak_flops_per_s.items())), dev.memory_bandwidth_bytes_per_s, dev.launch_overhead_s,
+               tuple(sorted(dev.op_cost_factors.items())))
         by_spec.setdefault(key, []).append(d)
     for devices in by_spec.values():
         dev = topology.devices[devices[0]]

@@ -18,10 +18,17 @@ divides by the number of calls.  A figure's value is the median over repeats and
 * **memory bandwidth**: `torch.add(a, b, out=c)` on float32 vectors larger than the caches, bytes = two reads and
   one write (the cost model's bytes read + written), net of the bare call's overhead as above.
 * **gloo point-to-point**: ranks in pairs (0-1, 2-3, ...; an odd last rank idles), blocking send/recv ping-pong;
-  one-way time = round trip / 2 per message size; latency = the one-way time of the smallest message (256 bytes:
-  4-byte messages measured milliseconds here, TCP's small-packet delays, not what a plan's tensors see); bandwidth =
-  1 / slope of the least-squares line of one-way time over message bytes (when noise makes the slope <= 0, the
-  largest message's bytes / its one-way time).
+  one-way time = round trip / 2 per message size; latency and bandwidth = intercept and 1 / slope of the robust
+  (Theil-Sen) line of one-way time over message bytes, so that one size hit by TCP's small-message delays (256
+  bytes measured 4 ms one way here, 1 KiB 60 us) cannot set every transfer's latency (`_p2p`; when noise tilts
+  the line below zero: the smallest message's time, the largest message's bytes / its time).
+* **per-op-type cost factors** (unless `op_factors` is off): each op of a small, documented suite of representative
+  ops (`planner.execute.calibrate_ops.SUITE`: Conv of several shapes incl. 1x1 and depthwise, MatMul, Gemm, the
+  pools, LRN, BatchNormalization, elementwise ops, Concat, Softmax, LayerNormalization), built by the importer
+  and run by `program.run_node` (the kernels a `plan-run` rank calls), one call at a time in sequence as a
+  model's ops run (`_rep_ops`); the
+  profile's `op_cost_factors` table is fitted per op type against the roofline of the figures above
+  (`planner.execute.calibrate_fit`).
 * `--device cuda` (for GPU hosts; never needed by the tests): rank r measures GPU r (`torch.set_default_device`),
   the clock is read after `torch.cuda.synchronize()`, and the point-to-point figures are NCCL's.
 * `--model M`: every rank runs the whole model's ops in topological order (one rank's program of all ops), each op
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +54,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from planner.errors import OpplanError
+from planner.execute.calibrate_fit import FactorFit, OpSample, fit_op_cost_factors, robust_line, roofline_s
+from planner.execute.calibrate_ops import QUICK_SUITE, SUITE, RepOp, RepSpec, build_suite
 from planner.execute.procs import free_port, run_forked
 from planner.execute.program import (
     Program,
@@ -56,8 +66,9 @@ from planner.execute.program import (
     run_node,
     to_tensor,
 )
-from planner.ir.graph import OpGraph
+from planner.ir.graph import Op, OpGraph
 from planner.ir.onnx_values import NodeSpec
+from planner.ir.topology import Device
 
 __all__ = ["CalibrationFailed", "CalibrationSpec", "Figure", "Calibration", "calibrate", "SIZES", "QUICK_SIZES"]
 
@@ -77,6 +88,7 @@ class Sizes:
     vector_elems: int
     message_bytes: tuple[int, ...]
     block_s: float
+    op_suite: tuple[RepSpec, ...] = SUITE
 
 
 SIZES = Sizes(matmul=((128, 128, 128), (256, 256, 256), (512, 512, 512), (32, 768, 3072)),
@@ -84,7 +96,7 @@ SIZES = Sizes(matmul=((128, 128, 128), (256, 256, 256), (512, 512, 512), (32, 76
               vector_elems=8 * 2**20, message_bytes=(256, 1024, 16 * 1024, 256 * 1024, 2**20, 4 * 2**20),
               block_s=0.02)
 QUICK_SIZES = Sizes(matmul=((32, 32, 32), (64, 64, 64)), conv=((8, 16, 8, 3),), vector_elems=2**16,
-                    message_bytes=(256, 4096, 65536), block_s=0.002)
+                    message_bytes=(256, 4096, 65536), block_s=0.002, op_suite=QUICK_SUITE)
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,7 @@ class CalibrationSpec:
     model_path: str | None = None
     timeout_s: float = 600.0
     progress: bool = True
+    op_factors: bool = True  # time the representative ops and fit the profile's op_cost_factors table
     device: str = "cpu"  # or "cuda": rank r measures GPU r, p2p over NCCL (never needed by the tests)
 
 
@@ -129,6 +142,7 @@ class Calibration:
     wall_s: float = 0.0
     torch_version: str = ""
     device_memory_bytes: int = 0  # with device "cuda": the smallest GPU's memory; 0 on CPUs
+    rep_ops: list[tuple[str, str, Op]] = field(default_factory=list)  # (op type, label, the planner's Op) timed
 
     # profile figure -> the prefixes of the measured figures it is the median of
     SOURCES: ClassVar[dict[str, tuple[str, ...]]] = {
@@ -147,6 +161,21 @@ class Calibration:
             values = [fig.value for fig in self.contributing(key)]
             out[key] = statistics.median(values) if values else None
         return out
+
+    def op_cost_fits(self) -> dict[str, FactorFit]:
+        """op type -> its fitted factor (`planner.execute.calibrate_fit`) against the roofline of this
+        calibration's own profile figures; empty when no representative op was timed."""
+        if not self.rep_ops:
+            return {}
+        fig = self.profile_figures()
+        peak = {"float": float(fig["float_flops"] or 1e9)}
+        if fig.get("double_flops"):
+            peak["double"] = float(fig["double_flops"] or 0)
+        launch_s = float(fig["launch_overhead"] or 0.0)
+        device = Device("calibrated", "measured", "host", peak, 1, float(fig["memory_bandwidth"] or 1e9), launch_s)
+        samples = [OpSample(op_type, label, roofline_s(op, device), self.figures[f"opcost {op_type} {label}"].value)
+                   for op_type, label, op in self.rep_ops if f"opcost {op_type} {label}" in self.figures]
+        return fit_op_cost_factors(samples, launch_s)
 
 
 # ------------------------------------------------------------------------------------------------ timing
@@ -196,7 +225,7 @@ def _tiny_program() -> tuple[Program, list[NodeSpec], dict[str, torch.Tensor]]:
     return program, nodes, env
 
 
-def _measure(rank: int, spec: CalibrationSpec, init: str) -> dict[str, Any]:
+def _measure(rank: int, spec: CalibrationSpec, init: str, reps: Sequence[RepOp] = ()) -> dict[str, Any]:
     """Everything one rank measures: name -> list of samples (one per repeat), and op -> samples with a model."""
     torch.set_num_threads(spec.threads)
     sizes = spec.sizes
@@ -259,7 +288,10 @@ def _measure(rank: int, spec: CalibrationSpec, init: str) -> dict[str, Any]:
             a, b, c = (torch.rand(sizes.vector_elems) for _ in range(3))
             sync()
             out["memory_bandwidth add"] = rate(3.0 * 4 * sizes.vector_elems, lambda: torch.add(a, b, out=c))
-            progress.step("memory bandwidth (add of float32 vectors)")
+            if reps:  # one progress step with the bandwidth: both price the ops by what they move
+                out.update(_rep_ops(reps, spec, sync))
+            progress.step("memory bandwidth (add of float32 vectors)" + (
+                f"; {len(reps)} representative ops of {len({r.spec.op_type for r in reps})} op types" if reps else ""))
             if world > 1:
                 out.update(_p2p(rank, world, sizes, spec.repeats))
                 progress.step("gloo point-to-point latency and bandwidth")
@@ -273,8 +305,47 @@ def _measure(rank: int, spec: CalibrationSpec, init: str) -> dict[str, Any]:
     return {"figures": out, "ops": ops_out, "memory_bytes": memory_bytes}
 
 
+REP_ROUNDS = 3  # rounds of the whole suite per repeat (a repeat's sample is the median of its rounds)
+
+
+def _rep_ops(reps: Sequence[RepOp], spec: CalibrationSpec, sync: Callable[[], None]) -> dict[str, list[float]]:
+    """`opcost <type> <label>` -> seconds of one call of that representative op through our runtime, per repeat.
+
+    Timed as `_model_ops` times a model's ops (and as a rank runs them): one call at a time, the suite in
+    sequence, so that each op meets the caches the ops before it left.  Not a block of calls of one op: measured
+    here, a block of the same op on the same (cache-hot) tensors ran 1.5-3x faster than that op inside a model run.
+    Each repeat runs the suite `REP_ROUNDS` times (after a warm-up round) and keeps each op's median."""
+    device = torch.get_default_device()
+    calls = [(f"opcost {rep.key}", partial(run_node, rep.node, {k: v.to(device) for k, v in rep.env.items()},
+                                           rep.program)) for rep in reps]
+    out: dict[str, list[float]] = {key: [] for key, _ in calls}
+    for _, call in calls:  # warm-up: first calls allocate, and load kernels
+        call()
+    for _ in range(spec.repeats):
+        sync()
+        rounds: dict[str, list[float]] = {key: [] for key, _ in calls}
+        for _ in range(REP_ROUNDS):
+            for key, call in calls:
+                t = time.perf_counter()
+                call()
+                _settle()
+                rounds[key].append(time.perf_counter() - t)
+        for key, times in rounds.items():
+            out[key].append(statistics.median(times))
+    return out
+
+
 def _p2p(rank: int, world: int, sizes: Sizes, repeats: int) -> dict[str, list[float]]:
-    """One-way seconds per message size (ping-pong between pairs); on rank pairs only, empty on an idle rank."""
+    """One-way seconds per message size, ping-pong between rank pairs (0-1, 2-3, ...; an odd last rank idles):
+    blocking send/recv, one-way = round trip / 2, averaged over a block of round trips, the repeats of one size
+    after another.  Empty on an idle rank.
+
+    latency and bandwidth per repeat: intercept and 1 / slope of the robust (Theil-Sen) line through (bytes,
+    one-way) (`calibrate_fit.robust_line`).  The latency was the smallest message's one-way time: a 256-byte
+    message measured 4.2-4.3 ms one way here against 60 us for 1 KiB (TCP's small-message delays), which priced
+    every transfer of a plan 4 ms too high.  (Tried and dropped: one-way isend/recv timed on the host's monotonic
+    clock, with the send's post time in a second message; the message pairs met the same small-message delays
+    and measured latencies of 0.08-16 ms from one minute to the next.)"""
     partner = rank + 1 if rank % 2 == 0 else rank - 1
     active = partner < world
     out: dict[str, list[float]] = {}
@@ -287,12 +358,15 @@ def _p2p(rank: int, world: int, sizes: Sizes, repeats: int) -> dict[str, list[fl
             dist.recv(buf, src=partner)
             dist.send(buf, dst=partner)
 
+    bufs = [torch.zeros(max(1, size // 4), dtype=torch.float32) for size in sizes.message_bytes]
     if active:  # gloo connects a pair on its first message: keep that out of the timings
-        for size in sizes.message_bytes:
-            ping_pong(torch.zeros(max(1, size // 4), dtype=torch.float32))
-    for size in sizes.message_bytes:
-        buf = torch.zeros(max(1, size // 4), dtype=torch.float32)
-        samples = []
+        for buf in bufs:
+            ping_pong(buf)
+    samples: dict[int, list[float]] = {buf.numel() * 4: [] for buf in bufs}
+    # sizes outermost: with repeats outermost (each repeat running every size in turn) every size measured the
+    # 256-byte message's 4-5 ms here, as if the small messages' delays carried over to the next sizes
+    for buf in bufs:
+        size = buf.numel() * 4
         for _ in range(repeats):
             dist.barrier()
             if not active:
@@ -302,26 +376,21 @@ def _p2p(rank: int, world: int, sizes: Sizes, repeats: int) -> dict[str, list[fl
             for _ in range(rounds):
                 ping_pong(buf)
             _settle()
-            samples.append((time.perf_counter() - t) / rounds / 2)
-        if active:
-            out[f"p2p_oneway {buf.numel() * 4}"] = samples
-    if active and len(sizes.message_bytes) >= 2:
-        xs = sorted(int(k.split()[1]) for k in out)
-        out["p2p_latency"] = list(out[f"p2p_oneway {xs[0]}"])
-        out["p2p_bandwidth"] = []
+            samples[size].append((time.perf_counter() - t) / rounds / 2)
+    if not active:
+        return out
+    out.update({f"p2p_oneway {size}": times for size, times in samples.items()})
+    if len(samples) >= 2:
+        xs = sorted(samples)
+        out["p2p_latency"], out["p2p_bandwidth"] = [], []
         for i in range(repeats):
-            ys = [out[f"p2p_oneway {x}"][i] for x in xs]
-            slope = _slope(xs, ys)
-            # noise can tilt the line on tiny sizes (--quick): then the largest message's bytes / its time, a
-            # lower bound on the bandwidth
-            out["p2p_bandwidth"].append(1.0 / slope if slope > 0 else xs[-1] / ys[-1])
+            ys = [samples[x][i] for x in xs]
+            latency_s, s_per_byte = robust_line(xs, ys)
+            # a line through noise (tiny sizes, --quick) can tilt below zero at either end: then the smallest
+            # message's time as the latency, the largest message's bytes / its time as the bandwidth (a lower bound)
+            out["p2p_latency"].append(latency_s if latency_s > 0 else ys[0])
+            out["p2p_bandwidth"].append(1.0 / s_per_byte if s_per_byte > 0 else xs[-1] / ys[-1])
     return out
-
-
-def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    den = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else 0.0
 
 
 def _model_ops(spec: CalibrationSpec, sync: Callable[[], None]) -> dict[str, list[float]]:
@@ -356,12 +425,14 @@ _HOW = {
     "conv_float": "F.conv2d float32 batch 1 {what}, 2*MACs / (time per call - bare call)",
     "memory_bandwidth": "torch.add(a, b, out=c) of float32 vectors, 3 x vector bytes / (time per call - bare call)",
     "p2p_oneway": "gloo send/recv ping-pong of {what} bytes, round trip / 2",
-    "p2p_latency": "one-way time of the smallest p2p message",
-    "p2p_bandwidth": "1 / slope of one-way time over message bytes (least squares)",
+    "p2p_latency": "intercept of the Theil-Sen line of one-way time over message bytes",
+    "p2p_bandwidth": "1 / slope of the Theil-Sen line of one-way time over message bytes",
+    "opcost": "our runtime's run_node of the representative op {what}, one call timed, the suite in sequence; "
+              "median of 3 rounds per repeat",
 }
 _UNITS = {"launch_overhead": "s", "torch_call": "s", "matmul_float": "FLOP/s", "matmul_double": "FLOP/s",
           "conv_float": "FLOP/s",
-          "memory_bandwidth": "B/s", "p2p_oneway": "s", "p2p_latency": "s", "p2p_bandwidth": "B/s"}
+          "memory_bandwidth": "B/s", "p2p_oneway": "s", "p2p_latency": "s", "p2p_bandwidth": "B/s", "opcost": "s"}
 
 
 def calibrate(spec: CalibrationSpec) -> Calibration:
@@ -370,8 +441,11 @@ def calibrate(spec: CalibrationSpec) -> Calibration:
         check_supported(prepared_graph(spec.model_path), spec.model_path)
     init = f"tcp://127.0.0.1:{free_port()}"
     t = time.perf_counter()
-    results = run_forked(spec.nproc, lambda rank: _measure(rank, spec, init), timeout_s=spec.timeout_s,
-                         what="calibration", error=CalibrationFailed, name="opplan-calibrate")
+    with tempfile.TemporaryDirectory(prefix="opplan-calibrate-") as scratch:
+        # built here, before the fork: every rank inherits the same ops (and the import's cost stays untimed)
+        reps = build_suite(spec.sizes.op_suite, Path(scratch)) if spec.op_factors else []
+        results = run_forked(spec.nproc, lambda rank: _measure(rank, spec, init, reps), timeout_s=spec.timeout_s,
+                             what="calibration", error=CalibrationFailed, name="opplan-calibrate")
     wall = time.perf_counter() - t
     merged: dict[str, list[float]] = {}
     ops: dict[str, list[float]] = {}
@@ -388,5 +462,6 @@ def calibrate(spec: CalibrationSpec) -> Calibration:
         figures[key] = Figure(key, _UNITS[kind], samples, _HOW[kind].format(what=what))
     op_seconds = {k: statistics.fmean(v) for k, v in ops.items() if v}
     gpu_memory = min((int(res["memory_bytes"]) for res in results), default=0)
-    return Calibration(spec, figures, op_seconds, wall, str(torch.__version__), gpu_memory)
+    return Calibration(spec, figures, op_seconds, wall, str(torch.__version__), gpu_memory,
+                       [(r.spec.op_type, r.spec.label, r.op) for r in reps])
 

@@ -48,9 +48,12 @@ def _time(x: float) -> str:
 def profile_document(figures: Mapping[str, float | None], how: Mapping[str, str], spread: Mapping[str, str], *,
                      nproc: int, threads: int, torch_version: str, name: str | None = None,
                      host: str | None = None, date: str | None = None, load_avg: float | None = None,
-                     memory_bytes: int | None = None, device: str = "cpu") -> dict[str, Any]:
+                     memory_bytes: int | None = None, device: str = "cpu",
+                     op_cost_factors: Mapping[str, float] | None = None) -> dict[str, Any]:
     """The profile as a YAML-ready mapping (see the module docstring); `figures` as `Calibration.profile_figures`.
-    `device` "cuda": GPUs, `memory_bytes` one GPU's memory; else CPU processes sharing the machine's memory."""
+    `device` "cuda": GPUs, `memory_bytes` one GPU's memory; else CPU processes sharing the machine's memory.
+    `op_cost_factors` (op type -> factor, fitted by `planner.execute.calibrate_fit`): the device group's table;
+    none or empty: no table (the profile prices every op by the plain roofline)."""
     host = host or platform.node() or "localhost"
     date = date or datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
     gpu = device == "cuda"
@@ -59,11 +62,14 @@ def profile_document(figures: Mapping[str, float | None], how: Mapping[str, str]
     peak: dict[str, str] = {"float": _rate(float(figures["float_flops"] or 1e9), "FLOPS")}
     if figures.get("double_flops"):
         peak["double"] = _rate(float(figures["double_flops"] or 0), "FLOPS")
-    group = {"kind": "cuda-gpu" if gpu else "cpu-process", "count": nproc, "name_prefix": "gpu" if gpu else "cpu",
+    group: dict[str, Any] = {"kind": "cuda-gpu" if gpu else "cpu-process", "count": nproc,
+                             "name_prefix": "gpu" if gpu else "cpu",
              "peak_flops": peak,
               "memory": f"{per_proc // 2**20}MiB",
               "memory_bandwidth": _rate(float(figures["memory_bandwidth"] or 1e9), "B/s"),
               "launch_overhead": _time(float(figures["launch_overhead"] or 0.0))}
+    if op_cost_factors:
+        group["op_cost_factors"] = {k: float(v) for k, v in op_cost_factors.items()}
     safe_host = "".join(c if c.isalnum() or c in "-_." else "-" for c in host) or "localhost"
     doc: dict[str, Any] = {
         "name": name or f"calibrated-{safe_host}-{nproc}",

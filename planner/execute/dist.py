@@ -83,6 +83,10 @@ class RankRun:
 
     end_s: float
     events: list[tuple[str, str, float, float]] = field(default_factory=list)
+    # time.perf_counter() at the start barrier's exit: CLOCK_MONOTONIC on Linux, one clock for all processes of a
+    # host, so that the ranks' events can be put on one time line (a rank leaves the barrier up to milliseconds
+    # after another on a loaded machine); 0.0 when unknown
+    start_s: float = 0.0
 
     @property
     def busy_s(self) -> float:
@@ -267,7 +271,7 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                     _sample(meter, env, held_always, pending, inbox)
                 for item in pending:
                     _wait_send(item, timeout)
-                runs.append(RankRun(time.perf_counter() - t0, events))
+                runs.append(RankRun(time.perf_counter() - t0, events, t0))
                 if rank == 0 and rep == total - 1:
                     outputs = {k: env[k].contiguous().numpy().copy() for k in part.outputs}
                 del env

@@ -19,7 +19,7 @@ Report (`run.json`, written atomically)::
                            how good the prediction was (`planner.execute.run_report`); `plan-solve --measured
                            run.json` re-plans from `op_seconds`
     trace                  path of the Chrome trace of the median repetition (pid = rank, tid 0 compute, 1 receive
-                           waits; opens in Perfetto)
+                           waits; the ranks on one time line; opens in Perfetto)
     input_shapes           {graph input: shape} that ran (the plan's, or the new ones with --replan)
     input_values           {input: values} bound at import (from the plan)
     replanned              true when --replan made a new plan for other input shapes
@@ -137,10 +137,18 @@ def compare_outputs(ours: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray
 
 def chrome_trace_of_run(results: Sequence[RankResult], index: int, device_names: Sequence[str],
                         rank_of_device: Sequence[int]) -> dict[str, Any]:
-    """Trace Event Format of measured repetition `index`: pid = rank, tid 0 = compute, tid 1 = receive waits."""
+    """Trace Event Format of measured repetition `index`: pid = rank, tid 0 = compute, tid 1 = receive waits.
+
+    The ranks' events are put on one time line: each rank's are shifted by how much later it left the start
+    barrier than the first rank (`RankRun.start_s`, one monotonic clock per host), so that a transfer's receive
+    end lies after its sending op's end (unshifted, receives measured up to 10 ms "before" their send at load 12).
+    No shift when the start times are unknown or more than a second apart (ranks on different hosts)."""
     events: list[dict[str, Any]] = []
+    starts = [res.runs[index].start_s for res in results]
+    aligned = all(starts) and max(starts) - min(starts) < 1.0
     for res in results:
         r = res.rank
+        shift_s = res.runs[index].start_s - min(starts) if aligned else 0.0
         devices = [d for i, d in enumerate(device_names) if rank_of_device[i] == r]
         events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0,
                        "args": {"name": f"rank {r} ({', '.join(devices) or 'no device'})"}})
@@ -148,7 +156,7 @@ def chrome_trace_of_run(results: Sequence[RankResult], index: int, device_names:
         events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": 1, "args": {"name": "receive wait"}})
         for kind, name, s, e in res.runs[index].events:
             events.append({"ph": "X", "name": name, "cat": kind, "pid": r, "tid": 0 if kind == "op" else 1,
-                           "ts": round(s * 1e6, 3), "dur": round((e - s) * 1e6, 3)})
+                           "ts": round((s + shift_s) * 1e6, 3), "dur": round((e - s) * 1e6, 3)})
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 

@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, ValidationError
 from pydantic_core import ErrorDetails
 
 from planner.data import DEFAULT_PROFILE, PROFILES_DIR, bundled_profile_names, resolve_profile
 from planner.errors import InputError
+from planner.ir.op_workload import RULES
 from planner.ir.topology import LOCAL, Device, Link, Topology
 from planner.ir.units import UnitError, to_bytes, to_bytes_per_s, to_flops_per_s, to_seconds
 
@@ -92,8 +93,31 @@ class LinkSpec(_Model):
     bandwidth: Bandwidth
 
 
+_OP_TYPES = frozenset(op_type for _, op_type in RULES)
+
+
+def _check_op_types(table: dict[str, float]) -> dict[str, float]:
+    """Every key of an `op_cost_factors` table must be an op type the cost model knows (a typo would otherwise be
+    a factor that silently applies to nothing)."""
+    by_lower = {t.lower(): t for t in _OP_TYPES}
+    for key in table:
+        if key in _OP_TYPES:
+            continue
+        close = [by_lower[key.lower()]] if key.lower() in by_lower else difflib.get_close_matches(
+            key, sorted(_OP_TYPES), n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'?" if close else "keys are ONNX op types with a cost rule, e.g. Conv, MatMul"
+        raise ValueError(f"unknown op type {key!r} ({hint})")
+    return table
+
+
+Factor = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+OpCostFactors = Annotated[dict[str, Factor], AfterValidator(_check_op_types)]
+
+
 class DeviceGroup(_Model):
-    """`count` identical devices."""
+    """`count` identical devices.  `op_cost_factors` (optional, `plan-calibrate` writes it): op type -> a positive
+    multiplier of the roofline term of that type's ops on these devices (`planner.cost.compute`); unlisted types 1.
+    """
 
     kind: str = Field(min_length=1)
     count: Count = 1
@@ -103,6 +127,7 @@ class DeviceGroup(_Model):
     memory_bandwidth: Bandwidth
     launch_overhead: Duration
     intra_group: LinkSpec | None = None
+    op_cost_factors: OpCostFactors | None = None
 
 
 class Host(_Model):
@@ -348,6 +373,7 @@ def topology_from_profile(profile: Profile, *, source_path: str = "", source_sha
                         memory_bytes=group.memory,
                         memory_bandwidth_bytes_per_s=group.memory_bandwidth,
                         launch_overhead_s=group.launch_overhead,
+                        op_cost_factors=dict(group.op_cost_factors or {}),
                     )
                 )
                 host_of.append(h)

@@ -21,6 +21,9 @@ class Device:
     memory_bytes: int
     memory_bandwidth_bytes_per_s: float
     launch_overhead_s: float = 0.0
+    # op type -> calibrated multiplier of the roofline term (`planner.cost.compute`); absent types: 1.0.  A plain
+    # dict, like peak_flops_per_s: a Topology must pickle.
+    op_cost_factors: Mapping[str, float] = field(default_factory=dict)
 
     def flops_per_s(self, dtype: str) -> float:
         """Peak FLOP/s for `dtype`, falling back to 'float' (fp32) when the profile does not list the dtype."""
