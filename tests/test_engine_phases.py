@@ -96,6 +96,30 @@ def test_phase_zero_raises_heft_error_when_nothing_fits(monkeypatch) -> None:
         _best_list_schedule(inst)
 
 
+def test_phase_zero_takes_the_memory_aware_schedule_when_heft_hits_memory(monkeypatch) -> None:
+    # HEFT in a memory dead end while HEFT/CPoP found a plan: the memory-aware list schedule still runs (it can be
+    # the shorter one) and the best of the two is phase 0's plan
+    inst = layered_dag(20, 2, seed=1, comm_ratio=1.0)
+    calls: list[str] = []
+
+    def heft_stuck_unless_sum(instance, *args, rank=Rank.UPWARD, **kwargs):
+        if rank is not Rank.SUM:
+            _infeasible()
+        return heft(instance, *args, rank=rank, **kwargs)
+
+    def counted_memory_list(instance, *args, **kwargs):
+        calls.append("memory_list")
+        return memory_list(instance, *args, **kwargs)
+
+    monkeypatch.setattr(solve_module, "heft", heft_stuck_unless_sum)
+    monkeypatch.setattr(solve_module, "peft", _infeasible)
+    monkeypatch.setattr(solve_module, "memory_list", counted_memory_list)
+    plan = _best_list_schedule(inst)
+    assert calls == ["memory_list"]
+    check_plan_valid(inst, plan)
+    assert plan.makespan_tick == min(heft(inst, rank=Rank.SUM).makespan_tick, memory_list(inst).makespan_tick)
+
+
 def test_phase_zero_falls_back_to_the_packed_plan(monkeypatch) -> None:
     # below what the list schedulers fit, the parameters-first packed plan is the last resort before infeasible
     inst = layered_dag(20, 2, seed=1, comm_ratio=1.0)
