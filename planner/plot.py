@@ -85,10 +85,13 @@ def gantt_figure(
     dpi: int = 120,
     time_unit: tuple[float, str] | None = None,
     memory_unit: tuple[float, str] | None = None,
+    bubble_ratio: float | None = None,
 ) -> Figure:
     """The Gantt chart (and memory panel) of `timeline` as a `Figure`.
 
     `title` names the picture; the makespan, peak memory and bubble ratio are always appended, in the axes' units.
+    `bubble_ratio` is the ratio the title states when the caller's figure counts other rows than the timeline's
+    own (a pipeline counts its compute streams only, not the communication streams drawn below them).
     `time_unit` = (ticks per unit, label) and `memory_unit` = (bytes per unit, label) override the automatic units.
     The memory panel is left out when nothing in the plan holds memory (a task graph without `memory`).
     """
@@ -177,7 +180,7 @@ def gantt_figure(
     bytes_per_unit, memory_label = _byte_scale(peak, memory_unit)
     figures = [f"makespan {_amount(timeline.makespan_tick * scale, unit)}",
                f"peak memory {_amount(peak / bytes_per_unit, memory_label)}" if peak else "no memory",
-               f"bubble ratio {timeline.bubble_ratio:.1%}"]
+               f"bubble ratio {timeline.bubble_ratio if bubble_ratio is None else bubble_ratio:.1%}"]
     if timeline.link_contention:
         figures.append("link contention")
     ax.set_title(f"{title or timeline.instance_name}: " + ", ".join(figures), fontsize=10)

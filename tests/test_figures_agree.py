@@ -174,3 +174,19 @@ def test_compare_pictures_agree_with_compare_csv(tmp_path, capsys):
     titles = [ax.get_title(loc="left") for ax in side_by_side_figure(cmp).axes]
     for name, row in rows.items():
         assert any(t.startswith(f"{name}: makespan {float(row['makespan']):.4g} unit") for t in titles), titles
+
+
+def test_compare_gantt_bubble_is_the_csvs_with_communication_streams(tmp_path, capsys):
+    # sends on communication streams add rows to the timeline; the CSV's bubble counts the compute streams only
+    out = tmp_path / "c"
+    args = ["--stages", "4", "--microbatches", "8", "--schedules", "1f1b,zb-v", "--no-opplan", "--comm", "0.5",
+            "--comm-stream"]
+    assert compare_main([*args, "--no-pictures", "--out", str(out)]) == 0
+    rows = {r["schedule"]: r for r in csv.DictReader((out / "compare.csv").open())}
+    cmp = compare(4, 8, UnitCosts(comm=0.5, comm_stream=True), schedules=("1f1b", "zb-v"), opplan=False)
+    for r in cmp.ok_rows():
+        assert r.timeline.num_devices > 4  # communication streams are drawn
+        title = schedule_figure(cmp, r).axes[0].get_title()
+        drawn = re.search(r"bubble ratio ([0-9.]+)%", title)
+        assert drawn, title
+        assert float(drawn[1]) == pytest.approx(100 * float(rows[r.name]["bubble_ratio"]), abs=0.05)
