@@ -106,7 +106,10 @@ def test_lns_never_returns_a_longer_plan() -> None:
 
 
 def test_a_phase_that_fails_inside_is_logged_and_the_plan_still_comes_back(monkeypatch, caplog) -> None:
+    failed: list[str] = []
+
     def broken(*_args, **_kwargs):
+        failed.append("phase")
         raise RuntimeError("simulated bug")
 
     for phase in ("decompose_and_solve", "respecting_clusters", "lns"):  # each phase of the search fails inside
@@ -116,7 +119,10 @@ def test_a_phase_that_fails_inside_is_logged_and_the_plan_still_comes_back(monke
     out = plan_instance(inst, SolveOptions(time_limit_s=2.0, threads=1), progress=messages.append)
     validate_plan(inst, out.op_plan)
     assert out.op_plan.makespan_tick <= heft(inst).makespan_tick
-    assert sum("internal error" in m for m in messages) == 3
+    # every phase that ran and failed says so; which of the three run within 2 s depends on timing (a later phase
+    # starts only when its estimated cost is left): run alone this test saw only the decomposition fail, within
+    # the suite all three, so it counts what ran rather than assuming three
+    assert failed and sum("internal error" in m for m in messages) == len(failed)
     assert "Traceback" in caplog.text or any(r.exc_info for r in caplog.records)
 
 
