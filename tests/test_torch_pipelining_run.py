@@ -10,8 +10,10 @@ and back-propagates the mean of their losses.  Tolerance: 1e-10 absolute (float6
 the gradient accumulation differs).
 
 The planned ``opplan`` rows come from ``compare(p, m, UnitCosts(), ...)`` with a short time limit on the V-shaped
-and the fixed placement.  DualPipe's bidirectional schedule (two copies of the model, one per direction) is not
-one chain of stages and torch's runtime refuses it: that test checks the refusal names the reason.
+and the fixed placement, on unit costs and with overlapping F&B pairs (``OVERLAP_COSTS``), and on plan-compare's
+default placement (which keeps DualPipe's two-direction placement when that is shorter: then the refusal below).
+DualPipe's bidirectional schedule (two copies of the model, one per direction) is not one chain of stages and
+torch's runtime refuses it: that test checks the refusal names the reason.
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ WIDTH = 6
 ROWS_PER_MICROBATCH = 2
 COMM_TIMEOUT_S = 30
 RUN_TIMEOUT_S = 120
-PLAN_TIME_LIMIT_S = 4.0
+PLAN_TIME_LIMIT_S = 3.0
 SIZES = ((2, 4), (4, 8))  # (p ranks, m micro-batches); m a multiple of p for interleaved 1F1B
-RUNNABLE = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipev", "opplan", "opplan-fixed")
+RUNNABLE = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipev", "opplan", "opplan-fixed",
+            "opplan-overlap-v", "opplan-overlap-fixed")
 TWO_DIRECTIONS = ("DualPipe holds two copies of the model, one per direction; torch's runtime runs one chain of "
                   "stages, each on one rank (test_two_direction_schedules_are_refused_with_the_reason)")
 SCHEDULES = (*RUNNABLE, pytest.param("dualpipe", marks=pytest.mark.skip(reason=TWO_DIRECTIONS)))
@@ -51,27 +54,37 @@ class _RankFailed(Exception):
     pass
 
 
+# F&B pairs that overlap (run in 0.6 of their two halves' time): the planned schedule then pairs forwards with
+# backwards itself (on the fixed placement even a stage's own F and B), unlike any baseline on that placement
+OVERLAP_COSTS = UnitCosts(fb_overlap=0.6)
+
+
+def _write_planned(folder: Path, name: str, p: int, m: int, costs: UnitCosts, placement: str) -> str:
+    """Plan with `compare` on `placement`, write ``<name>.torch.csv``; the placement it kept."""
+    cmp = compare(p, m, costs, schedules=("dualpipe",), opplan_placement=placement, time_limit_s=PLAN_TIME_LIMIT_S)
+    row = next(r for r in cmp.ok_rows() if r.name == "opplan")
+    assert row.schedule is not None
+    write_torch_csv(row.schedule, folder / f"{name}.torch.csv")
+    return str(row.notes["placement"])
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> dict[tuple[int, int], Path]:
     """Per (p, m), the folder where `write_outputs` put every schedule's CSV (the planned row on the V-shaped
-    placement), plus the planned schedule on the fixed placement as ``opplan-fixed.torch.csv`` and on
-    plan-compare's default (``auto``) placement as ``opplan-auto.torch.csv`` with its placement in
-    ``opplan-auto.placement``."""
+    placement), plus planned schedules: on the fixed placement (``opplan-fixed``), with overlapping F&B pairs on
+    the V-shaped and fixed placements (``opplan-overlap-v``, ``opplan-overlap-fixed``), and on
+    plan-compare's default (``auto``) placement (``opplan-auto``, the placement it kept in
+    ``opplan-auto.placement``)."""
     out = {}
     for p, m in SIZES:
         folder = tmp_path_factory.mktemp(f"torch_csv_p{p}_m{m}")
-        v = compare(p, m, UnitCosts(), opplan_placement="v", time_limit_s=PLAN_TIME_LIMIT_S)
-        write_outputs(v, folder, pictures=False)
-        fixed = compare(p, m, UnitCosts(), schedules=("1f1b",), opplan_placement="fixed",
-                        time_limit_s=PLAN_TIME_LIMIT_S)
-        row = next(r for r in fixed.ok_rows() if r.name == "opplan")
-        assert row.schedule is not None
-        write_torch_csv(row.schedule, folder / "opplan-fixed.torch.csv")
-        auto = compare(p, m, UnitCosts(), schedules=("dualpipe",), time_limit_s=PLAN_TIME_LIMIT_S)
-        row = next(r for r in auto.ok_rows() if r.name == "opplan")
-        assert row.schedule is not None
-        write_torch_csv(row.schedule, folder / "opplan-auto.torch.csv")
-        (folder / "opplan-auto.placement").write_text(str(row.notes["placement"]))
+        write_outputs(compare(p, m, UnitCosts(), opplan_placement="v", time_limit_s=PLAN_TIME_LIMIT_S), folder,
+                      pictures=False)
+        _write_planned(folder, "opplan-fixed", p, m, UnitCosts(), "fixed")
+        _write_planned(folder, "opplan-overlap-v", p, m, OVERLAP_COSTS, "v")
+        _write_planned(folder, "opplan-overlap-fixed", p, m, OVERLAP_COSTS, "fixed")
+        placement = _write_planned(folder, "opplan-auto", p, m, UnitCosts(), "auto")
+        (folder / "opplan-auto.placement").write_text(placement)
         out[(p, m)] = folder
     return out
 
