@@ -14,4 +14,6 @@
 * `codegen`     `write_code`: one plain PyTorch file per rank, weights, a launcher (`plan-codegen`); needs only torch
 * `codegen_ops` one ONNX node -> its direct torch call; `codegen_support`, `codegen_p2p`: the helper files written
                 beside the code (send/receive; the runtime's ops flattened into `onnx_ops.py` for the rest)
+* `torch_pipelining` `torch_schedule_runtime`: one of our exported ``<schedule>.torch.csv`` loaded into PyTorch's
+                own pipelining runtime for a rank's stage modules (DualPipe's two directions excepted)
 """

@@ -8,7 +8,9 @@ PyTorch's string form, ``<stage><type><microbatch>`` with type F (forward), I (i
 compute actions and inserts the sends/receives itself; ``compute_comms`` holds both.
 
 The translation of letters (our B = PyTorch I, our BW = PyTorch B) is in `actions.py`.  On import empty cells are
-dropped (our schedules are orders, not time slots).  This module does not import torch.
+dropped (our schedules are orders, not time slots).  This module does not import torch; to run a CSV in torch's
+runtime see `planner.execute.torch_pipelining` (DualPipe's two-direction schedules are not one chain of stages
+and torch refuses them).
 """
 
 from __future__ import annotations
