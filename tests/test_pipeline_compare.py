@@ -81,3 +81,18 @@ def test_cli_writes_csv_torch_csvs_and_pictures(tmp_path, capsys):
 def test_cli_reports_bad_arguments_as_one_line(capsys):
     assert compare_main(["--stages", "2", "--microbatches", "4", "--f", "-1", "--no-opplan"]) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_a_placement_that_gives_no_schedule_says_why(monkeypatch):
+    # the planned row's skipped reason names each placement and its error, not a guess (it used to say "within the
+    # memory cap" whatever the solver raised)
+    import planner.compare.pipelines as pipelines_module
+    from planner.errors import OpplanError
+
+    def failing(*_args, **_kwargs):
+        raise OpplanError("forced: the solver's schedule failed validation")
+
+    monkeypatch.setattr(pipelines_module, "solve_pipeline", failing)
+    cmp = pipelines_module.compare(4, 8, UnitCosts(), schedules=("dualpipe",), opplan_placement="v", time_limit_s=2)
+    row = cmp.row("opplan")
+    assert row.skipped == "no placement gave a schedule (v placement: forced: the solver's schedule failed validation)"

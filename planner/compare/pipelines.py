@@ -221,11 +221,13 @@ def compare(
                           fix="use auto, dualpipe, v or fixed")
     best: CompareRow | None = None
     tried: dict[str, tuple[int, int]] = {}  # placement -> (makespan, bound) in ticks
+    failures: list[str] = []  # why a placement gave no schedule, in the skipped row's words
     t0 = time.monotonic()
     for placement in placements:
         before = time.monotonic() - t0
         row = _plan_placement(placement, p, m, costs, scales, by_name, cap, time_limit_s / len(placements), backend)
         if row is None or row.figures is None:
+            failures.append(row.skipped if row is not None and row.skipped else f"{placement} placement: no schedule")
             continue
         row.notes["time_to_best_s"] = before + float(row.notes["time_to_best_s"])  # type: ignore[arg-type]
         row.notes["tried"] = tried
@@ -233,7 +235,7 @@ def compare(
         if best is None or best.figures is None or row.figures.makespan_tick < best.figures.makespan_tick:
             best = row
     if best is None:
-        rows.append(CompareRow("opplan", skipped="no placement gave a schedule within the memory cap"))
+        rows.append(CompareRow("opplan", skipped="no placement gave a schedule (" + "; ".join(failures) + ")"))
     else:
         rows.append(best)
     return cmp
@@ -254,7 +256,7 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
     solve_s = (budget_s - (time.monotonic() - t0)) * (1 - CUT_SHARE)
     started_s = time.monotonic() - t0
     row = _solve_opplan(placement, p, m, first.costs, scales, by_name, cap, solve_s, backend)
-    if row is not None:  # time to best counts from the placement's start, cut search included
+    if row is not None and row.figures is not None:  # time to best counts from the placement's start, cut search incl.
         row.notes["time_to_best_s"] = started_s + float(row.notes["time_to_best_s"])  # type: ignore[arg-type]
     rounds = [first]
     if row is not None and row.schedule is not None:
@@ -311,8 +313,8 @@ def _solve_opplan(placement, p, m, costs, scales, by_name, cap, time_limit_s, ba
     try:
         sol = solve_pipeline(pipe, cap, warm_start=warm[0] if warm else None, time_limit_s=time_limit_s,
                              backend=backend)
-    except OpplanError:
-        return None
+    except OpplanError as exc:  # no schedule on this placement: the row says why (memory, or a solver failure)
+        return CompareRow("opplan", skipped=f"{placement} placement: {' '.join(str(exc).split())}")
     fig = figures(pipe, sol.timeline)
     row = CompareRow("opplan", pipe, sol.schedule, sol.timeline, fig)
     row.notes = {"status": sol.status, "bound_units": sol.lower_bound_tick / scales.ticks_per_unit,
