@@ -96,3 +96,15 @@ def test_a_placement_that_gives_no_schedule_says_why(monkeypatch):
     cmp = pipelines_module.compare(4, 8, UnitCosts(), schedules=("dualpipe",), opplan_placement="v", time_limit_s=2)
     row = cmp.row("opplan")
     assert row.skipped == "no placement gave a schedule (v placement: forced: the solver's schedule failed validation)"
+
+
+def test_pairs_with_sends_as_edge_delays_get_a_valid_planned_schedule():
+    # two overlapped pairs on different devices are joined by two edges (the activation one way, the gradient the
+    # other); the merged instance summed their delays, so the validator rejected the formulation's (valid) schedule
+    # and the planned row was skipped; each edge is its own delay, the merged one waits for the longer
+    cmp = compare(2, 4, UnitCosts(fb_overlap=0.6, comm=0.5), schedules=("zb-v", "dualpipev"), opplan_placement="v",
+                  time_limit_s=5)
+    row = cmp.row("opplan")
+    assert not row.skipped, row.skipped
+    assert row.figures is not None and row.figures.makespan_tick <= min(
+        r.figures.makespan_tick for r in cmp.ok_rows() if r.name != "opplan" and r.figures is not None)

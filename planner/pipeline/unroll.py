@@ -502,11 +502,16 @@ def _merge_pairs(unrolled: Unrolled, pairs: Sequence[OverlapAction], ticks: Sequ
     for f in merged:
         row = dur[pos[f]]
         row[row < INELIGIBLE] = tick_of[f]
-    edges: list[tuple[int, int, int]] = []
+    # Two edges can join the same two merged tasks (a pair's forward and its backward both feed the next pair on
+    # the other device: the activation one way, the gradient the other way round the V); each is its own delay, so
+    # the merged edge waits for the longer one, not for their sum (a summed edge made the validator reject the
+    # formulation's schedules with sends as edge delays and overlapped pairs)
+    delay_of: dict[tuple[int, int], int] = {}
     for e, (u, v) in enumerate(inst.edges):
         gu, gv = pos[group[u]], pos[group[v]]
         if gu != gv:
-            edges.append((gu, gv, int(inst.edge_fixed_tick[e])))
+            delay_of[gu, gv] = max(delay_of.get((gu, gv), 0), int(inst.edge_fixed_tick[e]))
+    edges = [(gu, gv, tick) for (gu, gv), tick in delay_of.items()]
     act = [int(inst.activation_bytes[t]) + sum(int(inst.activation_bytes[x]) for x in range(inst.num_tasks)
                                                if group[x] == t and x != t) for t in keep]
     par = [int(inst.param_bytes[t]) + sum(int(inst.param_bytes[x]) for x in range(inst.num_tasks)
