@@ -69,6 +69,14 @@ def _compare(args: argparse.Namespace) -> int:
     print(cmp.table())
     written = write_outputs(cmp, args.out, pictures=not args.no_pictures)
     print(f"wrote {len(written)} files to {args.out} (compare.csv, <schedule>.torch.csv, pictures)")
+    for r in cmp.ok_rows():
+        if r.pipeline is not None and len(r.pipeline.chains) > 1:
+            # torch.distributed.pipelining runs one chain of stages per rank; DualPipe's two model copies (whose
+            # gradients must be summed) are refused by its runtime (tests/test_torch_pipelining_run.py)
+            print(f"note: {r.name}.torch.csv runs two model copies in two directions (DualPipe's placement), which "
+                  f"torch.distributed.pipelining's runtime cannot run; "
+                  + ("--placement v or fixed gives a planned schedule it can" if r.name == "opplan"
+                     else "the V-shaped schedules (zb-v, dualpipev) run there"))
     return 0
 
 

@@ -108,3 +108,13 @@ def test_pairs_with_sends_as_edge_delays_get_a_valid_planned_schedule():
     assert not row.skipped, row.skipped
     assert row.figures is not None and row.figures.makespan_tick <= min(
         r.figures.makespan_tick for r in cmp.ok_rows() if r.name != "opplan" and r.figures is not None)
+
+
+def test_the_cli_says_which_torch_csvs_torch_cannot_run(tmp_path, capsys):
+    # DualPipe's two directions are refused by torch's pipelining runtime (tests/test_torch_pipelining_run.py);
+    # plan-compare says so beside the file, and not for the schedules torch runs
+    assert compare_main(["--stages", "4", "--microbatches", "8", "--schedules", "dualpipe,zb-v", "--no-opplan",
+                         "--no-pictures", "--out", str(tmp_path / "c")]) == 0
+    out = capsys.readouterr().out
+    assert "note: dualpipe.torch.csv runs two model copies in two directions" in out
+    assert "zb-v.torch.csv runs" not in out
