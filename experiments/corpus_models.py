@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F  # noqa: N812 (the usual alias)
 
-__all__ = ["CorpusModule", "corpus_modules"]
+__all__ = ["CorpusModule", "SwiGLU", "corpus_modules"]
 
 
 @dataclass
@@ -160,7 +160,9 @@ class Bert(nn.Module):
 # --- sparse MoE (Mixtral, Qwen2-MoE) -----------------------------------------------------------------------------
 
 
-class _SwiGLU(nn.Module):
+class SwiGLU(nn.Module):
+    """The SwiGLU feed-forward of Mixtral/Qwen2-MoE experts: w2(silu(w1 x) * w3 x), no biases."""
+
     def __init__(self, d: int, ff: int) -> None:
         super().__init__()
         self.w1, self.w3 = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False)
@@ -178,8 +180,8 @@ class SparseMoE(nn.Module):
         super().__init__()
         self.top_k, self.renormalise = top_k, renormalise
         self.gate = nn.Linear(d, experts, bias=False)
-        self.experts = nn.ModuleList(_SwiGLU(d, ff) for _ in range(experts))
-        self.shared = _SwiGLU(d, shared_ff) if shared_ff else None
+        self.experts = nn.ModuleList(SwiGLU(d, ff) for _ in range(experts))
+        self.shared = SwiGLU(d, shared_ff) if shared_ff else None
         self.shared_gate = nn.Linear(d, 1, bias=False) if shared_ff else None
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F  # noqa: N812 (the usual alias)
 
+from experiments.corpus_models import SwiGLU
 from planner.cli import inspect_main
 from planner.cli_compare import compare_main
 from planner.compare.model_costs import model_costs
@@ -75,16 +76,6 @@ def structure(path: Path):
 # ----- torch-written MoE stacks (the transformers implementations' op structure, tiny sizes) ---------------------
 
 
-class _SwiGLU(nn.Module):
-    def __init__(self, d: int, ff: int) -> None:
-        super().__init__()
-        self.w1, self.w3 = nn.Linear(d, ff, bias=False), nn.Linear(d, ff, bias=False)
-        self.w2 = nn.Linear(ff, d, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
-
-
 class MixtralLikeMoE(nn.Module):
     """Router Linear -> softmax -> top-k -> renormalise; per expert: the tokens routed to it (`torch.where` over
     the one-hot mask), `index_select`, the expert, times its routing weight, `index_add` into the output."""
@@ -93,7 +84,7 @@ class MixtralLikeMoE(nn.Module):
         super().__init__()
         self.top_k, self.num_experts = top_k, experts
         self.gate = nn.Linear(d, experts, bias=False)
-        self.experts = nn.ModuleList(_SwiGLU(d, ff) for _ in range(experts))
+        self.experts = nn.ModuleList(SwiGLU(d, ff) for _ in range(experts))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         b, t, d = h.shape
@@ -118,8 +109,8 @@ class QwenLikeMoE(nn.Module):
         super().__init__()
         self.top_k = top_k
         self.gate = nn.Linear(d, experts, bias=False)
-        self.experts = nn.ModuleList(_SwiGLU(d, ff) for _ in range(experts))
-        self.shared = _SwiGLU(d, shared_ff)
+        self.experts = nn.ModuleList(SwiGLU(d, ff) for _ in range(experts))
+        self.shared = SwiGLU(d, shared_ff)
         self.shared_gate = nn.Linear(d, 1, bias=False)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:

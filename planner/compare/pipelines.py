@@ -226,8 +226,8 @@ def compare(
     for placement in placements:
         before = time.monotonic() - t0
         row = _plan_placement(placement, p, m, costs, scales, by_name, cap, time_limit_s / len(placements), backend)
-        if row is None or row.figures is None:
-            failures.append(row.skipped if row is not None and row.skipped else f"{placement} placement: no schedule")
+        if row.figures is None:
+            failures.append(row.skipped or f"{placement} placement: no schedule")
             continue
         row.notes["time_to_best_s"] = before + float(row.notes["time_to_best_s"])  # type: ignore[arg-type]
         row.notes["tried"] = tried
@@ -241,25 +241,32 @@ def compare(
     return cmp
 
 
-def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, backend) -> CompareRow | None:
+def _reference_schedules(placement, p, m, costs, scales, by_name) -> list[tuple[str, Schedule]]:
+    """(name, schedule) of the baselines the planned row on `placement` starts from (`_WARM_FROM`), simulated here
+    when the user's `--schedules` left them out."""
+    rows = ((n, by_name.get(n) or simulate_baseline(n, p, m, costs, scales)) for n in _WARM_FROM[placement])
+    return [(n, r.schedule) for n, r in rows if not r.skipped and r.schedule is not None]
+
+
+def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, backend) -> CompareRow:
     """The planned row on one placement.  On a model the two levels alternate (`planner.compare.cut_search`):
     the cut is refined for the baselines' schedules (CUT_SHARE of the budget), the pipeline formulation solves
     the chosen cut (warm-started), the cut is refined again for the schedule it returned and, when that moved the
     cut, the formulation solves the new cut warm-started from that schedule with the time left."""
     t0 = time.monotonic()
+    references = _reference_schedules(placement, p, m, costs, scales, by_name)
     if not isinstance(costs, ModelCosts):
-        return _solve_opplan(placement, p, m, costs, scales, by_name, cap, budget_s, backend)
+        return _solve_opplan(placement, p, m, costs, scales, references, cap, budget_s, backend)
     split, name = (2 if placement == "v" else 1), _SPLIT[placement]
-    refs = [r.schedule for r in (by_name.get(n) or simulate_baseline(n, p, m, costs, scales)
-                                 for n in _WARM_FROM[placement]) if r.schedule is not None]
+    refs = [schedule for _, schedule in references]
     first = refine_cut(costs, split, name, p, m, refs, cap, deadline_s=t0 + CUT_SHARE * budget_s)
     solve_s = (budget_s - (time.monotonic() - t0)) * (1 - CUT_SHARE)
     started_s = time.monotonic() - t0
-    row = _solve_opplan(placement, p, m, first.costs, scales, by_name, cap, solve_s, backend)
-    if row is not None and row.figures is not None:  # time to best counts from the placement's start, cut search incl.
+    row = _solve_opplan(placement, p, m, first.costs, scales, references, cap, solve_s, backend)
+    if row.figures is not None:  # time to best counts from the placement's start, cut search included
         row.notes["time_to_best_s"] = started_s + float(row.notes["time_to_best_s"])  # type: ignore[arg-type]
     rounds = [first]
-    if row is not None and row.schedule is not None:
+    if row.schedule is not None:
         left = budget_s - (time.monotonic() - t0)
         again = refine_cut(first.costs, split, name, p, m, [row.schedule, *refs], cap,
                            deadline_s=time.monotonic() + left / 2)
@@ -267,13 +274,13 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
         left = budget_s - (time.monotonic() - t0)
         if again.moves_kept and left > 1.0:
             started_s = time.monotonic() - t0
-            other = _solve_opplan(placement, p, m, again.costs, scales, by_name, cap, left, backend,
-                                  extra=(row.schedule,))
-            if other is not None and other.figures is not None and row.figures is not None \
+            other = _solve_opplan(placement, p, m, again.costs, scales,
+                                  [*references, ("previous round", row.schedule)], cap, left, backend)
+            if other.figures is not None and row.figures is not None \
                     and other.figures.makespan_tick < row.figures.makespan_tick:
                 other.notes["time_to_best_s"] = started_s + float(other.notes["time_to_best_s"])  # type: ignore[arg-type]
                 row = other
-    if row is not None and row.pipeline is not None:
+    if row.pipeline is not None:
         any_cut = any_cut_bound_tick(costs, row.pipeline)
         row.notes["cut"] = {"moves": sum(r.moves_kept for r in rounds),
                             "simulations": sum(r.evaluations for r in rounds),
@@ -281,20 +288,14 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
     return row
 
 
-def _solve_opplan(placement, p, m, costs, scales, by_name, cap, time_limit_s, backend,
-                  extra: tuple[Schedule, ...] = ()) -> CompareRow | None:
+def _solve_opplan(placement, p, m, costs, scales, candidates: list[tuple[str, Schedule]], cap, time_limit_s,
+                  backend) -> CompareRow:
     """Solve the pipeline formulation on `placement`'s pipeline of `costs`, warm-started from the shortest of the
-    placement's baselines and `extra` schedules, each re-simulated on this pipeline (its cut may not be theirs),
-    that fits the cap, or the greedy list schedule when that is shorter."""
+    `candidates` (name, schedule), each re-simulated on this pipeline (its cut may not be theirs), that fits the
+    cap, or the greedy list schedule when that is shorter; a skipped row with the solver's reason when it fails."""
     pipe = _pipeline(_SPLIT[placement], p, m, costs, scales)
     pipe = dataclasses.replace(pipe, name=f"opplan-{placement}")
     warm, warm_name = None, ""
-    candidates: list[tuple[str, Schedule]] = []
-    for n in _WARM_FROM[placement]:
-        r = by_name.get(n) or simulate_baseline(n, p, m, costs, scales)
-        if not r.skipped and r.schedule is not None:
-            candidates.append((n, r.schedule))
-    candidates += [("previous round", s) for s in extra]
     for n, schedule in candidates:
         try:
             _inst, timeline = simulate_pipeline(pipe, schedule)

@@ -15,7 +15,7 @@ which is returned as it is (the device is an abstract processor).
 from __future__ import annotations
 
 from planner.ir.graph import Op
-from planner.ir.topology import Device
+from planner.ir.topology import Device, Topology
 
 
 def compute_time_s(op: Op, device: Device) -> float:
@@ -29,3 +29,15 @@ def compute_time_s(op: Op, device: Device) -> float:
     if factor is not None:  # no multiplication at all without a factor: a profile without the table prices as before
         roofline_s *= factor
     return roofline_s + device.launch_overhead_s
+
+
+def devices_by_spec(topology: Topology) -> list[list[int]]:
+    """The topology's devices in groups that `compute_time_s` prices alike (same peak FLOP/s per dtype, memory
+    bandwidth, launch overhead and cost factors), so a cost computation runs once per group: an 8-GPU node costs
+    a graph once, not 8 times."""
+    groups: dict[tuple, list[int]] = {}
+    for d, dev in enumerate(topology.devices):
+        key = (tuple(sorted(dev.peak_flops_per_s.items())), dev.memory_bandwidth_bytes_per_s, dev.launch_overhead_s,
+               tuple(sorted(dev.op_cost_factors.items())))
+        groups.setdefault(key, []).append(d)
+    return list(groups.values())

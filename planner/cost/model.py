@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from planner.cost.compute import compute_time_s
+from planner.cost.compute import compute_time_s, devices_by_spec
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.errors import InputError
 from planner.ir.graph import OpGraph
@@ -43,12 +43,7 @@ def compute_seconds(graph: OpGraph, topology: Topology, measured_s: Mapping[str,
         raise InputError(f"measured profile names {len(unknown)} ops that the model does not have, e.g. "
                          f"{unknown[:3]}", fix="profile the same model file")
     out = np.empty((graph.num_ops, topology.num_devices), dtype=np.float64)
-    by_spec: dict[tuple, list[int]] = {}
-    for d, dev in enumerate(topology.devices):
-        key = (tuple(sorted(dev.peak_flops_per_s.items())), dev.memory_bandwidth_bytes_per_s, dev.launch_overhead_s,
-               tuple(sorted(dev.op_cost_factors.items())))
-        by_spec.setdefault(key, []).append(d)
-    for devices in by_spec.values():
+    for devices in devices_by_spec(topology):
         dev = topology.devices[devices[0]]
         column = np.fromiter((compute_time_s(op, dev) for op in graph.ops), dtype=np.float64, count=graph.num_ops)
         out[:, devices] = column[:, None]

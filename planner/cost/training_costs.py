@@ -88,7 +88,7 @@ from functools import cached_property
 
 import numpy as np
 
-from planner.cost.compute import compute_time_s
+from planner.cost.compute import compute_time_s, devices_by_spec
 from planner.cost.instance import SchedulingInstance
 from planner.errors import InputError
 from planner.ir.graph import Op, OpGraph
@@ -602,11 +602,7 @@ def training_costs(graph: OpGraph, topology: Topology, instance: SchedulingInsta
     w = np.zeros((n, nd), dtype=np.int64)
     ops: list[OpTrainingCost | None] = []
     tick_s = instance.tick_s or 1.0
-    # Devices with an identical spec share one computation (as `planner.cost.model.compute_seconds` does).
-    by_spec: dict[tuple, list[int]] = {}
-    for d, dev in enumerate(topology.devices):
-        key = (tuple(sorted(dev.peak_flops_per_s.items())), dev.memory_bandwidth_bytes_per_s, dev.launch_overhead_s)
-        by_spec.setdefault(key, []).append(d)
+    groups = devices_by_spec(topology)  # devices priced alike share one computation
     for t, name in enumerate(instance.task_names):
         op = by_name[name]
         if op.duration is not None:  # task graph: the stage rule
@@ -615,7 +611,7 @@ def training_costs(graph: OpGraph, topology: Topology, instance: SchedulingInsta
             continue
         cost = op_training_cost(op, graph, needs_grad)
         ops.append(cost)
-        for devices in by_spec.values():
+        for devices in groups:
             dev = topology.devices[devices[0]]
             b[t, devices] = _ticks(cost.input_grad_flops, cost.input_grad_bytes, op.dtype, dev, tick_s)
             w[t, devices] = _ticks(cost.weight_grad_flops, cost.weight_grad_bytes, op.dtype, dev, tick_s)
