@@ -13,6 +13,9 @@ writes the models under `DIR` and `DIR/corpus.csv` (one row per model file; colu
   (one `ConstantOfShape` of a single value each, which would make the outputs uniform) replaced by a seeded random
   initializer in a copy, and the final softmax dropped (it saturates on random logits); node names are kept.
 * `package`: `.onnx` files shipped inside installed packages (onnxruntime's `datasets/`), as shipped.
+* `transformers`: Hugging Face's own Mixtral, Qwen2-MoE, DeepSeek-V3 and GPT-2 model classes with tiny configs and
+  random weights, dynamo-exported (`experiments/hf_models.py`, which says why their experts export as
+  `batched_mm`); not in the default sources (it needs `transformers`, a test dependency): `--source transformers`.
 
 Each model is imported as written (no pre-processing; only the `--input-value` a user would give, e.g. the sample
 rate), planned with HEFT on the bundled `cpu-4.yaml` (4 devices), and run on `RANKS` gloo ranks with the runner's
@@ -57,7 +60,8 @@ PACKAGE_MODELS = ("onnxruntime/datasets/mul_1.onnx", "onnxruntime/datasets/sigmo
 # max abs error at most ATOL for outputs that are all near zero
 REL_TOL = 1e-4
 ATOL = 1e-6
-RANKS = {"default": 2, "gpt2": 3, "bert": 3, "mixtral_moe": 4, "qwen2_moe": 4, "light_inception_v1": 3,
+RANKS = {"default": 2, "gpt2": 3, "bert": 3, "mixtral_moe": 4, "qwen2_moe": 4, "hf_mixtral": 4, "hf_qwen2_moe": 4,
+         "hf_deepseek_v3": 4, "hf_gpt2": 3, "light_inception_v1": 3,
          "light_densenet121": 4}
 COLUMNS = ("model", "kind", "source", "exporter", "export", "ops", "op_types", "import", "makespan_s",
            "lower_bound_s", "run_plan", "ranks", "transfers", "max_abs_error", "max_rel_error", "result")
@@ -136,6 +140,24 @@ def _export_torch(out: Path, exporters: Sequence[str], only: set[str] | None) ->
                          if k in cm.other_values}
                 entries.append(CorpusEntry(f"{cm.name}_unbound", f"{cm.kind}; not bound: If at run time", "torch",
                                            exporter, path=path, feeds={**feeds, **other}))
+    return entries
+
+
+def _export_transformers(out: Path, only: set[str] | None) -> list[CorpusEntry]:
+    """The `transformers` source: each `HF_MODELS` entry exported with dynamo (a failed export is a row)."""
+    from experiments.hf_models import HF_MODELS, export_hf_model, input_ids  # needs torch (see _export_torch)
+
+    entries = []
+    for model in HF_MODELS:
+        if only and model.name not in only:
+            continue
+        entry = CorpusEntry(model.name, model.kind, "transformers", "dynamo", feeds={"input_ids": input_ids()})
+        try:
+            with _quiet():
+                entry.path = export_hf_model(model, out / f"{entry.key}.onnx")
+        except Exception as exc:  # an exporter failure (or transformers missing) is a corpus row
+            entry.error = _one_line(exc)
+        entries.append(entry)
     return entries
 
 
@@ -257,6 +279,8 @@ def write_corpus(out: str | Path, *, exporters: Sequence[str] = EXPORTERS, only:
         entries += _write_light(out, wanted)
     if "package" in sources:
         entries += _package_models(wanted)
+    if "transformers" in sources:
+        entries += _export_transformers(out, wanted)
     return entries
 
 
@@ -351,7 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for the model files, plans and corpus.csv")
     parser.add_argument("--only", action="append", default=[], help="only this model (repeatable)")
     parser.add_argument("--exporter", action="append", choices=EXPORTERS, default=[], help="default: both")
-    parser.add_argument("--source", action="append", choices=("torch", "onnx-light", "package"), default=[])
+    parser.add_argument("--source", action="append", choices=("torch", "onnx-light", "package", "transformers"),
+                        default=[], help="default: torch, onnx-light, package")
     parser.add_argument("--skip-run", action="store_true", help="import and plan only")
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     args = parser.parse_args(argv)

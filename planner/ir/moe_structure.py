@@ -3,9 +3,11 @@
 Exported models name their ops ``node_GatherND_12``; what identifies an MoE layer is its dataflow.  Per layer:
 
 1. **Router.**  A ``TopK`` whose input is, through ops that keep values per element (`_PASS`: casts, reshapes,
-   an added bias or scale that is a constant), a ``Softmax`` or ``Sigmoid`` of a ``MatMul``/``Gemm`` with a
-   constant weight; or a ``TopK`` straight over such a matmul whose values go into a ``Softmax`` (softmax after
-   top-k).  The reduced axis is the one whose size the TopK changes: its input size there is the number of experts
+   an added bias or scale that is a constant, a ``Where`` that masks scores), a ``Softmax`` or ``Sigmoid`` of a
+   ``MatMul``/``Gemm`` with a constant weight; or a ``TopK`` straight over such a matmul whose values go into a
+   ``Softmax`` (softmax after top-k).  Group-limited routing (DeepSeek-V3: top-k inside groups, top groups, then a
+   masked top-k over all experts) runs several TopKs over one router: the layer's is the one over most experts.
+   The reduced axis is the one whose size the TopK changes: its input size there is the number of experts
    E, its output size k (1 <= k < E).  The matmul's other input is the hidden state X (tokens x hidden: hidden is
    X's last dimension, tokens the product of the others).  The router ops are the matmul-to-TopK chain and every
    op downstream of the TopK that is not token data (masks, gates, indices) up to the layer's end.
@@ -18,6 +20,9 @@ Exported models name their ops ``node_GatherND_12``; what identifies an MoE laye
    that picks or masks tokens for one expert), and a *combine* op when one does (a Mul by routing weights, a
    ScatterND/ScatterElements by routing indices); everything downstream of a combine op up to the layer's end
    (the Add/Concat/ScatterND that merges experts) is combine too.
+   A matrix product whose weight operand is rows of a constant table gathered by routing indices (every token
+   slot picks its expert's matrices: transformers' `batched_mm` experts, ``gate_up_proj[expert_ids]``) is an
+   expert's weighted op, not a gate; its weight gathers belong to its branch.
 4. **Expert branches.**  The remaining token ops that are weighted or follow a dispatch, split into connected
    pieces (X, the dispatch inputs and the combine are not links between them).  A piece that starts at a dispatch
    op or ends in a combine op with a routing input is an expert branch (a per-expert subgraph, or one batched
@@ -58,9 +63,10 @@ NO_MOE_LINE = "MoE: no MoE structure found (no top-k router over a softmax/sigmo
 # ops that only reshape or re-type a tensor: X through them is still the same tokens
 _SHAPE = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast", "CastLike"})
 # ops between router logits and TopK that keep per-expert values (with constant other operands)
-_PASS = _SHAPE | frozenset({"Transpose", "Add", "Sub", "Mul", "Div"})
+_PASS = _SHAPE | frozenset({"Transpose", "Add", "Sub", "Mul", "Div", "Where"})
 _SCORES = frozenset({"Softmax", "Sigmoid"})
 _MATMUL = frozenset({"MatMul", "Gemm", "MatMulInteger", "Einsum", "FusedMatMul"})
+_GATHER = frozenset({"Gather", "GatherND", "GatherElements"})
 _MAX_SINKS = 64  # post-dominators tried as a layer's end: its combine is a few ops past the first
 
 
@@ -136,14 +142,15 @@ def find_moe_layers(graph: OpGraph) -> MoEStructure:
     for i, op in enumerate(graph.ops):
         for t in op.reads:
             consumers.setdefault(t, []).append(i)
-    routers: list[_Router] = []
-    seen_matmuls: set[int] = set()
+    by_matmul: dict[int, _Router] = {}
     for i, op in enumerate(graph.ops):
         if op.op_type == "TopK":
             r = _router(graph, i, producer, consumers)
-            if r is not None and r.matmul not in seen_matmuls:
-                seen_matmuls.add(r.matmul)
-                routers.append(r)
+            # group-limited routing (DeepSeek-V3) runs several TopKs over one router's scores: top-k inside each
+            # group, top groups, then top-k over all experts; the one over the most experts is the layer's
+            if r is not None and (r.matmul not in by_matmul or r.experts >= by_matmul[r.matmul].experts):
+                by_matmul[r.matmul] = r
+    routers = [by_matmul[k] for k in sorted(by_matmul)]
     if not routers:
         return MoEStructure(())
     token_sets = [_token_tensors(graph, r.x, producer, consumers) for r in routers]
@@ -173,6 +180,8 @@ def _is_const(graph: OpGraph, tensor: str, producer: Mapping[str, int]) -> bool:
 def _data_input(graph: OpGraph, op: Op, producer: Mapping[str, int]) -> str | None:
     """The one non-constant input of a pass-through op (None when it has several: it mixes two data tensors)."""
     data = [t for t in op.inputs if t and not _is_const(graph, t, producer)]
+    if op.op_type == "Where":  # masked_fill: the condition is a mask, the data the one non-constant branch
+        data = [t for t in op.inputs[1:] if t and not _is_const(graph, t, producer)]
     if op.op_type in ("Reshape", "Squeeze", "Unsqueeze"):  # shape operands may be computed; the data is input 0
         return op.inputs[0] if op.inputs and op.inputs[0] else None
     return data[0] if len(data) == 1 else None
@@ -204,6 +213,31 @@ def _weighted_matmul(graph: OpGraph, op: Op, producer: Mapping[str, int]) -> str
     if len(data) != 1 or len(ins) < 2:
         return None
     return data[0]
+
+
+def _gathered_weight(graph: OpGraph, op: Op, producer: Mapping[str, int]) -> tuple[str, tuple[int, ...]] | None:
+    """For a matrix product whose weight operand is rows of a constant table picked by index (an expert's weights
+    gathered per token: ``gate_up_proj[expert_ids]`` in transformers' batched experts), that operand and the ops
+    that make it (the gather and the reshapes after it); else None."""
+    if op.op_type not in _MATMUL:
+        return None
+    for t in op.inputs:
+        chain: list[int] = []
+        src = t
+        for _ in range(8):  # a few reshapes at most between the gather and the product
+            p = producer.get(src)
+            if p is None:
+                break
+            g = graph.ops[p]
+            chain.append(p)
+            if g.op_type in _GATHER:
+                if g.inputs and _is_const(graph, g.inputs[0], producer):
+                    return t, tuple(chain)
+                break
+            if g.op_type not in _SHAPE or not g.inputs:
+                break
+            src = g.inputs[0]
+    return None
 
 
 def _router(graph: OpGraph, i: int, producer: Mapping[str, int], consumers: Mapping[str, list[int]]) -> _Router | None:
@@ -342,13 +376,19 @@ def _layer(graph: OpGraph, r: _Router, entry: tuple[int, ...], sink: int,
     combine: set[int] = set()
     dispatch: set[int] = set()
     gates: set[int] = set()
+    weight_gathers: dict[int, tuple[int, ...]] = {}  # expert product -> the ops gathering its weights by routing
     for v in order:
         tok_preds = [u for u in pred[v] if u in region]
         op = ops[v]
-        own_weight = op.param_bytes > 0 and _weighted_matmul(graph, op, producer) is not None
+        gathered_weight = _gathered_weight(graph, op, producer)
+        if gathered_weight is not None and gathered_weight[0] in routing_tensors:
+            weight_gathers[v] = gathered_weight[1]
+        own_weight = v in weight_gathers or (op.param_bytes > 0 and _weighted_matmul(graph, op, producer) is not None)
         w = own_weight or any(weighted[u] for u in tok_preds)
         weighted[v] = w
-        routed = any(t in routing_tensors for t in op.reads)
+        # weights picked by routing make the product an expert's, not a gate: its routing input is not counted
+        skip = gathered_weight[0] if v in weight_gathers and gathered_weight else None
+        routed = any(t in routing_tensors for t in op.reads if t != skip)
         if v == sink or any(u in combine for u in tok_preds) or (routed and w):
             combine.add(v)
             if routed and w:
@@ -370,6 +410,10 @@ def _layer(graph: OpGraph, r: _Router, entry: tuple[int, ...], sink: int,
         (branches if is_expert else shared).append(piece)
     if not branches or not gates:
         return None
+    for piece in branches:  # an expert's weight gathers belong to its branch, not to the router
+        for v in list(piece):
+            piece.update(weight_gathers.get(v, ()))
+    routing -= {u for chain in weight_gathers.values() for u in chain}
     x_info = graph.tensors[r.x]
     hidden = int(x_info.shape[-1])
     numel = math.prod(x_info.shape)
