@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -281,7 +282,7 @@ class MoETransformer(nn.Module):
         xs: tuple[torch.Tensor, ...] = (self.embed(inputs),) if lo == 0 else tuple(inputs)  # type: ignore[arg-type]
         per = len(UNIT_KINDS)
         for unit in range(lo, hi):
-            block = self.layers[unit // per]
+            block = cast(Block, self.layers[unit // per])  # ModuleList items are typed as Module
             step = (block.attention_unit, block.dispatch_unit, block.experts_unit, block.combine_unit)[unit % per]
             xs = step(*xs)
         if hi == u:

@@ -4,7 +4,8 @@
 of stages (the word of `planner.pipeline.unroll`): one chain ``(0, 1, ..., S-1)`` unless given.  Every chain has
 the same length C, the number of model chunks, and the i-th stage of any chain runs model chunk i: the units
 ``[cut[i], cut[i+1])`` of a *cut* of the model (`planner.execute.train.model`; default `layer_cut`, whole layers;
-any cut down to single operator clusters — attention | dispatch | experts | combine — works the same way).  Micro-batch k of chain c is global micro-batch ``c * M + k``
+any cut down to single operator clusters — attention | dispatch | experts | combine — works the same way).
+Micro-batch k of chain c is global micro-batch ``c * M + k``
 (M = ``schedule.num_microbatches``), so DualPipe — chains ``(0..p-1)`` and ``(p..2p-1)``, stage p+j a second copy
 of chunk j — trains ``2M`` micro-batches, M entering at each end.  Several stages per rank are fine
 (interleaved: stage c*p+d on rank d; V-shape: rank i holds stages i and 2p-1-i; sub-chunks: consecutive stages
@@ -21,20 +22,21 @@ differentiable ones only.
 
 * ``sFk`` — forward of chunk(s) on micro-batch k.  Its input is the tokens (first stage of a chain) or the
   boundary tensors from the previous stage, the differentiable ones made fresh leaves
-  (``detach().requires_grad_()``) so that each stage's autograd graph ends at its own inputs.  The last stage of a chain also computes the micro-batch loss
-  (`model.microbatch_loss`, already divided by the number of micro-batches).  The output is sent at once to the
-  next stage's rank.  The graph and the input leaf stay saved until the weight gradient is done.
+  (``detach().requires_grad_()``) so that each stage's autograd graph ends at its own inputs.  The last stage of
+  a chain also computes the micro-batch loss (`model.microbatch_loss`, already divided by the number of
+  micro-batches).  The outputs are sent at once to the next stage's rank (or kept for it, on this rank).  The
+  graph and the input leaves stay saved until the weight gradient is done.
 * ``sBk`` — input gradient only: ``torch.autograd.grad(outs, inputs, grad_outputs=dys, retain_graph=True)`` over
   the differentiable boundary tensors; dys are the gradients received from the next stage (none for the loss).  An
-  input no output depends on gets a zero gradient.  The result is sent upstream at once.  On
-  the first stage of a chain (input = token ids, no gradient) B has nothing to compute.
-* ``sWk`` — weight gradient: ``torch.autograd.grad(out, params, grad_outputs=dy)`` with the graph released
+  input no output depends on gets a zero gradient.  The result is sent upstream at once.  On the first stage of
+  a chain (input = token ids, no gradient) B has nothing to compute.
+* ``sWk`` — weight gradient: ``torch.autograd.grad(outs, params, grad_outputs=dys)`` with the graph released
   afterwards, each result added into ``param.grad``.  Autograd only runs the nodes on paths to the requested
   inputs, so B skips the weight products and W skips the input product of the stage's first layer; W does
   re-walk the stage's inner activation-gradient chain (the price of a split without hooks into autograd's
   intermediate gradients; timings, not numbers, show it).  A chunk without parameters (a lone ``combine``) has an
   empty W that only releases the saved graph.
-* ``sBWk`` — both at once: ``torch.autograd.grad(out, [input] + params, dy)``.
+* ``sBWk`` — both at once: ``torch.autograd.grad(outs, inputs + params, dys)``.
 * ``sFk&tBj`` / ``&tBWj`` (DualPipe's overlapped pair) — overlap is a *scheduling* notion: it says the two halves
   may share the device's time (computation of one chunk hiding the communication of the other).  This runtime
   runs the forward half, sends its output, then runs the backward half.  That only releases the forward's
