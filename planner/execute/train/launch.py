@@ -25,6 +25,7 @@ import torch.distributed as dist
 
 from planner.errors import OpplanError
 from planner.execute.procs import free_port, run_forked
+from planner.execute.train.model import check_cut, layer_cut
 from planner.execute.train.runtime import (
     PeerCommError,
     RankOutput,
@@ -66,13 +67,14 @@ class TrainResult:
 
 
 def _rank_body(rank: int, world: int, init: str, schedule: Schedule, layout: StageLayout, cfg: MoEConfig,
-               comm_timeout_s: float, fault: TrainFault | None, warmup_steps: int) -> RankOutput:
+               comm_timeout_s: float, fault: TrainFault | None, warmup_steps: int,
+               cut: tuple[int, ...]) -> RankOutput:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world,
                             timeout=timedelta(seconds=comm_timeout_s))
     try:
         out = run_rank_actions(rank, schedule, layout, cfg, comm_timeout_s=comm_timeout_s, fault=fault,
-                               warmup_steps=warmup_steps)
+                               warmup_steps=warmup_steps, cut=cut)
         # no rank tears down its connections while a peer still reads from them
         comm_call(f"rank {rank}: the final barrier", dist.barrier)
     finally:
@@ -103,11 +105,14 @@ def run_training_schedule(
     comm_timeout_s: float | None = None,
     fault: TrainFault | None = None,
     warmup_steps: int = 0,
+    cut: tuple[int, ...] | None = None,
 ) -> TrainResult:
     """Run one training step of `schedule` on `world_size` (= ``schedule.p``) forked gloo ranks.
 
     `chains`: the stage chains micro-batches walk (default one chain 0..S-1; DualPipe:
-    ``((0..p-1), (p..2p-1))``, see `runtime.StageLayout`).  `timeout_s` bounds the whole run;
+    ``((0..p-1), (p..2p-1))``, see `runtime.StageLayout`).  `cut`: the model's unit boundaries, one chunk per
+    chain position (`model.check_cut`; e.g. `model.even_cut` or `model.balanced_cut` for operator-level
+    sub-chunks); None: whole layers (`model.layer_cut`).  `timeout_s` bounds the whole run;
     `comm_timeout_s` (default `timeout_s`) each receive, send and barrier; `warmup_steps` un-timed steps run
     first (their gradients are discarded), so that `TrainResult.ranks[r].timings` show the steady state.  Raises
     `TrainRunFailed` naming the rank that failed first (see `_collect`) or the ranks that did not finish in time;
@@ -117,11 +122,15 @@ def run_training_schedule(
         raise ValueError(f"schedule {schedule.name!r} has {schedule.p} devices; world_size {world} must equal it")
     schedule.check_complete()
     layout = StageLayout.of(schedule, chains)
+    cut = check_cut(model_config, cut) if cut is not None else layer_cut(model_config, layout.num_chunks)
+    if len(cut) != layout.num_chunks + 1:  # refused here, before any process starts
+        raise ValueError(f"cut {cut} makes {len(cut) - 1} chunks; the chains have {layout.num_chunks} stages")
     comm_timeout_s = float(timeout_s if comm_timeout_s is None else comm_timeout_s)
     init = f"tcp://127.0.0.1:{free_port()}"
     ranks = run_forked(
         world,
-        lambda r: _rank_body(r, world, init, schedule, layout, model_config, comm_timeout_s, fault, warmup_steps),
+        lambda r: _rank_body(r, world, init, schedule, layout, model_config, comm_timeout_s, fault, warmup_steps,
+                             cut),
         timeout_s=timeout_s, what=f"training step of schedule {schedule.name!r}", error=TrainRunFailed,
         # a rank whose receive broke because a peer failed is a consequence, not the cause
         secondary=lambda text: text.startswith(PeerCommError.__name__ + ":"), name="opplan-train-rank")

@@ -15,6 +15,10 @@ may differ (a schedule's W order, or DualPipe's two copies added at the end).  M
   micro-batch order, so the sums are the reference's, bit for bit);
 * the CP-SAT-planned V schedule (W out of micro-batch order) and DualPipe (two copies summed): max abs error
   7.5e-9, max rel error 2.3e-7, the worst entry at 0.018 of the tolerance;
+* operator-level sub-chunks (tests/test_execute_train_units.py; units cut inside layers, local and cross-rank
+  hops of up to five boundary tensors): a serial order and the CP-SAT-planned fixed p=2 K=2 schedule: 0; the
+  planned V p=2 K=2 (micro-batches out of order) and a planned one with F&B pairs: max abs 1.5e-8, max rel
+  2.8e-7, the worst entry at 0.027 of the tolerance;
 * the reference itself, accumulated in reverse micro-batch order (m=8): max abs 3.0e-8, max rel 3.0e-7, worst
   at 0.022 of the tolerance.
 

@@ -2,29 +2,41 @@
 
 **Layout** (`StageLayout`).  Stage s lives on rank ``schedule.stage_to_device[s]``.  Micro-batches walk *chains*
 of stages (the word of `planner.pipeline.unroll`): one chain ``(0, 1, ..., S-1)`` unless given.  Every chain has
-the same length C, the number of model chunks, and the i-th stage of any chain runs model chunk i
-(`planner.execute.train.model`).  Micro-batch k of chain c is global micro-batch ``c * M + k``
+the same length C, the number of model chunks, and the i-th stage of any chain runs model chunk i: the units
+``[cut[i], cut[i+1])`` of a *cut* of the model (`planner.execute.train.model`; default `layer_cut`, whole layers;
+any cut down to single operator clusters — attention | dispatch | experts | combine — works the same way).
+Micro-batch k of chain c is global micro-batch ``c * M + k``
 (M = ``schedule.num_microbatches``), so DualPipe — chains ``(0..p-1)`` and ``(p..2p-1)``, stage p+j a second copy
 of chunk j — trains ``2M`` micro-batches, M entering at each end.  Several stages per rank are fine
-(interleaved: stage c*p+d on rank d; V-shape: rank i holds stages i and 2p-1-i); a hand-off between two stages of
-one rank is a local tensor, not a message.
+(interleaved: stage c*p+d on rank d; V-shape: rank i holds stages i and 2p-1-i; sub-chunks: consecutive stages
+of a chain on one rank, e.g. ``(0, 0, 1, 1)``); a hand-off between two stages of one rank is a local tensor (the
+producer's output, detached), not a message, and no receive is posted for it.
+
+**Boundary tensors.**  What crosses a chunk boundary is the tuple of tensors `model.boundary_slots` names for the
+unit after the cut: the residual stream between layers and between attention and dispatch, five tensors
+(residual, dispatched tokens or expert outputs, gates, token rows, expert counts) inside the MoE part.  Shapes and
+dtypes are fixed by the config, so every receive is posted with its buffer beforehand; gradients come back for the
+differentiable ones only.
 
 **Actions** (the letters of `planner.schedule.actions`; PyTorch's F, I, W, B):
 
 * ``sFk`` — forward of chunk(s) on micro-batch k.  Its input is the tokens (first stage of a chain) or the
-  boundary activation from the previous stage, made a fresh leaf (``detach().requires_grad_()``) so that each
-  stage's autograd graph ends at its own input.  The last stage of a chain also computes the micro-batch loss
-  (`model.microbatch_loss`, already divided by the number of micro-batches).  The output is sent at once to the
-  next stage's rank.  The graph and the input leaf stay saved until the weight gradient is done.
-* ``sBk`` — input gradient only: ``torch.autograd.grad(out, [input], grad_outputs=dy, retain_graph=True)``;
-  dy is the gradient received from the next stage (none for the loss).  The result is sent upstream at once.  On
-  the first stage of a chain (input = token ids, no gradient) B has nothing to compute.
-* ``sWk`` — weight gradient: ``torch.autograd.grad(out, params, grad_outputs=dy)`` with the graph released
+  boundary tensors from the previous stage, the differentiable ones made fresh leaves
+  (``detach().requires_grad_()``) so that each stage's autograd graph ends at its own inputs.  The last stage of
+  a chain also computes the micro-batch loss (`model.microbatch_loss`, already divided by the number of
+  micro-batches).  The outputs are sent at once to the next stage's rank (or kept for it, on this rank).  The
+  graph and the input leaves stay saved until the weight gradient is done.
+* ``sBk`` — input gradient only: ``torch.autograd.grad(outs, inputs, grad_outputs=dys, retain_graph=True)`` over
+  the differentiable boundary tensors; dys are the gradients received from the next stage (none for the loss).  An
+  input no output depends on gets a zero gradient.  The result is sent upstream at once.  On the first stage of
+  a chain (input = token ids, no gradient) B has nothing to compute.
+* ``sWk`` — weight gradient: ``torch.autograd.grad(outs, params, grad_outputs=dys)`` with the graph released
   afterwards, each result added into ``param.grad``.  Autograd only runs the nodes on paths to the requested
   inputs, so B skips the weight products and W skips the input product of the stage's first layer; W does
   re-walk the stage's inner activation-gradient chain (the price of a split without hooks into autograd's
-  intermediate gradients; timings, not numbers, show it).
-* ``sBWk`` — both at once: ``torch.autograd.grad(out, [input] + params, dy)``.
+  intermediate gradients; timings, not numbers, show it).  A chunk without parameters (a lone ``combine``) has an
+  empty W that only releases the saved graph.
+* ``sBWk`` — both at once: ``torch.autograd.grad(outs, inputs + params, dys)``.
 * ``sFk&tBj`` / ``&tBWj`` (DualPipe's overlapped pair) — overlap is a *scheduling* notion: it says the two halves
   may share the device's time (computation of one chunk hiding the communication of the other).  This runtime
   runs the forward half, sends its output, then runs the backward half.  That only releases the forward's
@@ -33,9 +45,10 @@ one rank is a local tensor, not a message.
   compute actions (below).
 
 **Communication rule.**  A transfer exists for every chain edge whose two stages sit on different ranks: the
-activation of ``F(s, k)`` to ``F(next(s), k)`` and the input gradient of ``B|BW(next(s), k)`` to
-``B|BW(s, k)``.  Each is identified by its tag ``2 * (consumer_stage * M + k) + (0 activation | 1 gradient)``,
-unique per message, and its shape and dtype are known beforehand (`MoEConfig.residual_shape`, float32).
+activations of ``F(s, k)`` to ``F(next(s), k)`` and the input gradients of ``B|BW(next(s), k)`` to
+``B|BW(s, k)``, one message per boundary tensor.  Each is identified by its tag
+``(2 * (consumer_stage * M + k) + (0 activation | 1 gradient)) * MAX_SLOTS + slot``, unique per message, and its
+shape and dtype are known beforehand (`model.boundary_slots`).  Hops between two stages of one rank have none.
 
 1. A rank posts *all* its receives (``irecv`` with source and tag) before its first action; gloo matches a
    message to the receive with the same source and tag, whatever the order in which they are sent or waited.
@@ -64,7 +77,16 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from planner.execute.train.model import build_model, chunk_param_names, make_batches, microbatch_loss
+from planner.execute.train.model import (
+    Slot,
+    boundary_slots,
+    build_model,
+    check_cut,
+    layer_cut,
+    make_batches,
+    microbatch_loss,
+    unit_param_names,
+)
 from planner.ir.moe_config import MoEConfig
 from planner.schedule.actions import Action, ActionKind, OverlapAction, ScheduleAction
 from planner.schedule.program import Schedule
@@ -73,6 +95,8 @@ __all__ = ["PeerCommError", "comm_call", "StageLayout", "TrainFault", "ActionTim
            "run_rank_actions"]
 
 _ACT, _GRAD = 0, 1
+MAX_SLOTS = 5
+"""Most tensors crossing one boundary (`model.boundary_slots` inside the MoE part); spaces the message tags."""
 
 
 class PeerCommError(RuntimeError):
@@ -124,8 +148,10 @@ class StageLayout:
     def global_microbatch(self, stage: int, k: int) -> int:
         return self.chain_of[stage] * self.num_microbatches + k
 
-    def tag(self, kind: int, consumer: int, k: int) -> int:
-        return 2 * (consumer * self.num_microbatches + k) + kind
+    def tag(self, kind: int, consumer: int, k: int, slot: int = 0) -> int:
+        if not 0 <= slot < MAX_SLOTS:
+            raise ValueError(f"slot {slot} is not in 0..{MAX_SLOTS - 1}")
+        return (2 * (consumer * self.num_microbatches + k) + kind) * MAX_SLOTS + slot
 
 
 @dataclass(frozen=True)
@@ -164,9 +190,9 @@ class RankOutput:
 
 @dataclass
 class _Saved:
-    leaf: torch.Tensor | None  # the stage's input leaf (None on the first stage of a chain)
-    out: torch.Tensor  # boundary activation, or the loss on the last stage of a chain
-    dy: torch.Tensor | None = None
+    leaves: tuple[torch.Tensor, ...]  # the stage's differentiable input leaves (none on a chain's first stage)
+    outs: tuple[torch.Tensor, ...]  # differentiable boundary outputs, or the loss on a chain's last stage
+    dys: tuple[torch.Tensor, ...] | None = None  # their gradients, received (None for the loss)
     input_grad_done: bool = False
 
 
@@ -182,24 +208,30 @@ def _parts(a: ScheduleAction) -> tuple[Action, ...]:
     return (a.forward, a.backward) if isinstance(a, OverlapAction) else (a,)
 
 
+def _what(kind: int) -> str:
+    return "activation" if kind == _ACT else "gradient"
+
+
 class _RankProgram:
     def __init__(self, rank: int, schedule: Schedule, layout: StageLayout, cfg: MoEConfig,
-                 comm_timeout_s: float) -> None:
+                 comm_timeout_s: float, cut: tuple[int, ...] | None) -> None:
         self.rank = rank
         self.schedule = schedule
         self.layout = layout
         self.cfg = cfg
+        self.cut = check_cut(cfg, cut) if cut is not None else layer_cut(cfg, layout.num_chunks)
+        if len(self.cut) != layout.num_chunks + 1:
+            raise ValueError(f"cut {self.cut} has {len(self.cut) - 1} chunks, the chains {layout.num_chunks}")
         self.timeout = timedelta(seconds=comm_timeout_s)
         self.model = build_model(cfg)
         self.tokens, self.targets = make_batches(cfg, layout.total_microbatches)
         self.stages = tuple(s for s in range(layout.num_stages) if layout.stage_to_device[s] == rank)
         params = dict(self.model.named_parameters())
-        self.param_names = {s: chunk_param_names(self.model, layout.chunk_of[s], layout.num_chunks)
-                            for s in self.stages}
+        self.param_names = {s: unit_param_names(self.model, *self.units(s)) for s in self.stages}
         self.params = {s: [params[n] for n in names] for s, names in self.param_names.items()}
         self.saved: dict[tuple[int, int], _Saved] = {}
-        self.local: dict[tuple[int, int, int], torch.Tensor] = {}
-        self.inbox: dict[tuple[int, int, int], tuple[torch.Tensor, dist.Work, int]] = {}
+        self.local: dict[tuple[int, int, int], tuple[torch.Tensor, ...]] = {}
+        self.inbox: dict[tuple[int, int, int], tuple[list[torch.Tensor], list[dist.Work], int]] = {}
         self.sends: list[tuple[dist.Work, torch.Tensor, str]] = []
         self.losses: dict[int, float] = {}
         self.wait_s = 0.0
@@ -210,6 +242,18 @@ class _RankProgram:
             p.grad = None
         self.losses.clear()
         self.wait_s = 0.0
+
+    def units(self, stage: int) -> tuple[int, int]:
+        c = self.layout.chunk_of[stage]
+        return self.cut[c], self.cut[c + 1]
+
+    def slots(self, key: tuple[int, int, int]) -> tuple[Slot, ...]:
+        """The tensors of message `key`: the boundary before stage key[1] (activation), or the differentiable ones
+        of the boundary after it (gradient)."""
+        kind, s, _k = key
+        if kind == _ACT:
+            return boundary_slots(self.cfg, self.units(s)[0])
+        return tuple(x for x in boundary_slots(self.cfg, self.units(s)[1]) if x.differentiable)
 
     # ----------------------------------------------------------------------------------- communication
     def _device(self, stage: int) -> int:
@@ -229,45 +273,53 @@ class _RankProgram:
                     key = (_GRAD, s, k)
                 else:
                     continue
-                if src != self.rank:
-                    buf = torch.empty(self.cfg.residual_shape, dtype=torch.float32)
-                    work = comm_call(f"rank {self.rank}: posting a receive from rank {src}", dist.irecv, buf,
-                                     src=src, tag=lay.tag(*key))
-                    self.inbox[key] = (buf, work, src)
+                if src == self.rank:  # a local hand-off: nothing to receive
+                    continue
+                bufs, works = [], []
+                for i, slot in enumerate(self.slots(key)):
+                    buf = torch.empty(slot.shape, dtype=slot.dtype)
+                    works.append(comm_call(f"rank {self.rank}: posting a receive from rank {src}", dist.irecv,
+                                           buf, src=src, tag=lay.tag(*key, i)))
+                    bufs.append(buf)
+                self.inbox[key] = (bufs, works, src)
 
-    def _take(self, key: tuple[int, int, int]) -> torch.Tensor:
+    def _take(self, key: tuple[int, int, int]) -> tuple[torch.Tensor, ...]:
         if key in self.local:
             return self.local.pop(key)
         if key not in self.inbox:
-            what = "activation" if key[0] == _ACT else "gradient"
-            raise RuntimeError(f"rank {self.rank}: no {what} for stage {key[1]} micro-batch {key[2]} was expected "
-                               f"here (it was produced on this rank later in the order, or never)")
-        buf, work, src = self.inbox.pop(key)
+            raise RuntimeError(f"rank {self.rank}: no {_what(key[0])} for stage {key[1]} micro-batch {key[2]} is "
+                               f"there when it is needed: its producer, on this rank, runs later in the order or "
+                               f"never")
+        bufs, works, src = self.inbox.pop(key)
         t0 = time.perf_counter()
-        try:
-            work.wait(self.timeout)
-        except Exception as exc:  # noqa: BLE001 - named and re-raised
-            what = "activation" if key[0] == _ACT else "gradient"
-            raise PeerCommError(f"rank {self.rank}: receiving the {what} for stage {key[1]} micro-batch {key[2]} "
-                               f"from rank {src} failed or timed out after {self.timeout.total_seconds():.0f}s "
-                               f"({type(exc).__name__}: {exc})") from None
+        for work in works:
+            try:
+                work.wait(self.timeout)
+            except Exception as exc:  # noqa: BLE001 - named and re-raised
+                raise PeerCommError(f"rank {self.rank}: receiving the {_what(key[0])} for stage {key[1]} "
+                                    f"micro-batch {key[2]} from rank {src} failed or timed out after "
+                                    f"{self.timeout.total_seconds():.0f}s ({type(exc).__name__}: {exc})") from None
         self.wait_s += time.perf_counter() - t0
-        return buf
+        return tuple(bufs)
 
-    def _give(self, key: tuple[int, int, int], value: torch.Tensor, consumer: int) -> None:
-        value = value.detach()
-        if tuple(value.shape) != self.cfg.residual_shape or value.dtype != torch.float32:
-            raise RuntimeError(f"rank {self.rank}: boundary tensor for stage {consumer} is {tuple(value.shape)} "
-                               f"{value.dtype}, expected {self.cfg.residual_shape} float32")
+    def _give(self, key: tuple[int, int, int], values: tuple[torch.Tensor, ...], consumer: int) -> None:
+        slots = self.slots(key)
+        values = tuple(v.detach() for v in values)
+        if len(values) != len(slots) or any(tuple(v.shape) != x.shape or v.dtype != x.dtype
+                                            for v, x in zip(values, slots, strict=False)):
+            got = [(tuple(v.shape), v.dtype) for v in values]
+            raise RuntimeError(f"rank {self.rank}: boundary tensors for stage {consumer} are {got}, expected "
+                               f"{[(x.shape, x.dtype) for x in slots]}")
         dst = self._device(consumer)
         if dst == self.rank:
-            self.local[key] = value
+            self.local[key] = values
             return
-        buf = value.contiguous()
-        what = f"{'activation' if key[0] == _ACT else 'gradient'} for stage {consumer} micro-batch {key[2]}"
-        work = comm_call(f"rank {self.rank}: sending the {what} to rank {dst}", dist.isend, buf, dst=dst,
-                         tag=self.layout.tag(*key))
-        self.sends.append((work, buf, f"{what} to rank {dst}"))
+        what = f"{_what(key[0])} for stage {consumer} micro-batch {key[2]}"
+        for i, value in enumerate(values):
+            buf = value.contiguous()
+            work = comm_call(f"rank {self.rank}: sending the {what} to rank {dst}", dist.isend, buf, dst=dst,
+                             tag=self.layout.tag(*key, i))
+            self.sends.append((work, buf, f"{what} ({slots[i].name}) to rank {dst}"))
 
     def finish_sends(self) -> None:
         for work, _buf, what in self.sends:
@@ -275,26 +327,33 @@ class _RankProgram:
                 work.wait(self.timeout)
             except Exception as exc:  # noqa: BLE001
                 raise PeerCommError(f"rank {self.rank}: sending the {what} failed or timed out "
-                                   f"({type(exc).__name__}: {exc})") from None
+                                    f"({type(exc).__name__}: {exc})") from None
         self.sends.clear()
 
     # ----------------------------------------------------------------------------------- compute
     def forward(self, s: int, k: int) -> None:
         lay = self.layout
         g = lay.global_microbatch(s, k)
+        lo, hi = self.units(s)
         if lay.prev_of[s] is None:
-            leaf, x = None, self.tokens[g]
+            leaves: tuple[torch.Tensor, ...] = ()
+            xs: torch.Tensor | tuple[torch.Tensor, ...] = self.tokens[g]
         else:
-            leaf = self._take((_ACT, s, k)).detach().requires_grad_(True)
-            x = leaf
-        out = self.model.forward_chunk(lay.chunk_of[s], lay.num_chunks, x)
+            got = self._take((_ACT, s, k))
+            slots = boundary_slots(self.cfg, lo)
+            xs = tuple(t.detach().requires_grad_(True) if x.differentiable else t for t, x in zip(got, slots,
+                                                                                                  strict=True))
+            leaves = tuple(t for t, x in zip(xs, slots, strict=True) if x.differentiable)
+        out = self.model.forward_units(lo, hi, xs)
         nxt = lay.next_of[s]
         if nxt is None:
-            out = microbatch_loss(out, self.targets[g], lay.total_microbatches)
-            self.losses[g] = float(out.detach())
+            loss = microbatch_loss(out[0], self.targets[g], lay.total_microbatches)
+            self.losses[g] = float(loss.detach())
+            outs: tuple[torch.Tensor, ...] = (loss,)
         else:
             self._give((_ACT, nxt, k), out, nxt)
-        self.saved[(s, k)] = _Saved(leaf, out)
+            outs = tuple(t for t, x in zip(out, boundary_slots(self.cfg, hi), strict=True) if x.differentiable)
+        self.saved[(s, k)] = _Saved(leaves, outs)
 
     def _saved(self, s: int, k: int, what: str) -> _Saved:
         st = self.saved.get((s, k))
@@ -304,15 +363,15 @@ class _RankProgram:
         return st
 
     def _grad_output(self, st: _Saved, s: int, k: int) -> None:
-        if st.dy is None and self.layout.next_of[s] is not None:
-            st.dy = self._take((_GRAD, s, k))
+        if st.dys is None and self.layout.next_of[s] is not None:
+            st.dys = self._take((_GRAD, s, k))
 
-    def _send_input_grad(self, s: int, k: int, dx: torch.Tensor | None) -> None:
+    def _send_input_grads(self, s: int, k: int, st: _Saved, dxs) -> None:
         prv = self.layout.prev_of[s]
         if prv is not None:
-            if dx is None:
-                raise RuntimeError(f"stage {s}: its output does not depend on its input")
-            self._give((_GRAD, prv, k), dx, prv)
+            # an input no output depends on (none in this model's units) has a zero gradient
+            grads = tuple(torch.zeros_like(x) if g is None else g for g, x in zip(dxs, st.leaves, strict=True))
+            self._give((_GRAD, prv, k), grads, prv)
 
     def _accumulate(self, s: int, grads) -> None:
         for p, g in zip(self.params[s], grads, strict=True):
@@ -325,28 +384,30 @@ class _RankProgram:
         if st.input_grad_done:
             raise RuntimeError(f"rank {self.rank}: {s}B{k} runs twice")
         self._grad_output(st, s, k)
-        if st.leaf is not None:
-            (dx,) = torch.autograd.grad(st.out, [st.leaf], grad_outputs=st.dy, retain_graph=True, allow_unused=True)
-            self._send_input_grad(s, k, dx)
+        if st.leaves:
+            dxs = torch.autograd.grad(st.outs, st.leaves, grad_outputs=st.dys, retain_graph=True, allow_unused=True)
+            self._send_input_grads(s, k, st, dxs)
         st.input_grad_done = True
 
     def weight_grad(self, s: int, k: int) -> None:
         st = self._saved(s, k, "W")
         if not st.input_grad_done:
             raise RuntimeError(f"rank {self.rank}: {s}W{k} runs before {s}B{k}")
-        grads = torch.autograd.grad(st.out, self.params[s], grad_outputs=st.dy, allow_unused=True)
-        self._accumulate(s, grads)
+        if self.params[s]:
+            grads = torch.autograd.grad(st.outs, self.params[s], grad_outputs=st.dys, allow_unused=True)
+            self._accumulate(s, grads)
         del self.saved[(s, k)]
 
     def full_backward(self, s: int, k: int) -> None:
         st = self._saved(s, k, "BW")
         self._grad_output(st, s, k)
-        inputs = ([st.leaf] if st.leaf is not None else []) + self.params[s]
-        grads = torch.autograd.grad(st.out, inputs, grad_outputs=st.dy, allow_unused=True)
-        if st.leaf is not None:
-            self._send_input_grad(s, k, grads[0])
-            grads = grads[1:]
-        self._accumulate(s, grads)
+        inputs = list(st.leaves) + self.params[s]
+        if inputs:
+            grads = torch.autograd.grad(st.outs, inputs, grad_outputs=st.dys, allow_unused=True)
+            n = len(st.leaves)
+            if n:
+                self._send_input_grads(s, k, st, grads[:n])
+            self._accumulate(s, grads[n:])
         del self.saved[(s, k)]
 
     def run(self, part: Action) -> None:
@@ -380,16 +441,19 @@ def _inject(fault: TrainFault, action: str) -> None:
 
 def run_rank_actions(rank: int, schedule: Schedule, layout: StageLayout, cfg: MoEConfig, *,
                      comm_timeout_s: float = 30.0, fault: TrainFault | None = None,
-                     warmup_steps: int = 0) -> RankOutput:
+                     warmup_steps: int = 0, cut: tuple[int, ...] | None = None) -> RankOutput:
     """Run rank `rank`'s ordered actions of `schedule` for one training step (the process group must be up, with
     one rank per schedule device).  Returns its micro-batch losses, its parameters' gradients and timings.
+
+    `cut`: the model's unit boundaries, one chunk per chain position (`model.check_cut`); None: whole layers
+    (`model.layer_cut`).
 
     `warmup_steps` whole steps run first and are thrown away (gradients reset), so that the timings of the step
     returned do not include first-call costs (kernel selection, allocator growth); the numbers are the same."""
     if dist.is_initialized() and dist.get_world_size() != schedule.p:
         raise RuntimeError(f"the process group has {dist.get_world_size()} ranks, schedule {schedule.name!r} "
                            f"{schedule.p} devices")
-    prog = _RankProgram(rank, schedule, layout, cfg, comm_timeout_s)
+    prog = _RankProgram(rank, schedule, layout, cfg, comm_timeout_s, cut)
     if fault is not None and fault.rank != rank:
         fault = None
     compute = [a for a in schedule.actions[rank] if a.is_compute]
