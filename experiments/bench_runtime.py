@@ -481,7 +481,7 @@ def transfer_rows(graph, trace: dict, topology) -> list[dict[str, Any]]:
         s, e = ev["ts"] * 1e-6, (ev["ts"] + ev["dur"]) * 1e-6
         if ev["cat"] == "op":
             ops[ev["name"]] = (ev["pid"], s, e)
-        else:
+        elif ev["cat"] == "recv":
             recvs.append((ev["pid"], ev["name"], s, e))
     by_dir: dict[str, list[tuple[float, float]]] = {}
     link = topology.links[0][-1]
