@@ -3,9 +3,9 @@
 No torch here (the measurements are `planner.execute.calibrate`).  The profile describes one host with `nproc`
 identical `cpu-process` devices, each with the measured figures, the memory of the machine shared out evenly, and
 the measured gloo link between them (with the runtime probe's per-op and per-transfer overheads when it ran:
-`op_overhead`, the link's `send_overhead` and `recv_overhead`); its `provenance` block says where, when, with what and how each figure was
-measured, and the spread of its repeats.  It is validated with the same schema `plan-solve --hw` reads before it
-is written.
+`op_overhead`, the link's `send_overhead` and `recv_overhead`); its `provenance` block says where, when, with
+what and how each figure was measured, and the spread of its repeats.  It is validated with the same schema
+`plan-solve --hw` reads before it is written.
 """
 
 from __future__ import annotations

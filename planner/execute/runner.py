@@ -143,8 +143,8 @@ _TID = {"op": 0, "recv": 1, "post": 1, "send": 2, "tail": 2}  # trace thread of 
 
 def chrome_trace_of_run(results: Sequence[RankResult], index: int, device_names: Sequence[str],
                         rank_of_device: Sequence[int]) -> dict[str, Any]:
-    """Trace Event Format of measured repetition `index`: pid = rank, tid 0 = compute, tid 1 = receives (waits, posting),
-    tid 2 = sends (packing and posting after an op) and the repetition's tail.
+    """Trace Event Format of measured repetition `index`: pid = rank, tid 0 = compute, tid 1 = receives (waits,
+    posting), tid 2 = sends (packing and posting after an op) and the repetition's tail.
 
     The ranks' events are put on one time line: each rank's are shifted by how much later it left the start
     barrier than the first rank (`RankRun.start_s`, one monotonic clock per host), so that a transfer's receive
