@@ -20,6 +20,7 @@ from planner.execute.calibrate_profile import profile_document, profile_yaml
 from planner.execute.dist import RankResult, RankRun
 from planner.execute.partition import partition_plan
 from planner.execute.run_breakdown import time_breakdown
+from planner.execute.run_report import summary_lines
 from planner.execute.runner import chrome_trace_of_run, run_plan
 from planner.ir.hardware import load_topology
 from planner.ir.load import load_model
@@ -186,6 +187,8 @@ def test_a_run_report_breaks_each_ranks_time_down(tmp_path):
         assert parts == pytest.approx(row["end_s"], abs=1e-5)
         assert row["sim_busy_s"] > 0
     assert sum(r["ops"] for r in rows) == len(report["op_seconds"])
+    printed = [line for line in summary_lines(report) if line.startswith("rank ")]
+    assert len(printed) == 2 and all("receive waits" in line and "simulated busy" in line for line in printed)
 
 
 def test_the_probe_plan_is_a_plan_of_seconds():
