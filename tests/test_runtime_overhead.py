@@ -108,6 +108,12 @@ def test_op_overhead_is_the_probes_time_per_op_beyond_the_launch_overhead():
 
     got = cal(5e-5).profile_figures()
     assert got["op_overhead"] == pytest.approx(3e-5)
+    heavy = cal(5e-5)  # a heavy type in the launch figures moves the profile's launch overhead, not the baseline
+    heavy.figures["launch_overhead LayerNormalization"] = Figure("launch_overhead LayerNormalization", "s",
+                                                                 [1e-4, 1e-4], "")
+    heavy.figures["launch_overhead Softmax"] = Figure("launch_overhead Softmax", "s", [1e-4, 1e-4], "")
+    assert heavy.profile_figures()["launch_overhead"] == pytest.approx(1e-4)
+    assert heavy.profile_figures()["op_overhead"] == pytest.approx(3e-5)
     assert got["send_overhead"] == 7e-5 and got["recv_overhead"] == 4e-5
     assert cal(1e-5).profile_figures()["op_overhead"] == 0.0  # never below 0
     none = Calibration(CalibrationSpec(), {}).profile_figures()

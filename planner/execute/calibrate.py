@@ -32,7 +32,7 @@ divides by the number of calls.  A figure's value is the median over repeats and
 * **the runtime probe** (unless `runtime_probe` is off; CPU only): a plan of tiny ops that is nothing but the rank
   loop's overhead, run by the real runtime on `nproc` ranks after the measurements above
   (`planner.execute.calibrate_probe`): seconds per op through the rank loop (the profile's `op_overhead` is that
-  minus the launch overhead), per send (the links' `send_overhead`) and per posted receive (`recv_overhead`).
+  minus the launch overhead of the same op types, Relu and Add), per send (the links' `send_overhead`) and per posted receive (`recv_overhead`).
 * `--device cuda` (for GPU hosts; never needed by the tests): rank r measures GPU r (`torch.set_default_device`),
   the clock is read after `torch.cuda.synchronize()`, and the point-to-point figures are NCCL's.
 * `--model M`: every rank runs the whole model's ops in topological order (one rank's program of all ops), each op
@@ -170,8 +170,15 @@ class Calibration:
             values = [fig.value for fig in self.contributing(key)]
             out[key] = statistics.median(values) if values else None
         if out["op_overhead"] is not None:  # the probe's time per op beyond what launch_overhead already prices
-            out["op_overhead"] = max(0.0, out["op_overhead"] - (out["launch_overhead"] or 0.0))
+            out["op_overhead"] = max(0.0, out["op_overhead"] - self.probe_launch_s(out["launch_overhead"] or 0.0))
         return out
+
+    def probe_launch_s(self, fallback_s: float) -> float:
+        """The launch overhead of the probe's own op types (Relu and Add, called in a block of calls of one): what
+        the probe's time per op is set against, like for like (the profile's launch overhead is the median over
+        five types, and its heavier ones would hide the loop's cost); `fallback_s` when they were not measured."""
+        values = [self.figures[k].value for k in ("launch_overhead Relu", "launch_overhead Add") if k in self.figures]
+        return statistics.median(values) if values else fallback_s
 
     def op_cost_fits(self) -> dict[str, FactorFit]:
         """op type -> its fitted factor (`planner.execute.calibrate_fit`) against the roofline of this
