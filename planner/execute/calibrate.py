@@ -32,7 +32,8 @@ divides by the number of calls.  A figure's value is the median over repeats and
 * **the runtime probe** (unless `runtime_probe` is off; CPU only): a plan of tiny ops that is nothing but the rank
   loop's overhead, run by the real runtime on `nproc` ranks after the measurements above
   (`planner.execute.calibrate_probe`): seconds per op through the rank loop (the profile's `op_overhead` is that
-  minus the launch overhead of the same op types, Relu and Add), per send (the links' `send_overhead`) and per posted receive (`recv_overhead`).
+  minus the launch overhead of the same op types, Relu and Add), per send (the links' `send_overhead`) and per
+  posted receive (`recv_overhead`).
 * `--device cuda` (for GPU hosts; never needed by the tests): rank r measures GPU r (`torch.set_default_device`),
   the clock is read after `torch.cuda.synchronize()`, and the point-to-point figures are NCCL's.
 * `--model M`: every rank runs the whole model's ops in topological order (one rank's program of all ops), each op
