@@ -27,8 +27,8 @@ PROFILE_HOW = {
     "link_latency": "links.intra_host.latency = intercept of the Theil-Sen line of the gloo ping-pong's one-way "
                     "time (round trip / 2) over message bytes",
     "link_bandwidth": "links.intra_host.bandwidth = 1 / slope of that line",
-    "op_overhead": "op_overhead = the runtime probe's seconds per tiny op (Relu, Add) through plan-run's rank loop "
-                   "- the launch overhead of Relu and Add in a block of calls (at least 0)",
+    "op_overhead": "op_overhead = the runtime probe's seconds per op that plan-run's rank loop spends around "
+                   "run_node (chains of tiny ops; outside ops, transfers and the tail)",
     "send_overhead": "links.intra_host.send_overhead = the runtime probe's seconds per send (pack + isend) on the "
                      "sending rank",
     "recv_overhead": "links.intra_host.recv_overhead = the runtime probe's seconds per posted receive (irecv) on the "

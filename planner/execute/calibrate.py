@@ -31,8 +31,8 @@ divides by the number of calls.  A figure's value is the median over repeats and
   (`planner.execute.calibrate_fit`).
 * **the runtime probe** (unless `runtime_probe` is off; CPU only): a plan of tiny ops that is nothing but the rank
   loop's overhead, run by the real runtime on `nproc` ranks after the measurements above
-  (`planner.execute.calibrate_probe`): seconds per op through the rank loop (the profile's `op_overhead` is that
-  minus the launch overhead of the same op types, Relu and Add), per send (the links' `send_overhead`) and per
+  (`planner.execute.calibrate_probe`): the rank loop's own seconds per op around `run_node` (the profile's
+  `op_overhead`), per send (the links' `send_overhead`) and per
   posted receive (`recv_overhead`).
 * `--device cuda` (for GPU hosts; never needed by the tests): rank r measures GPU r (`torch.set_default_device`),
   the clock is read after `torch.cuda.synchronize()`, and the point-to-point figures are NCCL's.
@@ -158,7 +158,7 @@ class Calibration:
                "float_flops": ("matmul_float ", "conv_float "), "double_flops": ("matmul_double ",),
                "memory_bandwidth": ("memory_bandwidth",), "launch_overhead": ("launch_overhead",),
                "link_latency": ("p2p_latency",), "link_bandwidth": ("p2p_bandwidth",),
-               "op_overhead": ("runtime_op",), "send_overhead": ("runtime_send",), "recv_overhead": ("runtime_post",)}
+               "op_overhead": ("runtime_loop",), "send_overhead": ("runtime_send",), "recv_overhead": ("runtime_post",)}
 
     def contributing(self, figure: str) -> list[Figure]:
         """The measured figures a profile figure is the median of."""
@@ -170,16 +170,7 @@ class Calibration:
         for key in self.SOURCES:
             values = [fig.value for fig in self.contributing(key)]
             out[key] = statistics.median(values) if values else None
-        if out["op_overhead"] is not None:  # the probe's time per op beyond what launch_overhead already prices
-            out["op_overhead"] = max(0.0, out["op_overhead"] - self.probe_launch_s(out["launch_overhead"] or 0.0))
         return out
-
-    def probe_launch_s(self, fallback_s: float) -> float:
-        """The launch overhead of the probe's own op types (Relu and Add, called in a block of calls of one): what
-        the probe's time per op is set against, like for like (the profile's launch overhead is the median over
-        five types, and its heavier ones would hide the loop's cost); `fallback_s` when they were not measured."""
-        values = [self.figures[k].value for k in ("launch_overhead Relu", "launch_overhead Add") if k in self.figures]
-        return statistics.median(values) if values else fallback_s
 
     def op_cost_fits(self) -> dict[str, FactorFit]:
         """op type -> its fitted factor (`planner.execute.calibrate_fit`) against the roofline of this
@@ -448,15 +439,15 @@ _HOW = {
     "p2p_bandwidth": "1 / slope of the Theil-Sen line of one-way time over message bytes",
     "opcost": "our runtime's run_node of the representative op {what}, one call timed, the suite in sequence; "
               "median of 3 rounds per repeat",
-    "runtime_op": "the runtime probe (chains of tiny ops run by plan-run's rank loop on all ranks): per rank and "
-                  "repetition, (op spans + the loop's other time) / ops",
+    "runtime_loop": "the runtime probe (chains of tiny ops run by plan-run's rank loop on all ranks): per rank and "
+                    "repetition, the loop's time outside ops, transfers and the tail / ops",
     "runtime_send": "the runtime probe: per rank and repetition, time packing and posting sends / send events",
     "runtime_post": "the runtime probe: per rank and repetition, time posting receives (irecv) / receives",
 }
 _UNITS = {"launch_overhead": "s", "torch_call": "s", "matmul_float": "FLOP/s", "matmul_double": "FLOP/s",
           "conv_float": "FLOP/s",
           "memory_bandwidth": "B/s", "p2p_oneway": "s", "p2p_latency": "s", "p2p_bandwidth": "B/s", "opcost": "s",
-          "runtime_op": "s", "runtime_send": "s", "runtime_post": "s"}
+          "runtime_loop": "s", "runtime_send": "s", "runtime_post": "s"}
 
 
 def calibrate(spec: CalibrationSpec) -> Calibration:

@@ -12,8 +12,11 @@ sends and receives once per `every` ops), one chain per rank, run by the real ru
 `repeat` measured repetitions after a warm-up) with the ranks' usual trace.  From each rank's time breakdown
 (`run_breakdown`) of each repetition:
 
-* `runtime_op`   seconds per op of the rank's end time net of its transfers' parts: (op spans + the loop's
-                 other time) / ops; the profile's `op_overhead` is this minus `launch_overhead` (never below 0);
+* `runtime_loop` seconds per op that the rank loop spends outside the ops, the transfers and the tail (its
+                 `other_s` / ops: checking reads, the trace's bookkeeping, releasing tensors): the profile's
+                 `op_overhead`.  Measured in the same run as the ops, so it needs no subtraction of a figure
+                 measured at another moment (on a loaded machine the launch overhead measured minutes earlier
+                 was larger than the probe's whole time per op, and a difference came out below zero);
 * `runtime_send` seconds per send event (pack + isend + reaping): the profile's links' `send_overhead`;
 * `runtime_post` seconds per posted receive (`irecv`): the links' `recv_overhead`.
 
@@ -90,13 +93,13 @@ def probe_plan(spec: ProbeSpec) -> tuple[Plan, OpGraph, Program]:
 
 
 def probe_samples(plan: Plan, graph: OpGraph, results: list[RankResult]) -> dict[str, list[float]]:
-    """`runtime_op`, `runtime_send`, `runtime_post` -> one sample per rank and repetition (module docstring)."""
+    """`runtime_loop`, `runtime_send`, `runtime_post` -> one sample per rank and repetition (module docstring)."""
     partition = partition_plan(plan, graph, len(plan.device_names))
-    out: dict[str, list[float]] = {"runtime_op": [], "runtime_send": [], "runtime_post": []}
+    out: dict[str, list[float]] = {"runtime_loop": [], "runtime_send": [], "runtime_post": []}
     for i in range(len(results[0].runs)):
         for row in time_breakdown(plan, partition, results, i, graph):
             if row["ops"]:
-                out["runtime_op"].append((row["ops_s"] + row["other_s"]) / row["ops"])
+                out["runtime_loop"].append(max(0.0, row["other_s"]) / row["ops"])
             if row["per_send_s"] is not None:
                 out["runtime_send"].append(row["per_send_s"])
             if row["per_post_s"] is not None:

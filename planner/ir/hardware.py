@@ -126,9 +126,8 @@ class DeviceGroup(_Model):
     """`count` identical devices.  `op_cost_factors` (optional, `plan-calibrate` writes it): op type -> a positive
     multiplier of the roofline term of that type's ops on these devices (`planner.cost.compute`); unlisted types 1.
     `op_overhead` (optional, `plan-calibrate` measures it): seconds per op that a rank of our runtime pays beyond
-    `launch_overhead` (its loop between ops, and an op called in a sequence of different ops rather than in a
-    block of calls of one); added to the launch overhead of every op (`topology_from_profile`); absent, ops are
-    priced as before.
+    `launch_overhead` (its loop around each op: checking reads, the trace's bookkeeping, releasing tensors); added
+    to the launch overhead of every op (`topology_from_profile`); absent, ops are priced as before.
     """
 
     kind: str = Field(min_length=1)
