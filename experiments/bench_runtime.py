@@ -28,12 +28,15 @@ machine, so `measured_vs_simulated` measures the profile as much as the plan.  R
 `python -m experiments.bench --only runtime`; `python -m experiments.bench_runtime [CSV]` prints a CSV of this
 section as a Markdown table.
 
-**Calibration rows** (`part` = `calibration`; issue 14), on `CAL_NPROC` = 2 ranks, per model four plans, each run
+**Calibration rows** (`part` = `calibration`; issue 14), on `CAL_NPROC` = 2 ranks, per model five plans, each run
 by `run_plan(nproc=2, repeat=K)` right after it is made:
 
 * `nominal`     planned on cpu-4's nominal figures for 2 processes (`cpu-4.yaml` with `count: 2`): "before";
 * `calibrated_no_factors`  planned on that profile without its `op_cost_factors` table (the plain roofline of
                 its figures), so that the factors' effect is measured in the same run;
+* `calibrated_no_probe`  planned on that profile without the runtime probe's figures (`op_overhead`, the links'
+                `send_overhead` and `recv_overhead`; `without_runtime_overheads`): the calibration before issue
+                14's runtime-overhead model, measured in the same run;
 * `calibrated`  planned on the profile `plan-calibrate --nproc 2` wrote at the start of this section: "after";
 * `replanned`   planned on the same profile with `--measured` = the `calibrated` run's report (its measured op
                 times): plan, run, measure, re-plan.
@@ -41,7 +44,8 @@ by `run_plan(nproc=2, repeat=K)` right after it is made:
 The light CNNs get seeded random weights (as in the corpus, `experiments.corpus`), so `--check` compares outputs
 that vary.  Each row: `effective_parallelism` for 2 processes (as above), `measured_makespan_s` (median of K),
 `simulated_makespan_s` (the plan's), `measured_vs_simulated`, `busy_ratio` and `peak_ratio` per rank (measured /
-simulated busy time; measured / predicted peak tensor bytes, "/"-joined), `devices_used`, `transfers`;
+simulated busy time; measured / predicted peak tensor bytes, "/"-joined), `devices_used`, `transfers`,
+`breakdown_ms` (per rank, where the median repetition's time went: `breakdown_text`);
 `replanned` rows add the calibrated and the re-planned plan run again alternately, `rounds` times each (3; 1
 with `--quick`), so that the load drifting on a shared machine falls on both alike: the medians of their
 measured makespans, `calibrated_alternating_s` and `replanned_alternating_s`, and `vs_calibrated_measured` =
@@ -348,6 +352,7 @@ def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrate
     measured_by: dict[str, float] = {}
     stages: list[tuple[str, Path, Path | None]] = [
         ("nominal", nominal, None), ("calibrated_no_factors", without_op_factors(calibrated, tmp / "plain.yaml"), None),
+        ("calibrated_no_probe", without_runtime_overheads(calibrated, tmp / "no-probe.yaml"), None),
         ("calibrated", calibrated, None), ("replanned", calibrated, tmp / f"{name}-calibrated.run.json")]
     for stage, hw, measured in stages:
         row: dict[str, Any] = {"part": "calibration", "model": name, "stage": stage, "method": method,
@@ -369,7 +374,8 @@ def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrate
                    peak_tensor_bytes="/".join(map(str, report["peak_tensor_bytes"])),
                    predicted_peak_bytes="/".join(map(str, report["predicted_peak_bytes"] or [])),
                    devices_used=len({p.device for p in plan.placements}), transfers=report["transfers"],
-                   max_abs_error=report["max_abs_error"], plan_status=plan.status, error="")
+                   max_abs_error=report["max_abs_error"], plan_status=plan.status, error="",
+                   breakdown_ms=breakdown_text(report["time_breakdown"]))
         rows.append(row)
     if len(measured_by) == len(stages):
         # the two plans again, alternately, so that the machine's load drifts over both alike
@@ -416,6 +422,13 @@ def bench_calibration(quick: bool) -> list[dict]:
                    f"{dev.memory_bandwidth_bytes_per_s / 1e9:.4g} GB/s; launch overhead "
                    f"{dev.launch_overhead_s * 1e6:.4g} us; link latency {link.latency_s * 1e6:.4g} us, bandwidth "
                    f"{link.bandwidth_bytes_per_s / 1e9:.4g} GB/s")
+        import yaml
+
+        doc = yaml.safe_load(calibrated.read_text())
+        probe = {"op_overhead": doc["hosts"][0]["devices"][0].get("op_overhead"),
+                 **{k: doc["links"]["intra_host"].get(k) for k in ("send_overhead", "recv_overhead")}}
+        figures += " (launch overhead and latency include the probe's " + ", ".join(
+            f"{k} {v}" for k, v in probe.items() if v is not None) + ")"
         for row in rows:
             row["calibrated_profile"] = figures
             row["load_avg_1min_end"] = round(os.getloadavg()[0], 2)
@@ -434,6 +447,35 @@ def without_op_factors(profile: Path, out: Path) -> Path:
     doc["name"] = f"{doc['name']}-no-factors"
     out.write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
     return out
+
+
+def without_runtime_overheads(profile: Path, out: Path) -> Path:
+    """A copy of a profile without the runtime probe's figures (`op_overhead`, the links' `send_overhead` and
+    `recv_overhead`): the calibrated profile as it was before the probe."""
+    import yaml
+
+    doc = yaml.safe_load(profile.read_text())
+    for host in doc["hosts"]:
+        for group in host["devices"]:
+            group.pop("op_overhead", None)
+    for link in (doc.get("links") or {}).values():
+        link.pop("send_overhead", None)
+        link.pop("recv_overhead", None)
+    doc["name"] = f"{doc['name']}-no-probe"
+    out.write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
+    return out
+
+
+def breakdown_text(rows: list[dict]) -> str:
+    """Per rank, the run's time breakdown (`run_breakdown`) in ms: `end=ops+recv_early+recv_late+send+post+tail+
+    other (simulated busy+idle)`, ranks joined by " | "."""
+    def ms(x: float) -> str:
+        return f"{x * 1e3:.2f}"
+
+    return " | ".join(
+        f"{ms(r['end_s'])}={ms(r['ops_s'])}+{ms(r['recv_early_s'])}+{ms(r['recv_late_s'])}+{ms(r['send_s'])}+"
+        f"{ms(r['post_s'])}+{ms(r['tail_s'])}+{ms(r['other_s'])} (sim {ms(r['sim_busy_s'])}+{ms(r['sim_idle_s'])})"
+        for r in rows)
 
 
 def op_type_rows(model: Path, profile: Path, op_seconds: dict[str, float]) -> list[dict]:
@@ -481,7 +523,7 @@ def transfer_rows(graph, trace: dict, topology) -> list[dict[str, Any]]:
         s, e = ev["ts"] * 1e-6, (ev["ts"] + ev["dur"]) * 1e-6
         if ev["cat"] == "op":
             ops[ev["name"]] = (ev["pid"], s, e)
-        else:
+        elif ev["cat"] == "recv":
             recvs.append((ev["pid"], ev["name"], s, e))
     by_dir: dict[str, list[tuple[float, float]]] = {}
     link = topology.links[0][-1]
@@ -576,7 +618,8 @@ def markdown_table(rows: list[dict], columns: tuple[str, ...] = TABLE_COLUMNS) -
 
 
 CALIBRATION_COLUMNS = ("model", "stage", "measured_makespan_s", "simulated_makespan_s", "measured_vs_simulated",
-                       "busy_ratio", "peak_ratio", "devices_used", "transfers", "vs_calibrated_measured", "error")
+                       "busy_ratio", "peak_ratio", "devices_used", "transfers", "vs_calibrated_measured",
+                       "breakdown_ms", "error")
 
 
 LINK_COLUMNS = ("direction", "waited_transfers", "observed_median_s", "modelled_median_s", "observed_vs_modelled")

@@ -27,6 +27,12 @@ PROFILE_HOW = {
     "link_latency": "links.intra_host.latency = intercept of the Theil-Sen line of the gloo ping-pong's one-way "
                     "time (round trip / 2) over message bytes",
     "link_bandwidth": "links.intra_host.bandwidth = 1 / slope of that line",
+    "op_overhead": "op_overhead = the runtime probe's seconds per op that plan-run's rank loop spends around "
+                   "run_node (chains of tiny ops; outside ops, transfers and the tail)",
+    "send_overhead": "links.intra_host.send_overhead = the runtime probe's seconds per send (pack + isend) on the "
+                     "sending rank",
+    "recv_overhead": "links.intra_host.recv_overhead = the runtime probe's seconds per posted receive (irecv) on the "
+                     "receiving rank",
 }
 FACTOR_HOW = ("op_cost_factors.{op_type} = least-squares factor (in seconds) of the representative {op_type} ops' "
               "measured time - launch_overhead over their roofline max(FLOPs / peak_flops.float, bytes / "
@@ -44,7 +50,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     spec = CalibrationSpec(nproc=args.nproc, threads=args.threads, repeats=repeats,
                            sizes=QUICK_SIZES if args.quick else SIZES,
                            model_path=str(args.model) if args.model else None, timeout_s=args.timeout,
-                           progress=not args.quiet, device=args.device, op_factors=not args.no_op_factors)
+                           progress=not args.quiet, device=args.device, op_factors=not args.no_op_factors,
+                           runtime_probe=not args.no_runtime_probe)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     cal = calibrate(spec)
     figures = cal.profile_figures()
@@ -109,6 +116,9 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
                         help="cuda: rank r measures GPU r and p2p over NCCL (a GPU host; default cpu)")
     parser.add_argument("--no-op-factors", action="store_true",
                         help="skip the representative ops: a profile without the op_cost_factors table")
+    parser.add_argument("--no-runtime-probe", action="store_true",
+                        help="skip the runtime probe: a profile without op_overhead, send_overhead, recv_overhead "
+                             "(priced as before them)")
     parser.add_argument("--quiet", action="store_true", help="no progress or summary, only the written files")
     return _run(_calibrate, parser, argv)
 

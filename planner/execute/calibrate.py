@@ -29,6 +29,11 @@ divides by the number of calls.  A figure's value is the median over repeats and
   model's ops run (`_rep_ops`); the
   profile's `op_cost_factors` table is fitted per op type against the roofline of the figures above
   (`planner.execute.calibrate_fit`).
+* **the runtime probe** (unless `runtime_probe` is off; CPU only): a plan of tiny ops that is nothing but the rank
+  loop's overhead, run by the real runtime on `nproc` ranks after the measurements above
+  (`planner.execute.calibrate_probe`): the rank loop's own seconds per op around `run_node` (the profile's
+  `op_overhead`), per send (the links' `send_overhead`) and per
+  posted receive (`recv_overhead`).
 * `--device cuda` (for GPU hosts; never needed by the tests): rank r measures GPU r (`torch.set_default_device`),
   the clock is read after `torch.cuda.synchronize()`, and the point-to-point figures are NCCL's.
 * `--model M`: every rank runs the whole model's ops in topological order (one rank's program of all ops), each op
@@ -56,6 +61,8 @@ import torch.nn.functional as F
 from planner.errors import OpplanError
 from planner.execute.calibrate_fit import FactorFit, OpSample, fit_op_cost_factors, robust_line, roofline_s
 from planner.execute.calibrate_ops import QUICK_SUITE, SUITE, RepOp, RepSpec, build_suite
+from planner.execute.calibrate_probe import ProbeSpec, run_probe
+from planner.execute.dist import RunFailed
 from planner.execute.procs import free_port, run_forked
 from planner.execute.program import (
     Program,
@@ -89,6 +96,7 @@ class Sizes:
     message_bytes: tuple[int, ...]
     block_s: float
     op_suite: tuple[RepSpec, ...] = SUITE
+    probe_ops: int = 120  # tiny ops per rank of the runtime probe
 
 
 SIZES = Sizes(matmul=((128, 128, 128), (256, 256, 256), (512, 512, 512), (32, 768, 3072)),
@@ -96,7 +104,7 @@ SIZES = Sizes(matmul=((128, 128, 128), (256, 256, 256), (512, 512, 512), (32, 76
               vector_elems=8 * 2**20, message_bytes=(256, 1024, 16 * 1024, 256 * 1024, 2**20, 4 * 2**20),
               block_s=0.02)
 QUICK_SIZES = Sizes(matmul=((32, 32, 32), (64, 64, 64)), conv=((8, 16, 8, 3),), vector_elems=2**16,
-                    message_bytes=(256, 4096, 65536), block_s=0.002, op_suite=QUICK_SUITE)
+                    message_bytes=(256, 4096, 65536), block_s=0.002, op_suite=QUICK_SUITE, probe_ops=24)
 
 
 @dataclass(frozen=True)
@@ -110,6 +118,7 @@ class CalibrationSpec:
     progress: bool = True
     op_factors: bool = True  # time the representative ops and fit the profile's op_cost_factors table
     device: str = "cpu"  # or "cuda": rank r measures GPU r, p2p over NCCL (never needed by the tests)
+    runtime_probe: bool = True  # run the runtime probe (CPU): op_overhead, send_overhead, recv_overhead
 
 
 @dataclass
@@ -148,7 +157,8 @@ class Calibration:
     SOURCES: ClassVar[dict[str, tuple[str, ...]]] = {
                "float_flops": ("matmul_float ", "conv_float "), "double_flops": ("matmul_double ",),
                "memory_bandwidth": ("memory_bandwidth",), "launch_overhead": ("launch_overhead",),
-               "link_latency": ("p2p_latency",), "link_bandwidth": ("p2p_bandwidth",)}
+               "link_latency": ("p2p_latency",), "link_bandwidth": ("p2p_bandwidth",),
+               "op_overhead": ("runtime_loop",), "send_overhead": ("runtime_send",), "recv_overhead": ("runtime_post",)}
 
     def contributing(self, figure: str) -> list[Figure]:
         """The measured figures a profile figure is the median of."""
@@ -429,10 +439,15 @@ _HOW = {
     "p2p_bandwidth": "1 / slope of the Theil-Sen line of one-way time over message bytes",
     "opcost": "our runtime's run_node of the representative op {what}, one call timed, the suite in sequence; "
               "median of 3 rounds per repeat",
+    "runtime_loop": "the runtime probe (chains of tiny ops run by plan-run's rank loop on all ranks): per rank and "
+                    "repetition, the loop's time outside ops, transfers and the tail / ops",
+    "runtime_send": "the runtime probe: per rank and repetition, time packing and posting sends / send events",
+    "runtime_post": "the runtime probe: per rank and repetition, time posting receives (irecv) / receives",
 }
 _UNITS = {"launch_overhead": "s", "torch_call": "s", "matmul_float": "FLOP/s", "matmul_double": "FLOP/s",
           "conv_float": "FLOP/s",
-          "memory_bandwidth": "B/s", "p2p_oneway": "s", "p2p_latency": "s", "p2p_bandwidth": "B/s", "opcost": "s"}
+          "memory_bandwidth": "B/s", "p2p_oneway": "s", "p2p_latency": "s", "p2p_bandwidth": "B/s", "opcost": "s",
+          "runtime_loop": "s", "runtime_send": "s", "runtime_post": "s"}
 
 
 def calibrate(spec: CalibrationSpec) -> Calibration:
@@ -446,8 +461,18 @@ def calibrate(spec: CalibrationSpec) -> Calibration:
         reps = build_suite(spec.sizes.op_suite, Path(scratch)) if spec.op_factors else []
         results = run_forked(spec.nproc, lambda rank: _measure(rank, spec, init, reps), timeout_s=spec.timeout_s,
                              what="calibration", error=CalibrationFailed, name="opplan-calibrate")
-    wall = time.perf_counter() - t
     merged: dict[str, list[float]] = {}
+    if spec.runtime_probe and spec.device == "cpu":
+        if spec.progress:
+            print("plan-calibrate: runtime probe (tiny ops through the rank loop, sends, receives)", file=sys.stderr,
+                  flush=True)
+        probe = ProbeSpec(nproc=spec.nproc, ops_per_rank=spec.sizes.probe_ops, repeat=spec.repeats,
+                          threads=spec.threads, timeout_s=spec.timeout_s)
+        try:
+            merged.update({f"{k} through the rank loop": v for k, v in run_probe(probe).items()})
+        except RunFailed as exc:  # a probe rank failed: reported as the calibration's ranks' failures are
+            raise CalibrationFailed(f"the runtime probe failed: {exc}") from None
+    wall = time.perf_counter() - t
     ops: dict[str, list[float]] = {}
     for res in results:
         for k, v in res["figures"].items():

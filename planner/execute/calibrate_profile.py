@@ -2,9 +2,10 @@
 
 No torch here (the measurements are `planner.execute.calibrate`).  The profile describes one host with `nproc`
 identical `cpu-process` devices, each with the measured figures, the memory of the machine shared out evenly, and
-the measured gloo link between them; its `provenance` block says where, when, with what and how each figure was
-measured, and the spread of its repeats.  It is validated with the same schema `plan-solve --hw` reads before it
-is written.
+the measured gloo link between them (with the runtime probe's per-op and per-transfer overheads when it ran:
+`op_overhead`, the link's `send_overhead` and `recv_overhead`); its `provenance` block says where, when, with
+what and how each figure was measured, and the spread of its repeats.  It is validated with the same schema
+`plan-solve --hw` reads before it is written.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ def profile_document(figures: Mapping[str, float | None], how: Mapping[str, str]
               "launch_overhead": _time(float(figures["launch_overhead"] or 0.0))}
     if op_cost_factors:
         group["op_cost_factors"] = {k: float(v) for k, v in op_cost_factors.items()}
+    if figures.get("op_overhead") is not None:  # the runtime probe ran (calibrate_probe)
+        group["op_overhead"] = _time(float(figures["op_overhead"] or 0.0))
     safe_host = "".join(c if c.isalnum() or c in "-_." else "-" for c in host) or "localhost"
     doc: dict[str, Any] = {
         "name": name or f"calibrated-{safe_host}-{nproc}",
@@ -88,9 +91,13 @@ def profile_document(figures: Mapping[str, float | None], how: Mapping[str, str]
     if nproc > 1:
         if figures.get("link_latency") is None or not figures.get("link_bandwidth"):
             raise ValueError("a profile of several processes needs the measured link latency and bandwidth")
-        doc["links"] = {"intra_host": {"name": "nccl-measured" if gpu else "gloo-measured",
-                                       "latency": _time(float(figures["link_latency"] or 0)),
-                                       "bandwidth": _rate(float(figures["link_bandwidth"] or 0), "B/s")}}
+        link: dict[str, Any] = {"name": "nccl-measured" if gpu else "gloo-measured",
+                                "latency": _time(float(figures["link_latency"] or 0)),
+                                "bandwidth": _rate(float(figures["link_bandwidth"] or 0), "B/s")}
+        for side in ("send_overhead", "recv_overhead"):  # measured by the runtime probe
+            if figures.get(side) is not None:
+                link[side] = _time(float(figures[side] or 0.0))
+        doc["links"] = {"intra_host": link}
     return doc
 
 

@@ -74,12 +74,17 @@ class RunSpec:
     run_timeout_s: float = 600.0  # the whole launch
     fault: Fault | None = None
     threads: int = 1  # torch.set_num_threads of each rank (plan-calibrate --threads measures the same)
+    # per rank, its program ready to run (plan-calibrate's runtime probe, which has no ONNX file); None: each rank
+    # loads its share from model_path
+    programs: tuple[Program, ...] | None = None
 
 
 @dataclass
 class RankRun:
     """One repetition on one rank: seconds from its start barrier; events (kind, name, start_s, end_s), kind 'op'
-    for compute or 'recv' for waiting on a transfer."""
+    for compute, 'recv' for waiting on a transfer, 'send' for packing and posting the sends after op `name` (and
+    reaping completed ones), 'post' for posting receives (at the start, name "", or before op `name`), 'tail' for
+    the end of the repetition (receives never read, the last sends' completion)."""
 
     end_s: float
     events: list[tuple[str, str, float, float]] = field(default_factory=list)
@@ -188,6 +193,8 @@ class _Inbox:
 
 # --------------------------------------------------------------------------------------------- one rank
 def _build(spec: RunSpec, rank: int) -> Program:
+    if spec.programs is not None:
+        return spec.programs[rank]
     ops = spec.partition.rank_ops[rank]
     if ops:
         return load_program(spec.graph, spec.model_path, ops)
@@ -230,15 +237,19 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                 t0 = time.perf_counter()
                 env: dict[str, torch.Tensor] = dict(feeds)
                 env.update(program.constants)
+                s = time.perf_counter()
                 inbox = _Inbox(incoming, spec.backend == "gloo", timeout, part.post_before)
-                events: list[tuple[str, str, float, float]] = []
+                events: list[tuple[str, str, float, float]] = [("post", "", s - t0, time.perf_counter() - t0)]
                 pending: list[tuple[dist.Work, torch.Tensor, Transfer]] = []
                 metered = rep == 0
                 for name in ops:
                     if name == fault_op and rep == 0:
                         assert fault is not None  # fault_op is set only with a fault
                         _inject(fault, name)
-                    inbox.post_before(name)
+                    if name in inbox.later:  # receives planned to arrive before this op: posting costs time
+                        s = time.perf_counter()
+                        inbox.post_before(name)
+                        events.append(("post", name, s - t0, time.perf_counter() - t0))
                     for tname in reads[name]:
                         if tname not in env and inbox.has(tname):
                             s = time.perf_counter()
@@ -246,8 +257,10 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                             events.append(("recv", tname, s - t0, time.perf_counter() - t0))
                     s = time.perf_counter()
                     run_node(program.nodes[name], env, program)
-                    events.append(("op", name, s - t0, time.perf_counter() - t0))
-                    for tr in sends.get(name, ()):
+                    e = time.perf_counter()
+                    events.append(("op", name, s - t0, e - t0))
+                    out_sends = sends.get(name, ())
+                    for tr in out_sends:
                         buf = _pack(env[tr.tensor], tr)
                         if buf.numel():
                             work = dist.isend(buf, dst=tr.dst, tag=tr.tag)
@@ -255,6 +268,8 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                             pending.append((work, buf, tr))
                     if pending:  # before sampling: a completed send's buffer is free already
                         pending = _reap(pending, timeout, inbox.acked(part.acks))
+                    if out_sends:  # the sender's side of its transfers: packing, posting, reaping
+                        events.append(("send", name, e - t0, time.perf_counter() - t0))
                     if metered:
                         _sample(meter, env, held_always, pending, inbox)
                     for tname in release.get(name, ()):
@@ -266,12 +281,15 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                             s = time.perf_counter()
                             inbox.get(out, env)
                             events.append(("recv", out, s - t0, time.perf_counter() - t0))
+                tail_s = time.perf_counter()
                 inbox.drain(env)
                 if metered:
                     _sample(meter, env, held_always, pending, inbox)
                 for item in pending:
                     _wait_send(item, timeout)
-                runs.append(RankRun(time.perf_counter() - t0, events, t0))
+                end_s = time.perf_counter() - t0
+                events.append(("tail", "", tail_s - t0, end_s))
+                runs.append(RankRun(end_s, events, t0))
                 if rank == 0 and rep == total - 1:
                     outputs = {k: env[k].contiguous().numpy().copy() for k in part.outputs}
                 del env

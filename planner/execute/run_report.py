@@ -15,6 +15,7 @@ Figures (all seconds or bytes; the keys of `run.json` they become):
 * `simulated_busy_s`  per rank: the plan's compute time of the ops that rank ran (placement lengths x tick), beside
                       `busy_s`, the measured one (the median repetition's); `busy_ratio` = measured / simulated.
 * `measured_vs_simulated` = measured makespan / simulated makespan.
+* `time_breakdown`    per rank, where the median repetition's time went (`planner.execute.run_breakdown`).
 * `op_deviations`     the ops whose measured time is furthest from their planned one (absolute seconds, largest
                       first): what to fix in the cost model, or why a re-plan from measured times moves ops.
 * `predicted_peak_bytes` per rank: the plan's memory model (`planner.schedule.memory`) on the plan's own times, the
@@ -155,6 +156,12 @@ def summary_lines(report: Mapping[str, Any]) -> list[str]:
     if sim is not None:
         lines.append("busy per rank, measured / simulated: " + ", ".join(
             f"{format_time(b)} / {format_time(s)}" for b, s in zip(report["busy_s"], sim, strict=True)))
+    for row in report.get("time_breakdown") or ():
+        t = {k: format_time(v) for k, v in row.items() if k.endswith("_s") and isinstance(v, float)}
+        lines.append(f"rank {row['rank']}: {t['end_s']} = ops {t['ops_s']} + receive waits {t['recv_early_s']} "
+                     f"(for the sender) + {t['recv_late_s']} (transport) + sends {t['send_s']} + posting receives "
+                     f"{t['post_s']} + tail {t['tail_s']} + loop {t['other_s']}; simulated busy {t['sim_busy_s']}, "
+                     f"idle {t['sim_idle_s']}")
     predicted = report.get("predicted_peak_bytes")
     lines.append("peak tensor bytes per rank, measured" + (" / predicted: " if predicted else ": ") + ", ".join(
         f"{format_bytes(m)}" + (f" / {format_bytes(predicted[r])}" if predicted else "")

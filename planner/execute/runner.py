@@ -14,12 +14,14 @@ Report (`run.json`, written atomically)::
     transfers, transfer_bytes
     measured_vs_simulated, simulated_busy_s, busy_ratio, op_seconds, op_seconds_median, load_factor, op_rank,
     op_deviations,
+    time_breakdown         per rank: the median repetition's ops / receive waits / sends / the rest, beside the
+                           plan's busy and idle time (`planner.execute.run_breakdown`)
     peak_tensor_bytes,
     fixed_tensor_bytes, predicted_peak_bytes, predicted_peak_bytes_per_device, peak_ratio
                            how good the prediction was (`planner.execute.run_report`); `plan-solve --measured
                            run.json` re-plans from `op_seconds`
-    trace                  path of the Chrome trace of the median repetition (pid = rank, tid 0 compute, 1 receive
-                           waits; the ranks on one time line; opens in Perfetto)
+    trace                  path of the Chrome trace of the median repetition (pid = rank, tid 0 compute, 1 receives,
+                           2 sends; the ranks on one time line; opens in Perfetto)
     input_shapes           {graph input: shape} that ran (the plan's, or the new ones with --replan)
     input_values           {input: values} bound at import (from the plan)
     replanned              true when --replan made a new plan for other input shapes
@@ -42,6 +44,7 @@ from planner.errors import InputError
 from planner.execute.dist import Fault, RankResult, RunSpec, launch_local
 from planner.execute.partition import Partition, partition_plan
 from planner.execute.program import check_supported, default_feeds, prepared_graph
+from planner.execute.run_breakdown import time_breakdown
 from planner.execute.run_report import prediction_quality
 from planner.heuristics.list_schedule import heft
 from planner.ir.graph import OpGraph
@@ -135,9 +138,13 @@ def compare_outputs(ours: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray
     return max_abs, max_rel
 
 
+_TID = {"op": 0, "recv": 1, "post": 1, "send": 2, "tail": 2}  # trace thread of each event kind (`RankRun.events`)
+
+
 def chrome_trace_of_run(results: Sequence[RankResult], index: int, device_names: Sequence[str],
                         rank_of_device: Sequence[int]) -> dict[str, Any]:
-    """Trace Event Format of measured repetition `index`: pid = rank, tid 0 = compute, tid 1 = receive waits.
+    """Trace Event Format of measured repetition `index`: pid = rank, tid 0 = compute, tid 1 = receives (waits,
+    posting), tid 2 = sends (packing and posting after an op) and the repetition's tail.
 
     The ranks' events are put on one time line: each rank's are shifted by how much later it left the start
     barrier than the first rank (`RankRun.start_s`, one monotonic clock per host), so that a transfer's receive
@@ -153,9 +160,10 @@ def chrome_trace_of_run(results: Sequence[RankResult], index: int, device_names:
         events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0,
                        "args": {"name": f"rank {r} ({', '.join(devices) or 'no device'})"}})
         events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": 0, "args": {"name": "compute"}})
-        events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": 1, "args": {"name": "receive wait"}})
+        events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": 1, "args": {"name": "receive"}})
+        events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": 2, "args": {"name": "send, tail"}})
         for kind, name, s, e in res.runs[index].events:
-            events.append({"ph": "X", "name": name, "cat": kind, "pid": r, "tid": 0 if kind == "op" else 1,
+            events.append({"ph": "X", "name": name, "cat": kind, "pid": r, "tid": _TID[kind],
                            "ts": round((s + shift_s) * 1e6, 3), "dur": round((e - s) * 1e6, 3)})
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
@@ -218,6 +226,7 @@ def build_report(plan_path, plan: Plan, partition: Partition, results: Sequence[
     if graph is not None:
         report.update(prediction_quality(plan, partition, results, mid, graph, median,
                                          report["simulated_makespan_s"]))
+        report["time_breakdown"] = time_breakdown(plan, partition, results, mid, graph)
     if report_path is not None:
         rp = Path(report_path)
         rp.parent.mkdir(parents=True, exist_ok=True)

@@ -86,11 +86,19 @@ class PeakFlops(_Model):
 
 
 class LinkSpec(_Model):
-    """A point-to-point path: time(n bytes) = latency + n / bandwidth, bandwidth per direction."""
+    """A point-to-point path: time(n bytes) = latency + n / bandwidth, bandwidth per direction.
+
+    `send_overhead` and `recv_overhead` (optional, `plan-calibrate` measures them): the runtime's fixed cost of
+    one transfer on the sending rank (packing and posting the send) and on the receiving rank (posting the
+    receive), which a ping-pong's latency does not see (its ranks do nothing else).  The planner's link has one
+    fixed term, so both are added to its latency (`topology_from_profile`); absent, the link is priced as before.
+    """
 
     name: str | None = None
     latency: Duration
     bandwidth: Bandwidth
+    send_overhead: Duration | None = None
+    recv_overhead: Duration | None = None
 
 
 _OP_TYPES = frozenset(op_type for _, op_type in RULES)
@@ -117,6 +125,9 @@ OpCostFactors = Annotated[dict[str, Factor], AfterValidator(_check_op_types)]
 class DeviceGroup(_Model):
     """`count` identical devices.  `op_cost_factors` (optional, `plan-calibrate` writes it): op type -> a positive
     multiplier of the roofline term of that type's ops on these devices (`planner.cost.compute`); unlisted types 1.
+    `op_overhead` (optional, `plan-calibrate` measures it): seconds per op that a rank of our runtime pays beyond
+    `launch_overhead` (its loop around each op: checking reads, the trace's bookkeeping, releasing tensors); added
+    to the launch overhead of every op (`topology_from_profile`); absent, ops are priced as before.
     """
 
     kind: str = Field(min_length=1)
@@ -128,6 +139,7 @@ class DeviceGroup(_Model):
     launch_overhead: Duration
     intra_group: LinkSpec | None = None
     op_cost_factors: OpCostFactors | None = None
+    op_overhead: Duration | None = None
 
 
 class Host(_Model):
@@ -321,7 +333,20 @@ def _one_line(err: ValidationError, shown: str) -> InputError:
 
 
 def _link(spec: LinkSpec, default_name: str) -> Link:
-    return Link(spec.name or default_name, spec.latency, spec.bandwidth)
+    """The planner's link: its latency carries the measured per-transfer costs on both sides when the profile
+    has them (`LinkSpec`); without them the latency is the profile's, untouched."""
+    latency = spec.latency
+    for side in (spec.send_overhead, spec.recv_overhead):
+        if side is not None:
+            latency += side
+    return Link(spec.name or default_name, latency, spec.bandwidth)
+
+
+def _launch_overhead(group: DeviceGroup) -> float:
+    """The devices' per-op fixed seconds: the launch overhead, plus the runtime's `op_overhead` when measured."""
+    if group.op_overhead is None:
+        return group.launch_overhead
+    return group.launch_overhead + group.op_overhead
 
 
 def topology_from_profile(profile: Profile, *, source_path: str = "", source_sha256: str = "") -> Topology:
@@ -372,7 +397,7 @@ def topology_from_profile(profile: Profile, *, source_path: str = "", source_sha
                         peak_flops_per_s=dict(peak),
                         memory_bytes=group.memory,
                         memory_bandwidth_bytes_per_s=group.memory_bandwidth,
-                        launch_overhead_s=group.launch_overhead,
+                        launch_overhead_s=_launch_overhead(group),
                         op_cost_factors=dict(group.op_cost_factors or {}),
                     )
                 )
