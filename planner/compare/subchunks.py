@@ -167,7 +167,9 @@ def subchunk_costs(costs: ModelCosts, subs: Sequence[Sequence[int]], device: int
     kinds: list[tuple[str, ...] | None] = [None] * len(tasks)
     if a2a_at == "piece" and len(tasks) > 1:  # the piece's all-to-alls where the stage level has them
         a2a = [int(whole.a2a_tick)] + [0] * (len(tasks) - 2) + [int(whole.a2a_tick)]
-        kinds = [("DISPATCH_F", "COMBINE_B")] + [None] * (len(tasks) - 2) + [("COMBINE_F", "DISPATCH_B")]
+        first: tuple[str, ...] = ("DISPATCH_F", "COMBINE_B")
+        last: tuple[str, ...] = ("COMBINE_F", "DISPATCH_B")
+        kinds = [first, *([None] * (len(tasks) - 2)), last]
     tr = costs.training
     if tr is None:
         bs = ws = fs
