@@ -101,7 +101,7 @@ def bench_pipeline(quick: bool) -> list[dict]:
     cmp = compare(p, m, costs, time_limit_s=limit, granularity=1)
     rows += _rows("moe.onnx on h100-8-nvlink", p, m, cmp, costs.time_unit, costs.memory_unit)
     print(f"   moe p={p} m={m}, granularity 1\n{cmp.table()}", flush=True)
-    fine = compare(p, m, costs, schedules=("dualpipe",), time_limit_s=limit)
+    fine = compare(p, m, costs, schedules=("dualpipe",), time_limit_s=limit, granularity=None)
     rows += [dict(r, schedule="opplan (sub-chunks)") for r in _rows("moe.onnx on h100-8-nvlink", p, m, fine,
                                                                       costs.time_unit, costs.memory_unit)
              if r["schedule"] == "opplan"]

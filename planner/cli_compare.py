@@ -48,6 +48,11 @@ from planner.prepare import prepare
 DEFAULT_OUT = "out/compare"
 
 
+def _granularity(text: str) -> int | None:
+    """``--granularity``: a positive K, or ``auto`` (None: `planner.compare.subchunks.auto_granularity`)."""
+    return None if text == "auto" else positive_int(text)
+
+
 def _compare(args: argparse.Namespace) -> int:
     costs: UnitCosts | ModelCosts | PresetCosts = UnitCosts(
         f=args.f, b=args.b, w=args.w, activation=args.activation, param=args.param, comm=args.comm,
@@ -172,10 +177,11 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         help="stage placement of the planned schedule: dualpipe (two copies, both directions), v "
                         "(2p half stages), fixed (one stage per device); auto tries dualpipe and v, half the time "
                         "limit each, and keeps the better")
-    parser.add_argument("--granularity", type=positive_int, default=None, metavar="K",
+    parser.add_argument("--granularity", type=_granularity, default=1, metavar="K",
                         help="model mode: the planned schedule also splits every piece of its cut into K sub-chunks "
                         "(operator clusters: MoE experts apart from attention; planner.compare.subchunks) and "
-                        "orders their F, B, W; 1: stages only (default: chosen by the task count, 2-4)")
+                        "orders their F, B, W, with half its time; auto: K from the task count (2-4); default 1: "
+                        "stages only")
     parser.add_argument("--subchunk-a2a", choices=("piece", "experts"), default="piece",
                         help="with --granularity > 1, where a piece's MoE all-to-alls sit: piece (at its ends, as the "
                         "baselines are measured; default) or experts (around the experts' sub-chunk, as the model "

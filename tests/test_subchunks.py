@@ -181,3 +181,35 @@ def test_the_fine_model_beats_the_stage_level_optimum():
     assert coarse.status == "optimal" and sol.status == "optimal"
     assert _work(fine.pipeline) == _work(small.pipeline("1f1b", 2, 2))
     assert sol.plan.makespan_tick < coarse.plan.makespan_tick
+
+
+def test_compare_reports_the_subchunk_row_on_the_baselines_basis(costs):
+    # plan-compare's planned row at k = 2: the row is never longer than the stage level's (it keeps the shorter),
+    # its figures count the same compute work as the baselines' (busy time on the compute streams equals
+    # DualPipe's: the cut moves ops between pieces, never adds or drops work), and the table line says the
+    # granularity.
+    from planner.compare.pipelines import compare
+
+    cmp = compare(P, M, costs, schedules=("dualpipe",), opplan_placement="dualpipe", time_limit_s=12,
+                  granularity=2)
+    row, dp = cmp.row("opplan"), cmp.row("dualpipe")
+    gran = row.notes["granularity"]
+    assert gran["k"] == 2 and gran["tasks"] > 0 and gran["a2a_at"] == "piece"
+    assert row.figures.makespan_tick / cmp.scales.ticks_per_unit <= gran["stage_level_makespan_units"] + 1e-9
+    assert row.figures.max_peak_memory_bytes <= dp.figures.max_peak_memory_bytes
+
+    def busy(f):
+        return P * f.makespan_tick - f.bubble_tick
+
+    assert busy(row.figures) == busy(dp.figures)
+    assert "granularity k = 2" in cmp.table()
+
+
+def test_granularity_flag_takes_a_count_or_auto():
+    import argparse
+
+    from planner.cli_compare import _granularity
+
+    assert _granularity("auto") is None and _granularity("3") == 3
+    with pytest.raises(argparse.ArgumentTypeError):
+        _granularity("0")

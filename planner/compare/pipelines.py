@@ -16,7 +16,11 @@ when that is shorter (its overlapped pairs included when `fb_overlap` < 1: the f
 itself); the cap defaults to DualPipe's peak memory per device.  On a model the planned row also chooses its own
 cut (`planner.compare.cut_search`, `_plan_placement`): the baselines keep the bottleneck-minimal cut their users
 would take, the planned row moves the boundaries between pieces where the schedules run shorter, and its bound is
-the formulation's bound *for the cut it chose* (the table line says so).
+the formulation's bound *for the cut it chose* (the table line says so).  Then, at granularity k > 1
+(`planner.compare.subchunks`; `compare(granularity=...)`, ``plan-compare --granularity``, or chosen by the task
+count with ``auto``), every piece of that cut is split into k sub-chunks on its device and the formulation orders
+their F, B and W (`_solve_fine`), warm-started from the stage-level schedules expanded; the row keeps the shorter
+schedule.
 """
 
 from __future__ import annotations
@@ -204,13 +208,14 @@ def compare(
     opplan_placement: str = "auto",
     time_limit_s: float = 120.0,
     backend: str = "cpsat",
-    granularity: int | None = None,
+    granularity: int | None = 1,
     subchunk_a2a: str = "piece",
 ) -> Comparison:
     """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row.
-    `granularity`: sub-chunks per piece for the planned row on a model (`planner.compare.subchunks`; None: chosen
-    by `auto_granularity`; 1: stage level only); `subchunk_a2a`: where a piece's all-to-alls sit among its
-    sub-chunks (`planner.compare.subchunks.A2A_AT`: ``piece``, as the baselines are measured, or ``experts``)."""
+    `granularity`: sub-chunks per piece for the planned row on a model (`planner.compare.subchunks`; 1, the
+    default: stage level only; None: chosen by `auto_granularity`); `subchunk_a2a`: where a piece's all-to-alls sit
+    among its sub-chunks (`planner.compare.subchunks.A2A_AT`: ``piece``, as the baselines are measured, or
+    ``experts``)."""
     costs = costs or UnitCosts()
     scales = scales_of(costs)
     if p < 1 or m < 1:
@@ -267,7 +272,7 @@ def _reference_schedules(placement, p, m, costs, scales, by_name) -> list[tuple[
     return [(n, r.schedule) for n, r in rows if not r.skipped and r.schedule is not None]
 
 
-def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, backend, granularity=None,
+def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, backend, granularity=1,
                     subchunk_a2a="piece") -> CompareRow:
     """The planned row on one placement.  On a model the two levels alternate (`planner.compare.cut_search`):
     the cut is refined for the baselines' schedules (CUT_SHARE of the budget), the pipeline formulation solves

@@ -220,7 +220,7 @@ def _sub_activation(costs: ModelCosts, tasks: Sequence[Sequence[int]]) -> tuple[
 
 def fine_pipeline(costs: ModelCosts, name: str, p: int, m: int, k: int, *, a2a_at: str = "experts") -> FinePipeline:
     """The sub-chunk pipeline of the schedule `name`'s pipeline on `costs` (module docstring), k sub-chunks per
-    piece (fewer where a piece has fewer ops); `a2a_at` one of `A2A_AT`."""
+    piece (fewer where a piece has fewer ops, or too few ticks of B or W for k); `a2a_at` one of `A2A_AT`."""
     if k < 1:
         raise InputError(f"granularity must be >= 1, got {k}")
     coarse = costs.pipeline(name, p, m)
@@ -230,13 +230,15 @@ def fine_pipeline(costs: ModelCosts, name: str, p: int, m: int, k: int, *, a2a_a
     std: list[int] = []
     subs: list[tuple[int, ...]] = []
     positions: list[tuple[tuple[int, ...], ...]] = []
-    split_of: dict[tuple[tuple[int, ...], int], tuple[tuple[int, ...], ...]] = {}
+    split_of: dict[tuple[tuple[int, ...], int], tuple[tuple[tuple[int, ...], ...], tuple[StageCost, ...]]] = {}
     for s, pos in enumerate(lay.pieces):
         dev = lay.stage_to_device[s]
         # DualPipe's two copies of a chunk are split alike (identical devices give identical splits anyway)
-        parts = split_of.setdefault((pos, dev), split_piece(costs, pos, dev, k))
+        if (pos, dev) not in split_of:
+            split_of[pos, dev] = _split_with_costs(costs, pos, dev, k, a2a_at)
+        parts, sub_costs = split_of[pos, dev]
         first = len(stages)
-        stages += subchunk_costs(costs, parts, dev, a2a_at=a2a_at)
+        stages += sub_costs
         hops += [0] * (len(parts) - 1) + [int(lay.hops[s])]
         std += [dev] * len(parts)
         subs.append(tuple(range(first, len(stages))))
@@ -245,6 +247,20 @@ def fine_pipeline(costs: ModelCosts, name: str, p: int, m: int, k: int, *, a2a_a
     pipe = TrainingPipeline(tuple(stages), coarse.num_microbatches, p, tuple(std), chains, 0, f"{name}-k{k}",
                             coarse.overlap_tick, tuple(hops), coarse.comm_stream, coarse.fb_overlap)
     return FinePipeline(pipe, tuple(subs), tuple(positions), k)
+
+
+def _split_with_costs(costs: ModelCosts, pos: tuple[int, ...], device: int, k: int,
+                      a2a_at: str) -> tuple[tuple[tuple[int, ...], ...], tuple[StageCost, ...]]:
+    """`split_piece` and `subchunk_costs` of one piece, with fewer sub-chunks where k of them cannot each get a
+    tick of B and W (a piece without parameters has W = 1 tick: it stays whole)."""
+    for j in range(k, 0, -1):
+        parts = split_piece(costs, pos, device, j)
+        try:
+            return parts, subchunk_costs(costs, parts, device, a2a_at=a2a_at)
+        except InputError:
+            if j == 1:
+                raise
+    raise AssertionError("unreachable: k >= 1")
 
 
 def expand_schedule(schedule: Schedule, fine: FinePipeline, name: str | None = None) -> Schedule:
