@@ -16,9 +16,10 @@ makespan of in-order schedules on the chosen placement), gap, status, placement,
 ``greedy``: `planner.pipeline.greedy`'s list schedule), memory cap; on the model, cut_moves (boundary moves the
 planned row made to its own cut, `planner.compare.cut_search`: its bound is for that cut) and bound_any_cut (work /
 devices, a bound for every cut), granularity (sub-chunks per piece of the planned row, `planner.compare.subchunks`;
-"1 (k=3 tried)" when the sub-chunk solve did not beat the stage level), subchunk_tasks (its compute tasks) and
-stage_level_makespan.  The MoE case runs the planned row twice: at k = 1 (row ``opplan``) and at the automatic k
-(row ``opplan (sub-chunks)``; DualPipe simulated again for its memory cap, the same figures).
+"1 (k=3 tried)" when the sub-chunk solve did not beat the stage level), subchunk_tasks (its compute tasks),
+stage_level_makespan and stage_level_replayed (the stage-level schedule's order replayed as the baselines are).
+The MoE case runs the planned row twice: at k = 1 (row ``opplan``) and at the automatic k (row
+``opplan (sub-chunks)``; DualPipe simulated again for its memory cap, the same figures).
 Rerun: ``python -m experiments.bench --only pipeline`` (writes bench/results/pipeline.csv).
 """
 
@@ -47,7 +48,7 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
                "bubble_vs_dualpipe": (round(f.bubble_tick / dp_bubble, 4) if dp_bubble else ""),
                "time_to_find_s": "", "bound": "", "gap": "", "status": "", "placement": "", "warm_start": "",
                "memory_cap": "", "cut_moves": "", "bound_any_cut": "", "granularity": "", "subchunk_tasks": "",
-               "stage_level_makespan": ""}
+               "stage_level_makespan": "", "stage_level_replayed": ""}
         if r.name == "opplan":
             n = r.notes
             row.update({"time_to_find_s": round(float(n["time_to_best_s"]), 2),
@@ -63,7 +64,8 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
             if isinstance(gran, dict) and "tasks" in gran:  # sub-chunks tried (`planner.compare.subchunks`)
                 row.update({"granularity": gran["k"] if gran["kept"] != "stage level" else f"1 (k={gran['k']} tried)",
                             "subchunk_tasks": gran["tasks"],
-                            "stage_level_makespan": round(float(gran["stage_level_makespan_units"]), 4)})
+                            "stage_level_makespan": round(float(gran["stage_level_makespan_units"]), 4),
+                            "stage_level_replayed": round(float(gran["stage_level_replayed_units"]), 4)})
             else:
                 row["granularity"] = 1
         out.append(row)
