@@ -213,3 +213,24 @@ def test_granularity_flag_takes_a_count_or_auto():
     assert _granularity("auto") is None and _granularity("3") == 3
     with pytest.raises(argparse.ArgumentTypeError):
         _granularity("0")
+
+
+def test_a_stage_may_run_some_of_the_all_to_all_kinds():
+    # StageCost.a2a_kinds: the dispatch before F and the combine after B only (a piece's first sub-chunk); the
+    # edges F -> B and B -> W stay direct.  Without it all four, as before.
+    from planner.errors import InputError
+    from planner.pipeline.unroll import StageCost, TrainingPipeline
+
+    def pipe(kinds):
+        cost = StageCost(2, 2, 1, a2a_tick=3, a2a_kinds=kinds)
+        return TrainingPipeline((cost,), 1, 1, (0,), ((0,),))
+
+    un = unroll_actions(pipe(("DISPATCH_F", "COMBINE_B")))
+    names = un.instance.task_names
+    assert sorted(n for n in names if "DISPATCH" in n or "COMBINE" in n) == ["0COMBINE_B0", "0DISPATCH_F0"]
+    edges = {(names[u], names[v]) for u, v in un.instance.edges}
+    assert edges == {("0DISPATCH_F0", "0F0"), ("0F0", "0B0"), ("0B0", "0COMBINE_B0"), ("0B0", "0W0"),
+                     ("0F0", "0W0")}
+    assert len([n for n in unroll_actions(pipe(None)).instance.task_names if "_" in n]) == 4
+    with pytest.raises(InputError, match="a2a_kinds"):
+        StageCost(1, 1, 1, a2a_kinds=("SEND",))

@@ -15,19 +15,20 @@ on the same device, and each sub-chunk is a stage of its own in a finer `Trainin
 * **Costs** (`subchunk_costs`).  F, B, W of a sub-chunk are the sums over its ops (`TrainingCosts.stage_ticks`;
   without per-op costs, B = W = F), so the sub-chunks' F, B, W sum to the piece's *exactly*: the piece clamps
   its B and W to at least one tick (`ModelCosts.stage_cost`); a sub-chunk gets at least one tick too, taken
-  from its piece's largest sub-chunk of that kind, so that the sums still match.  Activation memory: every
+  from its piece's largest sub-chunk of that kind, so that the sums still match (a piece with fewer ticks of B or
+  W than k gets fewer sub-chunks, `fine_pipeline`).  Activation memory: every
   stashed tensor of the piece belongs to the first sub-chunk that stashes it (allocated at that sub-chunk's
   forward, freed with its B when only input gradients read it, else with its W), private stash to its op; the
   sub-chunks' activation bytes (and the part B frees) therefore also sum to the piece's, and are freed sub-chunk
   by sub-chunk (finer freeing).  Not modelled: a tensor owned by sub-chunk i that a later sub-chunk's W also
   reads is freed with W of sub-chunk i, which may run before that later W.  Parameters: the sum of its ops'.
-  All-to-all (`a2a_at`): ``experts`` (the default, what the model does) — `ModelCosts.a2a_tick` of the
+  All-to-all (`a2a_at`): ``experts`` (this module's default, what the model does) — `ModelCosts.a2a_tick` of the
   sub-chunk's ops: the dispatch ops sit in the experts' sub-chunk, so its dispatch runs before it and its
   combine after it, backward mirrored (`planner.pipeline.unroll`); the compute stream then waits for the
   all-to-all between two sub-chunks of one micro-batch unless the schedule runs another micro-batch meanwhile.
   ``piece`` — where the stage-level model puts them (what the baselines are measured with): the piece's
   dispatch before its first sub-chunk's forward and the combine after its last one (backward mirrored:
-  `StageCost.a2a_kinds`).
+  `StageCost.a2a_kinds`; plan-compare's default, ``--subchunk-a2a``).
 * **Hops.**  Between two sub-chunks of one piece: 0 (same device, `unroll` then adds a plain edge, no send).
   From a piece's last sub-chunk: the piece's hop (every tensor crossing the piece boundary, `ModelCosts.hop_ticks`).
 * **Chains.**  Each chain (c_0, c_1, ...) of the stage-level pipeline becomes (subs(c_0)..., subs(c_1)..., ...);
@@ -42,8 +43,10 @@ lasted and waits for what it waited for; the tests check it on every baseline). 
 by the all-to-all time it leaves exposed between sub-chunks (on the bundled MoE, DualPipe's expansion +0.9 % at
 k = 3, the stage-level opplan's +4 %): the stage-level model hid that cost.
 
-`auto_granularity` picks k: the largest of `AUTO_K` whose sub-chunk pipeline has at most `FINE_TASK_LIMIT`
-compute tasks (what CP-SAT orders well within plan-compare's default budget on this machine).
+`auto_granularity` picks k (``plan-compare --granularity auto``; the default there is 1): the largest of `AUTO_K`
+whose sub-chunk pipeline has at most `FINE_TASK_LIMIT` compute tasks (a size whose model CP-SAT builds and keeps
+its warm start on within plan-compare's default budget here; on the bundled MoE at 1536 tasks it did not improve
+that warm start within 30 s: README, issue 11's sub-chunks).
 """
 
 from __future__ import annotations
