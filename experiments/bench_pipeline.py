@@ -15,7 +15,11 @@ the solve until the returned schedule was found; 0 = the warm start was not impr
 makespan of in-order schedules on the chosen placement), gap, status, placement, warm start (a baseline, or
 ``greedy``: `planner.pipeline.greedy`'s list schedule), memory cap; on the model, cut_moves (boundary moves the
 planned row made to its own cut, `planner.compare.cut_search`: its bound is for that cut) and bound_any_cut (work /
-devices, a bound for every cut).
+devices, a bound for every cut), granularity (sub-chunks per piece of the planned row, `planner.compare.subchunks`;
+"1 (k=3 tried)" when the sub-chunk solve did not beat the stage level), subchunk_tasks (its compute tasks),
+stage_level_makespan and stage_level_replayed (the stage-level schedule's order replayed as the baselines are).
+The MoE case runs the planned row twice: at k = 1 (row ``opplan``) and at the automatic k (row
+``opplan (sub-chunks)``; DualPipe simulated again for its memory cap, the same figures).
 Rerun: ``python -m experiments.bench --only pipeline`` (writes bench/results/pipeline.csv).
 """
 
@@ -43,7 +47,8 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
                "peak_memory": round(v["peak_memory"], 6), "param_memory": round(v["param_memory"], 6),
                "bubble_vs_dualpipe": (round(f.bubble_tick / dp_bubble, 4) if dp_bubble else ""),
                "time_to_find_s": "", "bound": "", "gap": "", "status": "", "placement": "", "warm_start": "",
-               "memory_cap": "", "cut_moves": "", "bound_any_cut": ""}
+               "memory_cap": "", "cut_moves": "", "bound_any_cut": "", "granularity": "", "subchunk_tasks": "",
+               "stage_level_makespan": "", "stage_level_replayed": ""}
         if r.name == "opplan":
             n = r.notes
             row.update({"time_to_find_s": round(float(n["time_to_best_s"]), 2),
@@ -55,6 +60,14 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
                 any_cut = cut.get("any_cut_bound_units")
                 row.update({"cut_moves": cut["moves"],
                             "bound_any_cut": round(float(any_cut), 4) if any_cut is not None else ""})
+            gran = n.get("granularity")
+            if isinstance(gran, dict) and "tasks" in gran:  # sub-chunks tried (`planner.compare.subchunks`)
+                row.update({"granularity": gran["k"] if gran["kept"] != "stage level" else f"1 (k={gran['k']} tried)",
+                            "subchunk_tasks": gran["tasks"],
+                            "stage_level_makespan": round(float(gran["stage_level_makespan_units"]), 4),
+                            "stage_level_replayed": round(float(gran["stage_level_replayed_units"]), 4)})
+            else:
+                row["granularity"] = 1
         out.append(row)
     return out
 
@@ -86,7 +99,13 @@ def bench_pipeline(quick: bool) -> list[dict]:
     costs = dataclasses.replace(model_costs(instance, p, training=training_costs(prepared.graph, prepared.topology,
                                                                                  instance)),
                                 moe=find_moe_layers(prepared.graph))
-    cmp = compare(p, m, costs, time_limit_s=limit)
+    # the planned row at stage granularity (k = 1) and with sub-chunks (k chosen by `auto_granularity`), one run
+    cmp = compare(p, m, costs, time_limit_s=limit, granularity=1)
     rows += _rows("moe.onnx on h100-8-nvlink", p, m, cmp, costs.time_unit, costs.memory_unit)
-    print(f"   moe p={p} m={m}\n{cmp.table()}", flush=True)
+    print(f"   moe p={p} m={m}, granularity 1\n{cmp.table()}", flush=True)
+    fine = compare(p, m, costs, schedules=("dualpipe",), time_limit_s=limit, granularity=None)
+    rows += [dict(r, schedule="opplan (sub-chunks)") for r in _rows("moe.onnx on h100-8-nvlink", p, m, fine,
+                                                                      costs.time_unit, costs.memory_unit)
+             if r["schedule"] == "opplan"]
+    print(f"   moe p={p} m={m}, granularity auto\n{fine.table()}", flush=True)
     return rows

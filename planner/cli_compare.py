@@ -14,8 +14,9 @@ times are then in microseconds and memory in MiB (``--f/--b/--w/--activation/--p
 [--microbatch-seqs B]``, for users without an ONNX file): per-layer op costs from the published architecture
 figures on the profile's first p devices, cut between layers or between a layer's attention and FFN
 (`planner.compare.presets`); times in milliseconds, memory in MiB; ``--no-a2a``, ``--no-comm-stream`` and
-``--fb-overlap`` apply as on a model.  With ``--fb-overlap X`` < 1 the planned schedule may also run overlapped F&B
-pairs (`formulations.pipeline`, family 6).
+``--fb-overlap`` apply as on a model.  On a model the planned schedule may also split its pieces into sub-chunks
+(``--granularity K``, ``--subchunk-a2a``; `planner.compare.subchunks`).  With ``--fb-overlap X`` < 1 the planned
+schedule may also run overlapped F&B pairs (`formulations.pipeline`, family 6).
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ from planner.prepare import prepare
 DEFAULT_OUT = "out/compare"
 
 
+def _granularity(text: str) -> int | None:
+    """``--granularity``: a positive K, or ``auto`` (None: `planner.compare.subchunks.auto_granularity`)."""
+    return None if text == "auto" else positive_int(text)
+
+
 def _compare(args: argparse.Namespace) -> int:
     costs: UnitCosts | ModelCosts | PresetCosts = UnitCosts(
         f=args.f, b=args.b, w=args.w, activation=args.activation, param=args.param, comm=args.comm,
@@ -65,7 +71,7 @@ def _compare(args: argparse.Namespace) -> int:
             raise InputError(f"unknown schedules {unknown}", fix=f"use some of {','.join(GENERATORS)}")
     cmp = compare(args.stages, args.microbatches, costs, schedules=names, opplan=not args.no_opplan,
                   memory_cap_units=args.memory, opplan_placement=args.placement, time_limit_s=args.time_limit,
-                  backend=args.backend)
+                  backend=args.backend, granularity=args.granularity, subchunk_a2a=args.subchunk_a2a)
     print(cmp.table())
     written = write_outputs(cmp, args.out, pictures=not args.no_pictures)
     print(f"wrote {len(written)} files to {args.out} (compare.csv, <schedule>.torch.csv, pictures)")
@@ -171,6 +177,15 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         help="stage placement of the planned schedule: dualpipe (two copies, both directions), v "
                         "(2p half stages), fixed (one stage per device); auto tries dualpipe and v, half the time "
                         "limit each, and keeps the better")
+    parser.add_argument("--granularity", type=_granularity, default=1, metavar="K",
+                        help="model mode: the planned schedule also splits every piece of its cut into K sub-chunks "
+                        "(operator clusters: MoE experts apart from attention; planner.compare.subchunks) and "
+                        "orders their F, B, W, with half its time; auto: K from the task count (2-4); default 1: "
+                        "stages only")
+    parser.add_argument("--subchunk-a2a", choices=("piece", "experts"), default="piece",
+                        help="with --granularity > 1, where a piece's MoE all-to-alls sit: piece (at its ends, as the "
+                        "baselines are measured; default) or experts (around the experts' sub-chunk, as the model "
+                        "runs them: the schedule must hide them behind another micro-batch)")
     parser.add_argument("--schedules", default=None, help="comma-separated baselines (default: all)")
     parser.add_argument("--time-limit", type=positive_seconds, default=120.0, help="solver time limit in seconds")
     parser.add_argument("--backend", default="cpsat", help="solver backend (default cpsat)")

@@ -153,11 +153,11 @@ class ModelCosts:
                     out[c] += inst.comm(e, devices[c], devices[c + 1])
         return tuple(out)
 
-    def pipeline(self, name: str, p: int, m: int) -> TrainingPipeline:
-        """The pipeline schedule `name` runs on (see `registry.pipeline_for` for the unit-cost twin)."""
+    def layout(self, name: str, p: int, m: int) -> PipelineLayout:
+        """Where the pipeline schedule `name` puts the model (see `registry.pipeline_for` for the unit-cost twin):
+        its pieces (positions), their devices, chains, micro-batches per chain and hop delays."""
         if p != self.num_devices:
             raise InputError(f"the model was cut for {self.num_devices} devices, not {p}")
-        order = self.instance.topological_order
         chains: tuple[tuple[int, ...], ...]  # one chain of stages, two for DualPipe
         if name in ("gpipe", "1f1b", "zb-h1", "zb-h2"):
             split, std, chains, mb = 1, fixed_placement(p, p), (tuple(range(p)),), m
@@ -178,9 +178,30 @@ class ModelCosts:
         else:
             pieces = list(cut)
             hops = self.hop_ticks(split, std)
-        stages = tuple(self.stage_cost([order[i] for i in pos], std[s]) for s, pos in enumerate(pieces))
-        return TrainingPipeline(stages, mb, p, tuple(std), chains, 0, name, None, hops, self.comm_stream,
+        return PipelineLayout(tuple(pieces), tuple(std), chains, mb, tuple(hops))
+
+    def pipeline(self, name: str, p: int, m: int) -> TrainingPipeline:
+        """The pipeline schedule `name` runs on (`layout`: one stage per piece)."""
+        lay = self.layout(name, p, m)
+        order = self.instance.topological_order
+        stages = tuple(self.stage_cost([order[i] for i in pos], lay.stage_to_device[s])
+                       for s, pos in enumerate(lay.pieces))
+        return TrainingPipeline(stages, lay.microbatches, p, lay.stage_to_device, lay.chains, 0, name, None,
+                                lay.hops, self.comm_stream,
                                 fb_overlap=self.fb_overlap if self.fb_overlap < 1 else None)
+
+
+@dataclass(frozen=True)
+class PipelineLayout:
+    """A schedule's view of the cut (`ModelCosts.layout`): stage s runs the ops at `pieces[s]` (positions in the
+    topological order) on device `stage_to_device[s]`; `hops[s]` is the delay of its hop to the next stage of its
+    chain."""
+
+    pieces: tuple[tuple[int, ...], ...]
+    stage_to_device: tuple[int, ...]
+    chains: tuple[tuple[int, ...], ...]
+    microbatches: int
+    hops: tuple[int, ...]
 
 
 def _halve(durations: Sequence[int]) -> int:

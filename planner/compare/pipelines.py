@@ -16,7 +16,11 @@ when that is shorter (its overlapped pairs included when `fb_overlap` < 1: the f
 itself); the cap defaults to DualPipe's peak memory per device.  On a model the planned row also chooses its own
 cut (`planner.compare.cut_search`, `_plan_placement`): the baselines keep the bottleneck-minimal cut their users
 would take, the planned row moves the boundaries between pieces where the schedules run shorter, and its bound is
-the formulation's bound *for the cut it chose* (the table line says so).
+the formulation's bound *for the cut it chose* (the table line says so).  Then, at granularity k > 1
+(`planner.compare.subchunks`; `compare(granularity=...)`, ``plan-compare --granularity``, or chosen by the task
+count with ``auto``), every piece of that cut is split into k sub-chunks on its device and the formulation orders
+their F, B and W (`_solve_fine`), warm-started from the stage-level schedules expanded; the row keeps the shorter
+schedule.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from planner.compare.cut_search import any_cut_bound_tick, refine_cut
 from planner.compare.model_costs import ModelCosts
 from planner.compare.plot import plot_schedule, plot_side_by_side
 from planner.compare.presets import PresetCosts
+from planner.compare.subchunks import auto_granularity, expand_schedule, fine_pipeline
 from planner.errors import OpplanError
 from planner.pipeline.generators import RequirementError
 from planner.pipeline.greedy import best_greedy
@@ -52,6 +57,7 @@ CSV_COLUMNS = ("schedule", "makespan", "bubble_ratio", "peak_memory", "param_mem
 _WARM_FROM = {"v": ("zb-v", "dualpipev"), "fixed": ("1f1b", "gpipe", "zb-h1", "zb-h2"), "dualpipe": ("dualpipe",)}
 _SPLIT = {"v": "opplan-v", "fixed": "1f1b", "dualpipe": "dualpipe"}
 CUT_SHARE = 0.25  # of a placement's time on a model, what the first cut search gets (module docstring)
+FINE_SHARE = 0.5  # of a placement's time on a model, what the sub-chunk solve gets when granularity k > 1
 
 
 class CompareValues(TypedDict):
@@ -141,6 +147,17 @@ class Comparison:
                 if isinstance(cut.get("any_cut_bound_units"), (int, float)):
                     cut_text += (f", bound over every cut {_figure(cut['any_cut_bound_units'])} {time_unit} "
                                  f"(work / devices)")
+            gran = opp.notes.get("granularity")
+            if isinstance(gran, dict) and "tasks" in gran:
+                fine = gran.get("fine_makespan_units")
+                cut_text += (f", granularity k = {gran['k']} ({gran['tasks']} compute tasks, all-to-alls at "
+                             f"{gran['a2a_at']}; kept {gran['kept']}; stage level "
+                             f"{_figure(float(gran['stage_level_makespan_units']))} {time_unit}, its order replayed "
+                             f"{_figure(float(gran['stage_level_replayed_units']))} {time_unit}"
+                             + (f", sub-chunks {_figure(float(fine))} {time_unit}" if fine is not None else "")
+                             + ")")
+            elif isinstance(gran, dict):
+                cut_text += f", granularity 1 (asked {gran.get('asked')}: {gran.get('why')})"
             lines.append(f"opplan: {opp.notes.get('status')}, bound "
                          f"{_figure(bound) + ' ' + time_unit if isinstance(bound, (int, float)) else bound}, gap "
                          f"{opp.notes.get('gap', 0):.1%}, placement {opp.notes.get('placement')}{cut_text}, warm start "
@@ -191,8 +208,14 @@ def compare(
     opplan_placement: str = "auto",
     time_limit_s: float = 120.0,
     backend: str = "cpsat",
+    granularity: int | None = 1,
+    subchunk_a2a: str = "piece",
 ) -> Comparison:
-    """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row."""
+    """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row.
+    `granularity`: sub-chunks per piece for the planned row on a model (`planner.compare.subchunks`; 1, the
+    default: stage level only; None: chosen by `auto_granularity`); `subchunk_a2a`: where a piece's all-to-alls sit
+    among its sub-chunks (`planner.compare.subchunks.A2A_AT`: ``piece``, as the baselines are measured, or
+    ``experts``)."""
     costs = costs or UnitCosts()
     scales = scales_of(costs)
     if p < 1 or m < 1:
@@ -225,7 +248,8 @@ def compare(
     t0 = time.monotonic()
     for placement in placements:
         before = time.monotonic() - t0
-        row = _plan_placement(placement, p, m, costs, scales, by_name, cap, time_limit_s / len(placements), backend)
+        row = _plan_placement(placement, p, m, costs, scales, by_name, cap, time_limit_s / len(placements), backend,
+                              granularity, subchunk_a2a)
         if row.figures is None:
             failures.append(row.skipped or f"{placement} placement: no schedule")
             continue
@@ -248,16 +272,25 @@ def _reference_schedules(placement, p, m, costs, scales, by_name) -> list[tuple[
     return [(n, r.schedule) for n, r in rows if not r.skipped and r.schedule is not None]
 
 
-def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, backend) -> CompareRow:
+def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, backend, granularity=1,
+                    subchunk_a2a="piece") -> CompareRow:
     """The planned row on one placement.  On a model the two levels alternate (`planner.compare.cut_search`):
     the cut is refined for the baselines' schedules (CUT_SHARE of the budget), the pipeline formulation solves
     the chosen cut (warm-started), the cut is refined again for the schedule it returned and, when that moved the
-    cut, the formulation solves the new cut warm-started from that schedule with the time left."""
+    cut, the formulation solves the new cut warm-started from that schedule with the time left.  Then, at
+    granularity k > 1 (`granularity`, None: `auto_granularity`), every piece of the final cut is split into k
+    sub-chunks and the formulation solves that pipeline (`_solve_fine`, FINE_SHARE of the budget; the stage
+    level gets the rest) warm-started from the expansions of the stage-level schedules; the row keeps the
+    shorter of the two and its notes say both."""
     t0 = time.monotonic()
     references = _reference_schedules(placement, p, m, costs, scales, by_name)
     if not isinstance(costs, ModelCosts):
         return _solve_opplan(placement, p, m, costs, scales, references, cap, budget_s, backend)
     split, name = (2 if placement == "v" else 1), _SPLIT[placement]
+    k = auto_granularity(costs.pipeline(name, p, m)) if granularity is None else int(granularity)
+    total_s = budget_s
+    if k > 1:
+        budget_s = total_s * (1 - FINE_SHARE)
     refs = [schedule for _, schedule in references]
     first = refine_cut(costs, split, name, p, m, refs, cap, deadline_s=t0 + CUT_SHARE * budget_s)
     solve_s = (budget_s - (time.monotonic() - t0)) * (1 - CUT_SHARE)
@@ -266,6 +299,7 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
     if row.figures is not None:  # time to best counts from the placement's start, cut search included
         row.notes["time_to_best_s"] = started_s + float(row.notes["time_to_best_s"])  # type: ignore[arg-type]
     rounds = [first]
+    row_costs = first.costs
     if row.schedule is not None:
         left = budget_s - (time.monotonic() - t0)
         again = refine_cut(first.costs, split, name, p, m, [row.schedule, *refs], cap,
@@ -279,7 +313,11 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
             if other.figures is not None and row.figures is not None \
                     and other.figures.makespan_tick < row.figures.makespan_tick:
                 other.notes["time_to_best_s"] = started_s + float(other.notes["time_to_best_s"])  # type: ignore[arg-type]
-                row = other
+                row, row_costs = other, again.costs
+    if k > 1 and row.schedule is not None:
+        row = _solve_fine(placement, p, m, row_costs, scales, row, [r for _, r in references], cap,
+                          total_s - (time.monotonic() - t0), backend, k, subchunk_a2a,
+                          started_s=time.monotonic() - t0)
     if row.pipeline is not None:
         any_cut = any_cut_bound_tick(costs, row.pipeline)
         row.notes["cut"] = {"moves": sum(r.moves_kept for r in rounds),
@@ -289,13 +327,18 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
 
 
 def _solve_opplan(placement, p, m, costs, scales, candidates: list[tuple[str, Schedule]], cap, time_limit_s,
-                  backend) -> CompareRow:
-    """Solve the pipeline formulation on `placement`'s pipeline of `costs`, warm-started from the shortest of the
-    `candidates` (name, schedule), each re-simulated on this pipeline (its cut may not be theirs), that fits the
-    cap, or the greedy list schedule when that is shorter; a skipped row with the solver's reason when it fails."""
-    pipe = _pipeline(_SPLIT[placement], p, m, costs, scales)
-    pipe = dataclasses.replace(pipe, name=f"opplan-{placement}")
+                  backend, pipe: TrainingPipeline | None = None) -> CompareRow:
+    """Solve the pipeline formulation on `placement`'s pipeline of `costs` (or on `pipe`, e.g. a sub-chunk
+    pipeline), warm-started from the shortest of the `candidates` (name, schedule), each re-simulated on this
+    pipeline (its cut may not be theirs), that fits the cap, or the greedy list schedule when that is shorter; a
+    skipped row with the solver's reason when it fails.  On a sub-chunk pipeline (`pipe` given) the solver's
+    schedule is also replayed as the baselines are, and the shorter timeline kept (see the comment below)."""
+    fine = pipe is not None
+    if pipe is None:
+        pipe = _pipeline(_SPLIT[placement], p, m, costs, scales)
+        pipe = dataclasses.replace(pipe, name=f"opplan-{placement}")
     warm, warm_name = None, ""
+    prep_t0 = time.monotonic()
     for n, schedule in candidates:
         try:
             _inst, timeline = simulate_pipeline(pipe, schedule)
@@ -311,17 +354,66 @@ def _solve_opplan(placement, p, m, costs, scales, candidates: list[tuple[str, Sc
     greedy = best_greedy(pipe, [cap if cap is not None else 2**40] * p)
     if greedy is not None and (warm is None or greedy[1] < warm[1]):
         warm, warm_name = greedy, "greedy"
+    if fine:  # a sub-chunk pipeline: building, validating and replaying its larger model take about what the
+        # warm-start simulations took, twice over, outside the solver's own limit (keeps the row in its budget)
+        time_limit_s = max(1.0, time_limit_s - 2 * (time.monotonic() - prep_t0))
     try:
         sol = solve_pipeline(pipe, cap, warm_start=warm[0] if warm else None, time_limit_s=time_limit_s,
                              backend=backend)
     except OpplanError as exc:  # no schedule on this placement: the row says why (memory, or a solver failure)
         return CompareRow("opplan", skipped=f"{placement} placement: {' '.join(str(exc).split())}")
-    fig = figures(pipe, sol.timeline)
-    row = CompareRow("opplan", pipe, sol.schedule, sol.timeline, fig)
+    timeline, fig = sol.timeline, figures(pipe, sol.timeline)
+    gap = sol.gap
+    if fine:
+        # The schedule's per-device order replayed as the baselines are (each task as early as it may start, the
+        # communication streams first come, first served) can end before the solver's incumbent when the solver
+        # stopped with slack in it; the replay is a valid schedule of the same pipeline, measured on the same basis.
+        inst, replay = simulate_pipeline(pipe, sol.schedule)
+        again = figures(pipe, replay)
+        if again.makespan_tick < fig.makespan_tick and (cap is None or again.max_peak_memory_bytes <= cap):
+            validate_plan(inst, replay.to_plan(method="opplan"))
+            timeline, fig = replay, again
+            gap = max(0.0, (fig.makespan_tick - sol.lower_bound_tick) / fig.makespan_tick)
+    row = CompareRow("opplan", pipe, sol.schedule, timeline, fig)
     row.notes = {"status": sol.status, "bound_units": sol.lower_bound_tick / scales.ticks_per_unit,
-                 "bound_tick": sol.lower_bound_tick, "gap": sol.gap, "warm_start": warm_name,
+                 "bound_tick": sol.lower_bound_tick, "gap": gap, "warm_start": warm_name,
                  "solve_time_s": sol.solve_time_s, "time_to_best_s": sol.time_to_best_s, "placement": placement,
-                 "cap_bytes": cap}
+                 "cap_bytes": cap, "warm_units": None if warm is None else warm[1] / scales.ticks_per_unit}
+    return row
+
+
+def _solve_fine(placement, p, m, costs: ModelCosts, scales, coarse: CompareRow, references: list[Schedule], cap,
+                time_limit_s, backend, k, a2a_at, *, started_s: float) -> CompareRow:
+    """The planned row at granularity k on `costs`' cut (`planner.compare.subchunks`): the formulation on the
+    sub-chunk pipeline, warm-started from the shortest expansion (of the stage-level row's schedule and the
+    references) that fits the cap, or the greedy list schedule when that is shorter.  Returns the shorter of
+    that and `coarse`, with notes["granularity"] saying both."""
+    try:
+        fine = fine_pipeline(costs, _SPLIT[placement], p, m, k, a2a_at=a2a_at)
+    except OpplanError as exc:  # a piece too small to split: the stage-level row stands
+        coarse.notes["granularity"] = {"k": 1, "asked": k, "why": str(exc)}
+        return coarse
+    pipe = dataclasses.replace(fine.pipeline, name=f"opplan-{placement}-k{k}")
+    fine = dataclasses.replace(fine, pipeline=pipe)
+    assert coarse.schedule is not None and coarse.figures is not None
+    candidates = [("stage-level opplan", coarse.schedule), *((s.name, s) for s in references)]
+    expanded = [(n, expand_schedule(s, fine)) for n, s in candidates]
+    row = _solve_opplan(placement, p, m, costs, scales, expanded, cap, time_limit_s, backend, pipe=pipe)
+    assert coarse.pipeline is not None
+    _inst, replay = simulate_pipeline(coarse.pipeline, coarse.schedule)  # its order, replayed as the baselines are
+    note = {"k": k, "tasks": fine.num_compute_tasks, "a2a_at": a2a_at,
+            "stage_level_replayed_units": replay.makespan_tick / scales.ticks_per_unit, "stage_level_makespan_units":
+            coarse.figures.makespan_tick / scales.ticks_per_unit,
+            "stage_level_bound_units": coarse.notes.get("bound_units"), "kept": "stage level",
+            "warm_start": row.notes.get("warm_start"), "warm_units": row.notes.get("warm_units")}
+    if row.figures is None or row.figures.makespan_tick >= coarse.figures.makespan_tick:
+        note["fine_makespan_units"] = None if row.figures is None else row.figures.makespan_tick / scales.ticks_per_unit
+        note["fine_bound_units"] = row.notes.get("bound_units")
+        coarse.notes["granularity"] = note
+        return coarse
+    note["kept"] = f"k = {k}"
+    row.notes["time_to_best_s"] = started_s + float(row.notes["time_to_best_s"])  # type: ignore[arg-type]
+    row.notes["granularity"] = note
     return row
 
 

@@ -64,7 +64,11 @@ model: per (stage, micro-batch) four tasks on the communication stream of the st
 micro-batch thus runs on the communication stream while the compute stream runs another micro-batch's F or B — the
 overlap DualPipe is built on — for the baselines (first come, first served, `streams`) and the formulation
 (ordered by the solver) alike.  An overlapped pair F&B waits for both halves' dispatches and both combines wait
-for the pair.  Not modelled: the split of F and B around the experts (attention before, combine after).
+for the pair.  The split of F and B around the experts (attention before, combine after) is modelled by
+cutting the stage into sub-stages on one device (`planner.compare.subchunks`): the experts' sub-stage then
+carries the all-to-alls.  A stage may run only some of the four kinds (`StageCost.a2a_kinds`; e.g. a piece's
+first sub-stage its dispatch before F and its combine after B, its last sub-stage the other two, so that the
+sub-stages of a piece exchange tokens where the whole piece did).
 
 Placement: `stage_to_device` pins every stage to a device (fixed, looping, V-shape); None leaves every task
 eligible on every device (free; keeping a stage's tasks together is then the formulation's business).
@@ -98,15 +102,25 @@ class StageCost:
     full_backward_tick: int | None = None  # None: input_grad_tick + weight_grad_tick
     activation_freed_by_b_bytes: int = 0  # part of activation_bytes released when B ends (rest at W)
     a2a_tick: int = 0  # one MoE all-to-all (dispatch or combine) of the stage's MoE layers, one micro-batch
+    a2a_kinds: tuple[str, ...] | None = None  # which of A2A_KINDS the stage runs (None: all four)
 
     def __post_init__(self) -> None:
         for name in ("forward_tick", "input_grad_tick", "weight_grad_tick", "activation_bytes", "param_bytes",
                      "activation_freed_by_b_bytes", "a2a_tick"):
             if int(getattr(self, name)) < 0:
                 raise InputError(f"stage cost {name} = {getattr(self, name)} must be >= 0")
+        if self.a2a_kinds is not None and not set(self.a2a_kinds) <= set(A2A_KINDS):
+            raise InputError(f"stage cost a2a_kinds {self.a2a_kinds} must be among {A2A_KINDS}")
         if self.activation_freed_by_b_bytes > self.activation_bytes:
             raise InputError(f"activation_freed_by_b_bytes ({self.activation_freed_by_b_bytes}) exceeds "
                              f"activation_bytes ({self.activation_bytes})")
+
+    @property
+    def a2a_kind_set(self) -> tuple[str, ...]:
+        """The all-to-all kinds the stage runs (none when `a2a_tick` is 0)."""
+        if int(self.a2a_tick) <= 0:
+            return ()
+        return A2A_KINDS if self.a2a_kinds is None else tuple(k for k in A2A_KINDS if k in self.a2a_kinds)
 
     @property
     def bw_tick(self) -> int:
@@ -396,7 +410,7 @@ def unroll_actions(
     for s in a2a_stages:
         assert std is not None
         for m in range(pipeline.num_microbatches):
-            for kind in A2A_KINDS:
+            for kind in pipeline.stages[s].a2a_kind_set:
                 stream_of[len(acts)] = p + std[s]
                 acts.append(AllToAll(s, kind, m))
                 dur.append(int(pipeline.stages[s].a2a_tick))
@@ -427,7 +441,8 @@ def unroll_actions(
                     edges.append((idx[Action(s, B, m)], idx[Action(s, W, m)], 0))
                     edges.append((f, idx[Action(s, W, m)], 0))
     if a2a_stages:
-        edges = _through_a2a(edges, idx, a2a_stages, pipeline.num_microbatches, back)
+        edges = _through_a2a(edges, idx, a2a_stages, pipeline.num_microbatches, back,
+                             {s: pipeline.stages[s].a2a_kind_set for s in a2a_stages})
     names = [str(a) for a in acts]
     inst = SchedulingInstance.uniform(pipeline.name, dur, edges, pipeline.num_streams, task_names=names,
                                       param_bytes=par, activation_bytes=act)
@@ -456,9 +471,11 @@ A2A_KINDS = ("DISPATCH_F", "COMBINE_F", "DISPATCH_B", "COMBINE_B")
 
 
 def _through_a2a(edges: list[tuple[int, int, int]], idx: Mapping[UnrolledAction, int], stages: Sequence[int],
-                 num_mb: int, back: Callable[[int, int], int]) -> list[tuple[int, int, int]]:
+                 num_mb: int, back: Callable[[int, int], int],
+                 kinds: Mapping[int, Sequence[str]]) -> list[tuple[int, int, int]]:
     """Route every edge into F(s, m) / back(s, m) of an all-to-all stage through its dispatch and every edge out
-    of them through its combine (except back -> W: the weight gradient needs only the dispatched gradient)."""
+    of them through its combine (except back -> W: the weight gradient needs only the dispatched gradient); only
+    for the kinds the stage runs (`kinds[s]`)."""
     into: dict[int, int] = {}
     out_of: dict[int, int] = {}
     local: set[tuple[int, int]] = set()
@@ -466,10 +483,17 @@ def _through_a2a(edges: list[tuple[int, int, int]], idx: Mapping[UnrolledAction,
     for s in stages:
         for m in range(num_mb):
             f, bk = idx[Action(s, ActionKind.F, m)], back(s, m)
-            df, cf = idx[AllToAll(s, "DISPATCH_F", m)], idx[AllToAll(s, "COMBINE_F", m)]
-            db, cb = idx[AllToAll(s, "DISPATCH_B", m)], idx[AllToAll(s, "COMBINE_B", m)]
-            into[f], out_of[f], into[bk], out_of[bk] = df, cf, db, cb
-            extra += [(df, f, 0), (f, cf, 0), (db, bk, 0), (bk, cb, 0)]
+            for kind, task, entering in (("DISPATCH_F", f, True), ("COMBINE_F", f, False),
+                                         ("DISPATCH_B", bk, True), ("COMBINE_B", bk, False)):
+                if kind not in kinds[s]:
+                    continue
+                a2a = idx[AllToAll(s, kind, m)]
+                if entering:
+                    into[task] = a2a
+                    extra.append((a2a, task, 0))
+                else:
+                    out_of[task] = a2a
+                    extra.append((task, a2a, 0))
             w = Action(s, ActionKind.W, m)
             if w in idx:
                 local.add((bk, idx[w]))
