@@ -4,7 +4,10 @@ Cases: unit costs F = B = W = 1 (activation 1 per stage and micro-batch, no para
 (p, m) = (4, 8), (8, 20), (16, 32); and the bundled MoE (planner/data/models/moe.onnx) cut into 8 stages on
 planner/data/hardware_profiles/h100-8-nvlink.yaml with 16 micro-batches
 (`planner.compare.model_costs` with per-operator backward costs, `planner.cost.training_costs`: microseconds, MiB;
-sends and the MoE layers' all-to-all dispatch/combine as tasks on per-device communication streams).
+sends and the MoE layers' all-to-all dispatch/combine as tasks on per-device communication streams); transformers'
+own Mixtral, Qwen2-MoE and GPT-2 (`experiments.hf_models`: tiny configs, random weights, dynamo-exported here) on
+the same profile at 4 and 8 stages with m = 2p (60 s); and the DeepSeek-V3-like preset (61 layers) on h100-2x8-ib at
+p = 8, m = 20 and p = 16, m = 64 (120 s; milliseconds).
 The planned schedule (`opplan`) gets DualPipe's peak memory per device as its cap and 120 s (split between the
 two placements it tries, `planner.compare.pipelines`); `--quick` uses smaller sizes and 10 s.
 
@@ -73,13 +76,8 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
 
 
 def bench_pipeline(quick: bool) -> list[dict]:
-    from planner.compare.model_costs import model_costs
     from planner.compare.pipelines import compare
-    from planner.cost.training_costs import training_costs
-    from planner.ir.hardware import load_topology
-    from planner.ir.moe_structure import find_moe_layers
     from planner.pipeline.registry import UnitCosts
-    from planner.prepare import prepare
 
     limit = 10.0 if quick else 120.0
     rows: list[dict] = []
@@ -93,12 +91,8 @@ def bench_pipeline(quick: bool) -> list[dict]:
     rows += _rows("unit F=B=W=1, fb-overlap 0.5, a2a 0.5", p, m, cmp, "F", "activation of one stage")
     print(f"   unit overlap+a2a p={p} m={m}\n{cmp.table()}", flush=True)
     p, m = (4, 8) if quick else (8, 16)
-    prepared = prepare(MOE, load_topology(HW))
-    instance = prepared.instance
     # per-operator backward costs; the all-to-all needs the MoE layers, found from the graph (as plan-compare does)
-    costs = dataclasses.replace(model_costs(instance, p, training=training_costs(prepared.graph, prepared.topology,
-                                                                                 instance)),
-                                moe=find_moe_layers(prepared.graph))
+    costs = _model_costs_of(MOE, p)
     # the planned row at stage granularity (k = 1) and with sub-chunks (k chosen by `auto_granularity`), one run
     cmp = compare(p, m, costs, time_limit_s=limit, granularity=1)
     rows += _rows("moe.onnx on h100-8-nvlink", p, m, cmp, costs.time_unit, costs.memory_unit)
@@ -108,4 +102,66 @@ def bench_pipeline(quick: bool) -> list[dict]:
                                                                       costs.time_unit, costs.memory_unit)
              if r["schedule"] == "opplan"]
     print(f"   moe p={p} m={m}, granularity auto\n{fine.table()}", flush=True)
+    rows += _exported_rows(quick)
+    rows += _preset_rows(quick)
+    return rows
+
+
+def _model_costs_of(path: Path, p: int):
+    """`plan-compare --model` 's costs for `path` on HW cut for `p` stages (per-operator backward, MoE found)."""
+    from planner.compare.model_costs import model_costs
+    from planner.cost.training_costs import training_costs
+    from planner.ir.hardware import load_topology
+    from planner.ir.moe_structure import find_moe_layers
+    from planner.prepare import prepare
+
+    prepared = prepare(path, load_topology(HW))
+    training = training_costs(prepared.graph, prepared.topology, prepared.instance)
+    return dataclasses.replace(model_costs(prepared.instance, p, training=training),
+                               moe=find_moe_layers(prepared.graph))
+
+
+def _exported_rows(quick: bool) -> list[dict]:
+    """transformers' own Mixtral, Qwen2-MoE and GPT-2 (tiny configs, random weights, dynamo-exported:
+    `experiments.hf_models`) at 4 and 8 stages, m = 2p, 60 s for the planned row; skipped without transformers."""
+    import importlib.util
+    import tempfile
+
+    from planner.compare.pipelines import compare
+
+    if importlib.util.find_spec("transformers") is None:
+        print("   transformers exports skipped: transformers is not installed (pip install -e '.[test]')")
+        return []
+    from experiments.hf_models import HF_MODELS, export_hf_model
+
+    wanted = ("hf_mixtral",) if quick else ("hf_mixtral", "hf_qwen2_moe", "hf_gpt2")
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in (m for m in HF_MODELS if m.name in wanted):
+            path = export_hf_model(model, Path(tmp) / f"{model.name}.onnx")
+            for p in (4,) if quick else (4, 8):
+                m = 2 * p
+                costs = _model_costs_of(path, p)
+                cmp = compare(p, m, costs, time_limit_s=10.0 if quick else 60.0)
+                rows += _rows(f"{model.name} (transformers, dynamo) on h100-8-nvlink", p, m, cmp, costs.time_unit,
+                              costs.memory_unit)
+                print(f"   {model.name} p={p} m={m}\n{cmp.table()}", flush=True)
+    return rows
+
+
+def _preset_rows(quick: bool) -> list[dict]:
+    """The DeepSeek-V3-like preset (61 layers, 4096 tokens per micro-batch) on h100-2x8-ib at p = 8, m = 20 and
+    p = 16, m = 64 (`plan-compare --preset deepseek-v3`), 120 s for the planned row; 8 layers, p = 4, m = 8 quick."""
+    from planner.compare.pipelines import compare
+    from planner.compare.presets import preset_costs
+    from planner.ir.hardware import load_topology
+
+    topology = load_topology(HW.parent / "h100-2x8-ib.yaml")
+    rows: list[dict] = []
+    for p, m, layers in ((4, 8, 8),) if quick else ((8, 20, None), (16, 64, None)):
+        costs = preset_costs("deepseek-v3", topology, p, num_layers=layers)
+        cmp = compare(p, m, costs, time_limit_s=10.0 if quick else 120.0)
+        rows += _rows(f"deepseek-v3 preset ({costs.num_layers} layers) on h100-2x8-ib", p, m, cmp, costs.time_unit,
+                      costs.memory_unit)
+        print(f"   deepseek-v3 p={p} m={m}\n{cmp.table()}", flush=True)
     return rows
