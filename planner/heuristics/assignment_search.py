@@ -242,8 +242,24 @@ def _propose(decoder: Decoder, state: Decoded, chain: list[tuple[int, int, bool]
              ) -> tuple[list[int], np.ndarray] | None:
     """A neighbour of the state (module docstring, "Moves"): (devices, priority), or None when the drawn move
     changes nothing."""
-    t, other, data = chain[int(rng.integers(len(chain)))]
+    at = int(rng.integers(len(chain)))
+    t, other, data = chain[at]
     dev = list(state.dev)
+    if rng.random() < SEG_SHARE:  # a piece of the critical chain onto one device: its transfers vanish
+        length = int(rng.integers(2, SEG_MAX + 1))
+        seg = [u for u, _, _ in chain[at:at + length]]
+        target = dev[seg[int(rng.integers(len(seg)))]] if rng.random() < 0.7 else int(rng.choice(decoder.eligible[t]))
+        moved = [u for u in seg if target in decoder.eligible[u] and dev[u] != target]
+        if not moved:
+            return None
+        for u in moved:
+            dev[u] = target
+        return dev, priority
+    if rng.random() < PRIO_SHARE:  # reorder: noise on the priorities of the tasks that start near t
+        near = np.flatnonzero(np.abs(priority - priority[t]) <= PRIO_WINDOW)
+        child = priority + 0.0
+        child[near] += PRIO_SIGMA * rng.standard_normal(len(near))
+        return dev, child
     eligible = decoder.eligible
     roll = rng.random()
     if roll < 0.2:  # move t's linear cluster, all of it
@@ -309,7 +325,8 @@ def assignment_search(instance: SchedulingInstance, plan: Plan, *, time_limit_s:
         if proposal is None:
             continue
         child = decoder.decode(*proposal)
-        if child is not None and child.makespan_tick <= current.makespan_tick:
+        thresh = int(TAU * best.makespan_tick * max(0.0, 1.0 - (time.monotonic() - t0) / time_limit_s))
+        if child is not None and child.makespan_tick <= current.makespan_tick + thresh:
             current, cur_prio = child, _priority_of(child)
             chain = critical_chain(decoder, current)
             if child.makespan_tick < best.makespan_tick:
@@ -320,7 +337,7 @@ def assignment_search(instance: SchedulingInstance, plan: Plan, *, time_limit_s:
                 if now - last_say >= 1.0:
                     say(f"assignment search: {unit(best.makespan_tick)} after {moves} moves ({now - t0:.1f}s)")
                     last_say = now
-        if stale >= STALL_MOVES:  # a local optimum: kick the best state and go on from there
+        if stale >= STALL_MOVES and not TAU:  # a local optimum: kick the best state and go on from there
             stale = 0
             dev = list(best.dev)
             for t in rng.choice(instance.num_tasks, size=min(PERTURB_TASKS, instance.num_tasks), replace=False):
@@ -332,6 +349,20 @@ def assignment_search(instance: SchedulingInstance, plan: Plan, *, time_limit_s:
     elapsed = time.monotonic() - t0
     found = heuristic_plan(instance, best.dev, best.start, best.end, ASSIGNMENT_METHOD, elapsed)
     return AssignmentResult(found, first.makespan_tick, moves, improving, elapsed)
+
+
+def _key(state: Decoded) -> tuple[int, int]:
+    return (state.makespan_tick, sum(state.end) if SECONDARY else 0)
+
+
+import os
+SECONDARY = int(os.environ.get("LS16_SEC", "1"))
+PRIO_SHARE = float(os.environ.get("LS16_PS", "0"))
+PRIO_WINDOW = float(os.environ.get("LS16_PW", "100"))
+PRIO_SIGMA = float(os.environ.get("LS16_PSIG", "30"))
+SEG_SHARE = float(os.environ.get("LS16_SS", "0.3"))
+SEG_MAX = int(os.environ.get("LS16_SM", "6"))
+TAU = float(os.environ.get("LS16_TAU", "0"))
 
 
 def _priority_of(state: Decoded) -> np.ndarray:
