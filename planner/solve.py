@@ -75,10 +75,11 @@ from planner.coarsen.respect import respecting_clusters
 from planner.cost.instance import SchedulingInstance
 from planner.decompose import Decomposition, decompose_and_solve, segments
 from planner.errors import InfeasibleError, OpplanError
+from planner.heuristics.assignment_search import assignment_search
 from planner.heuristics.baselines import round_robin, single_device
 from planner.heuristics.comm_bound import comm_lower_bound_tick
 from planner.heuristics.iterated import classic_starts, iterated_list_schedule, order_start
-from planner.heuristics.list_schedule import Rank, heft, upward_rank
+from planner.heuristics.list_schedule import Rank, earliest_finish, heft, upward_rank
 from planner.heuristics.memory_list import memory_list
 from planner.heuristics.memory_pack import packed_plan
 from planner.heuristics.peft import peft
@@ -122,7 +123,8 @@ CLUSTER_MIN_SHRINK = 0.8  # a cluster round runs only when the runs are fewer th
 CLUSTER_SHARE = 0.3  # of the time left, what one cluster round may use (LNS gets the rest)
 ONE_SEGMENT_TASKS = 150  # above this, a graph without bottlenecks gets only ONE_SEGMENT_SHARE for phase 1
 ONE_SEGMENT_SHARE = 0.15
-ITERATED_SHARE = 0.7  # of the time left before LNS, what the iterated list scheduler gets
+ITERATED_SHARE = 0.35  # of the time left after the cluster rounds, what the iterated list scheduler gets
+ASSIGNMENT_SHARE = 0.7  # of the time left after it, what the assignment search gets (LNS: the rest); 0: skipped
 LINEAR_SHARE = 0.25  # of the time left after phase 1, what the linear rounds get on a graph with bottlenecks
 # Steps that cannot be stopped start only when the time left is at least their cost estimated in list schedules
 # (the fastest of phase 0's runs; measured at 10k-100k ops on stacked MoEs and layered DAGs): the
@@ -319,6 +321,7 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
             adopt("cluster round", _guarded("cluster rounds", say,
                                             lambda: _cluster_rounds(fine, start, options, t0, say, unit)))
         left = options.time_limit_s - (time.monotonic() - t0)
+        searched_list = None
         if incumbent.makespan_tick > fine_bound and 0.5 < left < ITERATED_START_COST * list_s:
             say(f"iterated list scheduling skipped for time ({left:.1f}s left, about "
                 f"{ITERATED_START_COST * list_s:.1f}s needed to decode its starts)")
@@ -335,6 +338,24 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                 found = searched_list.plan
                 if found.makespan_tick < incumbent.makespan_tick and _valid(fine, found):
                     phases.append(PhaseLog("iterated list scheduling", found.makespan_tick, searched_list.seconds))
+                    incumbent = found
+                    best = None
+        left = options.time_limit_s - (time.monotonic() - t0)
+        if incumbent.makespan_tick > fine_bound and left > 0.5 and fine.num_tasks > 1 and ASSIGNMENT_SHARE > 0:
+            start = incumbent
+            # the iterated scheduler's priority decodes (earliest finish) to its plan: the search starts from both
+            prio = (searched_list.priority if searched_list is not None and searched_list.plan is start
+                    and searched_list.policy is earliest_finish else None)
+            budget = ASSIGNMENT_SHARE * left
+            moved = _guarded("assignment search", say, lambda: assignment_search(
+                fine, start, time_limit_s=budget, bound_tick=fine_bound, seed=options.seed, priority=prio,
+                progress=say, unit=unit))
+            if moved is not None:
+                say(f"assignment search: {moved.moves} moves ({moved.improving_moves} improving) in "
+                    f"{moved.seconds:.1f}s from {unit(moved.start_makespan_tick)}: {unit(moved.plan.makespan_tick)}")
+                found = moved.plan
+                if found.makespan_tick < incumbent.makespan_tick and _valid(fine, found):
+                    phases.append(PhaseLog("assignment search", found.makespan_tick, moved.seconds))
                     incumbent = found
                     best = None
         left = options.time_limit_s - (time.monotonic() - t0)

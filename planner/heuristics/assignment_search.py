@@ -64,6 +64,15 @@ __all__ = ["ASSIGNMENT_METHOD", "AssignmentResult", "Decoder", "assignment_searc
 ASSIGNMENT_METHOD = "assignment-search"
 STALL_MOVES = 400  # moves without a better plan before a perturbation of the best state
 PERTURB_TASKS = 4  # tasks a perturbation moves to random devices
+# shares of the move kinds (the rest: the single-task device moves)
+PRIORITY_SHARE = 0.3
+UNFORCE_SHARE = 0.05
+SEGMENT_SHARE = 0.3
+CLUSTER_SHARE = 0.1
+RESET_ORDER = True
+SEGMENT_MAX = 6  # critical-chain tasks a segment move takes at most
+LOCAL_TASKS = 64  # tasks a priority move perturbs (consecutive in the priority order, around a critical task)
+SIGMA_START, SIGMA_MIN, SIGMA_MAX = 1.0, 0.02, 8.0  # the priority step, in units of the mean task duration
 ProgressFn = Callable[[str], None]
 
 
@@ -121,33 +130,30 @@ class Decoder:
         seq = _sequence(inst, priority)
         sequence = seq if seq is not None else _heap_sequence(inst, priority)
         n, num_dev = inst.num_tasks, inst.num_devices
-        dur_rows, preds, comm_rows, lc_rows, min_gap, scan = (self.dur_rows, self.preds, self.comm_rows, self.lc_rows,
-                                                              self.min_gap, self.scan)
+        dur_rows, min_gap = self.dur_rows, self.min_gap
         start = [0] * n
         end = [0] * n
         free = [0] * num_dev
         gap_s: list[list[int]] = [[] for _ in range(num_dev)]
         gap_e: list[list[int]] = [[] for _ in range(num_dev)]
+        placed = list(dev)
+        eligible = self.eligible
         for t in sequence:
             d = dev[t]
-            ready = 0
-            for p, e in preds[t]:
-                a = end[p] + comm_rows[e][lc_rows[dev[p]][d]]
-                if a > ready:
-                    ready = a
+            if d >= 0:
+                st, j = self._slot(t, d, placed, end, free, gap_s, gap_e)
+            else:  # earliest finish over the eligible devices (ties: the lowest index, as list_schedule)
+                best = None
+                for dd in eligible[t]:
+                    s_dd, j_dd = self._slot(t, dd, placed, end, free, gap_s, gap_e)
+                    f_dd = s_dd + dur_rows[t][dd]
+                    if best is None or f_dd < best[0]:
+                        best = (f_dd, dd, s_dd, j_dd)
+                assert best is not None  # every task has an eligible device (checked by `assignment_search`)
+                _, d, st, j = best
+                placed[t] = d
             length = dur_rows[t][d]
             ge = gap_e[d]
-            j = -1
-            if ge and ge[-1] > ready:  # list_schedule's gap search (bisection, at most `scan` gaps)
-                gs = gap_s[d]
-                i = bisect_right(ge, ready)
-                for k in range(i, min(len(ge), i + scan)):
-                    st = gs[k] if gs[k] > ready else ready
-                    if st + length <= ge[k]:
-                        j = k
-                        break
-            if j < 0:
-                st = free[d] if free[d] > ready else ready
             fin = st + length
             if j >= 0:  # fill gap j, keeping the pieces long enough to be useful (as list_schedule does)
                 gs = gap_s[d]
@@ -169,10 +175,32 @@ class Decoder:
                     free[d] = fin
             start[t] = st
             end[t] = fin
-        return Decoded(list(dev), start, end, max(end, default=0))
+        return Decoded(placed, start, end, max(end, default=0))
+
+    def _slot(self, t: int, d: int, placed: list[int], end: list[int], free: list[int], gap_s: list[list[int]],
+              gap_e: list[list[int]]) -> tuple[int, int]:
+        """(start, gap index or -1 for after the device's last task) of t on d: list_schedule's slot search."""
+        comm_rows, lc_rows = self.comm_rows, self.lc_rows
+        ready = 0
+        for p, e in self.preds[t]:
+            a = end[p] + comm_rows[e][lc_rows[placed[p]][d]]
+            if a > ready:
+                ready = a
+        length = self.dur_rows[t][d]
+        ge = gap_e[d]
+        if ge and ge[-1] > ready:  # bisection, then at most `scan` gaps
+            gs = gap_s[d]
+            i = bisect_right(ge, ready)
+            for k in range(i, min(len(ge), i + self.scan)):
+                st = gs[k] if gs[k] > ready else ready
+                if st + length <= ge[k]:
+                    return st, k
+        return (free[d] if free[d] > ready else ready), -1
 
     def _decode_tracked(self, dev: list[int], priority: np.ndarray) -> Decoded | None:
-        def only_given(task: int, _k: int, device: int, _finish: int) -> int | None:
+        def only_given(task: int, _k: int, device: int, finish: int) -> int | None:
+            if dev[task] < 0:
+                return finish
             return 0 if device == dev[task] else None
 
         try:
@@ -237,137 +265,166 @@ def _clusters_of(instance: SchedulingInstance) -> tuple[list[list[int]], list[in
     return clusters, member
 
 
-def _propose(decoder: Decoder, state: Decoded, chain: list[tuple[int, int, bool]], priority: np.ndarray,
-             clusters: list[list[int]], member: list[int], rng: np.random.Generator
-             ) -> tuple[list[int], np.ndarray] | None:
-    """A neighbour of the state (module docstring, "Moves"): (devices, priority), or None when the drawn move
-    changes nothing."""
+@dataclass
+class _Search:
+    """What the moves need: the decoder, the linear clusters, the random source, the priority step."""
+
+    decoder: Decoder
+    clusters: list[list[int]]
+    member: list[int]
+    rng: np.random.Generator
+    scale: float  # ticks: the mean of each task's longest duration (the priority noise's unit)
+    sigma: float = SIGMA_START
+
+
+def _propose(sx: _Search, state: Decoded, forced: list[int], priority: np.ndarray,
+             chain: list[tuple[int, int, bool]]) -> tuple[list[int], np.ndarray, bool] | None:
+    """A neighbour of the state (module docstring, "Moves"): (forced devices, priority, whether it is a priority
+    move), or None when the drawn move changes nothing."""
+    rng, eligible = sx.rng, sx.decoder.eligible
     at = int(rng.integers(len(chain)))
     t, other, data = chain[at]
-    dev = list(state.dev)
-    if rng.random() < SEG_SHARE:  # a piece of the critical chain onto one device: its transfers vanish
-        length = int(rng.integers(2, SEG_MAX + 1))
+    dev = state.dev
+    out = list(forced)
+    roll = rng.random()
+    if roll < PRIORITY_SHARE:  # reorder: noise on the priorities of the tasks next to t in the order
+        order = np.argsort(-priority, kind="stable")
+        pos = int(np.flatnonzero(order == t)[0])
+        lo = max(0, pos - LOCAL_TASKS // 2)
+        picked = order[lo:lo + LOCAL_TASKS]
+        child = priority.copy()
+        child[picked] += sx.sigma * sx.scale * rng.standard_normal(len(picked))
+        return out, child, True
+    roll -= PRIORITY_SHARE
+    if roll < UNFORCE_SHARE:  # give a device choice back to earliest finish
+        if out[t] < 0:
+            return None
+        out[t] = -1
+        return out, priority, False
+    roll -= UNFORCE_SHARE
+    if roll < SEGMENT_SHARE:  # a piece of the critical chain onto one device: its transfers vanish
+        length = int(rng.integers(2, SEGMENT_MAX + 1))
         seg = [u for u, _, _ in chain[at:at + length]]
-        target = dev[seg[int(rng.integers(len(seg)))]] if rng.random() < 0.7 else int(rng.choice(decoder.eligible[t]))
-        moved = [u for u in seg if target in decoder.eligible[u] and dev[u] != target]
+        target = dev[seg[int(rng.integers(len(seg)))]] if rng.random() < 0.7 else int(rng.choice(eligible[t]))
+        moved = [u for u in seg if target in eligible[u] and out[u] != target]
         if not moved:
             return None
         for u in moved:
-            dev[u] = target
-        return dev, priority
-    if rng.random() < PRIO_SHARE:  # reorder: noise on the priorities of the tasks that start near t
-        near = np.flatnonzero(np.abs(priority - priority[t]) <= PRIO_WINDOW)
-        child = priority + 0.0
-        child[near] += PRIO_SIGMA * rng.standard_normal(len(near))
-        return dev, child
-    eligible = decoder.eligible
-    roll = rng.random()
-    if roll < 0.2:  # move t's linear cluster, all of it
+            out[u] = target
+        return out, priority, False
+    roll -= SEGMENT_SHARE
+    if roll < CLUSTER_SHARE:  # t's linear cluster, all of it, onto one device
         target = dev[other] if other >= 0 and data and rng.random() < 0.5 else int(rng.choice(eligible[t]))
-        moved = [u for u in clusters[member[t]] if target in eligible[u]]
-        if all(dev[u] == target for u in moved):
+        moved = [u for u in sx.clusters[sx.member[t]] if target in eligible[u] and out[u] != target]
+        if not moved:
             return None
         for u in moved:
-            dev[u] = target
-        return dev, priority
+            out[u] = target
+        return out, priority, False
     if data and other >= 0 and dev[other] != dev[t]:  # kill the transfer other -> t
         if rng.random() < 0.5 and dev[other] in eligible[t]:
-            dev[t] = dev[other]
+            out[t] = dev[other]
         elif dev[t] in eligible[other]:
-            dev[other] = dev[t]
+            out[other] = dev[t]
         else:
             return None
-        return dev, priority
+        return out, priority, False
     if not data and other >= 0 and rng.random() < 0.3:  # t first, before the task it waited for
         child = priority.copy()
-        child[t] = priority[other] + 0.5
-        return dev, child
+        child[t] = priority[other] + 1e-3 * sx.scale
+        return out, child, True
     if rng.random() < 0.5:  # next to a neighbour: a device that holds one of its inputs or outputs
-        near = [dev[p] for p, _ in decoder.preds[t]] + [dev[s] for s, _ in decoder.succs[t]]
+        near = [dev[p] for p, _ in sx.decoder.preds[t]] + [dev[u] for u, _ in sx.decoder.succs[t]]
         near = [d for d in near if d != dev[t] and d in eligible[t]]
         if near:
-            dev[t] = near[int(rng.integers(len(near)))]
-            return dev, priority
+            out[t] = near[int(rng.integers(len(near)))]
+            return out, priority, False
     options = [d for d in eligible[t] if d != dev[t]]
     if not options:
         return None
-    dev[t] = options[int(rng.integers(len(options)))]
-    return dev, priority
+    out[t] = options[int(rng.integers(len(options)))]
+    return out, priority, False
 
 
 def assignment_search(instance: SchedulingInstance, plan: Plan, *, time_limit_s: float, bound_tick: int = 0,
-                      seed: int = 0, max_moves: int | None = None, progress: ProgressFn | None = None,
-                      unit: Callable[[int], str] = str) -> AssignmentResult:
+                      seed: int = 0, priority: np.ndarray | None = None, max_moves: int | None = None,
+                      progress: ProgressFn | None = None, unit: Callable[[int], str] = str) -> AssignmentResult:
     """The search of the module docstring from `plan` (a valid plan of `instance`) until `time_limit_s`, or
-    `max_moves` moves, or a plan that meets `bound_tick`.  The result's plan is never longer than `plan`'s
-    decoding, which is never longer than `plan`.  Raises `InfeasibleError` only when `plan` itself does not decode
-    (memory: the tracker is more conservative than the validator)."""
+    `max_moves` moves, or a plan that meets `bound_tick`.
+
+    The first state is `plan`'s devices, all fixed, in `plan`'s start order, whose decoding is no longer than
+    `plan`; with `priority` (the priority `plan` is the earliest-finish list schedule of, e.g. the iterated list
+    scheduler's best), it is that priority with every device left to earliest finish, and when that decodes
+    longer than the former, the former.  The result's plan is never longer than the first state's.  Raises
+    `InfeasibleError` only when no first state decodes (memory: the tracker is more conservative than the
+    validator)."""
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
-    rng = np.random.default_rng(seed)
+    n = instance.num_tasks
     decoder = Decoder(instance)
+    if any(not e for e in decoder.eligible):
+        raise InfeasibleError(f"{instance.name!r}: a task may run on no device")
     given = _decoded_of(instance, plan)
-    first = decoder.decode(given.dev, _priority_of(given))
+    forced, prio = list(given.dev), _start_order(given)
+    first = decoder.decode(forced, prio)
+    if priority is not None:
+        free_prio = np.asarray(priority, dtype=np.float64)
+        free_first = decoder.decode([-1] * n, free_prio)
+        if free_first is not None and (first is None or free_first.makespan_tick <= first.makespan_tick):
+            forced, prio, first = [-1] * n, free_prio, free_first
     if first is None:
         raise InfeasibleError(f"{instance.name!r}: the starting plan does not decode within the memory tracker")
+    finite = np.where(instance.duration_tick < INELIGIBLE, instance.duration_tick, 0)
+    scale = float(finite.max(axis=1, initial=0).mean()) if n else 1.0
     clusters, member = _clusters_of(instance)
-    current, cur_prio = first, _priority_of(first)
-    best = current
+    sx = _Search(decoder, clusters, member, np.random.default_rng(seed), scale)
+    current, best, best_forced, best_prio = first, first, forced, prio
     chain = critical_chain(decoder, current)
     moves = improving = stale = 0
     last_say = t0
-    while best.makespan_tick > bound_tick and instance.num_tasks > 1 and chain:
+    while best.makespan_tick > bound_tick and n > 1 and chain:
         if (max_moves is not None and moves >= max_moves) or time.monotonic() - t0 >= time_limit_s:
             break
         moves += 1
         stale += 1
-        proposal = _propose(decoder, current, chain, cur_prio, clusters, member, rng)
-        if proposal is None:
-            continue
-        child = decoder.decode(*proposal)
-        thresh = int(TAU * best.makespan_tick * max(0.0, 1.0 - (time.monotonic() - t0) / time_limit_s))
-        if child is not None and child.makespan_tick <= current.makespan_tick + thresh:
-            current, cur_prio = child, _priority_of(child)
-            chain = critical_chain(decoder, current)
-            if child.makespan_tick < best.makespan_tick:
-                best = child
-                improving += 1
-                stale = 0
-                now = time.monotonic()
-                if now - last_say >= 1.0:
-                    say(f"assignment search: {unit(best.makespan_tick)} after {moves} moves ({now - t0:.1f}s)")
-                    last_say = now
-        if stale >= STALL_MOVES and not TAU:  # a local optimum: kick the best state and go on from there
-            stale = 0
-            dev = list(best.dev)
-            for t in rng.choice(instance.num_tasks, size=min(PERTURB_TASKS, instance.num_tasks), replace=False):
-                dev[int(t)] = int(rng.choice(decoder.eligible[int(t)]))
-            kicked = decoder.decode(dev, _priority_of(best))
-            if kicked is not None:
-                current, cur_prio = kicked, _priority_of(kicked)
+        proposal = _propose(sx, current, forced, prio, chain)
+        if proposal is not None:
+            child_forced, child_prio, reorder = proposal
+            child = decoder.decode(child_forced, child_prio)
+            better = child is not None and child.makespan_tick < current.makespan_tick
+            if child is not None and child.makespan_tick <= current.makespan_tick:
+                if RESET_ORDER and min(child_forced, default=0) >= 0:
+                    child_prio = _start_order(child)  # the same plan, in its own order (module docstring)
+                current, forced, prio = child, child_forced, child_prio
                 chain = critical_chain(decoder, current)
+                if child.makespan_tick < best.makespan_tick:
+                    best, best_forced, best_prio = child, child_forced, child_prio
+                    improving += 1
+                    stale = 0
+                    now = time.monotonic()
+                    if now - last_say >= 1.0:
+                        say(f"assignment search: {unit(best.makespan_tick)} after {moves} moves ({now - t0:.1f}s)")
+                        last_say = now
+            if reorder:  # the step rule of the iterated list scheduler: large steps while they pay
+                sx.sigma = min(SIGMA_MAX, sx.sigma * 1.5) if better else max(SIGMA_MIN, sx.sigma * 0.95)
+        if stale >= STALL_MOVES:  # a local optimum: kick the best state and go on from there
+            stale = 0
+            kick = list(best_forced)
+            for t in sx.rng.choice(n, size=min(PERTURB_TASKS, n), replace=False):
+                kick[int(t)] = int(sx.rng.choice(decoder.eligible[int(t)]))
+            kicked = decoder.decode(kick, best_prio)
+            if kicked is not None:
+                current, forced, prio = kicked, kick, best_prio
+                chain = critical_chain(decoder, current)
+                sx.sigma = SIGMA_START
     elapsed = time.monotonic() - t0
     found = heuristic_plan(instance, best.dev, best.start, best.end, ASSIGNMENT_METHOD, elapsed)
     return AssignmentResult(found, first.makespan_tick, moves, improving, elapsed)
 
 
-def _key(state: Decoded) -> tuple[int, int]:
-    return (state.makespan_tick, sum(state.end) if SECONDARY else 0)
-
-
-import os
-SECONDARY = int(os.environ.get("LS16_SEC", "1"))
-PRIO_SHARE = float(os.environ.get("LS16_PS", "0"))
-PRIO_WINDOW = float(os.environ.get("LS16_PW", "100"))
-PRIO_SIGMA = float(os.environ.get("LS16_PSIG", "30"))
-SEG_SHARE = float(os.environ.get("LS16_SS", "0.3"))
-SEG_MAX = int(os.environ.get("LS16_SM", "6"))
-TAU = float(os.environ.get("LS16_TAU", "0"))
-
-
-def _priority_of(state: Decoded) -> np.ndarray:
-    """The plan's own start order (module docstring): minus the start tick, and among equal starts the earlier end
-    first (a zero-length task before the task that starts with it on its device), within half a tick."""
+def _start_order(state: Decoded) -> np.ndarray:
+    """A plan's own start order as a priority (module docstring): minus the start tick, and among equal starts the
+    earlier end first (a zero-length task before the task that starts with it on its device), within half a tick."""
     start = np.asarray(state.start, dtype=np.float64)
     end = np.asarray(state.end, dtype=np.float64)
     return -start - end / (2.0 * (state.makespan_tick + 1))
