@@ -4,14 +4,19 @@ search keeps or improves its starting plan, always valid, the same for a seed.""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from checks import check_plan_valid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import planner.heuristics.assignment_search as search_module
+import planner.solve as solve_module
+from experiments.bench_engine import BEFORE_SETTING, phase_setting
 from experiments.layered import layered_dag
 from planner.cost.instance import INELIGIBLE
+from planner.errors import InfeasibleError
 from planner.heuristics.assignment_search import (
     ASSIGNMENT_METHOD,
     Decoder,
@@ -24,6 +29,7 @@ from planner.heuristics.assignment_search import (
 )
 from planner.heuristics.list_schedule import heft, list_schedule, upward_rank
 from planner.heuristics.memory import memory_never_binds
+from planner.solve import SolveOptions, plan_instance
 
 
 def _fixed(dev: list[int]):
@@ -42,8 +48,6 @@ def _with_ineligible(inst, seed: int):
     for t in range(inst.num_tasks):
         if rng.random() < 0.3:
             dur[t, int(rng.integers(inst.num_devices))] = INELIGIBLE
-    import dataclasses
-
     return dataclasses.replace(inst, duration_tick=dur)
 
 
@@ -136,7 +140,7 @@ def test_moves_keep_devices_eligible_and_change_the_state() -> None:
 
 def test_kill_transfer_move_puts_the_task_with_its_input(monkeypatch) -> None:
     # only the single-task moves: on a critical link through a transfer, one end joins the other's device
-    for name in ("PRIORITY_SHARE", "UNFORCE_SHARE", "SEGMENT_SHARE", "CLUSTER_SHARE"):
+    for name in ("PRIORITY_SHARE", "WINDOW_SHARE", "UNFORCE_SHARE", "SEGMENT_SHARE", "CLUSTER_SHARE"):
         monkeypatch.setattr(search_module, name, 0.0)
     inst = layered_dag(100, 8, seed=5, comm_ratio=2.0)
     decoder = Decoder(inst)
@@ -175,11 +179,38 @@ def test_search_under_a_memory_cap_stays_within_it() -> None:
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(2, 60), devices=st.integers(1, 5), comm=st.sampled_from([0.5, 1.0, 2.0]),
-       seed=st.integers(0, 10_000), moves=st.integers(0, 120), with_priority=st.booleans())
-def test_search_keeps_or_improves_and_every_plan_validates(n, devices, comm, seed, moves, with_priority) -> None:
-    inst = layered_dag(n, devices, seed=seed, comm_ratio=comm)
-    start = heft(inst)
-    found = assignment_search(inst, start, time_limit_s=1e9, max_moves=moves, seed=seed,
-                              priority=upward_rank(inst) if with_priority else None)
+       seed=st.integers(0, 10_000), moves=st.integers(0, 120), capacity=st.sampled_from([None, 12, 30]))
+def test_search_keeps_or_improves_and_every_plan_validates(n, devices, comm, seed, moves, capacity) -> None:
+    kw = {} if capacity is None else {"capacity_bytes": capacity}
+    inst = layered_dag(n, devices, seed=seed, comm_ratio=comm, **kw)
+    try:
+        start = heft(inst)
+    except InfeasibleError:  # the cap is below what HEFT fits on this graph: nothing to start from
+        return
+    found = assignment_search(inst, start, time_limit_s=1e9, max_moves=moves, seed=seed)
     check_plan_valid(inst, found.plan)
     assert found.plan.makespan_tick <= found.start_makespan_tick <= start.makespan_tick
+
+
+def test_plan_instance_records_the_phase_when_it_finds_the_plan(monkeypatch) -> None:
+    # with the iterated list scheduler and LNS out of the way, the assignment search improves phase 0's plan on a
+    # comm-heavy graph and the search's history names it
+    def no_plan(*_args, **_kwargs):
+        raise InfeasibleError("off for this test")
+
+    monkeypatch.setattr(solve_module, "iterated_list_schedule", no_plan)
+    monkeypatch.setattr(solve_module, "lns", no_plan)
+    inst = layered_dag(120, 8, seed=5, comm_ratio=2.0)
+    said: list[str] = []
+    out = plan_instance(inst, SolveOptions(time_limit_s=6, threads=1, decomposition_share=0.0), said.append)
+    check_plan_valid(inst, out.op_plan)
+    assert out.found_by == "assignment search"
+    assert out.phases[-1].makespan_tick == out.op_plan.makespan_tick < out.phases[0].makespan_tick
+    assert any(m.startswith("assignment search: ") and "moves" in m for m in said)
+
+
+def test_the_bench_setting_turns_the_phase_off_and_restores_it() -> None:
+    before = (solve_module.ITERATED_SHARE, solve_module.ASSIGNMENT_SHARE)
+    with phase_setting(BEFORE_SETTING):
+        assert solve_module.ASSIGNMENT_SHARE == 0 and solve_module.ITERATED_SHARE == BEFORE_SETTING["ITERATED_SHARE"]
+    assert (solve_module.ITERATED_SHARE, solve_module.ASSIGNMENT_SHARE) == before

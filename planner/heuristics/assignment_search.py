@@ -5,36 +5,50 @@ The iterated list scheduler (`planner.heuristics.iterated`) searches task priori
 greedily (earliest finish), which on a comm-heavy graph spreads the work over every device and pays the transfers.
 This search moves the *devices*, aimed at what makes the current plan long.
 
-**State and decoder.**  A state is a device per task and a priority per task.  `decode` list-schedules the tasks in
-the order `list_schedule` would take them (highest priority first among the ready ones, ties by topological
-position), each on its given device at the earliest slot after its inputs have arrived, with the same insertion
-policy (gaps, `max_gap_scan`); so it equals `list_schedule` with a device policy that allows only the given device,
-in O(tasks + edges) instead of O((tasks + edges) x devices).  Where memory can bind (`memory_never_binds` is false)
-the decoder is `list_schedule` itself with that policy, whose tracker keeps every plan within capacity; a state
-the tracker finds no slot for is a rejected move.
+**Decoder** (`Decoder.decode(dev, priority)`).  The tasks are taken in the order `list_schedule` takes them
+(highest priority first among the ready ones, ties by topological position); a task with a device (dev >= 0) goes
+to that device at the earliest slot after its inputs have arrived, with `list_schedule`'s insertion policy (gaps,
+`max_gap_scan`); a task without one (dev = -1) goes where it finishes earliest, as in HEFT.  So it equals
+`list_schedule` with a device policy that allows only the given device (earliest finish where none is given), in
+O(tasks + edges) when every device is given.  Where memory can bind (`memory_never_binds` is false) the decoder
+is `list_schedule` itself with that policy, whose tracker keeps every plan within capacity; a state the tracker
+finds no slot for is a rejected move.
 
-The priority of an accepted state is minus its plan's start ticks.  Decoding a plan's devices in its own start
-order gives every task a start no later than in the plan (induction over that order: inputs arrive no later, and
-the tasks placed before it on its device end no later), so the search starts from any valid plan (a solver's, a
-decomposition's) no longer than it, and a move changes the plan only around the tasks it touches.
+**State.**  A plan: its devices, all given, and its own start order as the priority (minus the start tick).
+Decoding a plan's devices in its own start order gives every task a start no later than in the plan (induction over
+that order: inputs arrive no later, and the tasks placed before it on its device end no later), so the search
+starts from any valid plan (a solver's, a decomposition's) no longer than it.  (Starting instead from the
+iterated scheduler's priority with every device left to earliest finish, the same plan, was measured worse: a move
+that gives one task a device lets every other one choose again.)
 
-**Moves** (`_propose`), each on a task of the plan's critical chain (walked back from the last task to finish:
-through the input that arrived last when a task started at its ready tick, else through the task before it on its
-device):
+**Moves** (`_propose`), each drawn at a task t of the plan's critical chain (`critical_chain`: walked back from
+the last task to finish, through the input that arrived last when a task started at its ready tick, else through
+the task before it on its device), with the shares of the module constants:
 
-    kill a transfer:  the chain enters t from p on another device: t goes to p's device, or p to t's
-    leave a device:   t waited for its device: t goes to the device of one of its neighbours or to another
-                      eligible device (at random), or t is ordered just before the task it waited for
-    move a chain:     t with its whole linear cluster (`planner.coarsen.linear`: a chain of the DAG whose internal
-                      edges then cost nothing) to the device of t's critical input or to another device
+    window    (WINDOW_SHARE) ruin and recreate: the tasks that start within WINDOW_SPAN mean durations of t lose
+              their devices and choose again by earliest finish, the rest of the plan staying as it is
+    segment   (SEGMENT_SHARE) up to SEGMENT_MAX consecutive tasks of the critical chain onto one device (one of
+              theirs, or at random): the transfers between them vanish
+    cluster   (CLUSTER_SHARE) t's whole linear cluster (`planner.coarsen.linear`: a chain of the DAG whose
+              internal edges then cost nothing) onto the device of t's critical input or another one
+    free      (UNFORCE_SHARE) t alone chooses again by earliest finish
+    reorder   (PRIORITY_SHARE) noise on the priorities of the LOCAL_TASKS tasks around t in the order (the
+              iterated scheduler's move; off by default: measured no better)
+    otherwise, single-task moves: the chain enters t through a transfer from p: t goes to p's device or p to t's
+              (kills the transfer); t waited for its device: t is ordered just before the task it waited for, or
+              goes to the device of one of its inputs or outputs, or to another eligible device at random
 
-A move is accepted when the decoded makespan is no longer than the current one (equal ones too, to cross
-plateaus).  After STALL_MOVES moves in a row without a better plan, the current state becomes the best one with
-PERTURB_TASKS random tasks on random eligible devices (accepted whatever it costs: iterated local search).
+**Acceptance.**  A move is kept when the plan's profile — the devices' last end ticks, latest first — is
+lexicographically no larger: no longer makespan, and progress also while another device holds it (tight plans end
+every device within a few ticks of the makespan, where no single move can shorten it); equal ones are kept too, to
+cross plateaus.  The kept plan becomes the state (its devices, its own start order).  After STALL_MOVES moves
+without a better plan the best state is kicked: PERTURB_TASKS random tasks on random eligible devices, kept
+whatever it costs (iterated local search).
 
-Every plan is a list schedule with valid devices, hence valid (precedence, transfers, one task at a time, memory
-where it binds).  Deterministic for a seed and a number of moves (`numpy.random.default_rng(seed)`); a time budget
-cuts the number of moves.  Cost: one decode per move, O(tasks + edges) Python steps (about 1 ms per 300 tasks).
+Every plan is a list schedule with eligible devices, hence valid (precedence, transfers, one task at a time,
+memory where it binds).  Deterministic for a seed and a number of moves (`numpy.random.default_rng(seed)`); a time
+budget cuts the number of moves.  Cost: one decode per move, about 1 ms per 300 tasks on 8 devices with every device
+given (a window move decodes its tasks on every device).
 """
 
 from __future__ import annotations
@@ -65,11 +79,14 @@ ASSIGNMENT_METHOD = "assignment-search"
 STALL_MOVES = 400  # moves without a better plan before a perturbation of the best state
 PERTURB_TASKS = 4  # tasks a perturbation moves to random devices
 # shares of the move kinds (the rest: the single-task device moves)
-PRIORITY_SHARE = 0.3
+PRIORITY_SHARE = 0.0
+WINDOW_SHARE = 0.2
+WINDOW_SPAN = 1.0  # a window move frees the tasks starting within this many mean durations of t
 UNFORCE_SHARE = 0.05
 SEGMENT_SHARE = 0.3
 CLUSTER_SHARE = 0.1
 RESET_ORDER = True
+LEXICOGRAPHIC = True
 SEGMENT_MAX = 6  # critical-chain tasks a segment move takes at most
 LOCAL_TASKS = 64  # tasks a priority move perturbs (consecutive in the priority order, around a critical task)
 SIGMA_START, SIGMA_MIN, SIGMA_MAX = 1.0, 0.02, 8.0  # the priority step, in units of the mean task duration
@@ -296,6 +313,15 @@ def _propose(sx: _Search, state: Decoded, forced: list[int], priority: np.ndarra
         child[picked] += sx.sigma * sx.scale * rng.standard_normal(len(picked))
         return out, child, True
     roll -= PRIORITY_SHARE
+    if roll < WINDOW_SHARE:  # ruin and recreate: the tasks that start near t choose again, by earliest finish
+        lo_tick, hi_tick = state.start[t] - WINDOW_SPAN * sx.scale, state.end[t] + WINDOW_SPAN * sx.scale
+        for u, s_u in enumerate(state.start):
+            if lo_tick <= s_u <= hi_tick:
+                out[u] = -1
+        if other >= 0:
+            out[other] = -1
+        return out, priority, False
+    roll -= WINDOW_SHARE
     if roll < UNFORCE_SHARE:  # give a device choice back to earliest finish
         if out[t] < 0:
             return None
@@ -347,17 +373,16 @@ def _propose(sx: _Search, state: Decoded, forced: list[int], priority: np.ndarra
 
 
 def assignment_search(instance: SchedulingInstance, plan: Plan, *, time_limit_s: float, bound_tick: int = 0,
-                      seed: int = 0, priority: np.ndarray | None = None, max_moves: int | None = None,
-                      progress: ProgressFn | None = None, unit: Callable[[int], str] = str) -> AssignmentResult:
+                      seed: int = 0, max_moves: int | None = None,
+                      stall_moves: int | None = None, progress: ProgressFn | None = None,
+                      unit: Callable[[int], str] = str) -> AssignmentResult:
     """The search of the module docstring from `plan` (a valid plan of `instance`) until `time_limit_s`, or
-    `max_moves` moves, or a plan that meets `bound_tick`.
+    `max_moves` moves, or `stall_moves` moves in a row that did not improve on the best plan, or a plan that meets
+    `bound_tick`.
 
-    The first state is `plan`'s devices, all fixed, in `plan`'s start order, whose decoding is no longer than
-    `plan`; with `priority` (the priority `plan` is the earliest-finish list schedule of, e.g. the iterated list
-    scheduler's best), it is that priority with every device left to earliest finish, and when that decodes
-    longer than the former, the former.  The result's plan is never longer than the first state's.  Raises
-    `InfeasibleError` only when no first state decodes (memory: the tracker is more conservative than the
-    validator)."""
+    The first state is `plan`'s devices in `plan`'s start order, whose decoding is no longer than `plan`; the
+    result's plan is never longer than that decoding.  Raises `InfeasibleError` only when it does not decode
+    (memory: the tracker is more conservative than the validator)."""
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
     n = instance.num_tasks
@@ -367,11 +392,6 @@ def assignment_search(instance: SchedulingInstance, plan: Plan, *, time_limit_s:
     given = _decoded_of(instance, plan)
     forced, prio = list(given.dev), _start_order(given)
     first = decoder.decode(forced, prio)
-    if priority is not None:
-        free_prio = np.asarray(priority, dtype=np.float64)
-        free_first = decoder.decode([-1] * n, free_prio)
-        if free_first is not None and (first is None or free_first.makespan_tick <= first.makespan_tick):
-            forced, prio, first = [-1] * n, free_prio, free_first
     if first is None:
         raise InfeasibleError(f"{instance.name!r}: the starting plan does not decode within the memory tracker")
     finite = np.where(instance.duration_tick < INELIGIBLE, instance.duration_tick, 0)
@@ -381,26 +401,31 @@ def assignment_search(instance: SchedulingInstance, plan: Plan, *, time_limit_s:
     current, best, best_forced, best_prio = first, first, forced, prio
     chain = critical_chain(decoder, current)
     moves = improving = stale = 0
+    since_best = 0  # moves since the best plan last improved (`stall_moves`)
     last_say = t0
     while best.makespan_tick > bound_tick and n > 1 and chain:
         if (max_moves is not None and moves >= max_moves) or time.monotonic() - t0 >= time_limit_s:
             break
+        if stall_moves is not None and since_best >= stall_moves:
+            break
         moves += 1
         stale += 1
+        since_best += 1
         proposal = _propose(sx, current, forced, prio, chain)
         if proposal is not None:
             child_forced, child_prio, reorder = proposal
             child = decoder.decode(child_forced, child_prio)
             better = child is not None and child.makespan_tick < current.makespan_tick
-            if child is not None and child.makespan_tick <= current.makespan_tick:
-                if RESET_ORDER and min(child_forced, default=0) >= 0:
-                    child_prio = _start_order(child)  # the same plan, in its own order (module docstring)
+            if child is not None and (_profile(child) <= _profile(current) if LEXICOGRAPHIC
+                                      else child.makespan_tick <= current.makespan_tick):
+                if RESET_ORDER:  # the same plan: its devices, in its own order (module docstring)
+                    child_forced, child_prio = list(child.dev), _start_order(child)
                 current, forced, prio = child, child_forced, child_prio
                 chain = critical_chain(decoder, current)
                 if child.makespan_tick < best.makespan_tick:
                     best, best_forced, best_prio = child, child_forced, child_prio
                     improving += 1
-                    stale = 0
+                    stale = since_best = 0
                     now = time.monotonic()
                     if now - last_say >= 1.0:
                         say(f"assignment search: {unit(best.makespan_tick)} after {moves} moves ({now - t0:.1f}s)")
@@ -420,6 +445,17 @@ def assignment_search(instance: SchedulingInstance, plan: Plan, *, time_limit_s:
     elapsed = time.monotonic() - t0
     found = heuristic_plan(instance, best.dev, best.start, best.end, ASSIGNMENT_METHOD, elapsed)
     return AssignmentResult(found, first.makespan_tick, moves, improving, elapsed)
+
+
+def _profile(state: Decoded) -> list[int]:
+    """The devices' last end ticks, latest first: compared lexicographically, a move that ends one of the devices
+    that end last earlier is progress even while another device holds the makespan (tight plans end every device
+    within a few ticks of the makespan, where no single move shortens it)."""
+    last: dict[int, int] = {}
+    for d, e in zip(state.dev, state.end, strict=True):
+        if e > last.get(d, -1):
+            last[d] = e
+    return sorted(last.values(), reverse=True)
 
 
 def _start_order(state: Decoded) -> np.ndarray:
