@@ -85,8 +85,6 @@ WINDOW_SPAN = 1.0  # a window move frees the tasks starting within this many mea
 UNFORCE_SHARE = 0.05
 SEGMENT_SHARE = 0.3
 CLUSTER_SHARE = 0.1
-RESET_ORDER = True
-LEXICOGRAPHIC = True
 SEGMENT_MAX = 6  # critical-chain tasks a segment move takes at most
 LOCAL_TASKS = 64  # tasks a priority move perturbs (consecutive in the priority order, around a critical task)
 SIGMA_START, SIGMA_MIN, SIGMA_MAX = 1.0, 0.02, 8.0  # the priority step, in units of the mean task duration
@@ -416,14 +414,12 @@ def assignment_search(instance: SchedulingInstance, plan: Plan, *, time_limit_s:
             child_forced, child_prio, reorder = proposal
             child = decoder.decode(child_forced, child_prio)
             better = child is not None and child.makespan_tick < current.makespan_tick
-            if child is not None and (_profile(child) <= _profile(current) if LEXICOGRAPHIC
-                                      else child.makespan_tick <= current.makespan_tick):
-                if RESET_ORDER:  # the same plan: its devices, in its own order (module docstring)
-                    child_forced, child_prio = list(child.dev), _start_order(child)
-                current, forced, prio = child, child_forced, child_prio
+            if child is not None and _profile(child) <= _profile(current):
+                # the kept plan is the state: its devices, in its own order (module docstring)
+                current, forced, prio = child, list(child.dev), _start_order(child)
                 chain = critical_chain(decoder, current)
                 if child.makespan_tick < best.makespan_tick:
-                    best, best_forced, best_prio = child, child_forced, child_prio
+                    best, best_forced, best_prio = child, forced, prio
                     improving += 1
                     stale = since_best = 0
                     now = time.monotonic()
