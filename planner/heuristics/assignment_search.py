@@ -137,8 +137,8 @@ class Decoder:
         self.tracked = respect_memory and not memory_never_binds(instance)
 
     def decode(self, dev: list[int], priority: np.ndarray) -> Decoded | None:
-        """The plan of (devices, priority), or None when the memory tracker finds no slot for some task.  Every
-        device must be eligible for its task."""
+        """The plan of (devices, priority) (module docstring), or None when the memory tracker finds no slot for
+        some task.  dev[t] >= 0: that device, which must be eligible for t; -1: t's earliest-finish device."""
         if self.tracked:
             return self._decode_tracked(dev, priority)
         inst = self.instance
