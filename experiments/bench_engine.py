@@ -8,14 +8,28 @@ bound (the best of the trivial, the communication-aware and the decomposition/so
 found the plan, the share of HEFT's gap to the bound that the planner closed (`closed_pct`, issue 16's measure,
 where that gap is over 2 %), whether it beat the best classic scheduler, and whether the planner failed (an
 exception: it never should).  `summary` condenses the rows into the issue's three criteria.
+
+A subset, side by side (issue 16's plan-side work; the machine is shared and noisy, so before and after are
+measured in one run, alternating per graph):
+
+    python -m experiments.bench_engine --graphs 300x8-c2-s5,500x8-c2-s9 --time-limit 60 --compare
+
+`--graphs` names layered graphs as `<tasks>x<devices>-c<comm>-s<seed>` (seed = index in GRAPHS; `all`, the
+default, is every graph of GRAPHS; `moe` adds the two MoE rows); `--compare` runs each instance first with the
+assignment search off and the phase-3 time split of before it (`planner.solve.ITERATED_SHARE` = 0.7, the rest to
+LNS: main's code path), then as configured, and prints each pair and the summary of each setting.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
+import planner.solve as solve_module
 from experiments.layered import layered_dag
 from planner.cost.instance import SchedulingInstance
 from planner.heuristics.list_schedule import Rank, heft
@@ -52,7 +66,7 @@ def _row(name: str, inst: SchedulingInstance, time_limit_s: float, threads: int)
     after: dict[str, int] = {}
     for phase in out.phases:
         key = phase.source if phase.source in ("decomposition", "linear cluster round", "cluster round",
-                                               "iterated list scheduling", "LNS") else "list"
+                                               "iterated list scheduling", "assignment search", "LNS") else "list"
         after[key] = phase.makespan_tick
     final = out.op_plan.makespan_tick
     bound = out.lower_bound_tick
@@ -60,7 +74,8 @@ def _row(name: str, inst: SchedulingInstance, time_limit_s: float, threads: int)
     row.update(
         failed=False, after_list=after.get("list", best_list), after_decomposition=after.get("decomposition", ""),
         after_linear_round=after.get("linear cluster round", ""), after_cluster_round=after.get("cluster round", ""),
-        after_iterated=after.get("iterated list scheduling", ""), after_lns=after.get("LNS", ""), final=final,
+        after_iterated=after.get("iterated list scheduling", ""),
+        after_assignment=after.get("assignment search", ""), after_lns=after.get("LNS", ""), final=final,
         bound=bound, gap_pct=round(100 * out.op_plan.gap, 2),
         heft_gap_pct=round(100 * heft_gap / heft_tick, 2),
         closed_pct=round(100 * (heft_tick - final) / heft_gap, 1) if heft_gap > 0 else "",
@@ -94,3 +109,69 @@ def summary(rows: list[dict]) -> dict:
             "heft_gap_over_2pct": len(wide),
             "mean_closed_pct": round(sum(closed) / len(closed), 1) if closed else "",
             "beats_best_classic": sum(bool(r["beats_best_list"]) for r in ok)}
+
+
+# the phase-3 setting before the assignment search (main's code path): the iterated list scheduler's share of the
+# time left after the cluster rounds, and no assignment search
+BEFORE_SETTING = {"ITERATED_SHARE": 0.7, "ASSIGNMENT_SHARE": 0.0}
+
+
+@contextlib.contextmanager
+def phase_setting(setting: dict[str, float]) -> Iterator[None]:
+    """`planner.solve`'s phase-3 time split set to `setting` for the duration (restored after)."""
+    saved = {k: getattr(solve_module, k) for k in setting}
+    try:
+        for k, v in setting.items():
+            setattr(solve_module, k, v)
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(solve_module, k, v)
+
+
+def graph_name(seed: int) -> str:
+    n, d, comm = GRAPHS[seed]
+    return f"{n}x{d}-c{comm:g}-s{seed}"
+
+
+def _instances(names: list[str]) -> list[tuple[str, SchedulingInstance]]:
+    known = {graph_name(seed): seed for seed in range(len(GRAPHS))}
+    out = []
+    for name in names:
+        if name == "all":
+            out += _instances(list(known))
+        elif name == "moe":
+            out += [(f"moe/{p}", prepare(MOE, load_topology(PROFILES / p)).instance)
+                    for p in ("a100-4-pcie.yaml", "cpu-4.yaml")]
+        elif name in known:
+            n, d, comm = GRAPHS[known[name]]
+            inst = layered_dag(n, d, seed=known[name], comm_ratio=comm)
+            out.append((inst.name, inst))
+        else:
+            raise SystemExit(f"unknown graph {name!r}; choose from all, moe, {', '.join(known)}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench_engine", description="the engine bench on a subset (docstring)")
+    parser.add_argument("--graphs", default="all", help="comma-separated graph names, 'all' or 'moe'")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per instance")
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--compare", action="store_true", help="each instance before (main's phase 3), then after")
+    args = parser.parse_args(argv)
+    settings = [("before", BEFORE_SETTING), ("after", {})] if args.compare else [("after", {})]
+    rows: dict[str, list[dict]] = {label: [] for label, _ in settings}
+    for name, inst in _instances(args.graphs.split(",")):
+        for label, setting in settings:
+            with phase_setting(setting):
+                row = _row(name, inst, args.time_limit, args.threads)
+            rows[label].append(row)
+            print(f"  {label:6s} {name}: final {row.get('final')} (HEFT {row['heft']}, bound {row.get('bound')}, "
+                  f"closed {row.get('closed_pct')} %, found by {row.get('found_by')}) {row}", flush=True)
+    for label, _ in settings:
+        print(f"  {label:6s} summary: {summary(rows[label])}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -35,6 +35,12 @@ The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` m
     phase 3a, iterated list scheduling (`planner.heuristics.iterated`) with ITERATED_SHARE of the time left: a
                (1+1) evolution strategy over task priorities, decoded by the list scheduler, from the classic
                schedulers' priorities and the incumbent's order; every plan is a list schedule, hence valid.
+    phase 3a', assignment search (`planner.heuristics.assignment_search`) with at most ASSIGNMENT_SHARE of the
+               time left, from the incumbent: a local search over (device per task, order) decoded by a list
+               schedule that follows the given devices, with moves at the plan's critical chain (a critical
+               input's device for a task, a piece of the chain or a linear cluster onto one device, a window of
+               tasks that choose again); it hands its time on to LNS after ASSIGNMENT_STALL_MOVES moves without
+               gain.
     phase 3b, large-neighbourhood search on the op plan (`planner.lns`) with the time left: free a window of
                ops at the critical chain, freeze the rest, solve the window exactly with the placement model
                (release times, delivery tails), replay and accept what is no longer; until the budget is spent
@@ -46,8 +52,9 @@ valid input always gets a valid plan.  A phase that finds no plan at all (its he
 near the least feasible capacity: `InfeasibleError`) proves nothing once phase 0 has a plan: it is reported and
 skipped the same way, without a traceback.  `Outcome.phases` (and the plan file's `search`) lists each step that
 improved the incumbent: the list scheduler, then 'decomposition', 'linear cluster round', 'cluster round',
-'iterated list scheduling', 'LNS'; the last one found the plan.  When the plan is an op plan, it is returned over
-one-op clusters, so `Outcome.plan` is always a plan of `Outcome.coarse` whose `task_ops` lead back to the ops.
+'iterated list scheduling', 'assignment search', 'LNS'; the last one found the plan.  When the plan is an op plan,
+it is returned over one-op clusters, so `Outcome.plan` is always a plan of `Outcome.coarse` whose `task_ops` lead
+back to the ops.
 
 The reported lower bound is for the real (op-level) problem: the best of the decomposition bound and the
 communication-aware bound, never below max(critical path, total work / total speed) of the fine instance.  The
@@ -75,6 +82,7 @@ from planner.coarsen.respect import respecting_clusters
 from planner.cost.instance import SchedulingInstance
 from planner.decompose import Decomposition, decompose_and_solve, segments
 from planner.errors import InfeasibleError, OpplanError
+from planner.heuristics.assignment_search import assignment_search
 from planner.heuristics.baselines import round_robin, single_device
 from planner.heuristics.comm_bound import comm_lower_bound_tick
 from planner.heuristics.iterated import classic_starts, iterated_list_schedule, order_start
@@ -122,7 +130,9 @@ CLUSTER_MIN_SHRINK = 0.8  # a cluster round runs only when the runs are fewer th
 CLUSTER_SHARE = 0.3  # of the time left, what one cluster round may use (LNS gets the rest)
 ONE_SEGMENT_TASKS = 150  # above this, a graph without bottlenecks gets only ONE_SEGMENT_SHARE for phase 1
 ONE_SEGMENT_SHARE = 0.15
-ITERATED_SHARE = 0.7  # of the time left before LNS, what the iterated list scheduler gets
+ITERATED_SHARE = 0.6  # of the time left after the cluster rounds, what the iterated list scheduler gets
+ASSIGNMENT_SHARE = 0.6  # of the time left after it, what the assignment search gets at most (LNS: the rest); 0: off
+ASSIGNMENT_STALL_MOVES = 6000  # the assignment search hands its time on to LNS after this many moves without gain
 LINEAR_SHARE = 0.25  # of the time left after phase 1, what the linear rounds get on a graph with bottlenecks
 # Steps that cannot be stopped start only when the time left is at least their cost estimated in list schedules
 # (the fastest of phase 0's runs; measured at 10k-100k ops on stacked MoEs and layered DAGs): the
@@ -335,6 +345,21 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                 found = searched_list.plan
                 if found.makespan_tick < incumbent.makespan_tick and _valid(fine, found):
                     phases.append(PhaseLog("iterated list scheduling", found.makespan_tick, searched_list.seconds))
+                    incumbent = found
+                    best = None
+        left = options.time_limit_s - (time.monotonic() - t0)
+        if incumbent.makespan_tick > fine_bound and left > 0.5 and fine.num_tasks > 1 and ASSIGNMENT_SHARE > 0:
+            start = incumbent
+            budget = ASSIGNMENT_SHARE * left
+            moved = _guarded("assignment search", say, lambda: assignment_search(
+                fine, start, time_limit_s=budget, bound_tick=fine_bound, seed=options.seed,
+                stall_moves=ASSIGNMENT_STALL_MOVES, progress=say, unit=unit))
+            if moved is not None:
+                say(f"assignment search: {moved.moves} moves ({moved.improving_moves} improving) in "
+                    f"{moved.seconds:.1f}s from {unit(moved.start_makespan_tick)}: {unit(moved.plan.makespan_tick)}")
+                found = moved.plan
+                if found.makespan_tick < incumbent.makespan_tick and _valid(fine, found):
+                    phases.append(PhaseLog("assignment search", found.makespan_tick, moved.seconds))
                     incumbent = found
                     best = None
         left = options.time_limit_s - (time.monotonic() - t0)

@@ -6,6 +6,8 @@ Modules:
 * `list_schedule` — `list_schedule` (priority + device policy, insertion, memory), `heft`, ranks
 * `peft` — PEFT (optimistic cost table: HEFT's list scheduler with a look-ahead)
 * `iterated` — iterated list scheduling: a search over task priorities with the list scheduler as decoder
+* `assignment_search` — a local search over (device per task, order) at the plan's critical chain, decoded by a
+  list schedule that follows the given devices
 * `comm_bound` — a communication-aware lower bound on the makespan (heads/tails through joins and forks, energy)
 * `baselines` — `single_device`, `round_robin`
 * `horizon` — `critical_path_schedule` (a plain critical-path list schedule, memory ignored) and

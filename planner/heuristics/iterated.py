@@ -73,7 +73,8 @@ class Start:
 @dataclass(frozen=True)
 class IteratedResult:
     """The best plan found (method `ITERATED_METHOD` when a move improved on the starts, else the best start's
-    plan), the starting point it descends from, and how the search went."""
+    plan), the starting point it descends from, and how the search went.  `priority` and `policy`: what `plan` is
+    the list schedule of (`list_schedule(instance, priority, policy)`)."""
 
     plan: Plan
     start_name: str
@@ -81,6 +82,8 @@ class IteratedResult:
     moves: int
     improving_moves: int
     seconds: float
+    priority: np.ndarray | None = None
+    policy: DevicePolicy | None = None
 
 
 def classic_starts(instance: SchedulingInstance) -> list[Start]:
@@ -181,4 +184,4 @@ def iterated_list_schedule(instance: SchedulingInstance, *, time_limit_s: float,
             else:
                 parent_prio, parent_policy, parent_tick = best_prio, best_policy, best.makespan_tick
             sigma = SIGMA_START
-    return IteratedResult(best, best_name, first, moves, improving, time.monotonic() - t0)
+    return IteratedResult(best, best_name, first, moves, improving, time.monotonic() - t0, best_prio, best_policy)
