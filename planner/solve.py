@@ -142,6 +142,9 @@ COMM_BOUND_COST = 8
 DECOMPOSITION_COST = 5
 CLUSTER_RUNS_COST = 8  # `respecting_clusters` on the incumbent (phase 2b), 7-9 s against a ~1 s list schedule
 ITERATED_START_COST = 5  # phase 3a's priorities and first decodes of its four starts: 10 s at 100k ops
+# phase 3a': its decoder, first decode and linear clusters, then a few moves (one cannot be stopped): measured at
+# 10k and 100k layered ops, setup 0.73-0.87 list schedules and 0.13 per move (1.8 s and 0.27 s at 100k)
+ASSIGNMENT_START_COST = 2
 # Above this many ops the parallelism-keeping merge (planner/coarsen/bounded.py; ~3 s per 10k ops measured) leaves
 # thousands of clusters (14,054 on a 100k-op stacked MoE), far above what a round solves: the phase is skipped.
 LINEAR_MAX_OPS = 20_000
@@ -348,7 +351,10 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                     incumbent = found
                     best = None
         left = options.time_limit_s - (time.monotonic() - t0)
-        if incumbent.makespan_tick > fine_bound and left > 0.5 and fine.num_tasks > 1 and ASSIGNMENT_SHARE > 0:
+        if incumbent.makespan_tick > fine_bound and 0.5 < ASSIGNMENT_SHARE * left < ASSIGNMENT_START_COST * list_s:
+            say(f"assignment search skipped for time ({ASSIGNMENT_SHARE * left:.1f}s for it, about "
+                f"{ASSIGNMENT_START_COST * list_s:.1f}s needed to set it up)")
+        elif incumbent.makespan_tick > fine_bound and left > 0.5 and fine.num_tasks > 1 and ASSIGNMENT_SHARE > 0:
             start = incumbent
             budget = ASSIGNMENT_SHARE * left
             moved = _guarded("assignment search", say, lambda: assignment_search(

@@ -120,3 +120,14 @@ def test_writer_replays_once_and_states_the_replayed_times() -> None:
         [(p.device, p.start_tick, p.end_tick) for p in replay.placements]
     assert kept.makespan_tick <= plan.makespan_tick
     assert retime_plan(plan, inst).makespan_tick == timeline.makespan_tick
+
+
+def test_assignment_search_is_skipped_when_its_setup_would_overrun(monkeypatch) -> None:
+    inst = layered_dag(200, 4, seed=3, comm_ratio=2.0)
+    monkeypatch.setattr(solve_module, "ASSIGNMENT_START_COST", 1e9)
+    said: list[str] = []
+    out = plan_instance(inst, SolveOptions(time_limit_s=8.0), progress=said.append)
+    check_plan_valid(inst, out.op_plan)
+    assert any("assignment search skipped for time" in s for s in said) or any("meets the lower bound" in s
+                                                                                for s in said)
+    assert all(p.source != "assignment search" for p in out.phases)
