@@ -123,6 +123,6 @@ def export_hf_model(model: HFModel, path: str | Path, *, seed: int = 0) -> Path:
             return self.inner(input_ids=ids, use_cache=False).logits
 
     path = Path(path)
-    torch.onnx.export(Logits(lm), (torch.from_numpy(input_ids(seed)),), str(path), dynamo=True,
+    torch.onnx.export(Logits(lm).eval(), (torch.from_numpy(input_ids(seed)),), str(path), dynamo=True,
                       external_data=False, input_names=["input_ids"], output_names=["logits"])
     return path
