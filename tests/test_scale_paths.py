@@ -20,7 +20,7 @@ from planner.plot import _merged, gantt_figure
 from planner.schedule.actions import parse_action, try_parse_action
 from planner.schedule.plan_io import load_plan, plan_json, plan_to_dict, save_plan
 from planner.schedule.simulate import retime_plan, simulate_plan
-from planner.solve import SolveOptions, _best_list_schedule, plan_instance
+from planner.solve import PhaseLog, SolveOptions, _best_list_schedule, _history, plan_instance
 
 
 def test_past_deadline_runs_heft_only_and_says_what_was_skipped() -> None:
@@ -131,3 +131,10 @@ def test_assignment_search_is_skipped_when_its_setup_would_overrun(monkeypatch) 
     assert any("assignment search skipped for time" in s for s in said) or any("meets the lower bound" in s
                                                                                 for s in said)
     assert all(p.source != "assignment search" for p in out.phases)
+
+
+def test_found_by_line_says_what_each_step_took_off() -> None:
+    line = _history([PhaseLog("heft", 1000, 0.1), PhaseLog("decomposition", 900, 1.0),
+                     PhaseLog("assignment search", 899, 2.0)], lambda t: f"{t // 100}00 tick")
+    # the last step's gain is visible although its time rounds to the previous one's
+    assert line == "heft 1000 tick -> decomposition 900 tick (-10%) -> assignment search 800 tick (-0.11%)"
