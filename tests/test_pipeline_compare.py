@@ -57,6 +57,17 @@ def test_compare_skips_unmet_requirements_with_the_reason():
     assert "skipped: " in cmp.table()
 
 
+def test_table_marks_the_best_known_schedule_and_the_planned_one_when_it_is_best():
+    # unit costs p = 4, m = 8: ZB-V (25.5) is the shortest baseline; the planned schedule reaches 25 (optimal)
+    cmp = compare(4, 8, UnitCosts(), schedules=("1f1b", "zb-v", "dualpipe"), time_limit_s=20)
+    assert cmp.best_marks() == {"zb-v": "best known", "opplan": "best of all"}
+    lines = {line.split()[0]: line for line in cmp.table().splitlines()[2:] if line.strip()}
+    assert lines["zb-v"].endswith("<- best known") and lines["opplan"].endswith("<- best of all")
+    assert "<-" not in lines["1f1b"] and "<-" not in lines["dualpipe"]
+    plain = compare(4, 8, UnitCosts(), schedules=("1f1b", "zb-v"), opplan=False)
+    assert plain.best_marks() == {"zb-v": "best known"}
+
+
 def test_cli_writes_csv_torch_csvs_and_pictures(tmp_path, capsys):
     out = tmp_path / "cmp"
     rc = compare_main(["--stages", "2", "--microbatches", "4", "--time-limit", "5", "--out", str(out)])

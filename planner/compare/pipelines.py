@@ -123,18 +123,34 @@ class Comparison:
             w.writerow(self.values(r))
         return buf.getvalue()
 
+    def best_marks(self) -> dict[str, str]:
+        """Row name -> its mark in the table: the best known schedule (the shortest baseline; ties all marked) and,
+        when the planned row is at least as short, ``best of all``."""
+        done = [r for r in self.ok_rows() if r.figures is not None]
+        baselines = [r for r in done if r.name != "opplan"]
+        marks: dict[str, str] = {}
+        if baselines:
+            best = min(r.figures.makespan_tick for r in baselines)  # type: ignore[union-attr]
+            marks = {r.name: "best known" for r in baselines if r.figures.makespan_tick == best}  # type: ignore[union-attr]
+            opp = next((r for r in done if r.name == "opplan"), None)
+            if opp is not None and opp.figures.makespan_tick <= best:  # type: ignore[union-attr]
+                marks["opplan"] = "best of all"
+        return marks
+
     def table(self) -> str:
         """The table plan-compare prints: one row per schedule, figures in the comparison's units (`units`)."""
         time_unit, memory_unit = self.units()
         lines = [f"{'schedule':<18}{'makespan':>12}{'bubble':>9}{'peak mem':>12}{'params':>12}",
                  f"{'':<18}{f'({time_unit})':>12}{'':>9}{f'({memory_unit})':>12}{f'({memory_unit})':>12}"]
+        marks = self.best_marks()
         for r in self.rows:
             if r.skipped:
                 lines.append(f"{r.name:<18}skipped: {r.skipped}")
                 continue
             v = self.values(r)
+            mark = f"  <- {marks[r.name]}" if r.name in marks else ""
             lines.append(f"{r.name:<18}{_figure(v['makespan']):>12}{v['bubble_ratio']:>9.2%}"
-                         f"{_figure(v['peak_memory']):>12}{_figure(v['param_memory']):>12}")
+                         f"{_figure(v['peak_memory']):>12}{_figure(v['param_memory']):>12}{mark}")
         opp = next((r for r in self.rows if r.name == "opplan" and not r.skipped), None)
         if opp is not None:
             bound = opp.notes.get("bound_units")
