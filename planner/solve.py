@@ -328,6 +328,13 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                 phases.append(PhaseLog(phase, solution.op_plan.makespan_tick, sum(r.seconds for r in phase_rounds)))
                 incumbent, best = solution.op_plan, solution
 
+        def keep_op_plan(phase: str, found: Plan, seconds: float) -> None:
+            """Make an op-level phase's plan the incumbent when it is shorter and valid."""
+            nonlocal incumbent, best
+            if found.makespan_tick < incumbent.makespan_tick and _valid(fine, found):
+                phases.append(PhaseLog(phase, found.makespan_tick, seconds))
+                incumbent, best = found, None
+
         if fine.num_tasks > 1 and len(segments(fine)) > 1:
             budget = LINEAR_SHARE * (options.time_limit_s - (time.monotonic() - t0))
             start = incumbent
@@ -356,11 +363,7 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                 say(f"iterated list scheduling: {searched_list.moves} moves ({searched_list.improving_moves} "
                     f"improving) in {searched_list.seconds:.1f}s from {searched_list.start_name} "
                     f"{unit(searched_list.start_makespan_tick)}: {unit(searched_list.plan.makespan_tick)}")
-                found = searched_list.plan
-                if found.makespan_tick < incumbent.makespan_tick and _valid(fine, found):
-                    phases.append(PhaseLog("iterated list scheduling", found.makespan_tick, searched_list.seconds))
-                    incumbent = found
-                    best = None
+                keep_op_plan("iterated list scheduling", searched_list.plan, searched_list.seconds)
         left = options.time_limit_s - (time.monotonic() - t0)
         if incumbent.makespan_tick > fine_bound and 0.5 < ASSIGNMENT_SHARE * left < ASSIGNMENT_START_COST * list_s:
             say(f"assignment search skipped for time ({ASSIGNMENT_SHARE * left:.1f}s for it, about "
@@ -374,11 +377,7 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
             if moved is not None:
                 say(f"assignment search: {moved.moves} moves ({moved.improving_moves} improving) in "
                     f"{moved.seconds:.1f}s from {unit(moved.start_makespan_tick)}: {unit(moved.plan.makespan_tick)}")
-                found = moved.plan
-                if found.makespan_tick < incumbent.makespan_tick and _valid(fine, found):
-                    phases.append(PhaseLog("assignment search", found.makespan_tick, moved.seconds))
-                    incumbent = found
-                    best = None
+                keep_op_plan("assignment search", moved.plan, moved.seconds)
         left = options.time_limit_s - (time.monotonic() - t0)
         if incumbent.makespan_tick > fine_bound and left > 0.5:
             start = incumbent
@@ -390,10 +389,7 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                 say(f"LNS: {searched.moves} moves ({searched.improving_moves} improving, {searched.rejected_moves}"
                     f" rejected) in {searched.seconds:.1f}s: {unit(start.makespan_tick)} -> "
                     f"{unit(searched.plan.makespan_tick)}")
-                if searched.plan.makespan_tick < incumbent.makespan_tick and _valid(fine, searched.plan):
-                    phases.append(PhaseLog("LNS", searched.plan.makespan_tick, searched.seconds))
-                    incumbent = searched.plan
-                    best = None
+                keep_op_plan("LNS", searched.plan, searched.seconds)
     if best is None or incumbent.makespan_tick < best.op_plan.makespan_tick:
         coarse, clusters, plan = as_singletons(fine, incumbent)
         best = ClusterSolution(plan, incumbent, coarse, clusters, fine_bound)

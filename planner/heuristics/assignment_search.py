@@ -69,6 +69,7 @@ from planner.heuristics.list_schedule import (
     _sequence,
     heuristic_plan,
     list_schedule,
+    occupy,
 )
 from planner.heuristics.memory import memory_never_binds
 from planner.schedule.plan import Plan
@@ -167,27 +168,8 @@ class Decoder:
                 assert best is not None  # every task has an eligible device (checked by `assignment_search`)
                 _, d, st, j = best
                 placed[t] = d
-            length = dur_rows[t][d]
-            ge = gap_e[d]
-            fin = st + length
-            if j >= 0:  # fill gap j, keeping the pieces long enough to be useful (as list_schedule does)
-                gs = gap_s[d]
-                g0, g1 = gs[j], ge[j]
-                keep_s, keep_e = [], []
-                if st - g0 >= min_gap[d]:
-                    keep_s.append(g0)
-                    keep_e.append(st)
-                if g1 - fin >= min_gap[d]:
-                    keep_s.append(fin)
-                    keep_e.append(g1)
-                gs[j:j + 1] = keep_s
-                ge[j:j + 1] = keep_e
-            else:
-                if st - free[d] >= min_gap[d]:
-                    gap_s[d].append(free[d])
-                    ge.append(st)
-                if fin > free[d]:
-                    free[d] = fin
+            fin = st + dur_rows[t][d]
+            occupy(gap_s[d], gap_e[d], free, d, j, st, fin, min_gap[d])  # list_schedule's own booking
             start[t] = st
             end[t] = fin
         return Decoded(placed, start, end, max(end, default=0))

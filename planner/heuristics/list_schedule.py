@@ -180,6 +180,30 @@ def _horizon(instance: SchedulingInstance) -> int:
     return int(longest.sum()) + int(comm.sum()) + 1
 
 
+
+def occupy(gs: list[int], ge: list[int], free: list[int], d: int, j: int, st: int, fin: int, min_gap: int,
+           insertion: bool = True) -> None:
+    """Book [st, fin) on device d: inside its idle gap j (`gs`/`ge`: the device's gap starts and ends), keeping
+    the pieces left over that are at least `min_gap` long, or (j = -1) after its last task, remembering the idle
+    time skipped as a new gap when `insertion`; `free[d]` is the device's end."""
+    if j >= 0:
+        g0, g1 = gs[j], ge[j]
+        keep_s, keep_e = [], []
+        if st - g0 >= min_gap:
+            keep_s.append(g0)
+            keep_e.append(st)
+        if g1 - fin >= min_gap:
+            keep_s.append(fin)
+            keep_e.append(g1)
+        gs[j:j + 1] = keep_s
+        ge[j:j + 1] = keep_e
+        return
+    if insertion and st - free[d] >= min_gap:
+        gs.append(free[d])
+        ge.append(st)
+    if fin > free[d]:
+        free[d] = fin
+
 def list_schedule(
     instance: SchedulingInstance,
     priority: np.ndarray | Sequence[float],
@@ -290,26 +314,8 @@ def list_schedule(
         else:
             d, st, j, chk = _choose_with_memory(instance, tracker, t, k, cands, row, free, arrivals_on,
                                                 device_policy, fast_eft, method)
-        length = row[d]
-        fin = st + length
-        if j >= 0:  # fill gap j, keeping the pieces left over that are long enough to be useful
-            gs, ge = gap_s[d], gap_e[d]
-            g0, g1 = gs[j], ge[j]
-            keep_s, keep_e = [], []
-            if st - g0 >= min_gap[d]:
-                keep_s.append(g0)
-                keep_e.append(st)
-            if g1 - fin >= min_gap[d]:
-                keep_s.append(fin)
-                keep_e.append(g1)
-            gs[j:j + 1] = keep_s
-            ge[j:j + 1] = keep_e
-        else:
-            if insertion and st - free[d] >= min_gap[d]:
-                gap_s[d].append(free[d])
-                gap_e[d].append(st)
-            if fin > free[d]:
-                free[d] = fin
+        fin = st + row[d]
+        occupy(gap_s[d], gap_e[d], free, d, j, st, fin, min_gap[d], insertion)
         if tracker is not None:
             tracker.place(t, d, st, fin, chk, arrivals_on(t, d))
         dev[t], start[t], end[t] = d, st, fin
