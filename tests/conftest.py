@@ -6,6 +6,14 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# CI runs one fixed set of examples per property test (`.ci/run` sets HYPOTHESIS_PROFILE=ci), so a landing never
+# hangs on a new random draw; a local `make test` draws fresh examples each run (the default profile) and prints
+# the reproduce blob of any failure, which is how counterexamples get found and pinned as plain tests.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("default", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

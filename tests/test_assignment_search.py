@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 from checks import check_plan_valid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -187,9 +188,26 @@ def test_search_keeps_or_improves_and_every_plan_validates(n, devices, comm, see
         start = heft(inst)
     except InfeasibleError:  # the cap is below what HEFT fits on this graph: nothing to start from
         return
-    found = assignment_search(inst, start, time_limit_s=1e9, max_moves=moves, seed=seed)
+    try:
+        found = assignment_search(inst, start, time_limit_s=1e9, max_moves=moves, seed=seed)
+    except InfeasibleError as exc:
+        # the one documented refusal: under a cap the tracker, deciding in start order, may not fit a plan that
+        # HEFT fitted deciding in its own order (e.g. layered-48x3-c1-s2048, capacity 12); plan_instance then
+        # keeps the plan it has
+        assert capacity is not None and "does not decode within the memory tracker" in str(exc), str(exc)
+        return
     check_plan_valid(inst, found.plan)
     assert found.plan.makespan_tick <= found.start_makespan_tick <= start.makespan_tick
+
+
+def test_a_start_the_tracker_cannot_fit_is_refused_and_plan_instance_keeps_its_plan() -> None:
+    inst = layered_dag(48, 3, seed=2048, comm_ratio=1.0, capacity_bytes=12)
+    start = heft(inst)
+    with pytest.raises(InfeasibleError, match="does not decode within the memory tracker"):
+        assignment_search(inst, start, time_limit_s=1e9, max_moves=0, seed=0)
+    out = plan_instance(inst, SolveOptions(time_limit_s=3, threads=1, decomposition_share=0.0))
+    check_plan_valid(inst, out.op_plan)
+    assert out.op_plan.makespan_tick <= start.makespan_tick
 
 
 def test_plan_instance_records_the_phase_when_it_finds_the_plan(monkeypatch) -> None:
