@@ -23,6 +23,7 @@ from planner.execute.machine_scale import (
     resimulated_makespan_s,
     scale_topology,
     slowdowns,
+    state_report,
     summary_lines,
 )
 from planner.execute.runner import load_checked_plan, run_plan
@@ -120,6 +121,25 @@ def test_the_resimulation_at_scale_one_is_the_plans_makespan_and_scales_with_it(
     # and short of it by at most a tick per task
     assert twice is not None
     assert 2 * planned_s - len(plan.placements) * plan.tick_s <= twice <= 2 * planned_s + 1e-12
+
+
+def test_a_probe_that_sees_the_calibrated_machine_leaves_the_ratio_as_it_was(tmp_path):
+    hw = _calibrated(tmp_path)
+    plan, graph = load_checked_plan(_plan(tmp_path, hw))
+    state = profile_state(hw)
+    planned_s = plan.makespan_tick * plan.tick_s
+    same = dict(state.figures)
+    slower = {**same, "float_flops": same["float_flops"] / 2, "launch_overhead": same["launch_overhead"] * 2,
+              "link_latency": same["link_latency"] * 2, "link_bandwidth": same["link_bandwidth"] / 2}
+    report = state_report(state, same, same, plan, graph, load_topology(hw), 3 * planned_s)
+    assert report["slowdown"] == pytest.approx(dict.fromkeys(("compute", "overhead", "latency", "bandwidth"), 1.0))
+    assert report["stretch"] == pytest.approx(1.0) and report["measured_vs_resimulated"] == pytest.approx(3.0)
+    # twice as slow before, as calibrated after: the geometric mean, sqrt(2) slower in every figure
+    half = state_report(state, slower, same, plan, graph, load_topology(hw), 3 * planned_s)
+    assert half["slowdown"] == pytest.approx(dict.fromkeys(("compute", "overhead", "latency", "bandwidth"),
+                                                           math.sqrt(2)))
+    assert 1.0 < half["stretch"] < 2.0 and half["measured_vs_resimulated"] < 3.0  # about sqrt(2), tick-rounded
+    assert "x its schedule on the profile as calibrated" in summary_lines(half)[1]
 
 
 # ------------------------------------------------------------------------------------------------ real runs

@@ -11,7 +11,7 @@ five times), so that each figure is the profile's own kind of figure (`machine_s
 * `link_latency`, `link_bandwidth`  the ping-pong of `calibrate.p2p_samples` over the profile's message sizes
                      between rank pairs (0-1, 2-3, ...), its robust line; absent on one rank or an idle odd rank.
 
-About 20 blocks of 10 ms plus the messages' round trips: a few tenths of a second on an idle machine per probe.
+About 20 blocks of 20 ms plus the messages' round trips: a few tenths of a second on an idle machine per probe.
 """
 
 from __future__ import annotations

@@ -21,7 +21,10 @@ rate; the CPU share a rank gets slows both alike), its per-op seconds (launch ov
 and its bandwidth divided by `bandwidth`.  `resimulated_makespan_s` re-prices the plan's own schedule (same
 devices, same order per device; not a new plan) on such a topology with the simulator (`simulate_plan`), with the
 plan's tick: with all slowdowns 1 it is the plan's own makespan (`resimulated_unscaled_makespan_s`; not for a plan
-made with `plan-solve --measured`, whose times are not the profile's: the note says so).
+made with `plan-solve --measured`, whose times are not the profile's).  `stretch` = scaled / unscaled
+re-simulation: how much the machine's state lengthens this schedule; `measured_vs_resimulated` = measured /
+(the plan's makespan x stretch), which is measured / the scaled re-simulation for a plan priced by the profile,
+and for a plan priced by measured op times applies the same stretch to its own makespan (the note says so).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ FIGURES = ("float_flops", "launch_overhead", "link_latency", "link_bandwidth")
 # slowdown kind -> (figure, True when the figure is a rate: slower = smaller)
 SLOWDOWNS: dict[str, tuple[str, bool]] = {"compute": ("float_flops", True), "overhead": ("launch_overhead", False),
                                           "latency": ("link_latency", False), "bandwidth": ("link_bandwidth", True)}
-PROBE_BLOCK_S = 0.01  # seconds of calls per timed block of the run-time probe (plan-calibrate: 0.02, repeated 5x)
+PROBE_BLOCK_S = 0.02  # seconds of calls per timed block of the run-time probe (plan-calibrate's, which repeats it 5x)
 
 
 @dataclass(frozen=True)
@@ -199,13 +202,15 @@ def state_report(state: ProfileState, before: Mapping[str, float | None], after:
     slow = combined(sb, sa)
     resim = resimulated_makespan_s(plan, graph, scale_topology(topology, slow)) if topology is not None else None
     unscaled = resimulated_makespan_s(plan, graph, topology) if topology is not None else None
+    stretch = resim / unscaled if resim is not None and unscaled else None
+    planned_s = plan.makespan_tick * (plan.tick_s or 1.0)
     out.update(probe_before=dict(before), probe_after=dict(after), slowdown_before=sb, slowdown_after=sa,
                slowdown=slow, resimulated_makespan_s=resim, resimulated_unscaled_makespan_s=unscaled,
-               measured_vs_resimulated=measured_makespan_s / resim if resim else None)
-    planned_s = plan.makespan_tick * (plan.tick_s or 1.0)
+               stretch=stretch,
+               measured_vs_resimulated=measured_makespan_s / (planned_s * stretch) if stretch and planned_s else None)
     if unscaled is not None and abs(unscaled - planned_s) > 1e-9 * max(1.0, planned_s):
-        out["note"] += ("; the plan was not priced by this profile as it is now (plan-solve --measured, or the "
-                        "profile changed since): the re-simulation prices its schedule by the profile")
+        out["note"] += ("; the plan's times are not this profile's (plan-solve --measured, or the profile changed "
+                        "since): measured_vs_resimulated sets the run against the plan's makespan x stretch")
     return out
 
 
@@ -225,8 +230,9 @@ def summary_lines(state: Mapping[str, Any]) -> list[str]:
 
     lines = [f"machine now vs at calibration (x slower; before / after the timed repetitions): "
              f"{text(state['slowdown_before'])} / {text(state['slowdown_after'])}"]
-    resim = state.get("resimulated_makespan_s")
-    if resim is not None:
-        lines.append(f"plan re-simulated on the profile scaled by the probe: {format_time(resim)}; measured / "
-                     f"re-simulated {state['measured_vs_resimulated']:.2f}")
+    resim, ratio = state.get("resimulated_makespan_s"), state.get("measured_vs_resimulated")
+    if resim is not None and ratio is not None:
+        lines.append(f"plan re-simulated on the profile scaled by the probe: {format_time(resim)} ("
+                     f"{state['stretch']:.2f}x its schedule on the profile as calibrated); measured / re-simulated "
+                     f"{ratio:.2f}")
     return lines

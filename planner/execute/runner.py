@@ -29,8 +29,9 @@ Report (`run.json`, written atomically)::
                            ({compute, overhead, latency, bandwidth}: x slower than at calibration; slowdown = the
                            geometric mean of before and after), resimulated_makespan_s (the plan's schedule
                            re-priced on the profile scaled by slowdown), resimulated_unscaled_makespan_s (on the
-                           profile as it is: the plan's makespan unless it was planned with --measured) and
-                           measured_vs_resimulated
+                           profile as it is: the plan's makespan unless it was planned with --measured),
+                           stretch (scaled / unscaled) and measured_vs_resimulated (measured / (simulated x
+                           stretch))
     measured_vs_resimulated  = machine_state's (null when not compared)
     trace                  path of the Chrome trace of the median repetition (pid = rank, tid 0 compute, 1 receives,
                            2 sends; the ranks on one time line; opens in Perfetto)
