@@ -101,9 +101,16 @@ def test_scaling_the_profile_scales_each_figure_by_its_slowdown(tmp_path):
         assert after.launch_overhead_s == pytest.approx(before.launch_overhead_s * 3)  # op_overhead included
         assert after.op_cost_factors == before.op_cost_factors and after.memory_bytes == before.memory_bytes
     link, new = topology.links[0][1], scaled.links[0][1]
-    assert new.latency_s == pytest.approx(link.latency_s * 5)  # send and receive overheads included
+    assert new.latency_s == pytest.approx(link.latency_s * 5)  # no share named as the ranks' own work
     assert new.bandwidth_bytes_per_s == pytest.approx(link.bandwidth_bytes_per_s / 4)
     assert scaled.links[0][0] == LOCAL  # a device to itself stays free
+    # the profile's send + receive overheads (5e-5 of the link's 9e-5) are the ranks' work: scaled as overhead
+    own_s = profile_state(_calibrated(tmp_path)).link_overhead_s
+    assert own_s == pytest.approx(FIGS["send_overhead"] + FIGS["recv_overhead"], rel=1e-3)
+    split = scale_topology(topology, {"compute": 2.0, "overhead": 3.0, "latency": 5.0, "bandwidth": 4.0}, own_s)
+    assert split.links[0][1].latency_s == pytest.approx((link.latency_s - own_s) * 5 + own_s * 3)
+    assert split.links[0][1].bandwidth_bytes_per_s == pytest.approx(link.bandwidth_bytes_per_s / 4)
+    assert split.links[1][1] == LOCAL
     same = scale_topology(topology, {"compute": None, "overhead": 1.0})
     assert same.devices == topology.devices and same.links == topology.links
 

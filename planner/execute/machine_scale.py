@@ -17,8 +17,12 @@ figures are the profile's own kinds of figure:
 the probe after the timed repetitions (the run lies between them).  `scale_topology` makes the profile's topology
 that much slower: every device's FLOP/s and memory bandwidth divided by `compute` (the probe measures one compute
 rate; the CPU share a rank gets slows both alike), its per-op seconds (launch overhead + the runtime probe's
-`op_overhead`) times `overhead`, every link's latency (its send and receive overheads included) times `latency`
-and its bandwidth divided by `bandwidth`.  `resimulated_makespan_s` re-prices the plan's own schedule (same
+`op_overhead`) times `overhead`, every link's latency times `latency` but for its share that is the ranks' own
+work per transfer (the runtime probe's `send_overhead` + `recv_overhead`, which the topology folds into the
+latency), which is CPU work like an op's overhead and is scaled by `overhead`, and its bandwidth divided by
+`bandwidth`.  (Scaling the whole folded latency by the ping-pong's ratio priced the MoE's transfers at 17 ms: its
+ping-pong latency measured 25x the calibration's 67 us, while 660 us of its 726 us are send and receive work.)
+`resimulated_makespan_s` re-prices the plan's own schedule (same
 devices, same order per device; not a new plan) on such a topology with the simulator (`simulate_plan`), with the
 plan's tick: with all slowdowns 1 it is the plan's own makespan (`resimulated_unscaled_makespan_s`; not for a plan
 made with `plan-solve --measured`, whose times are not the profile's).  `stretch` = scaled / unscaled
@@ -79,6 +83,9 @@ class ProfileState:
     note: str
     figures: dict[str, float | None]
     sizes: ProbeSizes | None = None
+    # the runtime probe's per-transfer seconds (the link's send_overhead + recv_overhead), inside the topology's
+    # link latency: the ranks' own work, scaled with the per-op overhead, not with the ping-pong's latency
+    link_overhead_s: float = 0.0
 
 
 _MATMUL = re.compile(r"^matmul_float (\d+)x(\d+)x(\d+)$")
@@ -125,7 +132,8 @@ def profile_state(hardware_path: str | Path | None) -> ProfileState:
     if sizes is None:
         return ProfileState(False, "the profile's provenance names no matrix product or convolution it measured",
                             figures)
-    return ProfileState(True, f"calibrated by {prov.tool} on {prov.host}, {prov.date}", figures, sizes)
+    overhead_s = sum(x or 0.0 for x in (link.send_overhead, link.recv_overhead)) if link else 0.0
+    return ProfileState(True, f"calibrated by {prov.tool} on {prov.host}, {prov.date}", figures, sizes, overhead_s)
 
 
 def slowdowns(profile: Mapping[str, float | None], probe: Mapping[str, float | None]) -> dict[str, float | None]:
@@ -153,8 +161,11 @@ def _or_one(x: float | None) -> float:
     return 1.0 if x is None else x
 
 
-def scale_topology(topology: Topology, slowdown: Mapping[str, float | None]) -> Topology:
-    """The topology `slowdown` times slower (module docstring); a missing kind is left as it is."""
+def scale_topology(topology: Topology, slowdown: Mapping[str, float | None], link_overhead_s: float = 0.0
+                   ) -> Topology:
+    """The topology `slowdown` times slower (module docstring); a missing kind is left as it is.  Of each link's
+    latency, `link_overhead_s` (at most all of it) is the ranks' own work per transfer (`ProfileState`), scaled by
+    `overhead`; the rest, the transport the ping-pong measures, by `latency`."""
     compute, overhead = _or_one(slowdown.get("compute")), _or_one(slowdown.get("overhead"))
     latency, bandwidth = _or_one(slowdown.get("latency")), _or_one(slowdown.get("bandwidth"))
 
@@ -167,7 +178,8 @@ def scale_topology(topology: Topology, slowdown: Mapping[str, float | None]) -> 
 
     def link(x: Link) -> Link:
         if id(x) not in scaled:
-            scaled[id(x)] = dataclasses.replace(x, latency_s=x.latency_s * latency,
+            own_s = min(link_overhead_s, x.latency_s)
+            scaled[id(x)] = dataclasses.replace(x, latency_s=(x.latency_s - own_s) * latency + own_s * overhead,
                                                 bandwidth_bytes_per_s=x.bandwidth_bytes_per_s / bandwidth)
         return scaled[id(x)]
 
@@ -200,7 +212,8 @@ def state_report(state: ProfileState, before: Mapping[str, float | None], after:
         return out
     sb, sa = slowdowns(state.figures, before), slowdowns(state.figures, after)
     slow = combined(sb, sa)
-    resim = resimulated_makespan_s(plan, graph, scale_topology(topology, slow)) if topology is not None else None
+    scaled = scale_topology(topology, slow, state.link_overhead_s) if topology is not None else None
+    resim = resimulated_makespan_s(plan, graph, scaled) if scaled is not None else None
     unscaled = resimulated_makespan_s(plan, graph, topology) if topology is not None else None
     stretch = resim / unscaled if resim is not None and unscaled else None
     planned_s = plan.makespan_tick * (plan.tick_s or 1.0)
