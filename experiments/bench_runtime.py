@@ -28,8 +28,10 @@ machine, so `measured_vs_simulated` measures the profile as much as the plan.  R
 `python -m experiments.bench --only runtime`; `python -m experiments.bench_runtime [CSV]` prints a CSV of this
 section as a Markdown table.
 
-**Calibration rows** (`part` = `calibration`; issue 14), on `CAL_NPROC` = 2 ranks, per model five plans, each run
-by `run_plan(nproc=2, repeat=K)` right after it is made:
+**Calibration rows** (`part` = `calibration`; issue 14), on `CAL_NPROC` = 2 ranks, per model: `plan-calibrate
+--nproc 2` right before that model's plans (a fresh profile per model, so that its runs are minutes after their
+calibration: the load here changed 3-10x over the tens of minutes one calibration at the start served), then five
+plans, each run by `run_plan(nproc=2, repeat=K, report_path=...)` right after it is made:
 
 * `nominal`     planned on cpu-4's nominal figures for 2 processes (`cpu-4.yaml` with `count: 2`): "before";
 * `calibrated_no_factors`  planned on that profile without its `op_cost_factors` table (the plain roofline of
@@ -43,8 +45,14 @@ by `run_plan(nproc=2, repeat=K)` right after it is made:
 
 The light CNNs get seeded random weights (as in the corpus, `experiments.corpus`), so `--check` compares outputs
 that vary.  Each row: `effective_parallelism` for 2 processes (as above), `measured_makespan_s` (median of K),
-`simulated_makespan_s` (the plan's), `measured_vs_simulated`, `busy_ratio` and `peak_ratio` per rank (measured /
-simulated busy time; measured / predicted peak tensor bytes, "/"-joined), `devices_used`, `transfers`,
+`simulated_makespan_s` (the plan's), `measured_vs_simulated`; beside it the machine's state the run's probe saw
+(`run.json`'s `machine_state`, `planner.execute.machine_scale`): `slowdown_before_after` (x slower than at
+calibration before / after the timed repetitions: `c` compute, `o` per-op overhead, `l` link latency, `b` link
+bandwidth), `resimulated_makespan_s` (the plan's schedule re-priced on the profile scaled by those slowdowns) and
+`measured_vs_resimulated` (empty on the `nominal` row: nothing to compare), `since_calibration_s` (seconds from
+the model's calibration to the end of the row's run), `calibrated_profile` (the model's profile's figures);
+`busy_ratio` and `peak_ratio` per rank (measured / simulated busy time; measured / predicted peak tensor bytes,
+"/"-joined), `devices_used`, `transfers`,
 `breakdown_ms` (per rank, where the median repetition's time went: `breakdown_text`);
 `replanned` rows add the calibrated and the re-planned plan run again alternately, `rounds` times each (3; 1
 with `--quick`), so that the load drifting on a shared machine falls on both alike: the medians of their
@@ -342,9 +350,20 @@ def _joined(values: list | None) -> str:
     return "/".join(f"{v:.3f}" if v is not None else "" for v in values) if values else ""
 
 
+def _slowdown_text(state: dict) -> str:
+    """machine_state's slowdowns before / after the timed repetitions, e.g. `c1.3 o1.1 l2.0 b0.9 / c1.2 ...`."""
+    def one(s: dict | None) -> str:
+        return " ".join(f"{k[0]}{v:.2g}" for k, v in (s or {}).items() if v is not None)
+
+    if "slowdown_before" not in state:
+        return ""
+    return f"{one(state['slowdown_before'])} / {one(state['slowdown_after'])}"
+
+
 def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrated: Path, repeat: int, method: str,
-                     time_limit_s: float, rounds: int = 3) -> list[dict]:
-    """The three rows of one model (module docstring); a failing step ends that model's rows with its error."""
+                     time_limit_s: float, rounds: int = 3, calibrated_at: float | None = None) -> list[dict]:
+    """The rows of one model (module docstring); a failing step ends that model's rows with its error.
+    `calibrated_at`: time.monotonic() when `calibrated` was written (each row's `since_calibration_s`)."""
     from planner.execute.runner import run_plan
     from planner.schedule.plan_io import load_plan
 
@@ -367,6 +386,12 @@ def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrate
             rows.append(row)
             break
         measured_by[stage] = report["measured_makespan_s"]
+        state = report["machine_state"]
+        resim = state.get("resimulated_makespan_s")
+        row.update(measured_vs_resimulated=_ratio(report["measured_makespan_s"], resim),
+                   resimulated_makespan_s=round(resim, 6) if resim is not None else None,
+                   slowdown_before_after=_slowdown_text(state),
+                   since_calibration_s=round(time.monotonic() - calibrated_at) if calibrated_at else None)
         row.update(measured_makespan_s=round(report["measured_makespan_s"], 6),
                    simulated_makespan_s=round(report["simulated_makespan_s"], 6),
                    measured_vs_simulated=_ratio(report["measured_makespan_s"], report["simulated_makespan_s"]),
@@ -405,34 +430,44 @@ def bench_calibration(quick: bool) -> list[dict]:
         tmp = Path(tmp_name)
         nominal = nominal_profile(tmp)
         try:
-            calibrated = calibrated_profile(tmp, quick)
             paths = random_weight_models(tmp)
         except Exception as exc:  # noqa: BLE001 - a bench row, not a test
-            return [{"part": "calibration", "error": f"set-up (plan-calibrate, models): {exc}", **machine}]
+            return [{"part": "calibration", "error": f"set-up (models): {exc}", **machine}]
         for name, path in paths.items():
+            # calibrated right before this model's plans and runs, so that its runs are minutes, not tens of
+            # minutes, after the calibration (the load here changed 3-10x between a calibration and later runs)
+            try:
+                calibrated = calibrated_profile(tmp / name, quick)
+            except Exception as exc:  # noqa: BLE001 - a bench row, not a test
+                rows.append({"part": "calibration", "model": name, "error": f"plan-calibrate: {exc}", **machine})
+                continue
+            calibrated_at = time.monotonic()
+            figures = profile_figures_text(calibrated)
             for row in calibration_rows(name, path, tmp, nominal, calibrated, repeat, method, CAL_TIME_LIMIT_S,
-                                        rounds=1 if quick else 3):
-                rows.append({**row, **machine})
+                                        rounds=1 if quick else 3, calibrated_at=calibrated_at):
+                rows.append({**row, **machine, "calibrated_profile": figures,
+                             "load_avg_1min_end": round(os.getloadavg()[0], 2)})
             print(f"   {name}: calibration rows done", file=sys.stderr, flush=True)
-        from planner.ir.hardware import load_topology
-
-        topology = load_topology(calibrated)
-        dev, link = topology.devices[0], topology.links[0][-1]
-        figures = (f"float {dev.peak_flops_per_s['float'] / 1e9:.4g} GFLOP/s; memory bandwidth "
-                   f"{dev.memory_bandwidth_bytes_per_s / 1e9:.4g} GB/s; launch overhead "
-                   f"{dev.launch_overhead_s * 1e6:.4g} us; link latency {link.latency_s * 1e6:.4g} us, bandwidth "
-                   f"{link.bandwidth_bytes_per_s / 1e9:.4g} GB/s")
-        import yaml
-
-        doc = yaml.safe_load(calibrated.read_text())
-        probe = {"op_overhead": doc["hosts"][0]["devices"][0].get("op_overhead"),
-                 **{k: doc["links"]["intra_host"].get(k) for k in ("send_overhead", "recv_overhead")}}
-        figures += " (launch overhead and latency include the probe's " + ", ".join(
-            f"{k} {v}" for k, v in probe.items() if v is not None) + ")"
-        for row in rows:
-            row["calibrated_profile"] = figures
-            row["load_avg_1min_end"] = round(os.getloadavg()[0], 2)
     return rows
+
+
+def profile_figures_text(calibrated: Path) -> str:
+    """A calibrated profile's figures in one line (the probe's overheads named apart)."""
+    import yaml
+
+    from planner.ir.hardware import load_topology
+
+    topology = load_topology(calibrated)
+    dev, link = topology.devices[0], topology.links[0][-1]
+    figures = (f"float {dev.peak_flops_per_s['float'] / 1e9:.4g} GFLOP/s; memory bandwidth "
+               f"{dev.memory_bandwidth_bytes_per_s / 1e9:.4g} GB/s; launch overhead "
+               f"{dev.launch_overhead_s * 1e6:.4g} us; link latency {link.latency_s * 1e6:.4g} us, bandwidth "
+               f"{link.bandwidth_bytes_per_s / 1e9:.4g} GB/s")
+    doc = yaml.safe_load(calibrated.read_text())
+    probe = {"op_overhead": doc["hosts"][0]["devices"][0].get("op_overhead"),
+             **{k: doc["links"]["intra_host"].get(k) for k in ("send_overhead", "recv_overhead")}}
+    return figures + " (launch overhead and latency include the probe's " + ", ".join(
+        f"{k} {v}" for k, v in probe.items() if v is not None) + ")"
 
 
 # ------------------------------------------------------------------------------- per-op-type comparison rows
@@ -618,8 +653,8 @@ def markdown_table(rows: list[dict], columns: tuple[str, ...] = TABLE_COLUMNS) -
 
 
 CALIBRATION_COLUMNS = ("model", "stage", "measured_makespan_s", "simulated_makespan_s", "measured_vs_simulated",
-                       "busy_ratio", "peak_ratio", "devices_used", "transfers", "vs_calibrated_measured",
-                       "breakdown_ms", "error")
+                       "measured_vs_resimulated", "slowdown_before_after", "since_calibration_s", "busy_ratio",
+                       "peak_ratio", "devices_used", "transfers", "vs_calibrated_measured", "breakdown_ms", "error")
 
 
 LINK_COLUMNS = ("direction", "waited_transfers", "observed_median_s", "modelled_median_s", "observed_vs_modelled")

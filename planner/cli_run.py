@@ -58,7 +58,7 @@ def _run_plan(args: argparse.Namespace) -> int:
     outcome = run_plan(args.plan, replan=args.replan, nproc=args.nproc, backend=args.backend, check=args.check,
                        repeat=args.repeat, warmup=args.warmup, report_path=args.report, feeds=_feeds(args.inputs),
                        input_shapes=_shapes(args.input_shape), comm_timeout_s=args.timeout,
-                       run_timeout_s=args.run_timeout, threads=args.threads)
+                       run_timeout_s=args.run_timeout, threads=args.threads, probe=not args.no_probe)
     r = outcome.report
     if args.format == "json":
         print(json.dumps(r, indent=2))
@@ -80,6 +80,12 @@ def _run_plan(args: argparse.Namespace) -> int:
         from planner.execute.run_report import summary_lines
 
         for line in summary_lines(r):
+            print(line)
+    if "machine_state" in r:
+        # here, not at the top: torch stays optional (module docstring); machine_scale itself has no torch
+        from planner.execute.machine_scale import summary_lines as machine_lines
+
+        for line in machine_lines(r["machine_state"]):
             print(line)
     if args.check:
         print(f"check against onnxruntime: max abs error {r['max_abs_error']:.3g}, "
@@ -110,6 +116,9 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=positive_int, default=1, help="measured repetitions (the median is reported)")
     parser.add_argument("--warmup", type=nonnegative_int, default=1, help="warm-up repetitions before measuring")
     parser.add_argument("--report", type=Path, default=None, help="write run.json (+ .trace.json) here")
+    parser.add_argument("--no-probe", action="store_true",
+                        help="with --report: skip measuring the machine's state before and after the timed "
+                             "repetitions (done on a profile from plan-calibrate)")
     parser.add_argument("--inputs", type=Path, default=None, help=".npz of input arrays (default: deterministic)")
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=AxBxC",
                         help="input shapes to run (default: the ones the plan was made with, stored in it); "

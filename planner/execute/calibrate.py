@@ -20,7 +20,7 @@ divides by the number of calls.  A figure's value is the median over repeats and
 * **gloo point-to-point**: ranks in pairs (0-1, 2-3, ...; an odd last rank idles), blocking send/recv ping-pong;
   one-way time = round trip / 2 per message size; latency and bandwidth = intercept and 1 / slope of the robust
   (Theil-Sen) line of one-way time over message bytes, so that one size hit by TCP's small-message delays (256
-  bytes measured 4 ms one way here, 1 KiB 60 us) cannot set every transfer's latency (`_p2p`; when noise tilts
+  bytes measured 4 ms one way here, 1 KiB 60 us) cannot set every transfer's latency (`p2p_samples`; when noise tilts
   the line below zero: the smallest message's time, the largest message's bytes / its time).
 * **per-op-type cost factors** (unless `op_factors` is off): each op of a small, documented suite of representative
   ops (`planner.execute.calibrate_ops.SUITE`: Conv of several shapes incl. 1x1 and depthwise, MatMul, Gemm, the
@@ -77,7 +77,8 @@ from planner.ir.graph import Op, OpGraph
 from planner.ir.onnx_values import NodeSpec
 from planner.ir.topology import Device
 
-__all__ = ["CalibrationFailed", "CalibrationSpec", "Figure", "Calibration", "calibrate", "SIZES", "QUICK_SIZES"]
+__all__ = ["CalibrationFailed", "CalibrationSpec", "Figure", "Calibration", "calibrate", "SIZES", "QUICK_SIZES",
+           "Sizes", "per_call_s", "rate_samples", "tiny_program", "p2p_samples"]
 
 
 class CalibrationFailed(OpplanError):
@@ -195,7 +196,7 @@ def _settle() -> None:
         torch.cuda.synchronize()
 
 
-def _per_call_s(fn: Callable[[], object], block_s: float) -> float:
+def per_call_s(fn: Callable[[], object], block_s: float) -> float:
     """Seconds per call of `fn`, timed over a block of calls lasting about `block_s` (at least one call)."""
     fn()
     _settle()
@@ -211,6 +212,17 @@ def _per_call_s(fn: Callable[[], object], block_s: float) -> float:
     return (time.perf_counter() - t) / calls
 
 
+def rate_samples(work: float, fn: Callable[[], object], call_s: float, block_s: float, repeats: int) -> list[float]:
+    """`repeats` samples of `work` (FLOPs or bytes) per second of `fn`, each net of `call_s`, the bare torch call's
+    own overhead (the profile's launch overhead adds our runtime's back); the time is at most halved by the
+    subtraction, so that a size too small to time cannot report an absurd rate."""
+    samples = []
+    for _ in range(repeats):
+        per_call = per_call_s(fn, block_s)
+        samples.append(work / max(per_call - call_s, per_call * 0.5))
+    return samples
+
+
 class _Progress:
     """Rank 0's progress line on stderr: `[i/n] what`."""
 
@@ -223,7 +235,7 @@ class _Progress:
             print(f"plan-calibrate: [{self.done}/{self.total}] {what}", file=sys.stderr, flush=True)
 
 
-def _tiny_program() -> tuple[Program, list[NodeSpec], dict[str, torch.Tensor]]:
+def tiny_program() -> tuple[Program, list[NodeSpec], dict[str, torch.Tensor]]:
     """Five one-element ops run through our op table, as a rank runs its ops."""
     graph = OpGraph.build("launch-probe", [], [])
     nodes = [NodeSpec("relu", "Relu", "", ("x",), ("r",)), NodeSpec("add", "Add", "", ("x", "x"), ("a",)),
@@ -260,27 +272,21 @@ def _measure(rank: int, spec: CalibrationSpec, init: str, reps: Sequence[RepOp] 
     ops_out: dict[str, list[float]] = {}
     try:
         with torch.inference_mode():
-            program, nodes, env = _tiny_program()
+            program, nodes, env = tiny_program()
             sync()
             for node in nodes:
                 out[f"launch_overhead {node.op_type}"] = [
-                    _per_call_s(partial(run_node, node, env, program), sizes.block_s) for _ in range(spec.repeats)]
+                    per_call_s(partial(run_node, node, env, program), sizes.block_s) for _ in range(spec.repeats)]
             launch = statistics.median(v for k, vs in out.items() if k.startswith("launch") for v in vs)
             one = torch.ones(1)
-            out["torch_call one-element add"] = [_per_call_s(lambda: torch.add(one, one), sizes.block_s)
+            out["torch_call one-element add"] = [per_call_s(lambda: torch.add(one, one), sizes.block_s)
                                                  for _ in range(spec.repeats)]
             call = statistics.median(out["torch_call one-element add"])
             progress.step(f"per-op overhead: {launch * 1e6:.1f} us through our runtime, {call * 1e6:.1f} us of a "
                           "bare torch call")
 
             def rate(work: float, fn: Callable[[], object]) -> list[float]:
-                # net of the bare call's own overhead (the profile's launch overhead adds our runtime's back);
-                # at most halved, so that a size too small to time cannot report an absurd rate
-                samples = []
-                for _ in range(spec.repeats):
-                    per_call = _per_call_s(fn, sizes.block_s)
-                    samples.append(work / max(per_call - call, per_call * 0.5))
-                return samples
+                return rate_samples(work, fn, call, sizes.block_s, spec.repeats)
 
             for dtype, dname in ((torch.float32, "float"), (torch.float64, "double")):
                 for m, k, n in sizes.matmul:
@@ -303,7 +309,7 @@ def _measure(rank: int, spec: CalibrationSpec, init: str, reps: Sequence[RepOp] 
             progress.step("memory bandwidth (add of float32 vectors)" + (
                 f"; {len(reps)} representative ops of {len({r.spec.op_type for r in reps})} op types" if reps else ""))
             if world > 1:
-                out.update(_p2p(rank, world, sizes, spec.repeats))
+                out.update(p2p_samples(rank, world, sizes, spec.repeats))
                 progress.step("gloo point-to-point latency and bandwidth")
             if spec.model_path:
                 ops_out = _model_ops(spec, sync)
@@ -345,7 +351,7 @@ def _rep_ops(reps: Sequence[RepOp], spec: CalibrationSpec, sync: Callable[[], No
     return out
 
 
-def _p2p(rank: int, world: int, sizes: Sizes, repeats: int) -> dict[str, list[float]]:
+def p2p_samples(rank: int, world: int, sizes: Sizes, repeats: int) -> dict[str, list[float]]:
     """One-way seconds per message size, ping-pong between rank pairs (0-1, 2-3, ...; an odd last rank idles):
     blocking send/recv, one-way = round trip / 2, averaged over a block of round trips, the repeats of one size
     after another.  Empty on an idle rank.

@@ -16,6 +16,10 @@ device holds.  In its first repetition (a warm-up one unless `warmup` is 0) it s
 every op and receive (`memory_meter`); `RankResult.peak_tensor_bytes` is the largest sample.  Only that repetition
 samples: walking the held tensors costs time, and the timed repetitions must not pay it.
 
+The machine's state.  With `RunSpec.probe` every rank measures what the machine gives it (`machine_probe`) right
+after the warm-up repetitions and right after the timed ones, outside the timed repetitions and all ranks at once;
+`RankResult.probe_before` and `probe_after` hold its figures.
+
 Launching: `launch_local` forks the ranks on this host (multiprocessing `fork`, TCP rendezvous on 127.0.0.1),
 watches them, and if one raises or dies, kills the others at once and raises `RunFailed` naming the rank and its
 error.  Children die with the parent (PR_SET_PDEATHSIG) and never outlive a failed run.  Under torchrun each rank
@@ -28,6 +32,7 @@ import math
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -77,6 +82,9 @@ class RunSpec:
     # per rank, its program ready to run (plan-calibrate's runtime probe, which has no ONNX file); None: each rank
     # loads its share from model_path
     programs: tuple[Program, ...] | None = None
+    # the run-time probe (`planner.execute.machine_probe`): probe(rank, world) -> figures, called by every rank
+    # right before the timed repetitions and right after them (module docstring); None: no probe
+    probe: Callable[[int, int], dict[str, float]] | None = None
 
 
 @dataclass
@@ -109,6 +117,8 @@ class RankResult:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     peak_tensor_bytes: int = 0
     fixed_tensor_bytes: int = 0
+    probe_before: dict[str, float] = field(default_factory=dict)  # the run-time probe's figures (`RunSpec.probe`)
+    probe_after: dict[str, float] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------- transport
@@ -231,8 +241,11 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
         read_here = {t for name in ops for t in reads[name]}
         meter = TensorMeter([*program.constants.values(), *(v for k, v in feeds.items() if k in read_here)])
         total = spec.warmup + spec.repeat
+        probe_before: dict[str, float] = {}
         with torch.inference_mode():
             for rep in range(total):
+                if rep == spec.warmup and spec.probe is not None:
+                    probe_before = spec.probe(rank, world)
                 dist.barrier()
                 t0 = time.perf_counter()
                 env: dict[str, torch.Tensor] = dict(feeds)
@@ -293,8 +306,10 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
                 if rank == 0 and rep == total - 1:
                     outputs = {k: env[k].contiguous().numpy().copy() for k in part.outputs}
                 del env
+        probe_after = spec.probe(rank, world) if spec.probe is not None else {}
         dist.barrier()
-        result = RankResult(rank, build_s, runs[spec.warmup:], outputs, meter.peak_bytes, meter.fixed_bytes)
+        result = RankResult(rank, build_s, runs[spec.warmup:], outputs, meter.peak_bytes, meter.fixed_bytes,
+                            probe_before, probe_after)
         if not collect:
             return result
         gathered: list | None = [None] * world if rank == 0 else None

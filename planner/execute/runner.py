@@ -20,6 +20,19 @@ Report (`run.json`, written atomically)::
     fixed_tensor_bytes, predicted_peak_bytes, predicted_peak_bytes_per_device, peak_ratio
                            how good the prediction was (`planner.execute.run_report`); `plan-solve --measured
                            run.json` re-plans from `op_seconds`
+    machine_state          the machine at run time against the plan's profile (`planner.execute.machine_scale`):
+                           profile ("calibrated" by plan-calibrate, or "nominal": then only note and
+                           profile_figures, nothing compared), note, profile_figures {float_flops, launch_overhead,
+                           link_latency, link_bandwidth}; calibrated and probed (plan-run --report, gloo) also
+                           probe_before / probe_after (the same figures measured by the ranks right before and after
+                           the timed repetitions, median over ranks), slowdown_before / slowdown_after / slowdown
+                           ({compute, overhead, latency, bandwidth}: x slower than at calibration; slowdown = the
+                           geometric mean of before and after), resimulated_makespan_s (the plan's schedule
+                           re-priced on the profile scaled by slowdown), resimulated_unscaled_makespan_s (on the
+                           profile as it is: the plan's makespan unless it was planned with --measured),
+                           stretch (scaled / unscaled) and measured_vs_resimulated (measured / (simulated x
+                           stretch))
+    measured_vs_resimulated  = machine_state's (null when not compared)
     trace                  path of the Chrome trace of the median repetition (pid = rank, tid 0 compute, 1 receives,
                            2 sends; the ranks on one time line; opens in Perfetto)
     input_shapes           {graph input: shape} that ran (the plan's, or the new ones with --replan)
@@ -35,6 +48,7 @@ import json
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +56,8 @@ import numpy as np
 
 from planner.errors import InputError
 from planner.execute.dist import Fault, RankResult, RunSpec, launch_local
+from planner.execute.machine_probe import probe as _probe
+from planner.execute.machine_scale import profile_state, rank_median, state_report
 from planner.execute.partition import Partition, partition_plan
 from planner.execute.program import check_supported, default_feeds, prepared_graph
 from planner.execute.run_breakdown import time_breakdown
@@ -173,8 +189,10 @@ def run_plan(plan_path: str | Path, *, nproc: int | None = None, backend: str = 
              feeds: Mapping[str, np.ndarray] | None = None,
              input_shapes: Mapping[str, Sequence[int]] | None = None, fault: Fault | None = None,
              comm_timeout_s: float = 60.0, run_timeout_s: float = 600.0, replan: bool = False,
-             threads: int = 1) -> RunOutcome:
-    """Run a plan file on local ranks (fork); see the module docstring for the report."""
+             threads: int = 1, probe: bool = True) -> RunOutcome:
+    """Run a plan file on local ranks (fork); see the module docstring for the report.  With `report_path`,
+    `probe` and a gloo run on a profile calibrated by plan-calibrate, the ranks measure the machine's state before
+    and after the timed repetitions (`machine_state` in the report)."""
     if repeat < 1 or warmup < 0:
         raise InputError(f"--repeat {repeat}: must be at least 1 (and warm-up at least 0)")
     if backend not in ("gloo", "nccl"):
@@ -185,14 +203,31 @@ def run_plan(plan_path: str | Path, *, nproc: int | None = None, backend: str = 
     missing = [k for k in graph.graph_inputs if k not in feeds]
     if missing:
         raise InputError(f"no value for graph input(s) {missing}", path=str(plan_path))
+    state = profile_state(plan.hardware_path)
+    prober = None
+    if report_path is not None and probe and backend == "gloo" and state.calibrated and state.sizes is not None:
+        prober = partial(_probe, sizes=state.sizes)
     spec = RunSpec(plan.model_path, graph, partition, feeds, backend=backend, repeat=repeat, warmup=warmup,
-                   comm_timeout_s=comm_timeout_s, run_timeout_s=run_timeout_s, fault=fault, threads=threads)
+                   comm_timeout_s=comm_timeout_s, run_timeout_s=run_timeout_s, fault=fault, threads=threads,
+                   probe=prober)
     results = launch_local(spec)
     outputs = results[0].outputs
     ref_feeds = {**feeds, **bound_input_feeds(plan.model_path, plan.input_values)} if check else None
     report = build_report(plan_path, plan, partition, results, outputs, ref_feeds, backend, repeat, warmup,
                           report_path, graph)
     return RunOutcome(plan, partition, results, outputs, report)
+
+
+def _machine_state(plan: Plan, graph: OpGraph, results: Sequence[RankResult], measured_makespan_s: float
+                   ) -> dict[str, Any]:
+    """The report's `machine_state` (module docstring; `planner.execute.machine_scale`)."""
+    state = profile_state(plan.hardware_path)
+    before = rank_median([res.probe_before for res in results if res.probe_before])
+    after = rank_median([res.probe_after for res in results if res.probe_after])
+    topology = load_topology(plan.hardware_path) if state.calibrated else None
+    if topology is not None and topology.num_devices != len(plan.device_names):
+        topology = None
+    return state_report(state, before, after, plan, graph, topology, measured_makespan_s)
 
 
 def build_report(plan_path, plan: Plan, partition: Partition, results: Sequence[RankResult],
@@ -227,6 +262,8 @@ def build_report(plan_path, plan: Plan, partition: Partition, results: Sequence[
         report.update(prediction_quality(plan, partition, results, mid, graph, median,
                                          report["simulated_makespan_s"]))
         report["time_breakdown"] = time_breakdown(plan, partition, results, mid, graph)
+        report["machine_state"] = _machine_state(plan, graph, results, median)
+        report["measured_vs_resimulated"] = report["machine_state"].get("measured_vs_resimulated")
     if report_path is not None:
         rp = Path(report_path)
         rp.parent.mkdir(parents=True, exist_ok=True)
