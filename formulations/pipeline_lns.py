@@ -101,8 +101,9 @@ class LnsStep:
 
 @dataclass(frozen=True)
 class LnsResult:
-    """The search's answer: the best schedule, its makespan and the start's, every step, whether the schedule keeps
-    micro-batch order on every stage, and when (seconds since the search started) the best was found."""
+    """The search's answer: the best schedule, its makespan, the start's and its order's replayed (`Units.replay`:
+    slack the start left, gained before any step), every step, whether the schedule keeps micro-batch order on every
+    stage, and when (seconds since the search started) the best was found."""
 
     times: PipelineTimes
     start_tick: int
@@ -110,6 +111,7 @@ class LnsResult:
     steps: tuple[LnsStep, ...]
     in_order: bool
     time_to_best_s: float
+    replayed_tick: int = 0
 
     @property
     def gains(self) -> int:
@@ -409,10 +411,10 @@ def improve_pipeline(setup: PipelineSetup, incumbent: PipelineTimes, *, time_lim
     order = units.order(incumbent.start)
     timed = units.replay(order)
     if timed is None:  # zero-length ties ordered against an edge: nothing to search from
-        return LnsResult(incumbent, start_tick, start_tick, (), in_order(setup, incumbent), 0.0)
+        return LnsResult(incumbent, start_tick, start_tick, (), in_order(setup, incumbent), 0.0, start_tick)
     start, tail = timed
     best = units.times(start)
-    best_tick = min(start_tick, setup.makespan_tick(best))  # the replay is never longer; ties keep the replay
+    best_tick = replayed = min(start_tick, setup.makespan_tick(best))  # the replay is never longer
     to_best = 0.0
     size = min(len(units.reps), INITIAL_SIZE)
     weight = {k: 1.0 for k in kinds}
@@ -458,7 +460,7 @@ def improve_pipeline(setup: PipelineSetup, incumbent: PipelineTimes, *, time_lim
             size = max(MIN_SIZE, int(size * SHRINK))
         if progress is not None:
             progress(record)
-    return LnsResult(best, start_tick, best_tick, tuple(steps), in_order(setup, best), to_best)
+    return LnsResult(best, start_tick, best_tick, tuple(steps), in_order(setup, best), to_best, replayed)
 
 
 def solve_pipeline_lns(

@@ -184,7 +184,8 @@ class Comparison:
             lns = opp.notes.get("lns")
             if isinstance(lns, dict):
                 cut_text += (f", neighbourhood search {_figure(float(lns['from_units']))} -> "
-                             f"{_figure(float(lns['to_units']))} {time_unit} ({lns['gains']} gains in {lns['steps']} "
+                             f"{_figure(float(lns['to_units']))} {time_unit} (the full solve's order replayed "
+                             f"{_figure(float(lns['replayed_units']))}; {lns['gains']} gains in {lns['steps']} "
                              f"steps, {lns['seconds']:.0f} s)")
             lines.append(f"opplan: {opp.notes.get('status')}, bound "
                          f"{_figure(bound) + ' ' + time_unit if isinstance(bound, (int, float)) else bound}, gap "
@@ -448,6 +449,7 @@ def _lns_note(lns: LnsResult | None, scales: Scales) -> dict[str, object] | None
     if lns is None:
         return None
     return {"from_units": lns.start_tick / scales.ticks_per_unit, "to_units": lns.best_tick / scales.ticks_per_unit,
+            "replayed_units": lns.replayed_tick / scales.ticks_per_unit,
             "steps": len(lns.steps), "gains": lns.gains, "in_order": lns.in_order,
             "seconds": lns.steps[-1].wall_s if lns.steps else 0.0}
 
