@@ -24,6 +24,9 @@ stage_level_makespan and stage_level_replayed (the stage-level schedule's order 
 The MoE case runs the planned row twice: at k = 1 (row ``opplan``) and at the automatic k (row
 ``opplan (sub-chunks)``; DualPipe simulated again for its memory cap, the same figures).
 Rerun: ``python -m experiments.bench --only pipeline`` (writes bench/results/pipeline.csv).
+Each solve of the planned row gives `planner.compare.pipelines.LNS_SHARE` of its time to the large-neighbourhood
+search (`formulations.pipeline_lns`); `bench_lns` measures it against the same budget without it
+(``python -m experiments.bench_pipeline``, bench/results/pipeline_lns.csv).
 """
 
 from __future__ import annotations

@@ -25,8 +25,9 @@ leaves slack for the next; the incumbent is the hint.  The step's order (prefix,
 is replayed, and replaces the incumbent when the replay's makespan is no longer (ties accepted: they move the
 search).  Every accepted schedule is a replay of an order whose middle satisfied the memory rows, so it fits the
 caps; it is validated at the end (`finish_pipeline`).  The model is the size of the middle, not of the pipeline:
-a step on the 17,664 tasks of the preset at p = 16, m = 64 takes about a second, where the full formulation with
-the outside order kept took ~8 s to build and presolve and did not move.
+a step on the 17,664 tasks of the preset at p = 16, m = 64 takes 2-4 s on the shared 2-vCPU machine, where the
+full formulation with the outside order kept as constraints took ~8 s a step to build and presolve and did not
+move in 60 s.
 
 Neighbourhoods (`KINDS`), about `size` tasks each, around a point drawn by a seeded `random.Random`:
 ``window`` the tasks starting nearest a random tick, on every stream; ``microbatches`` the tasks of `MICROBATCHES`
