@@ -24,6 +24,9 @@ stage_level_makespan and stage_level_replayed (the stage-level schedule's order 
 The MoE case runs the planned row twice: at k = 1 (row ``opplan``) and at the automatic k (row
 ``opplan (sub-chunks)``; DualPipe simulated again for its memory cap, the same figures).
 Rerun: ``python -m experiments.bench --only pipeline`` (writes bench/results/pipeline.csv).
+Each solve of the planned row gives `planner.compare.pipelines.LNS_SHARE` of its time to the large-neighbourhood
+search (`formulations.pipeline_lns`); `bench_lns` measures it against the same budget without it
+(``python -m experiments.bench_pipeline``, bench/results/pipeline_lns.csv).
 """
 
 from __future__ import annotations
@@ -165,3 +168,72 @@ def _preset_rows(quick: bool) -> list[dict]:
                       costs.memory_unit)
         print(f"   deepseek-v3 p={p} m={m}\n{cmp.table()}", flush=True)
     return rows
+
+
+def bench_lns(quick: bool = False, time_limit_s: float | None = None) -> list[dict]:
+    """The large-neighbourhood search (`formulations.pipeline_lns`) measured: each case planned twice in one run,
+    with the same budget, without the search (``lns_share`` 0: the full model gets the whole solve) and with it
+    (`planner.compare.pipelines.LNS_SHARE`): the bundled MoE (8 stages, m = 16, 120 s), transformers' Mixtral export
+    at 8 stages (m = 16, 60 s) and the DeepSeek-V3-like preset at p = 16, m = 64 (h100-2x8-ib, 120 s).  One row per
+    (case, setting): makespan, bubble / DualPipe's, bound, gap, what the search gained.  Rerun:
+    ``python -m experiments.bench_pipeline`` (writes bench/results/pipeline_lns.csv; ``--quick``: small sizes, 10 s)."""
+    import importlib.util
+    import tempfile
+
+    from planner.compare.pipelines import LNS_SHARE, compare
+    from planner.compare.presets import preset_costs
+    from planner.ir.hardware import load_topology
+
+    cases = []  # (case, p, m, costs, seconds)
+    p, m = (4, 8) if quick else (8, 16)
+    cases.append(("moe.onnx on h100-8-nvlink", p, m, _model_costs_of(MOE, p), 10.0 if quick else 120.0))
+    tmp = tempfile.TemporaryDirectory()
+    if importlib.util.find_spec("transformers") is not None:
+        from experiments.hf_models import HF_MODELS, export_hf_model
+
+        model = next(x for x in HF_MODELS if x.name == "hf_mixtral")
+        path = export_hf_model(model, Path(tmp.name) / "hf_mixtral.onnx")
+        p = 4 if quick else 8
+        cases.append(("hf_mixtral (transformers, dynamo) on h100-8-nvlink", p, 2 * p, _model_costs_of(path, p),
+                      10.0 if quick else 60.0))
+    topology = load_topology(HW.parent / "h100-2x8-ib.yaml")
+    p, m, layers = (4, 8, 8) if quick else (16, 64, None)
+    costs = preset_costs("deepseek-v3", topology, p, num_layers=layers)
+    cases.append((f"deepseek-v3 preset ({costs.num_layers} layers) on h100-2x8-ib", p, m, costs,
+                  10.0 if quick else 120.0))
+    rows: list[dict] = []
+    for case, p, m, costs, seconds in cases:
+        for share in (0.0, LNS_SHARE):
+            limit = seconds if time_limit_s is None else time_limit_s
+            print(f"   {case} p={p} m={m}, {limit:g} s, lns share {share}", flush=True)
+            cmp = compare(p, m, costs, time_limit_s=limit, lns_share=share,
+                          progress=lambda line: print(line, flush=True))
+            print(cmp.table(), flush=True)
+            for row in _rows(case, p, m, cmp, costs.time_unit, costs.memory_unit):
+                if row["schedule"] != "opplan":
+                    continue
+                lns = cmp.row("opplan").notes.get("lns")
+                row.update({"lns_share": share, "seconds": limit,
+                            "lns": "" if not isinstance(lns, dict) else
+                            f"{lns['from_units']:.6g} -> {lns['to_units']:.6g} (replayed {lns['replayed_units']:.6g}; "
+                            f"{lns['gains']} gains, {lns['steps']} steps)"})
+                rows.append(row)
+    tmp.cleanup()
+    return rows
+
+
+if __name__ == "__main__":
+    import csv
+    import sys
+
+    found = bench_lns(quick="--quick" in sys.argv)
+    out = REPO / "bench" / "results" / "pipeline_lns.csv"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(found[0]))
+        writer.writeheader()
+        writer.writerows(found)
+    for r in found:
+        print(f"{r['case']:<52} p={r['p']:<3} m={r['m']:<3} lns {r['lns_share']:<4} makespan {r['makespan']:<10} "
+              f"bubble/dp {r['bubble_vs_dualpipe']:<7} bound {r['bound']:<10} gap {r['gap']:<7} {r['lns']}")
+    print(f"wrote {out}")

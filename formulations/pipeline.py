@@ -57,7 +57,10 @@ containing t), and the work of d is its serial work less, for each forward (or e
 saving d_f + d_b (+ d_w) - D_q of a pair containing it (the larger of the two figures).
 
 Building: `build_pipeline_model` creates the variables and calls one function per family; `hint_pipeline` hints a
-known schedule.  Tasks are keyed by their `Action` (`planner.pipeline.unroll.Unrolled`), never by parsing names.
+known schedule; `prepare_pipeline` gathers the data, bounds and warm start of a solve (`PipelineSetup`) and
+`finish_pipeline` turns a schedule into the `PipelineSolution` (both shared with the large-neighbourhood search,
+`formulations.pipeline_lns`).  Tasks are keyed by their `Action` (`planner.pipeline.unroll.Unrolled`), never by
+parsing names.
 Solving: `formulations.driver.solve_formulation` on `PipelineFormulation` (the warm start is the known
 solution; MILP backends bound family 3 conservatively, so a warm start they call infeasible comes back).
 
@@ -529,22 +532,39 @@ def _warm_times(tasks: Unrolled, pairs: Sequence[PairCandidate], warm: Mapping[U
                          tuple(i for i, q in enumerate(pairs) if q.action in warm))
 
 
-def solve_pipeline(
-    pipeline: TrainingPipeline,
-    memory_cap_bytes: int | Sequence[int] | None = None,
-    *,
-    warm_start: dict[str, int] | None = None,
-    time_limit_s: float = 60.0,
-    backend: str = "cpsat",
-    fifo: bool = True,
-    threads: int = 8,
-    seed: int = 0,
-    pair_window: int | None = 2,
-) -> PipelineSolution:
-    """Solve the pipeline formulation (module docstring).  `warm_start`: task name -> start tick of a valid
-    schedule of the split instance (e.g. `split_start_times` of the best baseline that fits the cap; pair names
-    in it mark the pairs it runs).  `pair_window`: the candidate-pair restriction (None: every micro-batch)."""
-    t0 = time.monotonic()
+@dataclass(frozen=True)
+class PipelineSetup:
+    """What one solve of a pipeline works on (`prepare_pipeline`): its split instance, the stream of every task,
+    the caps, the candidate pairs, the warm start as a schedule (`known`, None without one), the horizon and the
+    trivial bound (critical path, work / devices, device bound: valid with or without family 5)."""
+
+    pipeline: TrainingPipeline
+    tasks: Unrolled
+    device: list[int]
+    cap: list[int]
+    pairs: list[PairCandidate]
+    known: PipelineTimes | None
+    horizon: int
+    trivial_tick: int
+    fifo: bool
+
+    def formulation(self) -> PipelineFormulation:
+        """The full formulation (module docstring) of this setup."""
+        return PipelineFormulation(self.tasks, self.pipeline, self.device, self.pairs, self.cap,
+                                   horizon=self.horizon, lower_bound=self.trivial_tick, fifo=self.fifo)
+
+    def ends(self, times: PipelineTimes) -> list[int]:
+        """End tick of every task of `times` (a half of a chosen pair ends with the pair)."""
+        return _ends(self.tasks, self.device, self.pairs, times)
+
+    def makespan_tick(self, times: PipelineTimes) -> int:
+        return max(self.ends(times), default=0) - min(times.start, default=0)
+
+
+def prepare_pipeline(pipeline: TrainingPipeline, memory_cap_bytes: int | Sequence[int] | None = None, *,
+                     warm_start: dict[str, int] | None = None, fifo: bool = True,
+                     pair_window: int | None = 2) -> PipelineSetup:
+    """Everything `solve_pipeline` builds before it calls the solver (its arguments, same meaning)."""
     if pipeline.stage_to_device is None:
         raise OpplanError("the pipeline formulation needs a placement (fixed or V-shape)")
     tasks = unroll_actions(pipeline)
@@ -574,25 +594,51 @@ def solve_pipeline(
             int(sum(int(x) for x in inst.edge_fixed_tick))
     trivial = _pair_bound(inst, device, pairs) if pairs else \
         max(inst.trivial_lower_bound_tick(), device_bound_tick(inst, device))
-    formulation = PipelineFormulation(tasks, pipeline, device, pairs, cap, horizon=horizon, lower_bound=trivial,
-                                      fifo=fifo)
-    solved = solve_formulation(formulation, backend=get_backend(backend), time_limit_s=time_limit_s,
-                               threads=threads, seed=seed, known=known, lower_bound_tick=trivial, started_s=t0)
-    times = solved.solution
-    used = [pairs[i] for i in times.pairs]
+    return PipelineSetup(pipeline, tasks, device, cap, pairs, known, horizon, trivial, fifo)
+
+
+def solve_pipeline(
+    pipeline: TrainingPipeline,
+    memory_cap_bytes: int | Sequence[int] | None = None,
+    *,
+    warm_start: dict[str, int] | None = None,
+    time_limit_s: float = 60.0,
+    backend: str = "cpsat",
+    fifo: bool = True,
+    threads: int = 8,
+    seed: int = 0,
+    pair_window: int | None = 2,
+) -> PipelineSolution:
+    """Solve the pipeline formulation (module docstring).  `warm_start`: task name -> start tick of a valid
+    schedule of the split instance (e.g. `split_start_times` of the best baseline that fits the cap; pair names
+    in it mark the pairs it runs).  `pair_window`: the candidate-pair restriction (None: every micro-batch)."""
+    t0 = time.monotonic()
+    setup = prepare_pipeline(pipeline, memory_cap_bytes, warm_start=warm_start, fifo=fifo, pair_window=pair_window)
+    solved = solve_formulation(setup.formulation(), backend=get_backend(backend), time_limit_s=time_limit_s,
+                               threads=threads, seed=seed, known=setup.known, lower_bound_tick=setup.trivial_tick,
+                               started_s=t0)
+    return finish_pipeline(setup, solved.solution, solved.lower_bound_tick, solved.status, solver=solved.solver,
+                           solver_version=solved.solver_version, started_s=t0, time_to_best_s=solved.time_to_best_s)
+
+
+def finish_pipeline(setup: PipelineSetup, times: PipelineTimes, lower_bound_tick: int, status: PlanStatus, *,
+                    solver: str, solver_version: str, started_s: float, time_to_best_s: float) -> PipelineSolution:
+    """The `PipelineSolution` of a schedule `times` of `setup` (validated by the independent validator)."""
+    pipeline, tasks, device, p = setup.pipeline, setup.tasks, setup.device, setup.pipeline.num_devices
+    used = [setup.pairs[i] for i in times.pairs]
     plan_inst, placements = _placements(pipeline, tasks, device, times.start, used)
     makespan = max(x.end_tick for x in placements) - min(x.start_tick for x in placements)
-    plan = Plan(plan_inst.name, placements, tuple(plan_inst.device_names), makespan, solved.lower_bound_tick,
-                solved.status, PlanMethod.PIPELINE_MILP, solver=solved.solver, solver_version=solved.solver_version,
-                solve_time_s=time.monotonic() - t0)
+    plan = Plan(plan_inst.name, placements, tuple(plan_inst.device_names), makespan, lower_bound_tick,
+                status, PlanMethod.PIPELINE_MILP, solver=solver, solver_version=solver_version,
+                solve_time_s=time.monotonic() - started_s)
     validate_plan(plan_inst, plan)
     timeline = timeline_of_plan(plan_inst, plan)
     compute_plan = dataclasses.replace(plan, placements=tuple(x for x in placements if x.device < p),
                                        device_names=tuple(plan_inst.device_names[:p]))
     schedule = schedule_from_plan(compute_plan, num_microbatches=pipeline.num_microbatches,
                                   num_stages=pipeline.num_stages, name="opplan")
-    return PipelineSolution(schedule, plan, timeline, plan_inst, solved.status, solved.lower_bound_tick,
-                            time.monotonic() - t0, solved.time_to_best_s, tuple(q.name for q in used))
+    return PipelineSolution(schedule, plan, timeline, plan_inst, status, lower_bound_tick,
+                            time.monotonic() - started_s, time_to_best_s, tuple(q.name for q in used))
 
 
 def _placements(pipeline: TrainingPipeline, tasks: Unrolled, device: Sequence[int], starts: Sequence[int],

@@ -16,18 +16,22 @@ figures on the profile's first p devices, cut between layers or between a layer'
 (`planner.compare.presets`); times in milliseconds, memory in MiB; ``--no-a2a``, ``--no-comm-stream`` and
 ``--fb-overlap`` apply as on a model.  On a model the planned schedule may also split its pieces into sub-chunks
 (``--granularity K``, ``--subchunk-a2a``; `planner.compare.subchunks`).  With ``--fb-overlap X`` < 1 the planned
-schedule may also run overlapped F&B pairs (`formulations.pipeline`, family 6).
+schedule may also run overlapped F&B pairs (`formulations.pipeline`, family 6).  Each solve of the planned
+schedule gives ``--lns-share`` of its time to a large-neighbourhood search after the full model
+(`formulations.pipeline_lns`), which prints a line on stderr at each gain.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from collections.abc import Sequence
 
 from planner.cli import _run
 from planner.cli_args import (
     ArgumentParser,
+    fraction,
     nonnegative_float,
     overlap_fraction,
     positive_float,
@@ -35,7 +39,7 @@ from planner.cli_args import (
     positive_seconds,
 )
 from planner.compare.model_costs import ModelCosts, model_costs
-from planner.compare.pipelines import compare, write_outputs
+from planner.compare.pipelines import LNS_SHARE, compare, write_outputs
 from planner.compare.presets import PRESETS, MicroBatch, PresetCosts, preset_costs
 from planner.cost.training_costs import training_costs
 from planner.errors import InputError
@@ -71,7 +75,8 @@ def _compare(args: argparse.Namespace) -> int:
             raise InputError(f"unknown schedules {unknown}", fix=f"use some of {','.join(GENERATORS)}")
     cmp = compare(args.stages, args.microbatches, costs, schedules=names, opplan=not args.no_opplan,
                   memory_cap_units=args.memory, opplan_placement=args.placement, time_limit_s=args.time_limit,
-                  backend=args.backend, granularity=args.granularity, subchunk_a2a=args.subchunk_a2a)
+                  backend=args.backend, granularity=args.granularity, subchunk_a2a=args.subchunk_a2a,
+                  lns_share=args.lns_share, progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(cmp.table())
     written = write_outputs(cmp, args.out, pictures=not args.no_pictures)
     print(f"wrote {len(written)} files to {args.out} (compare.csv, <schedule>.torch.csv, pictures)")
@@ -189,6 +194,10 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--schedules", default=None, help="comma-separated baselines (default: all)")
     parser.add_argument("--time-limit", type=positive_seconds, default=120.0, help="solver time limit in seconds")
     parser.add_argument("--backend", default="cpsat", help="solver backend (default cpsat)")
+    parser.add_argument("--lns-share", type=fraction, default=LNS_SHARE, metavar="X",
+                        help="of each solve of the planned schedule, the share the large-neighbourhood search gets "
+                        "after the full model (formulations.pipeline_lns; its gains are printed on stderr; 0: off; "
+                        f"default {LNS_SHARE})")
     parser.add_argument("--no-opplan", action="store_true", help="baselines only")
     parser.add_argument("--no-pictures", action="store_true", help="skip the PNG files")
     parser.add_argument("--out", default=DEFAULT_OUT,

@@ -57,7 +57,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("formulations.model_api", ("formulations/__init__.py", "formulations/model_api.py")),
     ("formulations.backends", ("formulations/backends/",)),
     ("formulations.driver", ("formulations/driver.py",)),
-    ("formulations.models", ("formulations/",)),  # placement, solve_instance, stages, pipeline
+    ("formulations.models", ("formulations/",)),  # placement, solve_instance, stages, pipeline, pipeline_lns
     ("decompose/solve", ("planner/decompose.py", "planner/lns.py", "planner/solve.py")),
     ("compare/whatif", ("planner/compare/", "planner/whatif.py")),
     ("execute", ("planner/execute/",)),

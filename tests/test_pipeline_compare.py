@@ -103,7 +103,7 @@ def test_a_placement_that_gives_no_schedule_says_why(monkeypatch):
     def failing(*_args, **_kwargs):
         raise OpplanError("forced: the solver's schedule failed validation")
 
-    monkeypatch.setattr(pipelines_module, "solve_pipeline", failing)
+    monkeypatch.setattr(pipelines_module, "solve_pipeline_lns", failing)  # the planned row's solve (with the search)
     cmp = pipelines_module.compare(4, 8, UnitCosts(), schedules=("dualpipe",), opplan_placement="v", time_limit_s=2)
     row = cmp.row("opplan")
     assert row.skipped == "no placement gave a schedule (v placement: forced: the solver's schedule failed validation)"

@@ -13,7 +13,11 @@ split — two copies, m/2 micro-batches each way — and the V-shape split — 2
 with half the time limit each, keeping the shorter; or one of ``dualpipe``, ``v``, ``fixed``), warm-started from
 the best baseline on that split that fits the cap, or the constructive list schedule of `planner.pipeline.greedy`
 when that is shorter (its overlapped pairs included when `fb_overlap` < 1: the formulation may pair F and B
-itself); the cap defaults to DualPipe's peak memory per device.  On a model the planned row also chooses its own
+itself); the cap defaults to DualPipe's peak memory per device.  Each solve gives `LNS_SHARE` of its time (``compare(
+lns_share=...)``, ``plan-compare --lns-share``) to the large-neighbourhood search of `formulations.pipeline_lns`
+after the full model, which moves the large pipelines the full model stalls on; the bound stays the full model's
+(or the trivial bound, when the search left micro-batch order), and the table's line says what the search gained.
+On a model the planned row also chooses its own
 cut (`planner.compare.cut_search`, `_plan_placement`): the baselines keep the bottleneck-minimal cut their users
 would take, the planned row moves the boundaries between pieces where the schedules run shorter, and its bound is
 the formulation's bound *for the cut it chose* (the table line says so).  Then, at granularity k > 1
@@ -30,11 +34,13 @@ import dataclasses
 import io
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
-from formulations.pipeline import solve_pipeline, split_start_times
+from formulations.pipeline import split_start_times
+from formulations.pipeline_lns import LnsResult, LnsStep, solve_pipeline_lns
 from planner.compare.cut_search import any_cut_bound_tick, refine_cut
 from planner.compare.model_costs import ModelCosts
 from planner.compare.plot import plot_schedule, plot_side_by_side
@@ -58,6 +64,7 @@ _WARM_FROM = {"v": ("zb-v", "dualpipev"), "fixed": ("1f1b", "gpipe", "zb-h1", "z
 _SPLIT = {"v": "opplan-v", "fixed": "1f1b", "dualpipe": "dualpipe"}
 CUT_SHARE = 0.25  # of a placement's time on a model, what the first cut search gets (module docstring)
 FINE_SHARE = 0.5  # of a placement's time on a model, what the sub-chunk solve gets when granularity k > 1
+LNS_SHARE = 0.5  # of each formulation solve's time, what the large-neighbourhood search gets after the full model
 
 
 class CompareValues(TypedDict):
@@ -174,6 +181,12 @@ class Comparison:
                              + ")")
             elif isinstance(gran, dict):
                 cut_text += f", granularity 1 (asked {gran.get('asked')}: {gran.get('why')})"
+            lns = opp.notes.get("lns")
+            if isinstance(lns, dict):
+                cut_text += (f", neighbourhood search {_figure(float(lns['from_units']))} -> "
+                             f"{_figure(float(lns['to_units']))} {time_unit} (the full solve's order replayed "
+                             f"{_figure(float(lns['replayed_units']))}; {lns['gains']} gains in {lns['steps']} "
+                             f"steps, {lns['seconds']:.0f} s)")
             lines.append(f"opplan: {opp.notes.get('status')}, bound "
                          f"{_figure(bound) + ' ' + time_unit if isinstance(bound, (int, float)) else bound}, gap "
                          f"{opp.notes.get('gap', 0):.1%}, placement {opp.notes.get('placement')}{cut_text}, warm start "
@@ -226,12 +239,16 @@ def compare(
     backend: str = "cpsat",
     granularity: int | None = 1,
     subchunk_a2a: str = "piece",
+    lns_share: float = LNS_SHARE,
+    progress: Callable[[str], None] | None = None,
 ) -> Comparison:
     """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row.
     `granularity`: sub-chunks per piece for the planned row on a model (`planner.compare.subchunks`; 1, the
     default: stage level only; None: chosen by `auto_granularity`); `subchunk_a2a`: where a piece's all-to-alls sit
     among its sub-chunks (`planner.compare.subchunks.A2A_AT`: ``piece``, as the baselines are measured, or
-    ``experts``)."""
+    ``experts``); `lns_share`: of each formulation solve's time, what the large-neighbourhood search
+    (`formulations.pipeline_lns`) gets after the full model (0: none); `progress`: called with a line at each gain
+    of the search."""
     costs = costs or UnitCosts()
     scales = scales_of(costs)
     if p < 1 or m < 1:
@@ -264,8 +281,9 @@ def compare(
     t0 = time.monotonic()
     for placement in placements:
         before = time.monotonic() - t0
+        search = _Search(lns_share, progress, placement)
         row = _plan_placement(placement, p, m, costs, scales, by_name, cap, time_limit_s / len(placements), backend,
-                              granularity, subchunk_a2a)
+                              granularity, subchunk_a2a, search)
         if row.figures is None:
             failures.append(row.skipped or f"{placement} placement: no schedule")
             continue
@@ -288,8 +306,30 @@ def _reference_schedules(placement, p, m, costs, scales, by_name) -> list[tuple[
     return [(n, r.schedule) for n, r in rows if not r.skipped and r.schedule is not None]
 
 
+@dataclass(frozen=True)
+class _Search:
+    """How the planned row's solves run the large-neighbourhood search: its share of each solve, and where its
+    progress lines go (None: nowhere), with the placement they are for."""
+
+    share: float = LNS_SHARE
+    progress: Callable[[str], None] | None = None
+    placement: str = ""
+
+    def on_step(self, unit: str, ticks_per_unit: float) -> Callable[[LnsStep], None] | None:
+        if self.progress is None:
+            return None
+        out = self.progress
+
+        def line(step: LnsStep) -> None:
+            if step.gained:
+                out(f"   neighbourhood search ({self.placement}): {step.wall_s:.1f} s, step {step.step} ({step.kind}, "
+                    f"{step.size} tasks): {_figure(step.before_tick / ticks_per_unit)} -> "
+                    f"{_figure(step.after_tick / ticks_per_unit)} {unit}")
+        return line
+
+
 def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, backend, granularity=1,
-                    subchunk_a2a="piece") -> CompareRow:
+                    subchunk_a2a="piece", search: _Search = _Search()) -> CompareRow:
     """The planned row on one placement.  On a model the two levels alternate (`planner.compare.cut_search`):
     the cut is refined for the baselines' schedules (CUT_SHARE of the budget), the pipeline formulation solves
     the chosen cut (warm-started), the cut is refined again for the schedule it returned and, when that moved the
@@ -301,7 +341,7 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
     t0 = time.monotonic()
     references = _reference_schedules(placement, p, m, costs, scales, by_name)
     if not isinstance(costs, ModelCosts):
-        return _solve_opplan(placement, p, m, costs, scales, references, cap, budget_s, backend)
+        return _solve_opplan(placement, p, m, costs, scales, references, cap, budget_s, backend, search=search)
     split, name = (2 if placement == "v" else 1), _SPLIT[placement]
     k = auto_granularity(costs.pipeline(name, p, m)) if granularity is None else int(granularity)
     total_s = budget_s
@@ -311,7 +351,7 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
     first = refine_cut(costs, split, name, p, m, refs, cap, deadline_s=t0 + CUT_SHARE * budget_s)
     solve_s = (budget_s - (time.monotonic() - t0)) * (1 - CUT_SHARE)
     started_s = time.monotonic() - t0
-    row = _solve_opplan(placement, p, m, first.costs, scales, references, cap, solve_s, backend)
+    row = _solve_opplan(placement, p, m, first.costs, scales, references, cap, solve_s, backend, search=search)
     if row.figures is not None:  # time to best counts from the placement's start, cut search included
         row.notes["time_to_best_s"] = started_s + float(row.notes["time_to_best_s"])  # type: ignore[arg-type]
     rounds = [first]
@@ -325,7 +365,8 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
         if again.moves_kept and left > 1.0:
             started_s = time.monotonic() - t0
             other = _solve_opplan(placement, p, m, again.costs, scales,
-                                  [*references, ("previous round", row.schedule)], cap, left, backend)
+                                  [*references, ("previous round", row.schedule)], cap, left, backend,
+                                  search=search)
             if other.figures is not None and row.figures is not None \
                     and other.figures.makespan_tick < row.figures.makespan_tick:
                 other.notes["time_to_best_s"] = started_s + float(other.notes["time_to_best_s"])  # type: ignore[arg-type]
@@ -333,7 +374,7 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
     if k > 1 and row.schedule is not None:
         row = _solve_fine(placement, p, m, row_costs, scales, row, [r for _, r in references], cap,
                           total_s - (time.monotonic() - t0), backend, k, subchunk_a2a,
-                          started_s=time.monotonic() - t0)
+                          started_s=time.monotonic() - t0, search=search)
     if row.pipeline is not None:
         any_cut = any_cut_bound_tick(costs, row.pipeline)
         row.notes["cut"] = {"moves": sum(r.moves_kept for r in rounds),
@@ -343,12 +384,14 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
 
 
 def _solve_opplan(placement, p, m, costs, scales, candidates: list[tuple[str, Schedule]], cap, time_limit_s,
-                  backend, pipe: TrainingPipeline | None = None) -> CompareRow:
+                  backend, pipe: TrainingPipeline | None = None, search: _Search = _Search()) -> CompareRow:
     """Solve the pipeline formulation on `placement`'s pipeline of `costs` (or on `pipe`, e.g. a sub-chunk
     pipeline), warm-started from the shortest of the `candidates` (name, schedule), each re-simulated on this
     pipeline (its cut may not be theirs), that fits the cap, or the greedy list schedule when that is shorter; a
-    skipped row with the solver's reason when it fails.  On a sub-chunk pipeline (`pipe` given) the solver's
-    schedule is also replayed as the baselines are, and the shorter timeline kept (see the comment below)."""
+    skipped row with the solver's reason when it fails.  The solve is `solve_pipeline_lns`: the full model, then
+    the large-neighbourhood search for `search.share` of the time (notes["lns"] says what it gained).  On a
+    sub-chunk pipeline (`pipe` given) the solver's schedule is also replayed as the baselines are, and the shorter
+    timeline kept (see the comment below)."""
     fine = pipe is not None
     if pipe is None:
         pipe = _pipeline(_SPLIT[placement], p, m, costs, scales)
@@ -374,8 +417,10 @@ def _solve_opplan(placement, p, m, costs, scales, candidates: list[tuple[str, Sc
         # warm-start simulations took, twice over, outside the solver's own limit (keeps the row in its budget)
         time_limit_s = max(1.0, time_limit_s - 2 * (time.monotonic() - prep_t0))
     try:
-        sol = solve_pipeline(pipe, cap, warm_start=warm[0] if warm else None, time_limit_s=time_limit_s,
-                             backend=backend)
+        time_unit = costs.time_unit if isinstance(costs, (ModelCosts, PresetCosts)) else "unit"
+        sol, lns = solve_pipeline_lns(pipe, cap, warm_start=warm[0] if warm else None, time_limit_s=time_limit_s,
+                                      backend=backend, lns_share=search.share,
+                                      progress=search.on_step(time_unit, scales.ticks_per_unit))
     except OpplanError as exc:  # no schedule on this placement: the row says why (memory, or a solver failure)
         return CompareRow("opplan", skipped=f"{placement} placement: {' '.join(str(exc).split())}")
     timeline, fig = sol.timeline, figures(pipe, sol.timeline)
@@ -394,12 +439,23 @@ def _solve_opplan(placement, p, m, costs, scales, candidates: list[tuple[str, Sc
     row.notes = {"status": sol.status, "bound_units": sol.lower_bound_tick / scales.ticks_per_unit,
                  "bound_tick": sol.lower_bound_tick, "gap": gap, "warm_start": warm_name,
                  "solve_time_s": sol.solve_time_s, "time_to_best_s": sol.time_to_best_s, "placement": placement,
-                 "cap_bytes": cap, "warm_units": None if warm is None else warm[1] / scales.ticks_per_unit}
+                 "cap_bytes": cap, "warm_units": None if warm is None else warm[1] / scales.ticks_per_unit,
+                 "lns": _lns_note(lns, scales)}
     return row
 
 
+def _lns_note(lns: LnsResult | None, scales: Scales) -> dict[str, object] | None:
+    """What the large-neighbourhood search did, in the comparison's units (None: it did not run)."""
+    if lns is None:
+        return None
+    return {"from_units": lns.start_tick / scales.ticks_per_unit, "to_units": lns.best_tick / scales.ticks_per_unit,
+            "replayed_units": lns.replayed_tick / scales.ticks_per_unit,
+            "steps": len(lns.steps), "gains": lns.gains, "in_order": lns.in_order,
+            "seconds": lns.steps[-1].wall_s if lns.steps else 0.0}
+
+
 def _solve_fine(placement, p, m, costs: ModelCosts, scales, coarse: CompareRow, references: list[Schedule], cap,
-                time_limit_s, backend, k, a2a_at, *, started_s: float) -> CompareRow:
+                time_limit_s, backend, k, a2a_at, *, started_s: float, search: _Search = _Search()) -> CompareRow:
     """The planned row at granularity k on `costs`' cut (`planner.compare.subchunks`): the formulation on the
     sub-chunk pipeline, warm-started from the shortest expansion (of the stage-level row's schedule and the
     references) that fits the cap, or the greedy list schedule when that is shorter.  Returns the shorter of
@@ -414,7 +470,8 @@ def _solve_fine(placement, p, m, costs: ModelCosts, scales, coarse: CompareRow, 
     assert coarse.schedule is not None and coarse.figures is not None
     candidates = [("stage-level opplan", coarse.schedule), *((s.name, s) for s in references)]
     expanded = [(n, expand_schedule(s, fine)) for n, s in candidates]
-    row = _solve_opplan(placement, p, m, costs, scales, expanded, cap, time_limit_s, backend, pipe=pipe)
+    row = _solve_opplan(placement, p, m, costs, scales, expanded, cap, time_limit_s, backend, pipe=pipe,
+                        search=search)
     assert coarse.pipeline is not None
     _inst, replay = simulate_pipeline(coarse.pipeline, coarse.schedule)  # its order, replayed as the baselines are
     note = {"k": k, "tasks": fine.num_compute_tasks, "a2a_at": a2a_at,

@@ -1,0 +1,509 @@
+"""Large-neighbourhood search over a pipeline schedule (issue 11, "Scale"): CP-SAT stalls on the full pipeline
+formulation of large pipelines (the DeepSeek-V3-like preset at p = 16, m = 64 has ~17,700 tasks on the V
+placement, and 120 s of the full solve do not improve its warm start); re-solving a small part of the incumbent at a
+time, with the rest kept in its order, moves it.
+
+The schedule as an order.  The search keeps the incumbent's chosen pairs (each one unit, named by its forward; the
+full solve chooses pairs) and works on the order of the units on every stream (`Units`).  An order is timed by
+replaying it (`Units.replay`: every unit as early as its predecessors, with their delays, and the unit before it on
+its stream allow), which also gives each unit's tail (longest path from its start to the end).  Memory follows from
+the order alone: on a device, the activations in flight at any moment are those whose F has started and whose B or
+W has not ended, all on that device's compute stream, so every timing of an order has the same peak memory.
+
+One step.  A neighbourhood N of units is freed; with first / last the earliest start / latest end of N, every
+stream's order splits into a prefix (the leading units outside N that end by `first`: fixed), a middle (modelled)
+and a suffix (the trailing units outside N that start at `last` or later: replayed).  The compact model (CP-SAT,
+`_step_model`) has a start for each middle unit only: precedence between middle units, releases from the prefix,
+no overlap per stream above the prefix's end, the incumbent's order between consecutive middle units outside N
+(``keep[...]``: only N is reordered), family 3 of `formulations.pipeline` over the middle (an activation allocated in
+the prefix holds from its fixed start, one freed in the suffix to the horizon, one held across the middle lowers the
+capacity), family 5 between middle units (`fifo_inside` False: not for N's units, so micro-batches may run out of
+order inside N where memory allows), and a makespan C >= every middle unit's end plus the tail of each suffix unit
+it feeds (an edge, or its stream's first suffix unit) and >= what the prefix alone implies.  The objective puts C
+first and the sum of N's ends second, so that a step that cannot shorten the makespan still moves N earlier and
+leaves slack for the next; the incumbent is the hint.  The step's order (prefix, middle by the new starts, suffix)
+is replayed, and replaces the incumbent when the replay's makespan is no longer (ties accepted: they move the
+search).  Every accepted schedule is a replay of an order whose middle satisfied the memory rows, so it fits the
+caps; it is validated at the end (`finish_pipeline`).  The model is the size of the middle, not of the pipeline:
+a step on the 17,664 tasks of the preset at p = 16, m = 64 takes 2-4 s on the shared 2-vCPU machine, where the
+full formulation with the outside order kept as constraints took ~8 s a step to build and presolve and did not
+move in 60 s.
+
+Neighbourhoods (`KINDS`), about `size` tasks each, around a point drawn by a seeded `random.Random`:
+``window`` the tasks starting nearest a random tick, on every stream; ``microbatches`` the tasks of `MICROBATCHES`
+consecutive micro-batches from a random one that start nearest the start of a random one of them; ``devices`` the
+tasks of two adjacent devices (compute and communication streams) starting nearest a random tick; ``critical`` a
+stretch of the incumbent's critical chain (tight predecessors, in the graph or on the stream, back from the last
+end) and the tasks starting nearest its middle on the streams it crosses.
+
+Adaptation.  The size grows by `GROW` after a step that proved its neighbourhood's makespan optimal (too easy; a
+step stops at that proof, the secondary term within half a makespan tick's weight) and shrinks by `SHRINK` after one
+cut by its time limit (`step_s`) without a gain; a kind's weight grows by one with each gain and decays by `DECAY`
+with each step without one.
+
+The bound.  Never from a step (a restricted model bounds nothing): the caller's — the full solve's, which with
+family 5 holds for in-order schedules — while the schedule stays in micro-batch order per stage, else the setup's
+trivial bound (device bound, critical path, work / devices: no order assumed).
+
+Deterministic for a seed as far as CP-SAT is: the draws are seeded, and each step's CP-SAT solve runs in the
+driver's deterministic mode with seed `seed + step`; a step cut by its wall-clock limit can still differ.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from formulations.backends import get_backend
+from formulations.driver import solve_formulation
+from formulations.model_api import LinExpr, ModelBuilder, SolveParams, SolveStatus, Var, as_expr, cname, interval
+from formulations.pipeline import (
+    PipelineSetup,
+    PipelineSolution,
+    PipelineTimes,
+    finish_pipeline,
+    prepare_pipeline,
+)
+from planner.pipeline.unroll import TrainingPipeline
+from planner.schedule.actions import ActionKind
+from planner.schedule.plan import PlanStatus
+
+KINDS = ("window", "microbatches", "devices", "critical")
+GROW = 1.25  # size factor after a step proven optimal within its time
+SHRINK = 0.8  # size factor after a step cut by its time limit without a gain
+DECAY = 0.9  # weight factor of a kind after a step without a gain
+MIN_SIZE = 8  # tasks
+MICROBATCHES = 4  # consecutive micro-batches a ``microbatches`` neighbourhood draws from
+INITIAL_SIZE = 64  # tasks
+STEP_S = 4.0  # solver time of one step, besides its build
+MIN_STEP_S = 1.0  # no step starts with less time left than this
+
+
+@dataclass(frozen=True)
+class LnsStep:
+    """One step: the neighbourhood's kind and size (tasks freed), the incumbent's makespan before and after,
+    seconds since the search started, and whether CP-SAT proved the neighbourhood optimal."""
+
+    step: int
+    kind: str
+    size: int
+    before_tick: int
+    after_tick: int
+    wall_s: float
+    proven: bool
+
+    @property
+    def gained(self) -> bool:
+        return self.after_tick < self.before_tick
+
+
+@dataclass(frozen=True)
+class LnsResult:
+    """The search's answer: the best schedule, its makespan, the start's and its order's replayed (`Units.replay`:
+    slack the start left, gained before any step), every step, whether the schedule keeps micro-batch order on every
+    stage, and when (seconds since the search started) the best was found."""
+
+    times: PipelineTimes
+    start_tick: int
+    best_tick: int
+    steps: tuple[LnsStep, ...]
+    in_order: bool
+    time_to_best_s: float
+    replayed_tick: int = 0
+
+    @property
+    def gains(self) -> int:
+        return sum(s.gained for s in self.steps)
+
+
+class Units:
+    """The schedule's units, fixed for the whole search: every task alone, or a chosen pair of the incumbent as one
+    unit named by its forward (the search never changes which pairs run).  `rep[t]` the unit of task t, `dur[r]`
+    its duration, `stream[r]` its stream, `succ[r]` / `pred[r]` (other unit, delay) along the instance's edges."""
+
+    def __init__(self, setup: PipelineSetup, pairs: Sequence[int]) -> None:
+        inst, dev = setup.tasks.instance, setup.device
+        n = inst.num_tasks
+        self.setup, self.pairs = setup, tuple(pairs)
+        self.rep = list(range(n))
+        self.dur = [int(inst.duration_tick[t, dev[t]]) for t in range(n)]
+        for i in pairs:
+            q = setup.pairs[i]
+            for t in q.tasks:
+                self.rep[t] = q.f
+            self.dur[q.f] = q.tick
+        self.reps = [t for t in range(n) if self.rep[t] == t]
+        self.stream = list(dev)
+        delay: dict[tuple[int, int], int] = {}
+        for e, (u, v) in enumerate(inst.edges):
+            a, b = self.rep[u], self.rep[v]
+            if a != b:
+                delay[a, b] = max(delay.get((a, b), 0), inst.comm(e, dev[u], dev[v]))
+        self.succ: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+        self.pred: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+        for (a, b), d in sorted(delay.items()):
+            self.succ[a].append((b, d))
+            self.pred[b].append((a, d))
+
+    def order(self, start: Sequence[int]) -> dict[int, list[int]]:
+        """Units per stream in the order of `start` (ties: shorter first, then by index)."""
+        out: dict[int, list[int]] = {}
+        for r in sorted(self.reps, key=lambda r: (start[r], start[r] + self.dur[r], r)):
+            out.setdefault(self.stream[r], []).append(r)
+        return out
+
+    def replay(self, order: Mapping[int, Sequence[int]]) -> tuple[list[int], list[int]] | None:
+        """Every unit as early as its predecessors and the unit before it on its stream allow, in `order`: (start per
+        task, longest path from each unit's start to the end, its own duration included); None when `order`
+        contradicts the edges (a cycle).  Memory needs no check: on each device the activations in flight follow
+        from its compute stream's order alone (an F allocates at its start, its B and W free at their ends, all on
+        that stream), so any timing of an order that fit the caps fits them."""
+        n = len(self.rep)
+        nxt: dict[int, int] = {}
+        indeg = [0] * n
+        for on in order.values():
+            for a, b in zip(on, on[1:]):
+                nxt[a] = b
+                indeg[b] += 1
+        for r in self.reps:
+            indeg[r] += len(self.pred[r])
+        ready = [r for r in self.reps if indeg[r] == 0]
+        start = [0] * n
+        topo: list[int] = []
+        while ready:
+            r = ready.pop()
+            topo.append(r)
+            end = start[r] + self.dur[r]
+            outs = [*self.succ[r], *(((nxt[r], 0),) if r in nxt else ())]
+            for v, d in outs:
+                start[v] = max(start[v], end + d)
+                indeg[v] -= 1
+                if indeg[v] == 0:
+                    ready.append(v)
+        if len(topo) != len(self.reps):
+            return None
+        tail = [0] * n
+        for r in reversed(topo):
+            outs = [*self.succ[r], *(((nxt[r], 0),) if r in nxt else ())]
+            tail[r] = self.dur[r] + max((d + tail[v] for v, d in outs), default=0)
+        for t in range(n):
+            start[t] = start[self.rep[t]]
+        return start, tail
+
+    def times(self, start: Sequence[int]) -> PipelineTimes:
+        return PipelineTimes(tuple(start), self.pairs)
+
+
+@dataclass
+class _Step:
+    """One step's compact model over the middle units (module docstring, "One step")."""
+
+    region: dict[int, str]  # unit -> "p" (prefix: fixed), "m" (middle: in the model) or "s" (suffix: replayed)
+    start: dict[int, Var]
+    makespan: Var
+
+
+def _step_model(units: Units, builder: ModelBuilder, start: Sequence[int], tail: Sequence[int],
+                order: Mapping[int, Sequence[int]], free: frozenset[int], fifo_inside: bool) -> _Step | None:
+    """The compact model of one step (module docstring), or None when the incumbent's order does not split into
+    prefix, middle and suffix on some stream (zero-length units at the boundary: the step is skipped)."""
+    setup, dur = units.setup, units.dur
+    first = min(start[r] for r in free)
+    last = max(start[r] + dur[r] for r in free)
+    region: dict[int, str] = {}
+    for on in order.values():
+        i, j = 0, len(on)
+        while i < j and on[i] not in free and start[on[i]] + dur[on[i]] <= first:
+            i += 1
+        while j > i and on[j - 1] not in free and start[on[j - 1]] >= last:
+            j -= 1
+        region.update({r: "p" for r in on[:i]})
+        region.update({r: "m" for r in on[i:j]})
+        region.update({r: "s" for r in on[j:]})
+    middle = [r for r in units.reps if region[r] == "m"]
+    horizon = max(start[r] + tail[r] for r in units.reps)
+    floor: dict[int, int] = {}  # unit -> end of the last prefix unit on its stream: no middle unit starts before it
+    for on in order.values():
+        pre = [r for r in on if region[r] == "p"]
+        floor.update((r, start[pre[-1]] + dur[pre[-1]] if pre else 0) for r in on)
+    svar = {r: builder.int_var(floor[r], horizon - dur[r], f"S_{r}") for r in middle}
+    c = builder.int_var(0, horizon, "C")
+
+    def end(r: int) -> LinExpr:
+        return svar[r] + dur[r]
+
+    const_c = 0
+    for r in units.reps:
+        outs = list(units.succ[r])
+        if region[r] == "s":
+            if any(region[v] != "s" for v, _ in outs):
+                return None  # a suffix unit feeding the middle: only at zero-length boundaries
+            continue
+        if region[r] == "p":
+            for v, d in outs:
+                if region[v] == "s":
+                    const_c = max(const_c, start[r] + dur[r] + d + tail[v])
+                elif region[v] == "m":
+                    builder.add(svar[v] >= start[r] + dur[r] + d, cname("release", u=r, v=v))
+            if not outs:
+                const_c = max(const_c, start[r] + dur[r])
+            continue
+        for v, d in outs:
+            if region[v] == "m":
+                builder.add(svar[v] >= end(r) + d, cname("prec", u=r, v=v))
+            elif region[v] == "s":
+                builder.add(c >= end(r) + d + tail[v], cname("tail", u=r, v=v))
+            else:
+                builder.add(end(r) + d <= start[v], cname("deadline", u=r, v=v))
+        if not outs:
+            builder.add(c >= end(r), cname("sink", u=r))
+    for d, on in order.items():
+        pre = [r for r in on if region[r] == "p"]
+        mid = [r for r in on if region[r] == "m"]
+        suf = [r for r in on if region[r] == "s"]
+        kept = [r for r in mid if r not in free]
+        for r in mid:
+            if suf:
+                builder.add(c >= end(r) + tail[suf[0]], cname("before", u=r))
+        if pre and suf and not mid:  # the stream's prefix runs straight into its suffix
+            const_c = max(const_c, start[pre[-1]] + dur[pre[-1]] + tail[suf[0]])
+        for a, b in zip(kept, kept[1:]):
+            builder.add(svar[b] >= end(a), cname("keep", u=a, v=b))
+        builder.no_overlap([interval(svar[r], dur[r], end(r), None, f"iv_{r}") for r in mid], cname("stream", d=d))
+    builder.add(c >= const_c, "rest")
+    _memory_rows(units, builder, start, region, svar, horizon)
+    if setup.fifo:
+        task, pl, rep = setup.tasks.task, setup.pipeline, units.rep
+        for s in range(pl.num_stages):
+            for kind in (ActionKind.F, ActionKind.B, ActionKind.W):
+                for k in range(pl.num_microbatches - 1):
+                    a, b = rep[task(s, kind, k)], rep[task(s, kind, k + 1)]
+                    if a == b or region[a] != "m" or region[b] != "m" or \
+                            (not fifo_inside and (a in free or b in free)):
+                        continue
+                    builder.add(svar[b] >= end(a), cname("fifo", s=s, k=kind.value, m=k))
+    weight = len(free) * horizon + 1  # one makespan tick outweighs every secondary tick
+    builder.minimize(c * weight + sum((end(r) for r in sorted(free)), as_expr(0)))
+    for r in middle:
+        builder.hint(svar[r], start[r])
+    builder.hint(c, max(const_c, max((start[r] + tail[r] for r in middle), default=0)))
+    return _Step(region, svar, c)
+
+
+def _memory_rows(units: Units, builder: ModelBuilder, start: Sequence[int], region: Mapping[int, str],
+                 svar: Mapping[int, Var], horizon: int) -> None:
+    """Family 3 over the middle: an activation allocated before it holds from its (fixed) start, one freed after
+    it holds to the horizon, one held across it lowers the capacity; one wholly before or after it is not there."""
+    setup, rep, dur = units.setup, units.rep, units.dur
+    pl, task = setup.pipeline, setup.tasks.task
+    for d in range(pl.num_devices):
+        params = sum(int(pl.stages[s].param_bytes) for s in pl.device_stages(d))
+        held, ivs, dem = 0, [], []
+        for s in pl.device_stages(d):
+            cost = pl.stages[s]
+            a_b = int(cost.activation_freed_by_b_bytes)
+            a_w = int(cost.activation_bytes) - a_b
+            for k in range(pl.num_microbatches):
+                f = rep[task(s, ActionKind.F, k)]
+                for demand, until in ((a_w, rep[task(s, ActionKind.W, k)]), (a_b, rep[task(s, ActionKind.B, k)])):
+                    if demand <= 0 or region[f] == "s" or region[until] == "p":
+                        continue
+                    if region[f] == "p" and region[until] == "s":
+                        held += demand
+                        continue
+                    lo = svar[f] if region[f] == "m" else as_expr(start[f])
+                    hi = svar[until] + dur[until] if region[until] == "m" else as_expr(horizon)
+                    ivs.append(interval(lo, hi - lo, hi, None, f"act_{s}_{k}_{until}"))
+                    dem.append(demand)
+        if ivs:
+            builder.cumulative(ivs, dem, int(setup.cap[d]) - params - held, cname("memory", d=d))
+
+
+def in_order(setup: PipelineSetup, times: PipelineTimes) -> bool:
+    """Whether `times` runs every stage's F's, B's and W's in micro-batch order (family 5 holds)."""
+    ends, task, pl = setup.ends(times), setup.tasks.task, setup.pipeline
+    return all(times.start[task(s, kind, k + 1)] >= ends[task(s, kind, k)]
+               for s in range(pl.num_stages) for kind in (ActionKind.F, ActionKind.B, ActionKind.W)
+               for k in range(pl.num_microbatches - 1))
+
+
+def _nearest(pool: Sequence[int], start: Sequence[int], tick: int, size: int) -> set[int]:
+    return set(sorted(pool, key=lambda t: (abs(start[t] - tick), t))[:size])
+
+
+def critical_chain(setup: PipelineSetup, times: PipelineTimes) -> list[int]:
+    """Tasks of `times` from a first one to the last end, each starting when the one before it ends (plus the
+    edge's delay): a predecessor in the graph or the task before it on its stream."""
+    inst, dev, start = setup.tasks.instance, setup.device, times.start
+    ends = setup.ends(times)
+    prev: dict[int, int] = {}
+    by_stream: dict[int, list[tuple[int, int, int]]] = {}
+    for t in range(inst.num_tasks):
+        by_stream.setdefault(dev[t], []).append((start[t], ends[t], t))
+    for on in by_stream.values():
+        on.sort()
+        prev.update((b[2], a[2]) for a, b in zip(on, on[1:]))
+    t = max(range(inst.num_tasks), key=lambda x: (ends[x], -x))
+    chain, seen = [t], {t}
+    while True:
+        tight = [u for u, e in inst.predecessors[t] if ends[u] + inst.comm(e, dev[u], dev[t]) == start[t]]
+        if t in prev and ends[prev[t]] == start[t]:
+            tight.append(prev[t])
+        nxt = next((u for u in sorted(tight) if u not in seen), None)
+        if nxt is None:
+            return chain[::-1]
+        t = nxt
+        chain.append(t)
+        seen.add(t)
+
+
+def neighbourhood(kind: str, setup: PipelineSetup, times: PipelineTimes, size: int,
+                  rng: random.Random) -> frozenset[int]:
+    """About `size` tasks of kind `kind` (module docstring), closed under `times`' chosen pairs."""
+    start = times.start
+    n = len(start)
+    span = max(setup.ends(times), default=1)
+    p = setup.pipeline.num_devices
+    if kind == "window":
+        free = _nearest(range(n), start, rng.randrange(span), size)
+    elif kind == "microbatches":
+        nmb = setup.pipeline.num_microbatches
+        first = rng.randrange(nmb)
+        acts = setup.tasks.actions
+        pool = [t for t in range(n) if (acts[t].microbatch - first) % nmb < MICROBATCHES]  # type: ignore[union-attr]
+        free = _nearest(pool, start, start[rng.choice(pool)], size)
+    elif kind == "devices":
+        d = rng.randrange(p)
+        pair = {d, (d + 1) % p}
+        free = _nearest([t for t in range(n) if setup.device[t] % p in pair], start, rng.randrange(span), size)
+    elif kind == "critical":
+        chain = critical_chain(setup, times)
+        length = max(1, min(len(chain), size // 4))
+        at = rng.randrange(max(1, len(chain) - length + 1))
+        stretch = chain[at:at + length]
+        streams = {setup.device[t] for t in stretch}
+        middle = start[stretch[len(stretch) // 2]]
+        free = set(stretch) | _nearest([t for t in range(n) if setup.device[t] in streams], start, middle,
+                                       max(0, size - len(stretch)))
+    else:
+        raise ValueError(f"unknown neighbourhood kind {kind!r} (one of {KINDS})")
+    for i in times.pairs:  # a chosen pair is freed whole or kept whole
+        q = setup.pairs[i]
+        if any(t in free for t in q.tasks):
+            free.update(q.tasks)
+    return frozenset(free)
+
+
+def improve_pipeline(setup: PipelineSetup, incumbent: PipelineTimes, *, time_limit_s: float,
+                     bound_tick: int = 0, backend: str = "cpsat", step_s: float = STEP_S, fifo_inside: bool = True,
+                     threads: int = 8, seed: int = 0, progress: Callable[[LnsStep], None] | None = None,
+                     kinds: Sequence[str] = KINDS, max_steps: int | None = None) -> LnsResult:
+    """Run the search (module docstring) from `incumbent`, a valid schedule of `setup`, for `time_limit_s` (or
+    `max_steps` steps), or until its makespan meets `bound_tick`.  Never returns a longer schedule than `incumbent`;
+    `progress` is called after every step."""
+    t0 = time.monotonic()
+    be = get_backend(backend)
+    rng = random.Random(seed)
+    start_tick = setup.makespan_tick(incumbent)
+    units = Units(setup, incumbent.pairs)
+    order = units.order(incumbent.start)
+    timed = units.replay(order)
+    if timed is None:  # zero-length ties ordered against an edge: nothing to search from
+        return LnsResult(incumbent, start_tick, start_tick, (), in_order(setup, incumbent), 0.0, start_tick)
+    start, tail = timed
+    best = units.times(start)
+    best_tick = replayed = min(start_tick, setup.makespan_tick(best))  # the replay is never longer
+    to_best = 0.0
+    size = min(len(units.reps), INITIAL_SIZE)
+    weight = {k: 1.0 for k in kinds}
+    steps: list[LnsStep] = []
+    while best_tick > bound_tick and (max_steps is None or len(steps) < max_steps):
+        left = time_limit_s - (time.monotonic() - t0)
+        if left < MIN_STEP_S:
+            break
+        kind = rng.choices(list(kinds), weights=[weight[k] for k in kinds])[0]
+        free = frozenset(units.rep[t] for t in neighbourhood(kind, setup, best, max(MIN_SIZE, size), rng))
+        builder = be.new_builder()
+        step = _step_model(units, builder, start, tail, order, free, fifo_inside)
+        after, proven = best_tick, False
+        if step is not None:
+            # a relative gap below 1 / (2 H) is under half a makespan tick's weight: the step stops once its
+            # makespan is proven optimal, without proving the secondary term to the last tick
+            horizon = max(start[r] + tail[r] for r in units.reps)
+            result = builder.solve(SolveParams(time_limit_s=min(left, step_s), rel_gap=0.5 / max(1, horizon),
+                                               threads=threads, seed=seed + len(steps)))
+            proven = result.status is SolveStatus.OPTIMAL
+            if result.has_solution:
+                moved = {r: result.int_value(v) for r, v in step.start.items()}
+                new_order = {d: [r for r in on if step.region[r] == "p"]
+                             + sorted((r for r in on if step.region[r] == "m"),
+                                      key=lambda r: (moved[r], moved[r] + units.dur[r], r))
+                             + [r for r in on if step.region[r] == "s"] for d, on in order.items()}
+                again = units.replay(new_order)
+                if again is not None and setup.makespan_tick(units.times(again[0])) <= best_tick:
+                    order, (start, tail) = new_order, again
+                    best = units.times(start)
+                    after = setup.makespan_tick(best)
+        record = LnsStep(len(steps), kind, len(free), best_tick, after, time.monotonic() - t0, proven)
+        steps.append(record)
+        if record.gained:
+            to_best = record.wall_s
+            weight[kind] += 1.0
+        else:
+            weight[kind] = max(0.05, weight[kind] * DECAY)
+        best_tick = after
+        if proven:
+            size = min(len(units.reps), math.ceil(size * GROW))
+        elif not record.gained:
+            size = max(MIN_SIZE, int(size * SHRINK))
+        if progress is not None:
+            progress(record)
+    return LnsResult(best, start_tick, best_tick, tuple(steps), in_order(setup, best), to_best, replayed)
+
+
+def solve_pipeline_lns(
+    pipeline: TrainingPipeline,
+    memory_cap_bytes: int | Sequence[int] | None = None,
+    *,
+    warm_start: dict[str, int] | None = None,
+    time_limit_s: float = 60.0,
+    lns_share: float = 0.5,
+    backend: str = "cpsat",
+    fifo: bool = True,
+    fifo_inside: bool = True,
+    threads: int = 8,
+    seed: int = 0,
+    pair_window: int | None = 2,
+    step_s: float = STEP_S,
+    progress: Callable[[LnsStep], None] | None = None,
+) -> tuple[PipelineSolution, LnsResult | None]:
+    """`formulations.pipeline.solve_pipeline` (same arguments), then the search on its schedule: the full solve
+    gets (1 - `lns_share`) of `time_limit_s`, the search the rest (none when the full solve proved its schedule
+    optimal, or `lns_share` is 0).  The bound is the full solve's (module docstring, "The bound"); the
+    `LnsResult` (None when the search did not run) says what the search gained."""
+    t0 = time.monotonic()
+    setup = prepare_pipeline(pipeline, memory_cap_bytes, warm_start=warm_start, fifo=fifo, pair_window=pair_window)
+    full = solve_formulation(setup.formulation(), backend=get_backend(backend),
+                             time_limit_s=time_limit_s * (1.0 - lns_share), threads=threads, seed=seed,
+                             known=setup.known, lower_bound_tick=setup.trivial_tick, started_s=t0)
+    times, bound, to_best, lns = full.solution, full.lower_bound_tick, full.time_to_best_s, None
+    left = time_limit_s - (time.monotonic() - t0)
+    if lns_share > 0 and full.status is not PlanStatus.OPTIMAL and left >= MIN_STEP_S:
+        began = time.monotonic() - t0
+        lns = improve_pipeline(setup, times, time_limit_s=left, bound_tick=bound, backend=backend, step_s=step_s,
+                               fifo_inside=fifo_inside, threads=threads, seed=seed, progress=progress)
+        if lns.best_tick < setup.makespan_tick(times):
+            to_best = began + lns.time_to_best_s
+        times = lns.times
+        if fifo and not lns.in_order:
+            bound = setup.trivial_tick  # the full solve's bound holds for in-order schedules only
+    value = setup.makespan_tick(times)
+    bound = min(bound, value)
+    status = PlanStatus.OPTIMAL if bound >= value else PlanStatus.FEASIBLE
+    sol = finish_pipeline(setup, times, bound, status, solver=full.solver, solver_version=full.solver_version,
+                          started_s=t0, time_to_best_s=to_best)
+    return sol, lns
+
