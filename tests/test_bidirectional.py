@@ -66,8 +66,6 @@ def test_justify_never_lengthens_a_plan_and_stays_valid(capacity) -> None:
         assert once.makespan_tick <= state.makespan_tick
         assert justifier.right_justified(state).makespan_tick <= state.makespan_tick
         check_plan_valid(inst, heuristic_plan(inst, once.dev, once.start, once.end, "justified", 0.0))
-        again = justifier.justify_repeatedly(state)
-        assert again.makespan_tick <= once.makespan_tick
         checked += 1
     assert checked >= 2
 
