@@ -87,23 +87,22 @@ def bidirectional_iterated(instance: SchedulingInstance, *, time_limit_s: float,
     t0 = time.monotonic()
     deadline = t0 + time_limit_s
     fwd_starts = list(starts) if starts is not None else classic_starts(instance)
-    forward = search(instance, time_limit_s=race_share * time_limit_s, starts=fwd_starts,
-                                     bound_tick=bound_tick, seed=seed, max_moves=max_moves)
+    forward = search(instance, time_limit_s=race_share * time_limit_s, starts=fwd_starts, bound_tick=bound_tick,
+                     seed=seed, max_moves=max_moves)
     best, direction, forward_best = forward.plan, "forward", forward.plan
     moves, improving = forward.moves, forward.improving_moves
-    mirror = mirrored(instance)
-    justifier = Justifier(Decoder(instance), mirror)
-    mir_starts = classic_starts(mirror)
-    if incumbent is not None:
-        back = mirrored_plan(mirror, incumbent)
-        by = back.by_task()
-        mir_starts.append(Start("incumbent, mirrored", np.array([-by[n].start_tick for n in mirror.task_names],
-                                                                 dtype=np.float64), earliest_finish))
     mirrored_tick: int | None = None
     if best.makespan_tick > bound_tick:
+        mirror = mirrored(instance)
+        justifier = Justifier(Decoder(instance), mirror)
+        mir_starts = classic_starts(mirror)
+        if incumbent is not None:  # the incumbent read backwards: priority = minus its start in the mirror
+            by = mirrored_plan(mirror, incumbent).by_task()
+            mir_starts.append(Start("incumbent, mirrored", np.array(
+                [-by[n].start_tick for n in mirror.task_names], dtype=np.float64), earliest_finish))
         budget = min(race_share * time_limit_s, max(0.0, deadline - time.monotonic()))
-        mir = search(mirror, time_limit_s=budget, starts=mir_starts, bound_tick=bound_tick,
-                                     seed=seed + 1, max_moves=max_moves)
+        mir = search(mirror, time_limit_s=budget, starts=mir_starts, bound_tick=bound_tick, seed=seed + 1,
+                     max_moves=max_moves)
         moves += mir.moves
         improving += mir.improving_moves
         on_graph = _on_graph(justifier, mir)
@@ -117,9 +116,9 @@ def bidirectional_iterated(instance: SchedulingInstance, *, time_limit_s: float,
         left = deadline - time.monotonic()
         if best.makespan_tick > bound_tick and left > 0 and leader.priority is not None:
             assert leader.policy is not None
-            goes_on = search(
-                lead_inst, time_limit_s=left, starts=[Start("race best", leader.priority, leader.policy), *lead_starts],
-                bound_tick=bound_tick, seed=seed + 2, max_moves=max_moves)
+            goes_on = search(lead_inst, time_limit_s=left,
+                             starts=[Start("race best", leader.priority, leader.policy), *lead_starts],
+                             bound_tick=bound_tick, seed=seed + 2, max_moves=max_moves)
             moves += goes_on.moves
             improving += goes_on.improving_moves
             found = goes_on.plan if lead_inst is instance else _on_graph(justifier, goes_on)
