@@ -38,7 +38,8 @@ The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` m
                races in both directions of time (`planner.heuristics.bidirectional`): on the graph and on its
                mirror (edges reversed; a plan of it read backwards is a plan of the graph, brought back by a
                forward decode in its own order, within memory), MIRROR_RACE_SHARE of the budget each, then the
-               direction whose plan is shorter gets the rest.
+               direction whose plan is shorter gets the rest; the forward search alone when that share is under
+               ITERATED_START_COST list schedules (the mirror's starts cost about as much as the forward ones).
     phase 3a', assignment search (`planner.heuristics.assignment_search`) with at most ASSIGNMENT_SHARE of the
                time left, from the incumbent: a local search over (device per task, order) decoded by a list
                schedule that follows the given devices, with moves at the plan's critical chain (a critical
