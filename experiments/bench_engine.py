@@ -15,9 +15,11 @@ measured in one run, alternating per graph):
     python -m experiments.bench_engine --graphs 300x8-c2-s5,500x8-c2-s9 --time-limit 60 --compare
 
 `--graphs` names layered graphs as `<tasks>x<devices>-c<comm>-s<seed>` (seed = index in GRAPHS; `all`, the
-default, is every graph of GRAPHS; `moe` adds the two MoE rows); `--compare` runs each instance first with the
-assignment search off and the phase-3 time split of before it (`planner.solve.ITERATED_SHARE` = 0.7, the rest to
-LNS: main's code path), then as configured, and prints each pair and the summary of each setting.
+default, is every graph of GRAPHS; `moe` adds the two MoE rows); `--compare` runs each instance first as main's
+phase 3 ran it (`--before main`, the default: the iterated list scheduler on the graph alone, without the race
+against the mirrored graph, `planner.solve.MIRROR_RACE_SHARE` = 0; `--before pre-assignment`: also without the
+assignment search and with the phase-3 time split of before it, `ITERATED_SHARE` = 0.7, the rest to LNS), then as
+configured, and prints each pair and the summary of each setting.
 """
 
 from __future__ import annotations
@@ -65,8 +67,9 @@ def _row(name: str, inst: SchedulingInstance, time_limit_s: float, threads: int)
         return row
     after: dict[str, int] = {}
     for phase in out.phases:
-        key = phase.source if phase.source in ("decomposition", "linear cluster round", "cluster round",
-                                               "iterated list scheduling", "assignment search", "LNS") else "list"
+        source = phase.source.removesuffix(" (mirrored)")  # the iterated list scheduler found it on the mirror
+        key = source if source in ("decomposition", "linear cluster round", "cluster round",
+                                   "iterated list scheduling", "assignment search", "LNS") else "list"
         after[key] = phase.makespan_tick
     final = out.op_plan.makespan_tick
     bound = out.lower_bound_tick
@@ -111,9 +114,13 @@ def summary(rows: list[dict]) -> dict:
             "beats_best_classic": sum(bool(r["beats_best_list"]) for r in ok)}
 
 
-# the phase-3 setting before the assignment search (main's code path): the iterated list scheduler's share of the
-# time left after the cluster rounds, and no assignment search
-BEFORE_SETTING = {"ITERATED_SHARE": 0.7, "ASSIGNMENT_SHARE": 0.0}
+# the phase-3 setting before the assignment search: the iterated list scheduler's share of the time left after the
+# cluster rounds, and no assignment search (`--before pre-assignment`)
+BEFORE_SETTING = {"ITERATED_SHARE": 0.7, "ASSIGNMENT_SHARE": 0.0, "MIRROR_RACE_SHARE": 0.0}
+# main's phase 3 before the mirrored race (issue 16, eng16b): the iterated list scheduler on the graph alone
+# (`--before main`, the default)
+MAIN_SETTING = {"MIRROR_RACE_SHARE": 0.0}
+BEFORE_SETTINGS = {"main": MAIN_SETTING, "pre-assignment": BEFORE_SETTING}
 
 
 @contextlib.contextmanager
@@ -158,8 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per instance")
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--compare", action="store_true", help="each instance before (main's phase 3), then after")
+    parser.add_argument("--before", choices=sorted(BEFORE_SETTINGS), default="main",
+                        help="what --compare runs first: main's phase 3 (the iterated list scheduler on the graph "
+                             "alone) or the one before the assignment search")
     args = parser.parse_args(argv)
-    settings = [("before", BEFORE_SETTING), ("after", {})] if args.compare else [("after", {})]
+    settings = [("before", BEFORE_SETTINGS[args.before]), ("after", {})] if args.compare else [("after", {})]
     rows: dict[str, list[dict]] = {label: [] for label, _ in settings}
     for name, inst in _instances(args.graphs.split(",")):
         for label, setting in settings:

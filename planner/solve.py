@@ -34,7 +34,12 @@ The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` m
                or more than CLUSTER_MIN_SHRINK x the ops (nearly single ops: the op-level model again).
     phase 3a, iterated list scheduling (`planner.heuristics.iterated`) with ITERATED_SHARE of the time left: a
                (1+1) evolution strategy over task priorities, decoded by the list scheduler, from the classic
-               schedulers' priorities and the incumbent's order; every plan is a list schedule, hence valid.
+               schedulers' priorities and the incumbent's order; every plan is a list schedule, hence valid.  It
+               races in both directions of time (`planner.heuristics.bidirectional`): on the graph and on its
+               mirror (edges reversed; a plan of it read backwards is a plan of the graph, brought back by a
+               forward decode in its own order, within memory), MIRROR_RACE_SHARE of the budget each, then the
+               direction whose plan is shorter gets the rest; the forward search alone when that share is under
+               ITERATED_START_COST list schedules (the mirror's starts cost about as much as the forward ones).
     phase 3a', assignment search (`planner.heuristics.assignment_search`) with at most ASSIGNMENT_SHARE of the
                time left, from the incumbent: a local search over (device per task, order) decoded by a list
                schedule that follows the given devices, with moves at the plan's critical chain (a critical
@@ -52,9 +57,9 @@ valid input always gets a valid plan.  A phase that finds no plan at all (its he
 near the least feasible capacity: `InfeasibleError`) proves nothing once phase 0 has a plan: it is reported and
 skipped the same way, without a traceback.  `Outcome.phases` (and the plan file's `search`) lists each step that
 improved the incumbent: the list scheduler, then 'decomposition', 'linear cluster round', 'cluster round',
-'iterated list scheduling', 'assignment search', 'LNS'; the last one found the plan.  When the plan is an op plan,
-it is returned over one-op clusters, so `Outcome.plan` is always a plan of `Outcome.coarse` whose `task_ops` lead
-back to the ops.
+'iterated list scheduling', 'iterated list scheduling (mirrored)', 'assignment search', 'LNS'; the last one
+found the plan.  When the plan is an op plan, it is returned over one-op clusters, so `Outcome.plan` is always a
+plan of `Outcome.coarse` whose `task_ops` lead back to the ops.
 
 The reported lower bound is for the real (op-level) problem: the best of the decomposition bound and the
 communication-aware bound, never below max(critical path, total work / total speed) of the fine instance.  The
@@ -84,6 +89,7 @@ from planner.decompose import Decomposition, decompose_and_solve, segments
 from planner.errors import InfeasibleError, OpplanError
 from planner.heuristics.assignment_search import assignment_search
 from planner.heuristics.baselines import round_robin, single_device
+from planner.heuristics.bidirectional import RACE_SHARE, bidirectional_iterated
 from planner.heuristics.comm_bound import comm_lower_bound_tick
 from planner.heuristics.iterated import classic_starts, iterated_list_schedule, order_start
 from planner.heuristics.list_schedule import Rank, heft, upward_rank
@@ -131,6 +137,9 @@ CLUSTER_SHARE = 0.3  # of the time left, what one cluster round may use (LNS get
 ONE_SEGMENT_TASKS = 150  # above this, a graph without bottlenecks gets only ONE_SEGMENT_SHARE for phase 1
 ONE_SEGMENT_SHARE = 0.15
 ITERATED_SHARE = 0.6  # of the time left after the cluster rounds, what the iterated list scheduler gets
+# of phase 3a's budget, what each direction of time gets before the better one takes the rest
+# (`planner.heuristics.bidirectional`); 0: the forward search alone (main's phase 3a before issue 16's mirror)
+MIRROR_RACE_SHARE = RACE_SHARE
 ASSIGNMENT_SHARE = 0.6  # of the time left after it, what the assignment search gets at most (LNS: the rest); 0: off
 ASSIGNMENT_STALL_MOVES = 6000  # the assignment search hands its time on to LNS after this many moves without gain
 LINEAR_SHARE = 0.25  # of the time left after phase 1, what the linear rounds get on a graph with bottlenecks
@@ -356,14 +365,30 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
         elif incumbent.makespan_tick > fine_bound and left > 0.5 and fine.num_tasks > 1:
             start = incumbent
             budget = ITERATED_SHARE * left
-            searched_list = _guarded("iterated list scheduling", say, lambda: iterated_list_schedule(
-                fine, time_limit_s=budget, starts=[*classic_starts(fine), order_start(fine, start)],
-                bound_tick=fine_bound, seed=options.seed, progress=say, unit=unit))
-            if searched_list is not None:
-                say(f"iterated list scheduling: {searched_list.moves} moves ({searched_list.improving_moves} "
-                    f"improving) in {searched_list.seconds:.1f}s from {searched_list.start_name} "
-                    f"{unit(searched_list.start_makespan_tick)}: {unit(searched_list.plan.makespan_tick)}")
-                keep_op_plan("iterated list scheduling", searched_list.plan, searched_list.seconds)
+            # the race needs the mirror's starts too (about as much again as the forward ones) and the share of
+            # the budget it gives each direction must hold them
+            if MIRROR_RACE_SHARE > 0 and MIRROR_RACE_SHARE * budget >= ITERATED_START_COST * list_s:
+                raced = _guarded("iterated list scheduling", say, lambda: bidirectional_iterated(
+                    fine, time_limit_s=budget, starts=[*classic_starts(fine), order_start(fine, start)],
+                    incumbent=start, bound_tick=fine_bound, seed=options.seed, race_share=MIRROR_RACE_SHARE,
+                    progress=say, unit=unit, search=iterated_list_schedule))
+                if raced is not None:
+                    say(f"iterated list scheduling: {raced.moves} moves ({raced.improving_moves} improving) in "
+                        f"{raced.seconds:.1f}s in both directions of time, from {unit(raced.start_makespan_tick)}: "
+                        f"{unit(raced.plan.makespan_tick)} ({raced.direction})")
+                    # each direction's step in the history: the forward search's plan, then the mirror's when shorter
+                    keep_op_plan("iterated list scheduling", raced.forward_plan, raced.seconds)
+                    if raced.direction == "mirrored":
+                        keep_op_plan("iterated list scheduling (mirrored)", raced.plan, raced.seconds)
+            else:
+                searched_list = _guarded("iterated list scheduling", say, lambda: iterated_list_schedule(
+                    fine, time_limit_s=budget, starts=[*classic_starts(fine), order_start(fine, start)],
+                    bound_tick=fine_bound, seed=options.seed, progress=say, unit=unit))
+                if searched_list is not None:
+                    say(f"iterated list scheduling: {searched_list.moves} moves ({searched_list.improving_moves} "
+                        f"improving) in {searched_list.seconds:.1f}s from {searched_list.start_name} "
+                        f"{unit(searched_list.start_makespan_tick)}: {unit(searched_list.plan.makespan_tick)}")
+                    keep_op_plan("iterated list scheduling", searched_list.plan, searched_list.seconds)
         left = options.time_limit_s - (time.monotonic() - t0)
         if incumbent.makespan_tick > fine_bound and 0.5 < ASSIGNMENT_SHARE * left < ASSIGNMENT_START_COST * list_s:
             say(f"assignment search skipped for time ({ASSIGNMENT_SHARE * left:.1f}s for it, about "
