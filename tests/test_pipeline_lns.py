@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+import formulations.pipeline_lns as lns_module
 from formulations.pipeline import finish_pipeline, prepare_pipeline, split_start_times
 from formulations.pipeline_lns import (
     KINDS,
@@ -157,12 +158,38 @@ def test_solve_with_search_bound_never_above_the_makespan(fifo_inside):
     assert sol.lower_bound_tick <= sol.plan.makespan_tick
     assert (sol.status == "optimal") == (sol.lower_bound_tick >= sol.plan.makespan_tick)
     if lns is not None:
-        assert lns.best_tick == sol.plan.makespan_tick <= lns.start_tick
+        assert sol.plan.makespan_tick <= lns.best_tick <= lns.start_tick
+        assert lns.best_tick == sol.plan.makespan_tick or lns.resolve is not None  # only the second full solve
+        if lns.resolve is not None:
+            assert lns.resolve[1] == sol.plan.makespan_tick
         setup = prepare_pipeline(pipe)
         if fifo_inside:
             assert lns.in_order and in_order(setup, lns.times)
         elif not lns.in_order:  # out of micro-batch order: only the trivial bound holds
             assert sol.lower_bound_tick <= setup.trivial_tick
+
+
+def test_a_stalled_search_hands_its_time_back_to_the_full_model(monkeypatch):
+    """The first full solve is forced to stop at its warm start with only the trivial bound (what a time limit does
+    on a large model); the search then stalls at once (`STALL_STEPS` = 1 here) and the full model, solved again
+    from the search's schedule with the time left, proves this small pipeline optimal."""
+    pipe = _uneven(3, 4, "fixed", 3)
+    real = lns_module.solve_formulation
+    calls: list[int] = []
+
+    def cut_short(formulation, **kw):
+        calls.append(1)
+        if len(calls) == 1:  # the first full solve: no search at all, the warm start back
+            return dataclasses.replace(real(formulation, **dict(kw, time_limit_s=0.0)), status=PlanStatus.FEASIBLE,
+                                       lower_bound_tick=kw["lower_bound_tick"])
+        return real(formulation, **kw)
+
+    monkeypatch.setattr(lns_module, "solve_formulation", cut_short)
+    monkeypatch.setattr(lns_module, "STALL_STEPS", 1)
+    sol, lns = solve_pipeline_lns(pipe, time_limit_s=30, lns_share=0.5, threads=1)
+    assert len(calls) == 2 and lns is not None and lns.resolve is not None
+    assert lns.resolve[1] == sol.plan.makespan_tick <= lns.best_tick
+    assert sol.status == PlanStatus.OPTIMAL and sol.lower_bound_tick == sol.plan.makespan_tick
 
 
 def test_compare_reports_the_search_and_prints_its_gains():

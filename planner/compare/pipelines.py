@@ -187,6 +187,9 @@ class Comparison:
                              f"{_figure(float(lns['to_units']))} {time_unit} (the full solve's order replayed "
                              f"{_figure(float(lns['replayed_units']))}; {lns['gains']} gains in {lns['steps']} "
                              f"steps, {lns['seconds']:.0f} s)")
+                if lns.get("resolve_s") is not None:
+                    cut_text += (f", then the full model again {float(lns['resolve_s']):.0f} s: "
+                                 f"{_figure(float(lns['resolve_units']))} {time_unit}")
             lines.append(f"opplan: {opp.notes.get('status')}, bound "
                          f"{_figure(bound) + ' ' + time_unit if isinstance(bound, (int, float)) else bound}, gap "
                          f"{opp.notes.get('gap', 0):.1%}, placement {opp.notes.get('placement')}{cut_text}, warm start "
@@ -451,7 +454,9 @@ def _lns_note(lns: LnsResult | None, scales: Scales) -> dict[str, object] | None
     return {"from_units": lns.start_tick / scales.ticks_per_unit, "to_units": lns.best_tick / scales.ticks_per_unit,
             "replayed_units": lns.replayed_tick / scales.ticks_per_unit,
             "steps": len(lns.steps), "gains": lns.gains, "in_order": lns.in_order,
-            "seconds": lns.steps[-1].wall_s if lns.steps else 0.0}
+            "seconds": lns.steps[-1].wall_s if lns.steps else 0.0,
+            "resolve_s": None if lns.resolve is None else lns.resolve[0],
+            "resolve_units": None if lns.resolve is None else lns.resolve[1] / scales.ticks_per_unit}
 
 
 def _solve_fine(placement, p, m, costs: ModelCosts, scales, coarse: CompareRow, references: list[Schedule], cap,
