@@ -499,9 +499,13 @@ def solve_pipeline_lns(
     second solve gained."""
     t0 = time.monotonic()
     setup = prepare_pipeline(pipeline, memory_cap_bytes, warm_start=warm_start, fifo=fifo, pair_window=pair_window)
-    full = solve_formulation(setup.formulation(), backend=get_backend(backend),
-                             time_limit_s=time_limit_s * (1.0 - lns_share), threads=threads, seed=seed,
-                             known=setup.known, lower_bound_tick=setup.trivial_tick, started_s=t0)
+
+    def solve_full(limit_s: float, known: PipelineTimes | None, bound_tick: int, run_seed: int, started_s: float):
+        return solve_formulation(setup.formulation(), backend=get_backend(backend), time_limit_s=limit_s,
+                                 threads=threads, seed=run_seed, known=known, lower_bound_tick=bound_tick,
+                                 started_s=started_s)
+
+    full = solve_full(time_limit_s * (1.0 - lns_share), setup.known, setup.trivial_tick, seed, t0)
     times, bound, to_best, lns = full.solution, full.lower_bound_tick, full.time_to_best_s, None
     left = time_limit_s - (time.monotonic() - t0)
     if lns_share > 0 and full.status is not PlanStatus.OPTIMAL and left >= MIN_STEP_S:
@@ -517,9 +521,7 @@ def solve_pipeline_lns(
         left = time_limit_s - (time.monotonic() - t0)
         if left >= MIN_RESOLVE_S and lns.best_tick > bound and (lns.in_order or not fifo):
             again_t0 = time.monotonic()
-            again = solve_formulation(setup.formulation(), backend=get_backend(backend), time_limit_s=left,
-                                      threads=threads, seed=seed + 1, known=times, lower_bound_tick=bound,
-                                      started_s=again_t0)
+            again = solve_full(left, times, bound, seed + 1, again_t0)
             if setup.makespan_tick(again.solution) < setup.makespan_tick(times):
                 times, to_best = again.solution, again_t0 - t0 + again.time_to_best_s
             bound = max(bound, again.lower_bound_tick)

@@ -6,7 +6,12 @@ import os
 from pathlib import Path
 
 import pytest
+from checks import check_plan_valid
 from hypothesis import settings
+
+import planner.solve as solve_module
+from planner.errors import InfeasibleError
+from planner.solve import SolveOptions, plan_instance
 
 # CI runs one fixed set of examples per property test (`.ci/run` sets HYPOTHESIS_PROFILE=ci), so a landing never
 # hangs on a new random draw; a local `make test` draws fresh examples each run (the default profile) and prints
@@ -43,3 +48,25 @@ def stg_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"shared benchmarks not found at {path}")
     return path
+
+
+def _no_plan(*_args, **_kwargs):
+    raise InfeasibleError("off for this test")
+
+
+@pytest.fixture
+def plan_with(monkeypatch):
+    """`run(instance, off=(...), replace={...})`: `plan_instance` (6 s, one thread, no decomposition) with the named
+    functions of `planner.solve` in `off` replaced by one that finds no plan and those in `replace` by the given
+    ones; checks the plan and returns it with the progress lines — for tests of which phase found the plan."""
+    def run(instance, *, off=(), replace=None, time_limit_s: float = 6.0):
+        for name in off:
+            monkeypatch.setattr(solve_module, name, _no_plan)
+        for name, fn in (replace or {}).items():
+            monkeypatch.setattr(solve_module, name, fn)
+        said: list[str] = []
+        out = plan_instance(instance, SolveOptions(time_limit_s=time_limit_s, threads=1, decomposition_share=0.0),
+                            said.append)
+        check_plan_valid(instance, out.op_plan)
+        return out, said
+    return run

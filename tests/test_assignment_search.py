@@ -210,18 +210,10 @@ def test_a_start_the_tracker_cannot_fit_is_refused_and_plan_instance_keeps_its_p
     assert out.op_plan.makespan_tick <= start.makespan_tick
 
 
-def test_plan_instance_records_the_phase_when_it_finds_the_plan(monkeypatch) -> None:
+def test_plan_instance_records_the_phase_when_it_finds_the_plan(plan_with) -> None:
     # with the iterated list scheduler and LNS out of the way, the assignment search improves phase 0's plan on a
     # comm-heavy graph and the search's history names it
-    def no_plan(*_args, **_kwargs):
-        raise InfeasibleError("off for this test")
-
-    monkeypatch.setattr(solve_module, "iterated_list_schedule", no_plan)
-    monkeypatch.setattr(solve_module, "lns", no_plan)
-    inst = layered_dag(120, 8, seed=5, comm_ratio=2.0)
-    said: list[str] = []
-    out = plan_instance(inst, SolveOptions(time_limit_s=6, threads=1, decomposition_share=0.0), said.append)
-    check_plan_valid(inst, out.op_plan)
+    out, said = plan_with(layered_dag(120, 8, seed=5, comm_ratio=2.0), off=("iterated_list_schedule", "lns"))
     assert out.found_by == "assignment search"
     assert out.phases[-1].makespan_tick == out.op_plan.makespan_tick < out.phases[0].makespan_tick
     assert any(m.startswith("assignment search: ") and "moves" in m for m in said)

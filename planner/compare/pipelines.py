@@ -15,8 +15,9 @@ the best baseline on that split that fits the cap, or the constructive list sche
 when that is shorter (its overlapped pairs included when `fb_overlap` < 1: the formulation may pair F and B
 itself); the cap defaults to DualPipe's peak memory per device.  Each solve gives `LNS_SHARE` of its time (``compare(
 lns_share=...)``, ``plan-compare --lns-share``) to the large-neighbourhood search of `formulations.pipeline_lns`
-after the full model, which moves the large pipelines the full model stalls on; the bound stays the full model's
-(or the trivial bound, when the search left micro-batch order), and the table's line says what the search gained.
+after the full model, which moves the large pipelines the full model stalls on (a search that stalls hands the time
+left back to the full model); the bound stays the full model's (or the trivial bound, when the search left
+micro-batch order), and the table's line says what the search and that second full solve gained.
 On a model the planned row also chooses its own
 cut (`planner.compare.cut_search`, `_plan_placement`): the baselines keep the bottleneck-minimal cut their users
 would take, the planned row moves the boundaries between pieces where the schedules run shorter, and its bound is
