@@ -16,10 +16,11 @@ measured in one run, alternating per graph):
 
 `--graphs` names layered graphs as `<tasks>x<devices>-c<comm>-s<seed>` (seed = index in GRAPHS; `all`, the
 default, is every graph of GRAPHS; `moe` adds the two MoE rows); `--compare` runs each instance first as main's
-phase 3 ran it (`--before main`, the default: the iterated list scheduler on the graph alone, without the race
-against the mirrored graph, `planner.solve.MIRROR_RACE_SHARE` = 0; `--before pre-assignment`: also without the
-assignment search and with the phase-3 time split of before it, `ITERATED_SHARE` = 0.7, the rest to LNS), then as
-configured, and prints each pair and the summary of each setting.
+phase 3 ran it before a change (`--before pre-tails`, the default: the LNS's neighbourhood tails and releases
+before their fix, `planner.lns.TAILS_AFTER_WINDOW` = False; `--before main`: the iterated list scheduler on the
+graph alone, without the race against the mirrored graph, `planner.solve.MIRROR_RACE_SHARE` = 0; `--before
+pre-assignment`: also without the assignment search and with the phase-3 time split of before it, `ITERATED_SHARE`
+= 0.7, the rest to LNS), then as configured, and prints each pair and the summary of each setting.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
+import planner.lns as lns_module
 import planner.solve as solve_module
 from experiments.layered import layered_dag
 from planner.cost.instance import SchedulingInstance
@@ -116,24 +118,32 @@ def summary(rows: list[dict]) -> dict:
 
 # the phase-3 setting before the assignment search: the iterated list scheduler's share of the time left after the
 # cluster rounds, and no assignment search (`--before pre-assignment`)
-BEFORE_SETTING = {"ITERATED_SHARE": 0.7, "ASSIGNMENT_SHARE": 0.0, "MIRROR_RACE_SHARE": 0.0}
+BEFORE_SETTING: dict[str, float | bool] = {"ITERATED_SHARE": 0.7, "ASSIGNMENT_SHARE": 0.0, "MIRROR_RACE_SHARE": 0.0}
 # main's phase 3 before the mirrored race (issue 16, eng16b): the iterated list scheduler on the graph alone
-# (`--before main`, the default)
-MAIN_SETTING = {"MIRROR_RACE_SHARE": 0.0}
-BEFORE_SETTINGS = {"main": MAIN_SETTING, "pre-assignment": BEFORE_SETTING}
+# (`--before main`)
+MAIN_SETTING: dict[str, float | bool] = {"MIRROR_RACE_SHARE": 0.0}
+# the LNS's neighbourhood tails before issue 16's fix (`planner.lns.TAILS_AFTER_WINDOW`; `--before pre-tails`)
+PRE_TAILS_SETTING: dict[str, float | bool] = {"lns.TAILS_AFTER_WINDOW": False}
+BEFORE_SETTINGS = {"main": MAIN_SETTING, "pre-assignment": BEFORE_SETTING, "pre-tails": PRE_TAILS_SETTING}
+MODULES = {"lns": lns_module}  # settings named "module.NAME" set NAME in that module; plain names: planner.solve
 
 
 @contextlib.contextmanager
-def phase_setting(setting: dict[str, float]) -> Iterator[None]:
-    """`planner.solve`'s phase-3 time split set to `setting` for the duration (restored after)."""
-    saved = {k: getattr(solve_module, k) for k in setting}
+def phase_setting(setting: dict[str, float | bool]) -> Iterator[None]:
+    """`planner.solve`'s phase-3 time split (and, for names "lns.X", `planner.lns`'s X) set to `setting` for the
+    duration (restored after)."""
+    def where(key: str) -> tuple[object, str]:
+        module, _, name = key.rpartition(".")
+        return (MODULES[module] if module else solve_module), name
+
+    saved = {k: getattr(*where(k)) for k in setting}
     try:
         for k, v in setting.items():
-            setattr(solve_module, k, v)
+            setattr(*where(k), v)
         yield
     finally:
         for k, v in saved.items():
-            setattr(solve_module, k, v)
+            setattr(*where(k), v)
 
 
 def graph_name(seed: int) -> str:
@@ -165,11 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per instance")
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--compare", action="store_true", help="each instance before (main's phase 3), then after")
-    parser.add_argument("--before", choices=sorted(BEFORE_SETTINGS), default="main",
-                        help="what --compare runs first: main's phase 3 (the iterated list scheduler on the graph "
-                             "alone) or the one before the assignment search")
+    parser.add_argument("--before", choices=sorted(BEFORE_SETTINGS), default="pre-tails",
+                        help="what --compare runs first: the LNS before its tail fix (pre-tails), phase 3 without "
+                             "the mirrored race (main), or the one before the assignment search")
     args = parser.parse_args(argv)
-    settings = [("before", BEFORE_SETTINGS[args.before]), ("after", {})] if args.compare else [("after", {})]
+    after: dict[str, float | bool] = {}
+    settings = [("before", BEFORE_SETTINGS[args.before]), ("after", after)] if args.compare else [("after", after)]
     rows: dict[str, list[dict]] = {label: [] for label, _ in settings}
     for name, inst in _instances(args.graphs.split(",")):
         for label, setting in settings:

@@ -8,9 +8,11 @@ One move, on the incumbent plan P of the op graph:
    made the plan as long as it is.  Every predecessor of an op of W that is not in W starts before a.
 2. **Neighbourhood instance.**  W, plus the *frozen* ops: the predecessors of W outside W and, per device, the op
    of P that ends last among those that start before a (it holds the device when the window opens) and the first
-   op of P after the window (what a window op put on that device delays).  A frozen op
-   is pinned to its device in P (ineligible elsewhere) and released at its start in P; an op of W is released at
-   a.  Device memory is the capacity less the parameters of the ops outside the neighbourhood that P puts there.
+   op of P after the window (what a window op put on that device delays, a *sentinel*).  A frozen op is pinned
+   to its device in P (ineligible elsewhere) and released at its start in P, except a sentinel: released at a (or
+   when a predecessor that ran before a delivers); an op of W is released at a.  Each op's tail is the work P does
+   after it through the ops after the window outside the neighbourhood (`_delivery`).  Device memory is the
+   capacity less the parameters of the ops outside the neighbourhood that P puts there.
 3. **Solve** it with the placement model (`formulations.solve_instance.solve_placement`, release times), warm
    started from P restricted to the neighbourhood (valid there), for a short time.
 4. **Put back.**  Per device: the ops of P that start before a and are not in W (P's order), then W's ops the
@@ -60,6 +62,11 @@ MIN_WINDOW_OPS = 8
 MAX_WINDOW_OPS = 48
 MOVE_TIME_S = 0.5  # most time one neighbourhood solve gets
 STALE_MOVES = 8  # after this many moves without improvement the window grows by a quarter
+# True: a neighbourhood's tails run only through the ops after the window, and the first op after the window on a
+# device is released when the window opens (`_delivery`, `_sentinel_release`).  False: the tails and releases of
+# before issue 16's fix (tails through P's whole schedule, window included; that op released at its start in P),
+# kept only so that `experiments.bench_engine --before pre-tails` measures the fix side by side.
+TAILS_AFTER_WINDOW = True
 
 
 @dataclass(frozen=True)
@@ -84,33 +91,45 @@ def _window(fine: SchedulingInstance, plan: Plan, a_tick: int, size: int) -> lis
 
 
 def _delivery(fine: SchedulingInstance, plan: Plan, tasks: Sequence[int], start: np.ndarray, end: np.ndarray,
-              device: np.ndarray, chained: Collection[int] = ()) -> list[int]:
+              device: np.ndarray, a_tick: int | None, chained: Collection[int] = ()) -> list[int]:
     """Per neighbourhood task, the work P still has to do after it outside the neighbourhood: the longest path
-    from it through ops outside, in P's graph of data edges (with P's transfer delays) and device orders.  From a
-    task itself only its data edges count, unless it is in `chained` (its device successor in P stays after it)."""
+    from it through the ops after the window that are outside the neighbourhood (start >= `a_tick` in P), in P's
+    graph of data edges (with P's transfer delays) and device orders.  From a task itself only its data edges
+    count, unless it is in `chained` (its device successor in P stays after it).  `a_tick` None: every op outside
+    the neighbourhood counts (before the fix below; `TAILS_AFTER_WINDOW`).
+
+    Paths through the neighbourhood's own ops or through ops before the window do not count: the model holds the
+    first itself, and the second ran before the window opened (what they feed is released at its time in P).
+    Counting them measured as a bug: a frozen op before the window had for tail P's whole schedule after it,
+    window included, so every neighbourhood's objective was at least P's makespan and the solver could not see a
+    shorter window (bundled MoE on cpu-4: all 96-op segment windows "optimal" at P's makespan)."""
     n = fine.num_tasks
     dur = end - start
+    inside = set(tasks)
+    after = np.array([t not in inside and (a_tick is None or start[t] >= a_tick) for t in range(n)], dtype=bool)
     nxt = np.full(n, -1, dtype=np.int64)
     for order in plan_orders(fine, plan):
         for u, v in zip(order, order[1:]):
             nxt[u] = v
     pos = {t: i for i, t in enumerate(fine.topological_order)}
-    q = np.zeros(n, dtype=np.int64)  # longest path after t (t excluded) in P's graph
+    # the ops a path may go through (before the fix: every op, the neighbourhood's too)
+    through = after if a_tick is not None else np.ones(n, dtype=bool)
+    q = np.zeros(n, dtype=np.int64)  # longest path after t (t excluded) through the ops after the window
     for t in sorted(range(n), key=lambda t: (start[t], end[t], pos[t]), reverse=True):
         best = 0
         for v, e in fine.successors[t]:
-            best = max(best, fine.comm(e, int(device[t]), int(device[v])) + int(dur[v]) + int(q[v]))
-        if nxt[t] >= 0:
+            if through[v]:
+                best = max(best, fine.comm(e, int(device[t]), int(device[v])) + int(dur[v]) + int(q[v]))
+        if nxt[t] >= 0 and through[nxt[t]]:
             best = max(best, int(dur[nxt[t]]) + int(q[nxt[t]]))
         q[t] = best
-    inside = set(tasks)
     out = []
     for t in tasks:
         best = 0
         for v, e in fine.successors[t]:
-            if v not in inside:
+            if after[v]:
                 best = max(best, fine.comm(e, int(device[t]), int(device[v])) + int(dur[v]) + int(q[v]))
-        if t in chained and nxt[t] >= 0 and nxt[t] not in inside:
+        if t in chained and nxt[t] >= 0 and after[nxt[t]]:
             best = max(best, int(dur[nxt[t]]) + int(q[nxt[t]]))
         out.append(best)
     return out
@@ -160,8 +179,13 @@ def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[in
     outside_params = np.bincount(device[~inside], weights=fine.param_bytes[~inside], minlength=fine.num_devices)
     capacity = np.maximum(0, fine.capacity_bytes - outside_params.astype(np.int64))
     sub = dataclasses.replace(sub, duration_tick=dur, capacity_bytes=capacity)
-    release = [int(start[t]) if t in frozen else a_tick for t in tasks]
-    tail = _delivery(fine, plan, tasks, start, end, device, chained=sentinels)
+    if TAILS_AFTER_WINDOW:
+        release = [_sentinel_release(fine, t, a_tick, start, end, device, set(tasks)) if t in sentinels
+                   else int(start[t]) if t in frozen else a_tick for t in tasks]
+        tail = _delivery(fine, plan, tasks, start, end, device, a_tick, chained=sentinels)
+    else:
+        release = [int(start[t]) if t in frozen else a_tick for t in tasks]
+        tail = _delivery(fine, plan, tasks, start, end, device, None, chained=sentinels)
     warm = dataclasses.replace(plan, instance_name=sub.name, task_ops={},
                                placements=tuple(by[names[t]] for t in tasks))
     # No symmetry rows: the frozen ops pin devices, so few devices stay interchangeable, and the rows are a large
@@ -198,6 +222,21 @@ def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[in
             log.debug("LNS move at tick %d rejected: %s", a_tick, exc)
             return None, optimal
     return new, optimal
+
+
+def _sentinel_release(fine: SchedulingInstance, t: int, a_tick: int, start: np.ndarray, end: np.ndarray,
+                      device: np.ndarray, inside: Collection[int]) -> int:
+    """When the first op after the window on a device (a sentinel) may start: at the window's start, or later when
+    a predecessor outside the neighbourhood delivers later in P (its end plus the transfer to the sentinel's
+    device).  Not its start in P: released there, the sentinel would hold the neighbourhood's objective at P's
+    makespan whenever it lies on P's critical chain, so the model could not see a shorter window (measured on the
+    bundled MoE: every move of a segment window ended "optimal" at P's makespan while the segment alone had a
+    shorter schedule)."""
+    ready = a_tick
+    for u, e in fine.predecessors[t]:
+        if u not in inside and start[u] < a_tick:
+            ready = max(ready, int(end[u]) + fine.comm(e, int(device[u]), int(device[t])))
+    return ready
 
 
 def _replay(fine: SchedulingInstance, orders: Sequence[Sequence[int]]
