@@ -3,16 +3,27 @@ hand-checked schedules of 2 ranks on one host, profiles without the figure uncha
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from instances import random_instance, round_robin_orders
 
+from planner.cli import solve_main
+from planner.cli_calibrate import calibrate_main
+from planner.cli_run import run_main
 from planner.cost.instance import SchedulingInstance
 from planner.cost.sharing import SharedHosts, effective_parallelism, load_shared_hosts, shared_hosts
 from planner.errors import InputError
+from planner.execute.calibrate_profile import op_csv, profile_document, profile_yaml
+from planner.execute.run_sharing import sharing_report, summary_line
+from planner.execute.runner import load_checked_plan
 from planner.ir.hardware import Profile, load_topology, topology_from_profile
+from planner.ir.load import load_model
+from planner.prepare import run_passes
 from planner.schedule.errors import DeadlockError, SimulationError
 from planner.schedule.simulate import simulate
 
@@ -105,7 +116,7 @@ def test_sharing_keeps_order_and_precedence(seed, tasks, devices) -> None:
     one = SharedHosts(tuple([0] * devices), (1.0,), (devices,))
     tl = simulate(inst, orders, sharing=one)
     by = tl.by_task()
-    for d, row in enumerate(orders):
+    for row in orders:
         names = [inst.task_names[t] for t in row]
         for a, b in zip(names, names[1:]):
             assert by[a].end_tick <= by[b].start_tick + 1  # rounding of continuous times to ticks
@@ -156,3 +167,117 @@ def test_bad_sharing_block_is_refused(tmp_path, bad) -> None:
     path.write_text(yaml.safe_dump(_profile(bad)))
     with pytest.raises(InputError, match="sharing"):
         load_topology(path)
+
+
+# ------------------------------------------------------------------------- plan-calibrate and the run report
+REPO = Path(__file__).resolve().parents[1]
+MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
+FIGS = {"float_flops": 2e10, "double_flops": 1e10, "memory_bandwidth": 5e9, "launch_overhead": 2e-5,
+        "link_latency": 4e-5, "link_bandwidth": 3e9}
+MEASURED = {"matmul_float 32x32x32": "torch.matmul", "p2p_oneway 256": "ping-pong"}
+
+
+def _written(tmp: Path, e: float | None, nproc: int = 2, name: str = "cal") -> Path:
+    figures = {**FIGS, **({"effective_parallelism": e} if e is not None else {})}
+    doc = profile_document(figures, MEASURED, {}, nproc=nproc, threads=1, torch_version="2.x", host="box",
+                           date="2026-12-01T18:00:00+00:00", memory_bytes=2**34)
+    path = tmp / f"{name}.yaml"
+    path.write_text(profile_yaml(doc))
+    return path
+
+
+def _plan(tmp: Path, hw: Path, name: str = "plan", *extra: str) -> Path:
+    out = tmp / f"{name}.json"
+    assert solve_main(["--model", str(MOE), "--hw", str(hw), "--method", "heft", "--out", str(out),
+                       "--no-pictures", "--quiet", "--format", "json", *extra]) == 0
+    return out
+
+
+def test_the_profile_document_writes_the_sharing_block_only_when_measured(tmp_path) -> None:
+    doc = yaml.safe_load(_written(tmp_path, 0.9637).read_text())
+    assert doc["hosts"][0]["sharing"] == {"effective_parallelism": 0.964, "measured_ranks": 2}
+    assert "sharing" not in yaml.safe_load(_written(tmp_path, None, name="none").read_text())["hosts"][0]
+    one = profile_document({**FIGS, "effective_parallelism": 1.0}, {}, {}, nproc=1, threads=1, torch_version="x")
+    assert "sharing" not in one["hosts"][0]  # one process shares nothing
+    # the block changes no price: the same topology with and without it
+    assert load_topology(_written(tmp_path, 0.9)).devices == load_topology(_written(tmp_path, None, name="n")).devices
+
+
+def test_the_sharing_report_replays_the_plans_schedule(tmp_path) -> None:
+    enough = _written(tmp_path, 2.0, name="enough")  # a core per rank: the plan's own makespan
+    plan, graph = load_checked_plan(_plan(tmp_path, enough, "p1"))
+    planned_s = plan.makespan_tick * plan.tick_s
+    block = sharing_report(plan, graph, load_topology(enough), 2 * planned_s)
+    assert block["profile"] == "shared" and block["priced_by"] == "profile"
+    assert block["simulated_makespan_s"] == pytest.approx(planned_s, rel=1e-12)
+    assert block["unshared_makespan_s"] == pytest.approx(planned_s, rel=1e-12)
+    assert block["measured_vs_simulated"] == pytest.approx(2.0)
+    # one core for both ranks: each op's solo work is half its price, so the replay is at most the plan's makespan
+    # and at least half of it
+    one = _written(tmp_path, 1.0, name="one")
+    plan1, graph1 = load_checked_plan(_plan(tmp_path, one, "p2"))
+    planned1 = plan1.makespan_tick * plan1.tick_s
+    shared = sharing_report(plan1, graph1, load_topology(one), planned1, {"stretch": 2.0})
+    assert planned1 / 2 - len(plan1.placements) * plan1.tick_s <= shared["simulated_makespan_s"] <= planned1
+    assert shared["resimulated_makespan_s"] == pytest.approx(2 * shared["simulated_makespan_s"])
+    assert "effective parallelism 1.00" in summary_line(shared)
+    # a profile without the block: nothing replayed
+    plain = _written(tmp_path, None, name="plain")
+    plan2, graph2 = load_checked_plan(_plan(tmp_path, plain, "p3"))
+    none = sharing_report(plan2, graph2, load_topology(plain), planned1)
+    assert none["profile"] == "none" and "sharing" in none["note"] and summary_line(none) is None
+
+
+def test_a_plan_priced_by_measured_op_times_takes_them_as_solo_work(tmp_path) -> None:
+    one = _written(tmp_path, 1.0, name="one")
+    graph = run_passes(load_model(MOE))
+    times = tmp_path / "t.csv"
+    times.write_text(op_csv({op.name: 2e-5 for op in graph.ops}))
+    plan, graph = load_checked_plan(_plan(tmp_path, one, "m", "--measured", str(times)))
+    block = sharing_report(plan, graph, load_topology(one), 1e-3)
+    assert block["priced_by"] == "measured op times"
+    # solo work = the plan's own durations: a schedule on one device replays exactly, never shorter
+    used = {p.device for p in plan.placements}
+    planned_s = plan.makespan_tick * plan.tick_s
+    if len(used) == 1:
+        assert block["simulated_makespan_s"] == pytest.approx(planned_s, rel=1e-12)
+    assert block["simulated_makespan_s"] >= sum(p.end_tick - p.start_tick for p in plan.placements) \
+        * plan.tick_s - len(plan.placements) * plan.tick_s
+
+
+@pytest.mark.dist
+def test_calibrate_measures_the_host_sharing_and_no_sharing_leaves_it_out(tmp_path) -> None:
+    out = tmp_path / "cal.yaml"
+    args = ["--nproc", "2", "--quick", "--repeats", "1", "--no-op-factors", "--no-runtime-probe", "--quiet",
+            "--timeout", "300"]
+    assert calibrate_main([*args, "--out", str(out)]) == 0
+    doc = yaml.safe_load(out.read_text())
+    sharing = doc["hosts"][0]["sharing"]
+    assert sharing["measured_ranks"] == 2 and 0 < sharing["effective_parallelism"] < 100
+    measured = doc["provenance"]["measured"]
+    assert "effective_parallelism" in measured
+    assert any(k.startswith("sharing_solo matmul") for k in measured)
+    assert any(k.startswith("host_parallelism conv") for k in measured)
+    assert load_shared_hosts(out, load_topology(out)) is not None
+    bare = tmp_path / "bare.yaml"
+    assert calibrate_main([*args, "--no-sharing", "--out", str(bare)]) == 0
+    assert "sharing" not in yaml.safe_load(bare.read_text())["hosts"][0]
+
+
+@pytest.mark.dist
+def test_a_run_on_a_profile_with_sharing_reports_both_predictions(tmp_path, capsys) -> None:
+    hw = _written(tmp_path, 1.0)
+    plan = _plan(tmp_path, hw)
+    report_path = tmp_path / "run.json"
+    assert run_main(["--plan", str(plan), "--nproc", "2", "--repeat", "1", "--no-probe", "--report",
+                     str(report_path)]) == 0
+    assert "under processor sharing (effective parallelism 1.00)" in capsys.readouterr().out
+    report = json.loads(report_path.read_text())
+    block = report["sharing"]
+    assert block["profile"] == "shared" and block["effective_parallelism"] == [1.0]
+    assert report["simulated_shared_makespan_s"] == block["simulated_makespan_s"] > 0
+    assert report["measured_vs_simulated_shared"] == pytest.approx(
+        report["measured_makespan_s"] / block["simulated_makespan_s"])
+    assert report["measured_vs_resimulated_shared"] is None  # no probe, no stretch
+    # the plan's own prediction is untouched
+    assert report["simulated_makespan_s"] == pytest.approx(block["unshared_makespan_s"], rel=1e-12)
