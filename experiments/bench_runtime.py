@@ -56,8 +56,10 @@ the model's calibration to the end of the row's run), `calibrated_profile` (the 
 `breakdown_ms` (per rank, where the median repetition's time went: `breakdown_text`);
 Processor sharing (the profile's `hosts[].sharing`, `planner.cost.sharing`; empty on `nominal`): beside the
 plan's own prediction, `simulated_shared_makespan_s` and `measured_vs_simulated_shared` (the plan's schedule
-replayed with the ranks sharing the host's cores: run.json's `sharing`), `measured_vs_resimulated_shared` (that,
-stretched by the probe's slowdowns); from the run's trace (`compute_overlap`) `both_computing_share` (of the time
+replayed with the ranks sharing the host's cores: run.json's `sharing`), `measured_vs_charged_shared` (that
+replay with the runtime probe's send / receive overheads on the ranks' streams rather than in the link's
+latency), `measured_vs_resimulated_shared` (the shared replay stretched by the probe's slowdowns); from the
+run's trace (`compute_overlap`) `both_computing_share` (of the time
 any rank computed, the share both did) and measured / planned seconds of the ops that ran alone
 (`alone_ops_ratio`) and beside the other rank's ops (`concurrent_ops_ratio`).
 `replanned` rows add the calibrated and the re-planned plan run again alternately, `rounds` times each (3; 1
@@ -398,6 +400,7 @@ def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrate
         row.update(measured_vs_simulated_shared=_ratio(report["measured_makespan_s"], shared),
                    simulated_shared_makespan_s=round(shared, 6) if shared is not None else None,
                    measured_vs_resimulated_shared=report.get("measured_vs_resimulated_shared"),
+                   measured_vs_charged_shared=report.get("measured_vs_charged_shared"),
                    **compute_overlap(plan, report))
         row.update(measured_vs_resimulated=_ratio(report["measured_makespan_s"], resim),
                    resimulated_makespan_s=round(resim, 6) if resim is not None else None,
@@ -706,7 +709,8 @@ def markdown_table(rows: list[dict], columns: tuple[str, ...] = TABLE_COLUMNS) -
 
 
 CALIBRATION_COLUMNS = ("model", "stage", "measured_makespan_s", "simulated_makespan_s", "measured_vs_simulated",
-                       "measured_vs_simulated_shared", "measured_vs_resimulated", "measured_vs_resimulated_shared",
+                       "measured_vs_simulated_shared", "measured_vs_charged_shared", "measured_vs_resimulated",
+                       "measured_vs_resimulated_shared",
                        "both_computing_share", "alone_ops_ratio", "concurrent_ops_ratio", "slowdown_before_after",
                        "since_calibration_s", "busy_ratio",
                        "peak_ratio", "devices_used", "transfers", "vs_calibrated_measured", "breakdown_ms", "error")

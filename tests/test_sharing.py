@@ -281,3 +281,55 @@ def test_a_run_on_a_profile_with_sharing_reports_both_predictions(tmp_path, caps
     assert report["measured_vs_resimulated_shared"] is None  # no probe, no stretch
     # the plan's own prediction is untouched
     assert report["simulated_makespan_s"] == pytest.approx(block["unshared_makespan_s"], rel=1e-12)
+
+
+def test_transfers_charged_to_their_ranks_streams() -> None:
+    # t0 (priced 20) on p0 -> t1 (priced 20) on p1 across a comm of 30 that holds 10 of sending and 10 of receiving
+    inst = SchedulingInstance.uniform("send", [20, 20], [(0, 1, 30)], 2)
+    enough = SharedHosts((0, 0), (2.0,), (2,))
+    # no sharing: p0 computes 0-20 and sends 20-30; the transfer leaves at 30 and arrives after the rest of its
+    # comm (10) at 40; p1 receives (10) and computes (20) from 40: ends at 70, as the plain replay's consumer
+    tl = simulate(inst, [[0], [1]], sharing=enough, rank_transfer_tick=(10.0, 10.0))
+    assert _times(tl) == {"t0": (0, 0, 20), "t1": (1, 40, 70)}
+    (x,) = tl.transfers
+    assert (x.start_tick, x.end_tick) == (30, 40)
+    assert simulate(inst, [[0], [1]]).makespan_tick == 70
+    # one core for both (priced at half speed): t0 alone 0-10, its send alone 10-15, arrival 25, t1's receive and
+    # compute (solo 5 + 10) alone 25-40
+    tl1 = simulate(inst, [[0], [1]], sharing=ONE_CORE, rank_transfer_tick=(10.0, 10.0))
+    assert _times(tl1) == {"t0": (0, 0, 10), "t1": (1, 25, 40)}
+    with pytest.raises(SimulationError, match="needs sharing"):
+        simulate(inst, [[0], [1]], rank_transfer_tick=(1.0, 1.0))
+
+
+def test_a_sender_busy_sending_slows_the_other_rank_under_sharing() -> None:
+    # t0 (priced 20) on p0 feeds t2 on p1; t1 (priced 40) on p1 runs meanwhile.  E = 1, n = 2.  0-20: both
+    # compute at half speed (t0's solo 10 done at 20; t1 has 10 of its 20 left); 20-30: p0 sends (solo 5) beside
+    # t1, both at half speed: t1 has 5 left at 30, the send is done; 30-35: t1 alone ends at 35.
+    inst = SchedulingInstance.uniform("busy", [20, 40, 2], [(0, 2, 10)], 2)
+    tl = simulate(inst, [[0], [1, 2]], sharing=ONE_CORE, rank_transfer_tick=(10.0, 0.0))
+    times = _times(tl)
+    assert times["t0"] == (0, 0, 20) and times["t1"] == (1, 0, 35)
+    (x,) = tl.transfers
+    assert x.start_tick == 30 and x.end_tick == 30  # comm 10, all of it the send: arrives when sent
+
+
+def test_the_report_charges_transfers_to_the_ranks_when_the_profile_has_their_overheads(tmp_path) -> None:
+    figures = {**FIGS, "effective_parallelism": 2.0, "send_overhead": 3e-5, "recv_overhead": 2e-5}
+    doc = profile_document(figures, MEASURED, {}, nproc=2, threads=1, torch_version="2.x", host="box",
+                           date="2026-12-01T18:00:00+00:00", memory_bytes=2**34)
+    hw = tmp_path / "probe.yaml"
+    hw.write_text(profile_yaml(doc))
+    plan, graph = load_checked_plan(_plan(tmp_path, hw))
+    block = sharing_report(plan, graph, load_topology(hw), 1e-3)
+    assert block["send_overhead_s"] == pytest.approx(3e-5) and block["recv_overhead_s"] == pytest.approx(2e-5)
+    # a core per rank: the work moved from the link onto the ranks can only delay, never speed up, the schedule
+    assert block["charged_makespan_s"] >= block["simulated_makespan_s"] - len(plan.placements) * plan.tick_s
+    assert block["measured_vs_charged"] == pytest.approx(1e-3 / block["charged_makespan_s"])
+    assert "send / receive work on the ranks" in summary_line(block)
+    if len({p.device for p in plan.placements}) == 1:  # no transfers: nothing to charge
+        assert block["charged_makespan_s"] == pytest.approx(block["simulated_makespan_s"])
+    # a plan on a profile without the overheads: no charged replay
+    plain = _written(tmp_path, 2.0)
+    plan2, graph2 = load_checked_plan(_plan(tmp_path, plain, "plain"))
+    assert "charged_makespan_s" not in sharing_report(plan2, graph2, load_topology(plain), 1e-3)

@@ -36,9 +36,12 @@ Report (`run.json`, written atomically)::
     sharing                the plan's schedule replayed with the host's ranks sharing its cores, when the profile
                            has a hosts[].sharing block (`planner.execute.run_sharing`): profile ("shared" or
                            "none" with a note), effective_parallelism, measured_ranks, priced_by,
-                           simulated_makespan_s, unshared_makespan_s, measured_vs_simulated, and with the probe
-                           resimulated_makespan_s and measured_vs_resimulated
-    simulated_shared_makespan_s, measured_vs_simulated_shared, measured_vs_resimulated_shared
+                           simulated_makespan_s, unshared_makespan_s, measured_vs_simulated, with the profile's
+                           send / receive overheads charged to the ranks' streams charged_makespan_s and
+                           measured_vs_charged, and with the probe resimulated_makespan_s and
+                           measured_vs_resimulated
+    simulated_shared_makespan_s, measured_vs_simulated_shared, measured_vs_resimulated_shared,
+    measured_vs_charged_shared
                            = sharing's (null without the block); simulated_makespan_s stays the plan's own
     trace                  path of the Chrome trace of the median repetition (pid = rank, tid 0 compute, 1 receives,
                            2 sends; the ranks on one time line; opens in Perfetto)
@@ -286,6 +289,7 @@ def build_report(plan_path, plan: Plan, partition: Partition, results: Sequence[
         report["simulated_shared_makespan_s"] = report["sharing"].get("simulated_makespan_s")
         report["measured_vs_simulated_shared"] = report["sharing"].get("measured_vs_simulated")
         report["measured_vs_resimulated_shared"] = report["sharing"].get("measured_vs_resimulated")
+        report["measured_vs_charged_shared"] = report["sharing"].get("measured_vs_charged")
     if report_path is not None:
         rp = Path(report_path)
         rp.parent.mkdir(parents=True, exist_ok=True)

@@ -93,15 +93,23 @@ def simulate(
     link_contention: bool = False,
     stages: Mapping[str, int | None] | None = None,
     sharing: SharedHosts | None = None,
+    rank_transfer_tick: tuple[float, float] | None = None,
 ) -> Timeline:
     """Replay `orders[d]` (task indices or names, in execution order) on device d; return the `Timeline`.
-    `sharing`: replay under processor sharing between the ranks of a host (module docstring)."""
+    `sharing`: replay under processor sharing between the ranks of a host (module docstring).
+    `rank_transfer_tick` (with `sharing` only): (send, receive) ticks of each transfer's own work on its ranks, as
+    priced at the calibration's concurrency (a profile's `send_overhead`, `recv_overhead`, which its links' latency
+    already holds): charged to the ranks' streams instead, i.e. subtracted from every transfer's comm time, the
+    sender busy for its sends right after the producing task (its transfers leave when they are done), the
+    receiver for its receives at the start of the consuming task; both shared like compute."""
     seq = _resolve_orders(instance, orders)
     if sharing is not None:
         if len(sharing.host_of_device) != instance.num_devices:
             raise SimulationError(f"sharing describes {len(sharing.host_of_device)} devices, instance "
                                   f"{instance.name!r} has {instance.num_devices}")
-        return _simulate_shared(instance, seq, link_contention, stages, sharing)
+        return _simulate_shared(instance, seq, link_contention, stages, sharing, rank_transfer_tick or (0.0, 0.0))
+    if rank_transfer_tick is not None:
+        raise SimulationError("rank_transfer_tick needs sharing (a replay whose ranks' streams take extra work)")
     n, num_dev = instance.num_tasks, instance.num_devices
     device_of = [-1] * n
     for d, row in enumerate(seq):
@@ -166,7 +174,8 @@ def simulate(
 
 
 def _simulate_shared(instance: SchedulingInstance, seq: list[list[int]], link_contention: bool,
-                     stages: Mapping[str, int | None] | None, sharing: SharedHosts) -> Timeline:
+                     stages: Mapping[str, int | None] | None, sharing: SharedHosts,
+                     rank_transfer_tick: tuple[float, float]) -> Timeline:
     """`simulate` under processor sharing (module docstring): an event loop in continuous ticks whose events are
     a running task's end (at the rates of the moment) and a waiting device's next arrival."""
     n, num_dev = instance.num_tasks, instance.num_devices
@@ -184,6 +193,15 @@ def _simulate_shared(instance: SchedulingInstance, seq: list[list[int]], link_co
     pos = [0] * num_dev
     dev_free = [0.0] * num_dev
     running: dict[int, int] = {}  # device -> its running task
+    sending: set[int] = set()  # devices whose running task is done computing and is sending its outputs
+    send_tick, recv_tick = rank_transfer_tick
+    cross_out = [0] * n  # transfers each task sends and receives
+    cross_in = [0] * n
+    for u in range(n):
+        for v, _ in instance.successors[u]:
+            if device_of[v] != device_of[u]:
+                cross_out[u] += 1
+                cross_in[v] += 1
     left: dict[int, float] = {}  # device -> solo work (ticks) its running task still has to do
     link_free: dict[tuple[int, int], float] = {}
     transfer_f: dict[int, tuple[float, float]] = {}
@@ -202,7 +220,7 @@ def _simulate_shared(instance: SchedulingInstance, seq: list[list[int]], link_co
             return
         start[t] = now
         running[d] = t
-        left[d] = float(dur[t, d]) * cal_speed[d]
+        left[d] = (float(dur[t, d]) + cross_in[t] * recv_tick) * cal_speed[d]
 
     for d in range(num_dev):
         try_start(d)
@@ -221,9 +239,16 @@ def _simulate_shared(instance: SchedulingInstance, seq: list[list[int]], link_co
         while wakes and wakes[0][0] <= now:
             touched.add(heapq.heappop(wakes)[1])
         for du in sorted(d for d in running if left[d] <= 1e-9 * max(1.0, now)):
-            u = running.pop(du)
+            u = running[du]
+            if du not in sending:
+                end[u] = now
+                if cross_out[u] and send_tick > 0:  # the rank packs and posts its sends before its next task
+                    sending.add(du)
+                    left[du] = cross_out[u] * send_tick * cal_speed[du]
+                    continue
+            sending.discard(du)
+            del running[du]
             del left[du]
-            end[u] = now
             dev_free[du] = now
             pos[du] += 1
             touched.add(du)
@@ -233,7 +258,7 @@ def _simulate_shared(instance: SchedulingInstance, seq: list[list[int]], link_co
                     arrive = now
                 else:
                     leave = max(now, link_free.get((du, dv), now)) if link_contention else now
-                    arrive = leave + instance.comm(e, du, dv)
+                    arrive = leave + max(0.0, instance.comm(e, du, dv) - send_tick - recv_tick)
                     if link_contention:
                         link_free[(du, dv)] = arrive
                     transfer_f[e] = (leave, arrive)
@@ -294,12 +319,13 @@ def plan_orders(instance: SchedulingInstance, plan: Plan) -> tuple[tuple[int, ..
 
 
 def simulate_plan(instance: SchedulingInstance, plan: Plan, *, link_contention: bool = False,
-                  sharing: SharedHosts | None = None) -> Timeline:
+                  sharing: SharedHosts | None = None, rank_transfer_tick: tuple[float, float] | None = None
+                  ) -> Timeline:
     """Replay a plan's device assignment and per-device order (its times are recomputed, not trusted);
-    `sharing` as in `simulate`."""
+    `sharing` and `rank_transfer_tick` as in `simulate`."""
     stages = {p.task: p.stage for p in plan.placements}
     return simulate(instance, plan_orders(instance, plan), link_contention=link_contention, stages=stages,
-                    sharing=sharing)
+                    sharing=sharing, rank_transfer_tick=rank_transfer_tick)
 
 
 def simulate_schedule(instance: SchedulingInstance, schedule: Schedule, *, link_contention: bool = False) -> Timeline:
