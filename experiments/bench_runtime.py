@@ -54,6 +54,14 @@ the model's calibration to the end of the row's run), `calibrated_profile` (the 
 `busy_ratio` and `peak_ratio` per rank (measured / simulated busy time; measured / predicted peak tensor bytes,
 "/"-joined), `devices_used`, `transfers`,
 `breakdown_ms` (per rank, where the median repetition's time went: `breakdown_text`);
+Processor sharing (the profile's `hosts[].sharing`, `planner.cost.sharing`; empty on `nominal`): beside the
+plan's own prediction, `simulated_shared_makespan_s` and `measured_vs_simulated_shared` (the plan's schedule
+replayed with the ranks sharing the host's cores: run.json's `sharing`), `measured_vs_charged_shared` (that
+replay with the runtime probe's send / receive overheads on the ranks' streams rather than in the link's
+latency), `measured_vs_resimulated_shared` (the shared replay stretched by the probe's slowdowns); from the
+run's trace (`compute_overlap`) `both_computing_share` (of the time
+any rank computed, the share both did) and measured / planned seconds of the ops that ran alone
+(`alone_ops_ratio`) and beside the other rank's ops (`concurrent_ops_ratio`).
 `replanned` rows add the calibrated and the re-planned plan run again alternately, `rounds` times each (3; 1
 with `--quick`), so that the load drifting on a shared machine falls on both alike: the medians of their
 measured makespans, `calibrated_alternating_s` and `replanned_alternating_s`, and `vs_calibrated_measured` =
@@ -388,6 +396,12 @@ def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrate
         measured_by[stage] = report["measured_makespan_s"]
         state = report["machine_state"]
         resim = state.get("resimulated_makespan_s")
+        shared = report.get("simulated_shared_makespan_s")
+        row.update(measured_vs_simulated_shared=_ratio(report["measured_makespan_s"], shared),
+                   simulated_shared_makespan_s=round(shared, 6) if shared is not None else None,
+                   measured_vs_resimulated_shared=report.get("measured_vs_resimulated_shared"),
+                   measured_vs_charged_shared=report.get("measured_vs_charged_shared"),
+                   **compute_overlap(plan, report))
         row.update(measured_vs_resimulated=_ratio(report["measured_makespan_s"], resim),
                    resimulated_makespan_s=round(resim, 6) if resim is not None else None,
                    slowdown_before_after=_slowdown_text(state),
@@ -414,6 +428,45 @@ def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrate
         rows[-1].update(calibrated_alternating_s=round(a, 6), replanned_alternating_s=round(b, 6),
                         vs_calibrated_measured=_ratio(b, a))
     return rows
+
+
+def compute_overlap(plan, report: dict) -> dict[str, Any]:
+    """From a run's trace (the median repetition, ranks on one clock): `both_computing_share` = the time two or
+    more ranks ran ops at once / the time any rank ran ops; and the ops' measured / planned seconds for the ops
+    that ran with no other rank computing (`alone_ops_ratio`, overlap < 20 % of the op) and for those that ran
+    beside another rank's ops for > 80 % of their time (`concurrent_ops_ratio`): issue 14's processor-sharing
+    question (a rank alone runs faster than the calibration's all-ranks-at-once figures)."""
+    import json
+
+    try:
+        trace = json.loads(Path(report["trace"]).read_text())
+    except (OSError, TypeError, ValueError):
+        return {}
+    planned = {p.task: (p.end_tick - p.start_tick) * (plan.tick_s or 1.0) for p in plan.placements}
+    spans: dict[int, list[tuple[float, float, str]]] = {}
+    for ev in trace["traceEvents"]:
+        if ev.get("ph") == "X" and ev.get("cat") == "op":
+            spans.setdefault(ev["pid"], []).append((ev["ts"] * 1e-6, (ev["ts"] + ev["dur"]) * 1e-6, ev["name"]))
+    edges = sorted({t for row in spans.values() for s, e, _ in row for t in (s, e)})
+    any_s = both_s = 0.0
+    for a, b in zip(edges, edges[1:]):  # piecewise: how many ranks compute in [a, b)
+        k = sum(1 for row in spans.values() if any(s <= a and b <= e for s, e, _ in row))
+        any_s += (b - a) if k else 0.0
+        both_s += (b - a) if k >= 2 else 0.0
+    sums = {"alone": [0.0, 0.0], "concurrent": [0.0, 0.0]}
+    for rank, row in spans.items():
+        others = [x for r, rr in spans.items() if r != rank for x in rr]
+        for s, e, name in row:
+            if name not in planned or e <= s:
+                continue
+            shared = sum(max(0.0, min(e, oe) - max(s, os_)) for os_, oe, _ in others) / (e - s)
+            kind = "alone" if shared < 0.2 else "concurrent" if shared > 0.8 else None
+            if kind:
+                sums[kind][0] += e - s
+                sums[kind][1] += planned[name]
+    return {"both_computing_share": round(both_s / any_s, 3) if any_s else None,
+            "alone_ops_ratio": _ratio(*sums["alone"]) if sums["alone"][1] else None,
+            "concurrent_ops_ratio": _ratio(*sums["concurrent"]) if sums["concurrent"][1] else None}
 
 
 def bench_calibration(quick: bool) -> list[dict]:
@@ -464,6 +517,9 @@ def profile_figures_text(calibrated: Path) -> str:
                f"{dev.launch_overhead_s * 1e6:.4g} us; link latency {link.latency_s * 1e6:.4g} us, bandwidth "
                f"{link.bandwidth_bytes_per_s / 1e9:.4g} GB/s")
     doc = yaml.safe_load(calibrated.read_text())
+    sharing = (doc["hosts"][0].get("sharing") or {}).get("effective_parallelism")
+    if sharing is not None:
+        figures += f"; effective parallelism {sharing}"
     probe = {"op_overhead": doc["hosts"][0]["devices"][0].get("op_overhead"),
              **{k: doc["links"]["intra_host"].get(k) for k in ("send_overhead", "recv_overhead")}}
     return figures + " (launch overhead and latency include the probe's " + ", ".join(
@@ -653,7 +709,10 @@ def markdown_table(rows: list[dict], columns: tuple[str, ...] = TABLE_COLUMNS) -
 
 
 CALIBRATION_COLUMNS = ("model", "stage", "measured_makespan_s", "simulated_makespan_s", "measured_vs_simulated",
-                       "measured_vs_resimulated", "slowdown_before_after", "since_calibration_s", "busy_ratio",
+                       "measured_vs_simulated_shared", "measured_vs_charged_shared", "measured_vs_resimulated",
+                       "measured_vs_resimulated_shared",
+                       "both_computing_share", "alone_ops_ratio", "concurrent_ops_ratio", "slowdown_before_after",
+                       "since_calibration_s", "busy_ratio",
                        "peak_ratio", "devices_used", "transfers", "vs_calibrated_measured", "breakdown_ms", "error")
 
 

@@ -33,6 +33,9 @@ PROFILE_HOW = {
                      "sending rank",
     "recv_overhead": "links.intra_host.recv_overhead = the runtime probe's seconds per posted receive (irecv) on the "
                      "receiving rank",
+    "effective_parallelism": "hosts[].sharing.effective_parallelism = median over ranks, repeats and ops (a matmul, "
+                             "a conv) of nproc x (rate with every rank computing) / (rate alone); measured_ranks = "
+                             "nproc (the compute figures above were measured with that many ranks at once)",
 }
 FACTOR_HOW = ("op_cost_factors.{op_type} = least-squares factor (in seconds) of the representative {op_type} ops' "
               "measured time - launch_overhead over their roofline max(FLOPs / peak_flops.float, bytes / "
@@ -51,7 +54,7 @@ def _calibrate(args: argparse.Namespace) -> int:
                            sizes=QUICK_SIZES if args.quick else SIZES,
                            model_path=str(args.model) if args.model else None, timeout_s=args.timeout,
                            progress=not args.quiet, device=args.device, op_factors=not args.no_op_factors,
-                           runtime_probe=not args.no_runtime_probe)
+                           runtime_probe=not args.no_runtime_probe, sharing=not args.no_sharing)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     cal = calibrate(spec)
     figures = cal.profile_figures()
@@ -119,6 +122,9 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-runtime-probe", action="store_true",
                         help="skip the runtime probe: a profile without op_overhead, send_overhead, recv_overhead "
                              "(priced as before them)")
+    parser.add_argument("--no-sharing", action="store_true",
+                        help="skip solo vs concurrent throughput: a profile without hosts[].sharing (simulated as "
+                             "before it)")
     parser.add_argument("--quiet", action="store_true", help="no progress or summary, only the written files")
     return _run(_calibrate, parser, argv)
 

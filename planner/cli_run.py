@@ -87,6 +87,13 @@ def _run_plan(args: argparse.Namespace) -> int:
 
         for line in machine_lines(r["machine_state"]):
             print(line)
+    if "sharing" in r:
+        # here, not at the top: torch stays optional (module docstring); run_sharing itself has no torch
+        from planner.execute.run_sharing import summary_line as sharing_line
+
+        shared = sharing_line(r["sharing"])
+        if shared:
+            print(shared)
     if args.check:
         print(f"check against onnxruntime: max abs error {r['max_abs_error']:.3g}, "
               f"max rel error {r['max_rel_error']:.3g}")

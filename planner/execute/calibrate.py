@@ -34,6 +34,14 @@ divides by the number of calls.  A figure's value is the median over repeats and
   (`planner.execute.calibrate_probe`): the rank loop's own seconds per op around `run_node` (the profile's
   `op_overhead`), per send (the links' `send_overhead`) and per
   posted receive (`recv_overhead`).
+* **host sharing** (`nproc` > 1 on CPUs, unless `sharing` is off): per repeat, one float matmul and one conv of
+  the sizes above (`_sharing_ops`; blocks of twice `block_s`) timed on all ranks at once (the concurrency of
+  every figure above) and then on each rank alone while the others wait in a barrier (`_sharing`); each rank's
+  `nproc` x concurrent / solo rate is a sample of the host's effective parallelism (`planner.cost.sharing`), the
+  profile's `hosts[].sharing`.  On this 2-vCPU machine 2 ranks together ran a 256^3 matmul at 0.41-0.53 of one
+  rank's rate alone (E 0.8-1.05, loads 0.3-4.4); E came out 1.2-1.4 while other jobs held one to two vCPUs.  So a
+  rank computing alone (a pipeline's fill, a dependency, a transfer) may run up to twice as fast as the figures
+  above say.
 * `--device cuda` (for GPU hosts; never needed by the tests): rank r measures GPU r (`torch.set_default_device`),
   the clock is read after `torch.cuda.synchronize()`, and the point-to-point figures are NCCL's.
 * `--model M`: every rank runs the whole model's ops in topological order (one rank's program of all ops), each op
@@ -120,6 +128,7 @@ class CalibrationSpec:
     op_factors: bool = True  # time the representative ops and fit the profile's op_cost_factors table
     device: str = "cpu"  # or "cuda": rank r measures GPU r, p2p over NCCL (never needed by the tests)
     runtime_probe: bool = True  # run the runtime probe (CPU): op_overhead, send_overhead, recv_overhead
+    sharing: bool = True  # measure solo vs concurrent throughput (nproc > 1, CPU): the host's effective parallelism
 
 
 @dataclass
@@ -159,7 +168,8 @@ class Calibration:
                "float_flops": ("matmul_float ", "conv_float "), "double_flops": ("matmul_double ",),
                "memory_bandwidth": ("memory_bandwidth",), "launch_overhead": ("launch_overhead",),
                "link_latency": ("p2p_latency",), "link_bandwidth": ("p2p_bandwidth",),
-               "op_overhead": ("runtime_loop",), "send_overhead": ("runtime_send",), "recv_overhead": ("runtime_post",)}
+               "op_overhead": ("runtime_loop",), "send_overhead": ("runtime_send",), "recv_overhead": ("runtime_post",),
+               "effective_parallelism": ("host_parallelism",)}
 
     def contributing(self, figure: str) -> list[Figure]:
         """The measured figures a profile figure is the median of."""
@@ -266,6 +276,7 @@ def _measure(rank: int, spec: CalibrationSpec, init: str, reps: Sequence[RepOp] 
         if world > 1:
             dist.barrier()
 
+    shares = world > 1 and spec.sharing and spec.device == "cpu"
     steps = 4 + (1 if world > 1 else 0) + (1 if spec.model_path else 0)
     progress = _Progress(spec.progress and rank == 0, steps)
     out: dict[str, list[float]] = {}
@@ -300,7 +311,12 @@ def _measure(rank: int, spec: CalibrationSpec, init: str, reps: Sequence[RepOp] 
                 sync()
                 out[f"conv_float {cin}x{hw}x{hw}->{cout} k{kernel}"] = rate(
                     flops, partial(F.conv2d, x, w, padding=kernel // 2))
-            progress.step("convolutions (float)")
+            shared = ""
+            if shares:  # one progress step with the convolutions: both time compute kernels
+                out.update(_sharing(rank, world, sizes, spec.repeats, call, sync))
+                e = statistics.median(v for k, vs in out.items() if k.startswith("host_parallelism") for v in vs)
+                shared = f"; host sharing, each rank alone vs all at once (effective parallelism {e:.2f})"
+            progress.step("convolutions (float)" + shared)
             a, b, c = (torch.rand(sizes.vector_elems) for _ in range(3))
             sync()
             out["memory_bandwidth add"] = rate(3.0 * 4 * sizes.vector_elems, lambda: torch.add(a, b, out=c))
@@ -319,6 +335,42 @@ def _measure(rank: int, spec: CalibrationSpec, init: str, reps: Sequence[RepOp] 
         if world > 1:
             dist.destroy_process_group()
     return {"figures": out, "ops": ops_out, "memory_bytes": memory_bytes}
+
+
+def _sharing(rank: int, world: int, sizes: Sizes, repeats: int, call_s: float, sync: Callable[[], None]
+             ) -> dict[str, list[float]]:
+    """Solo vs concurrent throughput (module docstring): per op of `_sharing_ops`, per repeat, this rank's rate
+    with all `world` ranks computing at once, then alone (rank by rank; the others wait in the next barrier, which
+    blocks on a socket rather than spinning), and `world` x concurrent / solo."""
+    out: dict[str, list[float]] = {}
+    for what, work, fn in _sharing_ops(sizes):
+        concurrent, solo = [], []
+        for _ in range(repeats):
+            sync()
+            concurrent += rate_samples(work, fn, call_s, 2 * sizes.block_s, 1)
+            for turn in range(world):
+                sync()
+                if turn == rank:
+                    solo += rate_samples(work, fn, call_s, 2 * sizes.block_s, 1)
+        out[f"sharing_concurrent {what}"] = concurrent
+        out[f"sharing_solo {what}"] = solo
+        out[f"host_parallelism {what}"] = [world * c / s for c, s in zip(concurrent, solo, strict=True)]
+    sync()
+    return out
+
+
+def _sharing_ops(sizes: Sizes) -> list[tuple[str, float, Callable[[], object]]]:
+    """(label, FLOPs, call) of the ops the sharing measurement times: the middle matmul and the first conv size."""
+    m, k, n = sizes.matmul[len(sizes.matmul) // 2]
+    a, b = torch.rand(m, k), torch.rand(k, n)
+    ops: list[tuple[str, float, Callable[[], object]]] = [
+        (f"matmul {m}x{k}x{n}", 2.0 * m * k * n, partial(torch.matmul, a, b))]
+    if sizes.conv:
+        cin, hw, cout, kernel = sizes.conv[0]
+        x, w = torch.rand(1, cin, hw, hw), torch.rand(cout, cin, kernel, kernel)
+        ops.append((f"conv {cin}x{hw}x{hw}->{cout} k{kernel}", 2.0 * cout * hw * hw * cin * kernel * kernel,
+                    partial(F.conv2d, x, w, padding=kernel // 2)))
+    return ops
 
 
 REP_ROUNDS = 3  # rounds of the whole suite per repeat (a repeat's sample is the median of its rounds)
@@ -449,11 +501,16 @@ _HOW = {
                     "repetition, the loop's time outside ops, transfers and the tail / ops",
     "runtime_send": "the runtime probe: per rank and repetition, time packing and posting sends / send events",
     "runtime_post": "the runtime probe: per rank and repetition, time posting receives (irecv) / receives",
+    "sharing_concurrent": "{what} float32 with every rank computing at once, FLOPs / (time per call - bare call)",
+    "sharing_solo": "{what} float32 on one rank while the others wait in a barrier, FLOPs / (time per call - bare "
+                    "call)",
+    "host_parallelism": "nproc x (rate of {what} with every rank computing) / (its rate alone), per rank and repeat",
 }
 _UNITS = {"launch_overhead": "s", "torch_call": "s", "matmul_float": "FLOP/s", "matmul_double": "FLOP/s",
           "conv_float": "FLOP/s",
           "memory_bandwidth": "B/s", "p2p_oneway": "s", "p2p_latency": "s", "p2p_bandwidth": "B/s", "opcost": "s",
-          "runtime_loop": "s", "runtime_send": "s", "runtime_post": "s"}
+          "runtime_loop": "s", "runtime_send": "s", "runtime_post": "s", "sharing_concurrent": "FLOP/s",
+          "sharing_solo": "FLOP/s", "host_parallelism": "x"}
 
 
 def calibrate(spec: CalibrationSpec) -> Calibration:

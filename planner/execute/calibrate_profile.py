@@ -3,9 +3,10 @@
 No torch here (the measurements are `planner.execute.calibrate`).  The profile describes one host with `nproc`
 identical `cpu-process` devices, each with the measured figures, the memory of the machine shared out evenly, and
 the measured gloo link between them (with the runtime probe's per-op and per-transfer overheads when it ran:
-`op_overhead`, the link's `send_overhead` and `recv_overhead`); its `provenance` block says where, when, with
-what and how each figure was measured, and the spread of its repeats.  It is validated with the same schema
-`plan-solve --hw` reads before it is written.
+`op_overhead`, the link's `send_overhead` and `recv_overhead`) and, with several processes, the host's `sharing:`
+block (its effective parallelism, measured solo vs concurrent; `planner.cost.sharing`); its `provenance` block
+says where, when, with what and how each figure was measured, and the spread of its repeats.  It is validated
+with the same schema `plan-solve --hw` reads before it is written.
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ def profile_document(figures: Mapping[str, float | None], how: Mapping[str, str]
         group["op_cost_factors"] = {k: float(v) for k, v in op_cost_factors.items()}
     if figures.get("op_overhead") is not None:  # the runtime probe ran (calibrate_probe)
         group["op_overhead"] = _time(float(figures["op_overhead"] or 0.0))
+    host_block: dict[str, Any] = {"name": "node0", "devices": [group]}
+    if nproc > 1 and figures.get("effective_parallelism"):  # measured solo vs concurrent (calibrate._sharing)
+        host_block["sharing"] = {"effective_parallelism": round(float(figures["effective_parallelism"] or 0), 3),
+                                 "measured_ranks": nproc}
     safe_host = "".join(c if c.isalnum() or c in "-_." else "-" for c in host) or "localhost"
     doc: dict[str, Any] = {
         "name": name or f"calibrated-{safe_host}-{nproc}",
@@ -86,7 +91,7 @@ def profile_document(figures: Mapping[str, float | None], how: Mapping[str, str]
             **({"load_avg_1min": round(load_avg, 2)} if load_avg is not None else {}),
             "measured": dict(how), "spread": dict(spread),
         },
-        "hosts": [{"name": "node0", "devices": [group]}],
+        "hosts": [host_block],
     }
     if nproc > 1:
         if figures.get("link_latency") is None or not figures.get("link_bandwidth"):
@@ -124,6 +129,8 @@ def _fmt(value: float, unit: str) -> str:
         return format_time(value)
     if unit == "B/s":
         return format_bytes(value, binary=False) + "/s"
+    if unit == "x":
+        return f"{value:.3g}x"
     return _rate(value, "FLOP/s")
 
 

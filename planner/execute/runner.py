@@ -33,6 +33,16 @@ Report (`run.json`, written atomically)::
                            stretch (scaled / unscaled) and measured_vs_resimulated (measured / (simulated x
                            stretch))
     measured_vs_resimulated  = machine_state's (null when not compared)
+    sharing                the plan's schedule replayed with the host's ranks sharing its cores, when the profile
+                           has a hosts[].sharing block (`planner.execute.run_sharing`): profile ("shared" or
+                           "none" with a note), effective_parallelism, measured_ranks, priced_by,
+                           simulated_makespan_s, unshared_makespan_s, measured_vs_simulated, with the profile's
+                           send / receive overheads charged to the ranks' streams charged_makespan_s and
+                           measured_vs_charged, and with the probe resimulated_makespan_s and
+                           measured_vs_resimulated
+    simulated_shared_makespan_s, measured_vs_simulated_shared, measured_vs_resimulated_shared,
+    measured_vs_charged_shared
+                           = sharing's (null without the block); simulated_makespan_s stays the plan's own
     trace                  path of the Chrome trace of the median repetition (pid = rank, tid 0 compute, 1 receives,
                            2 sends; the ranks on one time line; opens in Perfetto)
     input_shapes           {graph input: shape} that ran (the plan's, or the new ones with --replan)
@@ -62,6 +72,7 @@ from planner.execute.partition import Partition, partition_plan
 from planner.execute.program import check_supported, default_feeds, prepared_graph
 from planner.execute.run_breakdown import time_breakdown
 from planner.execute.run_report import prediction_quality
+from planner.execute.run_sharing import sharing_report
 from planner.heuristics.list_schedule import heft
 from planner.ir.graph import OpGraph
 from planner.ir.hardware import load_topology
@@ -230,6 +241,16 @@ def _machine_state(plan: Plan, graph: OpGraph, results: Sequence[RankResult], me
     return state_report(state, before, after, plan, graph, topology, measured_makespan_s)
 
 
+def _sharing(plan: Plan, graph: OpGraph, measured_makespan_s: float, machine_state: Mapping[str, Any]
+             ) -> dict[str, Any]:
+    """The report's `sharing` block (module docstring; `planner.execute.run_sharing`)."""
+    try:
+        topology = load_topology(plan.hardware_path) if plan.hardware_path else None
+    except InputError:  # the profile is gone or changed: nothing to replay on
+        topology = None
+    return sharing_report(plan, graph, topology, measured_makespan_s, machine_state)
+
+
 def build_report(plan_path, plan: Plan, partition: Partition, results: Sequence[RankResult],
                  outputs: Mapping[str, np.ndarray], check_feeds: Mapping[str, np.ndarray] | None, backend: str,
                  repeat: int, warmup: int, report_path: str | Path | None, graph: OpGraph | None = None
@@ -264,6 +285,11 @@ def build_report(plan_path, plan: Plan, partition: Partition, results: Sequence[
         report["time_breakdown"] = time_breakdown(plan, partition, results, mid, graph)
         report["machine_state"] = _machine_state(plan, graph, results, median)
         report["measured_vs_resimulated"] = report["machine_state"].get("measured_vs_resimulated")
+        report["sharing"] = _sharing(plan, graph, median, report["machine_state"])
+        report["simulated_shared_makespan_s"] = report["sharing"].get("simulated_makespan_s")
+        report["measured_vs_simulated_shared"] = report["sharing"].get("measured_vs_simulated")
+        report["measured_vs_resimulated_shared"] = report["sharing"].get("measured_vs_resimulated")
+        report["measured_vs_charged_shared"] = report["sharing"].get("measured_vs_charged")
     if report_path is not None:
         rp = Path(report_path)
         rp.parent.mkdir(parents=True, exist_ok=True)

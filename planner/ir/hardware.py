@@ -142,10 +142,23 @@ class DeviceGroup(_Model):
     op_overhead: Duration | None = None
 
 
+class HostSharing(_Model):
+    """How the devices (ranks) of one host share its processors (optional; `plan-calibrate` measures it on CPU
+    hosts).  `effective_parallelism`: the host's compute throughput in solo ranks' worth (E: one rank computing
+    alone runs at full speed; k ranks computing at once each run at min(1, E / k) of it); `measured_ranks`: how
+    many ranks were computing at once when the device groups' compute figures were measured.  Read by the
+    sharing-aware simulation (`planner.cost.sharing`); the planner's own pricing ignores it, so a profile prices
+    the same with or without it."""
+
+    effective_parallelism: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    measured_ranks: Count
+
+
 class Host(_Model):
     name: Name
     devices: list[DeviceGroup] = Field(min_length=1)
     intra_host: LinkSpec | None = None
+    sharing: HostSharing | None = None
 
 
 class Links(_Model):

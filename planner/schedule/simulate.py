@@ -18,15 +18,25 @@ devices) raise `DeadlockError` naming the tasks each device is stuck on and what
 
 `retime_plan` keeps a plan's device assignment and per-device order and recomputes the times on an instance
 (possibly of other hardware): the library side of ``plan-simulate --plan plan.json --hw other.yaml``.
+
+Processor sharing (`sharing=`, optional; `planner.cost.sharing`): devices that are ranks of one host with fewer
+cores than ranks slow each other down while they compute at once.  A task's duration is then its solo work
+(duration x the speed at which the profile was measured, `SharedHosts.calibrated_speed`), drained at
+`SharedHosts.speed(host, k)` while k devices of its host compute; the rates change whenever a task of that host
+starts or ends, and a device waiting for an arrival wakes at that arrival.  Times are continuous inside and
+rounded to ticks in the `Timeline`.  Without `sharing` (every existing call) the replay is the plain one above,
+bit for bit.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import heapq
+import math
 from collections.abc import Mapping, Sequence
 
 from planner.cost.instance import SchedulingInstance
+from planner.cost.sharing import SharedHosts
 from planner.schedule.actions import try_parse_action
 from planner.schedule.errors import DeadlockError, SimulationError
 from planner.schedule.plan import Plan, PlanMethod, PlanStatus
@@ -82,9 +92,24 @@ def simulate(
     *,
     link_contention: bool = False,
     stages: Mapping[str, int | None] | None = None,
+    sharing: SharedHosts | None = None,
+    rank_transfer_tick: tuple[float, float] | None = None,
 ) -> Timeline:
-    """Replay `orders[d]` (task indices or names, in execution order) on device d; return the `Timeline`."""
+    """Replay `orders[d]` (task indices or names, in execution order) on device d; return the `Timeline`.
+    `sharing`: replay under processor sharing between the ranks of a host (module docstring).
+    `rank_transfer_tick` (with `sharing` only): (send, receive) ticks of each transfer's own work on its ranks, as
+    priced at the calibration's concurrency (a profile's `send_overhead`, `recv_overhead`, which its links' latency
+    already holds): charged to the ranks' streams instead, i.e. subtracted from every transfer's comm time, the
+    sender busy for its sends right after the producing task (its transfers leave when they are done), the
+    receiver for its receives at the start of the consuming task; both shared like compute."""
     seq = _resolve_orders(instance, orders)
+    if sharing is not None:
+        if len(sharing.host_of_device) != instance.num_devices:
+            raise SimulationError(f"sharing describes {len(sharing.host_of_device)} devices, instance "
+                                  f"{instance.name!r} has {instance.num_devices}")
+        return _simulate_shared(instance, seq, link_contention, stages, sharing, rank_transfer_tick or (0.0, 0.0))
+    if rank_transfer_tick is not None:
+        raise SimulationError("rank_transfer_tick needs sharing (a replay whose ranks' streams take extra work)")
     n, num_dev = instance.num_tasks, instance.num_devices
     device_of = [-1] * n
     for d, row in enumerate(seq):
@@ -148,6 +173,111 @@ def simulate(
                           link_contention=link_contention)
 
 
+def _simulate_shared(instance: SchedulingInstance, seq: list[list[int]], link_contention: bool,
+                     stages: Mapping[str, int | None] | None, sharing: SharedHosts,
+                     rank_transfer_tick: tuple[float, float]) -> Timeline:
+    """`simulate` under processor sharing (module docstring): an event loop in continuous ticks whose events are
+    a running task's end (at the rates of the moment) and a waiting device's next arrival."""
+    n, num_dev = instance.num_tasks, instance.num_devices
+    device_of = [-1] * n
+    for d, row in enumerate(seq):
+        for t in row:
+            device_of[t] = d
+    host = sharing.host_of_device
+    cal_speed = [sharing.calibrated_speed(host[d]) for d in range(num_dev)]
+    dur = instance.duration_tick
+    pending = [len(p) for p in instance.predecessors]
+    ready_at = [0.0] * n
+    start = [-1.0] * n
+    end = [-1.0] * n
+    pos = [0] * num_dev
+    dev_free = [0.0] * num_dev
+    running: dict[int, int] = {}  # device -> its running task
+    sending: set[int] = set()  # devices whose running task is done computing and is sending its outputs
+    send_tick, recv_tick = rank_transfer_tick
+    cross_out = [0] * n  # transfers each task sends and receives
+    cross_in = [0] * n
+    for u in range(n):
+        for v, _ in instance.successors[u]:
+            if device_of[v] != device_of[u]:
+                cross_out[u] += 1
+                cross_in[v] += 1
+    left: dict[int, float] = {}  # device -> solo work (ticks) its running task still has to do
+    link_free: dict[tuple[int, int], float] = {}
+    transfer_f: dict[int, tuple[float, float]] = {}
+    wakes: list[tuple[float, int]] = []
+    now = 0.0
+
+    def try_start(d: int) -> None:
+        if d in running or pos[d] >= len(seq[d]):
+            return
+        t = seq[d][pos[d]]
+        if pending[t]:
+            return
+        s = max(dev_free[d], ready_at[t])
+        if s > now:  # its inputs arrive later: wake then
+            heapq.heappush(wakes, (s, d))
+            return
+        start[t] = now
+        running[d] = t
+        left[d] = (float(dur[t, d]) + cross_in[t] * recv_tick) * cal_speed[d]
+
+    for d in range(num_dev):
+        try_start(d)
+    while running or wakes:
+        computing: dict[int, int] = {}
+        for d in running:
+            computing[host[d]] = computing.get(host[d], 0) + 1
+        rate = {d: sharing.speed(host[d], computing[host[d]]) for d in running}
+        nxt = min((now + left[d] / rate[d] for d in running), default=math.inf)
+        if wakes:
+            nxt = min(nxt, wakes[0][0])
+        for d in running:
+            left[d] -= rate[d] * (nxt - now)
+        now = nxt
+        touched: set[int] = set()
+        while wakes and wakes[0][0] <= now:
+            touched.add(heapq.heappop(wakes)[1])
+        for du in sorted(d for d in running if left[d] <= 1e-9 * max(1.0, now)):
+            u = running[du]
+            if du not in sending:
+                end[u] = now
+                if cross_out[u] and send_tick > 0:  # the rank packs and posts its sends before its next task
+                    sending.add(du)
+                    left[du] = cross_out[u] * send_tick * cal_speed[du]
+                    continue
+            sending.discard(du)
+            del running[du]
+            del left[du]
+            dev_free[du] = now
+            pos[du] += 1
+            touched.add(du)
+            for v, e in instance.successors[u]:
+                dv = device_of[v]
+                if dv == du:
+                    arrive = now
+                else:
+                    leave = max(now, link_free.get((du, dv), now)) if link_contention else now
+                    arrive = leave + max(0.0, instance.comm(e, du, dv) - send_tick - recv_tick)
+                    if link_contention:
+                        link_free[(du, dv)] = arrive
+                    transfer_f[e] = (leave, arrive)
+                ready_at[v] = max(ready_at[v], arrive)
+                pending[v] -= 1
+                if pending[v] == 0:
+                    touched.add(dv)
+        for d in sorted(touched):
+            try_start(d)
+
+    if any(s < 0 for s in start):
+        raise _deadlock(instance, seq, pos, device_of, start)
+    start_i = [round(s) for s in start]
+    end_i = [max(a, round(b)) for a, b in zip(start_i, end, strict=True)]
+    transfer_times = {e: (round(a), round(b)) for e, (a, b) in transfer_f.items()}
+    return build_timeline(instance, device_of, start_i, end_i, transfer_times=transfer_times, stages=stages,
+                          link_contention=link_contention)
+
+
 def _deadlock(instance, seq, pos, device_of, start) -> DeadlockError:
     names, devs = instance.task_names, instance.device_names
     parts: list[str] = []
@@ -188,10 +318,14 @@ def plan_orders(instance: SchedulingInstance, plan: Plan) -> tuple[tuple[int, ..
     return tuple(tuple(t for *_, t in sorted(row)) for row in rows)
 
 
-def simulate_plan(instance: SchedulingInstance, plan: Plan, *, link_contention: bool = False) -> Timeline:
-    """Replay a plan's device assignment and per-device order (its times are recomputed, not trusted)."""
+def simulate_plan(instance: SchedulingInstance, plan: Plan, *, link_contention: bool = False,
+                  sharing: SharedHosts | None = None, rank_transfer_tick: tuple[float, float] | None = None
+                  ) -> Timeline:
+    """Replay a plan's device assignment and per-device order (its times are recomputed, not trusted);
+    `sharing` and `rank_transfer_tick` as in `simulate`."""
     stages = {p.task: p.stage for p in plan.placements}
-    return simulate(instance, plan_orders(instance, plan), link_contention=link_contention, stages=stages)
+    return simulate(instance, plan_orders(instance, plan), link_contention=link_contention, stages=stages,
+                    sharing=sharing, rank_transfer_tick=rank_transfer_tick)
 
 
 def simulate_schedule(instance: SchedulingInstance, schedule: Schedule, *, link_contention: bool = False) -> Timeline:
