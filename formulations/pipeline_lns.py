@@ -29,9 +29,9 @@ delay, ``deadline[...]``, one it feeds is released by its end, ``release[...]``,
 constant; a device whose compute stream is fixed needs no memory row: its activations all live on that stream).
 This is a further restriction of the same step, so everything above still holds; it makes a step the size of
 the streams N touches (two devices' for ``devices``, the chain's streams for ``critical``) instead of every
-stream's, so steps are smaller and more of them fit the time.  Every accepted schedule is a replay of an order whose middle satisfied the memory rows, so it fits the
-caps; it is validated at the end (`finish_pipeline`).  The model is the size of the middle, not of the pipeline:
-a step on the 17,664 tasks of the preset at p = 16, m = 64 takes 2-4 s on the shared 2-vCPU machine, where the
+stream's, so steps are smaller and more of them fit the time.
+Every accepted schedule is a replay of an order whose middle satisfied the memory rows, so it fits the caps; it is
+validated at the end (`finish_pipeline`).  The model is the size of the middle, not of the pipeline: a step on the 17,664 tasks of the preset at p = 16, m = 64 takes 2-4 s on the shared 2-vCPU machine, where the
 full formulation with the outside order kept as constraints took ~8 s a step to build and presolve and did not
 move in 60 s.
 

@@ -77,7 +77,8 @@ def _compare(args: argparse.Namespace) -> int:
     cmp = compare(args.stages, args.microbatches, costs, schedules=names, opplan=not args.no_opplan,
                   memory_cap_units=args.memory, opplan_placement=args.placement, time_limit_s=args.time_limit,
                   backend=args.backend, granularity=args.granularity, subchunk_a2a=args.subchunk_a2a,
-                  lns_share=args.lns_share, lns_mode=args.lns_mode, progress=lambda line: print(line, file=sys.stderr, flush=True))
+                  lns_share=args.lns_share, lns_mode=args.lns_mode,
+                  progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(cmp.table())
     written = write_outputs(cmp, args.out, pictures=not args.no_pictures)
     print(f"wrote {len(written)} files to {args.out} (compare.csv, <schedule>.torch.csv, pictures)")

@@ -10,6 +10,7 @@ import random
 import pytest
 
 import formulations.pipeline_lns as lns_module
+import planner.compare.pipelines as pipelines_module
 from formulations.backends import get_backend
 from formulations.pipeline import finish_pipeline, prepare_pipeline, split_start_times
 from formulations.pipeline_lns import (
@@ -21,7 +22,6 @@ from formulations.pipeline_lns import (
     neighbourhood,
     solve_pipeline_lns,
 )
-import planner.compare.pipelines as pipelines_module
 from planner.cli_compare import compare_main
 from planner.compare.pipelines import compare, simulate_baseline
 from planner.compare.presets import preset_costs
