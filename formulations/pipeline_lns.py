@@ -23,17 +23,17 @@ it feeds (an edge, or its stream's first suffix unit) and >= what the prefix alo
 first and the sum of N's ends second, so that a step that cannot shorten the makespan still moves N earlier and
 leaves slack for the next; the incumbent is the hint.  The step's order (prefix, middle by the new starts, suffix)
 is replayed, and replaces the incumbent when the replay's makespan is no longer (ties accepted: they move the
-search).  With `fix_untouched`, a stream that holds no unit of N keeps its middle at the incumbent's times
-(region "f": no variables, no no-overlap; a modelled unit feeding one of them must end by its start less the
-delay, ``deadline[...]``, one it feeds is released by its end, ``release[...]``, and its suffix's tail bounds C as a
+search).  With `fix_untouched`, a stream that holds no unit of N keeps its middle at the incumbent's times (region
+"f": no variables, no no-overlap; a modelled unit feeding one of them must end by its start less the delay,
+``deadline[...]``, one it feeds is released by its end, ``release[...]``, and its suffix's tail bounds C as a
 constant; a device whose compute stream is fixed needs no memory row: its activations all live on that stream).
-This is a further restriction of the same step, so everything above still holds; it makes a step the size of
-the streams N touches (two devices' for ``devices``, the chain's streams for ``critical``) instead of every
-stream's, so steps are smaller and more of them fit the time.
-Every accepted schedule is a replay of an order whose middle satisfied the memory rows, so it fits the caps; it is
-validated at the end (`finish_pipeline`).  The model is the size of the middle, not of the pipeline: a step on the 17,664 tasks of the preset at p = 16, m = 64 takes 2-4 s on the shared 2-vCPU machine, where the
-full formulation with the outside order kept as constraints took ~8 s a step to build and presolve and did not
-move in 60 s.
+This is a further restriction of the same step, so everything above still holds; it makes a step the size of the
+streams N touches (two devices' for ``devices``, the chain's streams for ``critical``) instead of every stream's, so
+steps are smaller and more of them fit the time.  Every accepted schedule is a replay of an order whose middle
+satisfied the memory rows, so it fits the caps; it is validated at the end (`finish_pipeline`).  The model is the
+size of the middle, not of the pipeline: a step on the 17,664 tasks of the preset at p = 16, m = 64 takes 2-4 s on
+the shared 2-vCPU machine, where the full formulation with the outside order kept as constraints took ~8 s a step to
+build and presolve and did not move in 60 s.
 
 Neighbourhoods (`KINDS`), about `size` tasks each, around a point drawn by a seeded `random.Random`:
 ``window`` the tasks starting nearest a random tick, on every stream; ``microbatches`` the tasks of `MICROBATCHES`
