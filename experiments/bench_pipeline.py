@@ -224,8 +224,8 @@ def bench_lns(quick: bool = False, time_limit_s: float | None = None) -> list[di
 
 def bench_lns_mode(quick: bool = False) -> list[dict]:
     """The search's mode (`planner.compare.pipelines.compare`'s ``lns_mode``) measured side by side in one run, the
-    same budget each: ``in-order`` (before issue 11's pipe11 round: every neighbourhood keeps micro-batch order and
-    models every stream's middle) against ``reorder`` (micro-batches may leave order inside a neighbourhood; the
+    same budget each: ``in-order`` (the default: every neighbourhood keeps micro-batch order and models every
+    stream's middle) against ``reorder`` (micro-batches may leave order inside a neighbourhood; the
     streams it does not touch are fixed).  Cases: the bundled MoE (8 stages, m = 16, 120 s), transformers' Mixtral
     and GPT-2 exports at 8 stages (m = 16, 60 s), the DeepSeek-V3-like preset at p = 16, m = 64 (120 s); ``--quick``:
     the MoE and the preset at p = 4 (10 s).  Rerun: ``python -m experiments.bench_pipeline --mode`` (writes

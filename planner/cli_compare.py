@@ -200,10 +200,9 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         help="of each solve of the planned schedule, the share the large-neighbourhood search gets "
                         "after the full model (formulations.pipeline_lns; its gains are printed on stderr; 0: off; "
                         f"default {LNS_SHARE})")
-    parser.add_argument("--lns-mode", choices=LNS_MODES, default="auto",
+    parser.add_argument("--lns-mode", choices=LNS_MODES, default="in-order",
                         help="reorder: the search may run micro-batches out of order inside a neighbourhood and "
-                        "fixes the streams a neighbourhood does not touch; in-order: neither; auto (default): "
-                        "reorder on a model or preset, in-order on unit costs")
+                        "fixes the streams a neighbourhood does not touch; in-order (default): neither")
     parser.add_argument("--no-opplan", action="store_true", help="baselines only")
     parser.add_argument("--no-pictures", action="store_true", help="skip the PNG files")
     parser.add_argument("--out", default=DEFAULT_OUT,

@@ -255,10 +255,9 @@ def test_cli_takes_lns_share(tmp_path, capsys):
     assert rc != 0
 
 
-@pytest.mark.parametrize("mode,costs,reorder", [("auto", UnitCosts(f=1, b=2, w=1), False),
-                                                 ("reorder", UnitCosts(f=1, b=2, w=1), True),
-                                                 ("in-order", UnitCosts(f=1, b=2, w=1), False)])
-def test_compare_passes_the_search_mode(monkeypatch, mode, costs, reorder):
+@pytest.mark.parametrize("mode,reorder", [("reorder", True), ("in-order", False)])
+def test_compare_passes_the_search_mode(monkeypatch, mode, reorder):
+    costs = UnitCosts(f=1, b=2, w=1)
     seen: list[dict] = []
     real = pipelines_module.solve_pipeline_lns
 
@@ -273,12 +272,15 @@ def test_compare_passes_the_search_mode(monkeypatch, mode, costs, reorder):
     assert seen and all(kw["fifo_inside"] is (not reorder) and kw["fix_untouched"] is reorder for kw in seen)
 
 
-def test_compare_reorders_on_a_preset_by_default_and_refuses_an_unknown_mode(monkeypatch):
+def test_compare_keeps_order_by_default_reorders_a_preset_when_asked_and_refuses_an_unknown_mode(monkeypatch):
     seen: list[dict] = []
     real = pipelines_module.solve_pipeline_lns
     monkeypatch.setattr(pipelines_module, "solve_pipeline_lns", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
     costs = preset_costs("deepseek-v3", load_topology(PROFILES_DIR / "h100-2x8-ib.yaml"), 2, num_layers=4)
-    cmp = compare(2, 4, costs, time_limit_s=2, schedules=("dualpipe",))
+    compare(2, 4, costs, time_limit_s=2, schedules=("dualpipe",))
+    assert seen and all(kw["fifo_inside"] is True and kw["fix_untouched"] is False for kw in seen)
+    seen.clear()
+    cmp = compare(2, 4, costs, time_limit_s=2, schedules=("dualpipe",), lns_mode="reorder")
     assert not cmp.row("opplan").skipped
     assert seen and all(kw["fifo_inside"] is False and kw["fix_untouched"] is True for kw in seen)
     with pytest.raises(OpplanError):

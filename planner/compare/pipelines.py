@@ -17,11 +17,11 @@ itself); the cap defaults to DualPipe's peak memory per device.  Each solve give
 lns_share=...)``, ``plan-compare --lns-share``) to the large-neighbourhood search of `formulations.pipeline_lns`
 after the full model, which moves the large pipelines the full model stalls on (a search that stalls hands the time
 left back to the full model); the bound stays the full model's (or the trivial bound, when the search left
-micro-batch order), and the table's line says what the search and that second full solve gained.  On a model or a
-preset the search runs in ``reorder`` mode (`compare(lns_mode=...)`, ``plan-compare --lns-mode``): micro-batches
-may leave their order inside a neighbourhood, and the streams a neighbourhood does not touch stay fixed, so steps
-are smaller (measured in `experiments.bench_pipeline.bench_lns_mode`); on unit costs, where the full model
-proves its schedules and the search's hand-back to it needs micro-batch order, the search keeps the order.
+micro-batch order), and the table's line says what the search and that second full solve gained.  With
+``compare(lns_mode="reorder")`` (``plan-compare --lns-mode reorder``) micro-batches may leave their order inside a
+neighbourhood and the streams a neighbourhood does not touch stay fixed (smaller steps); the default keeps the
+order: measured side by side inside `compare` (`experiments.bench_pipeline.bench_lns_mode`) reorder was no better
+at the same budget, where the search gets a few seconds of each solve (README, "The search's mode").
 On a model the planned row also chooses its own
 cut (`planner.compare.cut_search`, `_plan_placement`): the baselines keep the bottleneck-minimal cut their users
 would take, the planned row moves the boundaries between pieces where the schedules run shorter, and its bound is
@@ -70,7 +70,7 @@ _SPLIT = {"v": "opplan-v", "fixed": "1f1b", "dualpipe": "dualpipe"}
 CUT_SHARE = 0.25  # of a placement's time on a model, what the first cut search gets (module docstring)
 FINE_SHARE = 0.5  # of a placement's time on a model, what the sub-chunk solve gets when granularity k > 1
 LNS_SHARE = 0.5  # of each formulation solve's time, what the large-neighbourhood search gets after the full model
-LNS_MODES = ("auto", "reorder", "in-order")  # `compare`'s lns_mode
+LNS_MODES = ("in-order", "reorder")  # `compare`'s lns_mode (module docstring)
 
 
 class CompareValues(TypedDict):
@@ -250,7 +250,7 @@ def compare(
     subchunk_a2a: str = "piece",
     lns_share: float = LNS_SHARE,
     progress: Callable[[str], None] | None = None,
-    lns_mode: str = "auto",
+    lns_mode: str = "in-order",
 ) -> Comparison:
     """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row.
     `granularity`: sub-chunks per piece for the planned row on a model (`planner.compare.subchunks`; 1, the
@@ -259,16 +259,15 @@ def compare(
     ``experts``); `lns_share`: of each formulation solve's time, what the large-neighbourhood search
     (`formulations.pipeline_lns`) gets after the full model (0: none); `progress`: called with a line at each gain
     of the search; `lns_mode` (`LNS_MODES`): ``reorder`` lets the search run micro-batches out of order inside a
-    neighbourhood and fixes the streams a neighbourhood does not touch, ``in-order`` keeps the order and models
-    every stream's middle, ``auto`` (the default) is ``reorder`` on a model or preset and ``in-order`` on unit
-    costs."""
+    neighbourhood and fixes the streams a neighbourhood does not touch, ``in-order`` (the default) keeps the order
+    and models every stream's middle."""
     costs = costs or UnitCosts()
     scales = scales_of(costs)
     if p < 1 or m < 1:
         raise OpplanError(f"need at least one stage and one micro-batch (got {p} stages, {m} micro-batches)")
     if lns_mode not in LNS_MODES:
         raise OpplanError(f"unknown search mode {lns_mode!r}", fix=f"use one of {', '.join(LNS_MODES)}")
-    reorder = lns_mode == "reorder" or (lns_mode == "auto" and isinstance(costs, (ModelCosts, PresetCosts)))
+    reorder = lns_mode == "reorder"
     names = schedules or tuple(GENERATORS)
     rows = [simulate_baseline(n, p, m, costs, scales) for n in names]
     cmp = Comparison(p, m, costs, scales, rows)
