@@ -13,7 +13,9 @@ two placements it tries, `planner.compare.pipelines`); `--quick` uses smaller si
 
 Columns: makespan and total bubble (idle time summed over devices) in `time_unit`; bubble_ratio = total idle /
 (devices x makespan); peak and parameter memory per device (max over devices) in `memory_unit`;
-bubble_vs_dualpipe = this row's total bubble / DualPipe's; for opplan: time_to_find_s (seconds from the start of
+bubble_vs_dualpipe = this row's total bubble / DualPipe's; idle_fill / idle_mid / idle_drain: the total bubble
+split into idle before each device's first task, between its tasks and after its last (`metrics.idle_parts`);
+for opplan: time_to_find_s (seconds from the start of
 the solve until the returned schedule was found; 0 = the warm start was not improved), bound (lower bound on the
 makespan of in-order schedules on the chosen placement), gap, status, placement, warm start (a baseline, or
 ``greedy``: `planner.pipeline.greedy`'s list schedule), memory cap; on the model, cut_moves (boundary moves the
@@ -34,6 +36,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from planner.pipeline.metrics import idle_parts
+
 REPO = Path(__file__).resolve().parents[1]
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
 HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
@@ -47,11 +51,15 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
     for r in cmp.ok_rows():
         f = r.figures
         v = cmp.values(r)
+        parts = idle_parts(r.pipeline, r.timeline)  # where the bubble sits (issue 11's pipe11 diagnosis)
         row = {"case": case, "p": p, "m": m, "schedule": r.name, "time_unit": time_unit,
                "makespan": round(v["makespan"], 4), "total_bubble": round(f.bubble_tick / sc.ticks_per_unit, 4),
                "bubble_ratio": v["bubble_ratio"], "memory_unit": memory_unit,
                "peak_memory": round(v["peak_memory"], 6), "param_memory": round(v["param_memory"], 6),
                "bubble_vs_dualpipe": (round(f.bubble_tick / dp_bubble, 4) if dp_bubble else ""),
+               "idle_fill": round(sum(x.fill_tick for x in parts) / sc.ticks_per_unit, 4),
+               "idle_mid": round(sum(x.mid_tick for x in parts) / sc.ticks_per_unit, 4),
+               "idle_drain": round(sum(x.drain_tick for x in parts) / sc.ticks_per_unit, 4),
                "time_to_find_s": "", "bound": "", "gap": "", "status": "", "placement": "", "warm_start": "",
                "memory_cap": "", "cut_moves": "", "bound_any_cut": "", "granularity": "", "subchunk_tasks": "",
                "stage_level_makespan": "", "stage_level_replayed": ""}
