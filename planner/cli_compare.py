@@ -180,10 +180,11 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         "streams")
     parser.add_argument("--memory", type=positive_float, default=None,
                         help="memory cap per device for the planned schedule (default: DualPipe's peak)")
-    parser.add_argument("--placement", choices=("auto", "dualpipe", "v", "fixed"), default="auto",
+    parser.add_argument("--placement", choices=("auto", "warm", "dualpipe", "v", "fixed"), default="auto",
                         help="stage placement of the planned schedule: dualpipe (two copies, both directions), v "
                         "(2p half stages), fixed (one stage per device); auto tries dualpipe and v, half the time "
-                        "limit each, and keeps the better")
+                        "limit each, and keeps the better; warm solves only the one whose baselines run shortest "
+                        "within the cap, with the whole time limit")
     parser.add_argument("--granularity", type=_granularity, default=1, metavar="K",
                         help="model mode: the planned schedule also splits every piece of its cut into K sub-chunks "
                         "(operator clusters: MoE experts apart from attention; planner.compare.subchunks) and "

@@ -291,3 +291,16 @@ def test_cli_takes_lns_mode(tmp_path, capsys):
     assert compare_main(["--stages", "2", "--microbatches", "4", "--time-limit", "2", "--lns-mode", "reorder",
                          "--schedules", "1f1b,dualpipe", "--no-pictures", "--out", str(tmp_path)]) == 0
     assert "opplan" in capsys.readouterr().out
+
+
+def test_warm_placement_solves_only_the_placement_whose_baselines_run_shortest():
+    # unit costs, p = 4, m = 8: DualPipe (the dualpipe placement's baseline) runs shorter than ZB-V and DualPipeV
+    costs = UnitCosts(f=1, b=1, w=1)
+    base = {n: simulate_baseline(n, 4, 8, costs, Scales.of(costs)) for n in ("dualpipe", "zb-v", "dualpipev")}
+    dual = base["dualpipe"].figures.makespan_tick
+    v = min(base["zb-v"].figures.makespan_tick, base["dualpipev"].figures.makespan_tick)
+    cmp = compare(4, 8, costs, time_limit_s=2, opplan_placement="warm")
+    opp = cmp.row("opplan")
+    assert list(opp.notes["tried"]) == [opp.notes["placement"]]
+    assert opp.notes["placement"] == ("dualpipe" if dual <= v else "v")
+    assert opp.figures.max_peak_memory_bytes <= cmp.row("dualpipe").figures.max_peak_memory_bytes

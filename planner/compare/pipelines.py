@@ -10,7 +10,8 @@ in flight).
 
 The planned row ``opplan`` solves `formulations.pipeline` on a placement (``auto``: both DualPipe's two-direction
 split — two copies, m/2 micro-batches each way — and the V-shape split — 2p half stages, as ZB-V and DualPipeV —
-with half the time limit each, keeping the shorter; or one of ``dualpipe``, ``v``, ``fixed``), warm-started from
+with half the time limit each, keeping the shorter; ``warm``: only the one of those two whose baselines run
+shortest within the cap, with the whole time limit; or one of ``dualpipe``, ``v``, ``fixed``), warm-started from
 the best baseline on that split that fits the cap, or the constructive list schedule of `planner.pipeline.greedy`
 when that is shorter (its overlapped pairs included when `fb_overlap` < 1: the formulation may pair F and B
 itself); the cap defaults to DualPipe's peak memory per device.  Each solve gives `LNS_SHARE` of its time (``compare(
@@ -283,13 +284,15 @@ def compare(
         dp = simulate_baseline("dualpipe", p, m, costs, scales)
         cap = dp.figures.max_peak_memory_bytes if dp.figures else None
     cmp.memory_cap_units = None if cap is None else cap / scales.bytes_per_unit
-    if opplan_placement == "auto":
+    if opplan_placement in ("auto", "warm"):
         placements = [pl for pl in ("dualpipe", "v") if pl != "dualpipe" or (p % 2 == 0 and m % 2 == 0)]
+        if opplan_placement == "warm" and len(placements) > 1:
+            placements = [_warmest(placements, p, m, costs, scales, by_name, cap)]
     elif opplan_placement in _WARM_FROM:
         placements = [opplan_placement]
     else:
         raise OpplanError(f"unknown placement {opplan_placement!r} for the planned schedule",
-                          fix="use auto, dualpipe, v or fixed")
+                          fix="use auto, warm, dualpipe, v or fixed")
     best: CompareRow | None = None
     tried: dict[str, tuple[int, int]] = {}  # placement -> (makespan, bound) in ticks
     failures: list[str] = []  # why a placement gave no schedule, in the skipped row's words
@@ -312,6 +315,18 @@ def compare(
     else:
         rows.append(best)
     return cmp
+
+
+def _warmest(placements: list[str], p: int, m: int, costs, scales: Scales, by_name: dict[str, CompareRow],
+             cap: int | None) -> str:
+    """The placement whose baselines (`_WARM_FROM`) give the shortest schedule within the cap (the first of
+    `placements` when none fits): ``compare(opplan_placement="warm")`` solves that one only, with the whole budget."""
+    def shortest(placement: str) -> float:
+        rows = (by_name.get(n) or simulate_baseline(n, p, m, costs, scales) for n in _WARM_FROM[placement])
+        fits = [r.figures.makespan_tick for r in rows if r.figures is not None
+                and (cap is None or r.figures.max_peak_memory_bytes <= cap)]
+        return min(fits, default=float("inf"))
+    return min(placements, key=lambda pl: (shortest(pl), placements.index(pl)))
 
 
 def _reference_schedules(placement, p, m, costs, scales, by_name) -> list[tuple[str, Schedule]]:
