@@ -13,7 +13,9 @@ two placements it tries, `planner.compare.pipelines`); `--quick` uses smaller si
 
 Columns: makespan and total bubble (idle time summed over devices) in `time_unit`; bubble_ratio = total idle /
 (devices x makespan); peak and parameter memory per device (max over devices) in `memory_unit`;
-bubble_vs_dualpipe = this row's total bubble / DualPipe's; for opplan: time_to_find_s (seconds from the start of
+bubble_vs_dualpipe = this row's total bubble / DualPipe's; idle_fill / idle_mid / idle_drain: the total bubble
+split into idle before each device's first task, between its tasks and after its last (`metrics.idle_parts`);
+for opplan: time_to_find_s (seconds from the start of
 the solve until the returned schedule was found; 0 = the warm start was not improved), bound (lower bound on the
 makespan of in-order schedules on the chosen placement), gap, status, placement, warm start (a baseline, or
 ``greedy``: `planner.pipeline.greedy`'s list schedule), memory cap; on the model, cut_moves (boundary moves the
@@ -34,6 +36,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from planner.pipeline.metrics import idle_parts
+
 REPO = Path(__file__).resolve().parents[1]
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
 HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
@@ -47,11 +51,15 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
     for r in cmp.ok_rows():
         f = r.figures
         v = cmp.values(r)
+        parts = idle_parts(r.pipeline, r.timeline)  # where the bubble sits (issue 11's pipe11 diagnosis)
         row = {"case": case, "p": p, "m": m, "schedule": r.name, "time_unit": time_unit,
                "makespan": round(v["makespan"], 4), "total_bubble": round(f.bubble_tick / sc.ticks_per_unit, 4),
                "bubble_ratio": v["bubble_ratio"], "memory_unit": memory_unit,
                "peak_memory": round(v["peak_memory"], 6), "param_memory": round(v["param_memory"], 6),
                "bubble_vs_dualpipe": (round(f.bubble_tick / dp_bubble, 4) if dp_bubble else ""),
+               "idle_fill": round(sum(x.fill_tick for x in parts) / sc.ticks_per_unit, 4),
+               "idle_mid": round(sum(x.mid_tick for x in parts) / sc.ticks_per_unit, 4),
+               "idle_drain": round(sum(x.drain_tick for x in parts) / sc.ticks_per_unit, 4),
                "time_to_find_s": "", "bound": "", "gap": "", "status": "", "placement": "", "warm_start": "",
                "memory_cap": "", "cut_moves": "", "bound_any_cut": "", "granularity": "", "subchunk_tasks": "",
                "stage_level_makespan": "", "stage_level_replayed": ""}
@@ -222,18 +230,70 @@ def bench_lns(quick: bool = False, time_limit_s: float | None = None) -> list[di
     return rows
 
 
+def bench_lns_mode(quick: bool = False) -> list[dict]:
+    """The search's mode (`planner.compare.pipelines.compare`'s ``lns_mode``) measured side by side in one run, the
+    same budget each: ``in-order`` (the default: every neighbourhood keeps micro-batch order and models every
+    stream's middle) against ``reorder`` (micro-batches may leave order inside a neighbourhood; the
+    streams it does not touch are fixed).  Cases: the bundled MoE (8 stages, m = 16, 120 s), transformers' Mixtral
+    and GPT-2 exports at 8 stages (m = 16, 60 s), the DeepSeek-V3-like preset at p = 16, m = 64 (120 s); ``--quick``:
+    the MoE and the preset at p = 4 (10 s).  Rerun: ``python -m experiments.bench_pipeline --mode`` (writes
+    bench/results/pipeline_lns_mode.csv)."""
+    import importlib.util
+    import tempfile
+
+    from planner.compare.pipelines import compare
+    from planner.compare.presets import preset_costs
+    from planner.ir.hardware import load_topology
+
+    cases = []  # (case, p, m, costs, seconds)
+    p = 4 if quick else 8
+    cases.append(("moe.onnx on h100-8-nvlink", p, 2 * p, _model_costs_of(MOE, p), 10.0 if quick else 120.0))
+    tmp = tempfile.TemporaryDirectory()
+    if not quick and importlib.util.find_spec("transformers") is not None:
+        from experiments.hf_models import HF_MODELS, export_hf_model
+
+        for model in (x for x in HF_MODELS if x.name in ("hf_mixtral", "hf_gpt2")):
+            path = export_hf_model(model, Path(tmp.name) / f"{model.name}.onnx")
+            cases.append((f"{model.name} (transformers, dynamo) on h100-8-nvlink", 8, 16, _model_costs_of(path, 8),
+                          60.0))
+    topology = load_topology(HW.parent / "h100-2x8-ib.yaml")
+    p, m, layers = (4, 8, 8) if quick else (16, 64, None)
+    costs = preset_costs("deepseek-v3", topology, p, num_layers=layers)
+    cases.append((f"deepseek-v3 preset ({costs.num_layers} layers) on h100-2x8-ib", p, m, costs,
+                  10.0 if quick else 120.0))
+    rows: list[dict] = []
+    for case, p, m, costs, seconds in cases:
+        for mode in ("in-order", "reorder"):
+            print(f"   {case} p={p} m={m}, {seconds:g} s, lns mode {mode}", flush=True)
+            cmp = compare(p, m, costs, time_limit_s=seconds, lns_mode=mode)
+            print(cmp.table(), flush=True)
+            for row in _rows(case, p, m, cmp, costs.time_unit, costs.memory_unit):
+                if row["schedule"] != "opplan":
+                    continue
+                lns = cmp.row("opplan").notes.get("lns")
+                row.update({"lns_mode": mode, "seconds": seconds,
+                            "lns": "" if not isinstance(lns, dict) else
+                            f"{lns['from_units']:.6g} -> {lns['to_units']:.6g} ({lns['gains']} gains, "
+                            f"{lns['steps']} steps, in order: {lns['in_order']})"})
+                rows.append(row)
+    tmp.cleanup()
+    return rows
+
+
 if __name__ == "__main__":
     import csv
     import sys
 
-    found = bench_lns(quick="--quick" in sys.argv)
-    out = REPO / "bench" / "results" / "pipeline_lns.csv"
+    mode = "--mode" in sys.argv
+    found = (bench_lns_mode if mode else bench_lns)(quick="--quick" in sys.argv)
+    out = REPO / "bench" / "results" / ("pipeline_lns_mode.csv" if mode else "pipeline_lns.csv")
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(found[0]))
         writer.writeheader()
         writer.writerows(found)
     for r in found:
-        print(f"{r['case']:<52} p={r['p']:<3} m={r['m']:<3} lns {r['lns_share']:<4} makespan {r['makespan']:<10} "
+        setting = f"mode {r['lns_mode']:<8}" if mode else f"lns {r['lns_share']:<4}"
+        print(f"{r['case']:<52} p={r['p']:<3} m={r['m']:<3} {setting} makespan {r['makespan']:<10} "
               f"bubble/dp {r['bubble_vs_dualpipe']:<7} bound {r['bound']:<10} gap {r['gap']:<7} {r['lns']}")
     print(f"wrote {out}")

@@ -23,11 +23,17 @@ it feeds (an edge, or its stream's first suffix unit) and >= what the prefix alo
 first and the sum of N's ends second, so that a step that cannot shorten the makespan still moves N earlier and
 leaves slack for the next; the incumbent is the hint.  The step's order (prefix, middle by the new starts, suffix)
 is replayed, and replaces the incumbent when the replay's makespan is no longer (ties accepted: they move the
-search).  Every accepted schedule is a replay of an order whose middle satisfied the memory rows, so it fits the
-caps; it is validated at the end (`finish_pipeline`).  The model is the size of the middle, not of the pipeline:
-a step on the 17,664 tasks of the preset at p = 16, m = 64 takes 2-4 s on the shared 2-vCPU machine, where the
-full formulation with the outside order kept as constraints took ~8 s a step to build and presolve and did not
-move in 60 s.
+search).  With `fix_untouched`, a stream that holds no unit of N keeps its middle at the incumbent's times (region
+"f": no variables, no no-overlap; a modelled unit feeding one of them must end by its start less the delay,
+``deadline[...]``, one it feeds is released by its end, ``release[...]``, and its suffix's tail bounds C as a
+constant; a device whose compute stream is fixed needs no memory row: its activations all live on that stream).
+This is a further restriction of the same step, so everything above still holds; it makes a step the size of the
+streams N touches (two devices' for ``devices``, the chain's streams for ``critical``) instead of every stream's, so
+steps are smaller and more of them fit the time.  Every accepted schedule is a replay of an order whose middle
+satisfied the memory rows, so it fits the caps; it is validated at the end (`finish_pipeline`).  The model is the
+size of the middle, not of the pipeline: a step on the 17,664 tasks of the preset at p = 16, m = 64 takes 2-4 s on
+the shared 2-vCPU machine, where the full formulation with the outside order kept as constraints took ~8 s a step to
+build and presolve and did not move in 60 s.
 
 Neighbourhoods (`KINDS`), about `size` tasks each, around a point drawn by a seeded `random.Random`:
 ``window`` the tasks starting nearest a random tick, on every stream; ``microbatches`` the tasks of `MICROBATCHES`
@@ -211,9 +217,12 @@ class _Step:
 
 
 def _step_model(units: Units, builder: ModelBuilder, start: Sequence[int], tail: Sequence[int],
-                order: Mapping[int, Sequence[int]], free: frozenset[int], fifo_inside: bool) -> _Step | None:
+                order: Mapping[int, Sequence[int]], free: frozenset[int], fifo_inside: bool,
+                fix_untouched: bool = False) -> _Step | None:
     """The compact model of one step (module docstring), or None when the incumbent's order does not split into
-    prefix, middle and suffix on some stream (zero-length units at the boundary: the step is skipped)."""
+    prefix, middle and suffix on some stream (zero-length units at the boundary: the step is skipped).  With
+    `fix_untouched`, the middle of every stream that holds no unit of `free` is fixed at the incumbent's times
+    (region "f": releases and deadlines for the modelled units, no variables)."""
     setup, dur = units.setup, units.dur
     first = min(start[r] for r in free)
     last = max(start[r] + dur[r] for r in free)
@@ -225,7 +234,8 @@ def _step_model(units: Units, builder: ModelBuilder, start: Sequence[int], tail:
         while j > i and on[j - 1] not in free and start[on[j - 1]] >= last:
             j -= 1
         region.update({r: "p" for r in on[:i]})
-        region.update({r: "m" for r in on[i:j]})
+        inner = "f" if fix_untouched and not any(r in free for r in on) else "m"
+        region.update({r: inner for r in on[i:j]})
         region.update({r: "s" for r in on[j:]})
     middle = [r for r in units.reps if region[r] == "m"]
     horizon = max(start[r] + tail[r] for r in units.reps)
@@ -246,7 +256,8 @@ def _step_model(units: Units, builder: ModelBuilder, start: Sequence[int], tail:
             if any(region[v] != "s" for v, _ in outs):
                 return None  # a suffix unit feeding the middle: only at zero-length boundaries
             continue
-        if region[r] == "p":
+        if region[r] in ("p", "f"):  # fixed at the incumbent's times (a fixed unit's modelled predecessors
+            # get their deadline in the middle branch below)
             for v, d in outs:
                 if region[v] == "s":
                     const_c = max(const_c, start[r] + dur[r] + d + tail[v])
@@ -269,11 +280,14 @@ def _step_model(units: Units, builder: ModelBuilder, start: Sequence[int], tail:
         mid = [r for r in on if region[r] == "m"]
         suf = [r for r in on if region[r] == "s"]
         kept = [r for r in mid if r not in free]
+        fixed = [r for r in on if region[r] == "f"]
         for r in mid:
             if suf:
                 builder.add(c >= end(r) + tail[suf[0]], cname("before", u=r))
-        if pre and suf and not mid:  # the stream's prefix runs straight into its suffix
+        if pre and suf and not mid and not fixed:  # the stream's prefix runs straight into its suffix
             const_c = max(const_c, start[pre[-1]] + dur[pre[-1]] + tail[suf[0]])
+        if fixed and suf:
+            const_c = max(const_c, start[fixed[-1]] + dur[fixed[-1]] + tail[suf[0]])
         for a, b in zip(kept, kept[1:]):
             builder.add(svar[b] >= end(a), cname("keep", u=a, v=b))
         builder.no_overlap([interval(svar[r], dur[r], end(r), None, f"iv_{r}") for r in mid], cname("stream", d=d))
@@ -304,6 +318,8 @@ def _memory_rows(units: Units, builder: ModelBuilder, start: Sequence[int], regi
     setup, rep, dur = units.setup, units.rep, units.dur
     pl, task = setup.pipeline, setup.tasks.task
     for d in range(pl.num_devices):
+        if any(region[r] == "f" for r in units.reps if units.stream[r] == d):
+            continue  # the device's compute stream is fixed (its activations all live there): memory as before
         params = sum(int(pl.stages[s].param_bytes) for s in pl.device_stages(d))
         held, ivs, dem = 0, [], []
         for s in pl.device_stages(d):
@@ -405,7 +421,7 @@ def improve_pipeline(setup: PipelineSetup, incumbent: PipelineTimes, *, time_lim
                      bound_tick: int = 0, backend: str = "cpsat", step_s: float = STEP_S, fifo_inside: bool = True,
                      threads: int = 8, seed: int = 0, progress: Callable[[LnsStep], None] | None = None,
                      kinds: Sequence[str] = KINDS, max_steps: int | None = None,
-                     stall_steps: int | None = None) -> LnsResult:
+                     stall_steps: int | None = None, fix_untouched: bool = False) -> LnsResult:
     """Run the search (module docstring) from `incumbent`, a valid schedule of `setup`, for `time_limit_s` (or
     `max_steps` steps, or until `stall_steps` steps in a row gained nothing), or until its makespan meets
     `bound_tick`.  Never returns a longer schedule than `incumbent`; `progress` is called after every step."""
@@ -434,7 +450,7 @@ def improve_pipeline(setup: PipelineSetup, incumbent: PipelineTimes, *, time_lim
         kind = rng.choices(list(kinds), weights=[weight[k] for k in kinds])[0]
         free = frozenset(units.rep[t] for t in neighbourhood(kind, setup, best, max(MIN_SIZE, size), rng))
         builder = be.new_builder()
-        step = _step_model(units, builder, start, tail, order, free, fifo_inside)
+        step = _step_model(units, builder, start, tail, order, free, fifo_inside, fix_untouched)
         after, proven = best_tick, False
         if step is not None:
             # a relative gap below 1 / (2 H) is under half a makespan tick's weight: the step stops once its
@@ -445,7 +461,7 @@ def improve_pipeline(setup: PipelineSetup, incumbent: PipelineTimes, *, time_lim
             proven = result.status is SolveStatus.OPTIMAL
             if result.has_solution:
                 moved = {r: result.int_value(v) for r, v in step.start.items()}
-                new_order = {d: [r for r in on if step.region[r] == "p"]
+                new_order = {d: [r for r in on if step.region[r] in ("p", "f")]
                              + sorted((r for r in on if step.region[r] == "m"),
                                       key=lambda r: (moved[r], moved[r] + units.dur[r], r))
                              + [r for r in on if step.region[r] == "s"] for d, on in order.items()}
@@ -482,6 +498,7 @@ def solve_pipeline_lns(
     backend: str = "cpsat",
     fifo: bool = True,
     fifo_inside: bool = True,
+    fix_untouched: bool = False,
     threads: int = 8,
     seed: int = 0,
     pair_window: int | None = 2,
@@ -512,7 +529,7 @@ def solve_pipeline_lns(
         began = time.monotonic() - t0
         lns = improve_pipeline(setup, times, time_limit_s=left, bound_tick=bound, backend=backend, step_s=step_s,
                                fifo_inside=fifo_inside, threads=threads, seed=seed, progress=progress,
-                               stall_steps=STALL_STEPS)
+                               stall_steps=STALL_STEPS, fix_untouched=fix_untouched)
         if lns.best_tick < setup.makespan_tick(times):
             to_best = began + lns.time_to_best_s
         times = lns.times

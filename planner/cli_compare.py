@@ -18,7 +18,8 @@ figures on the profile's first p devices, cut between layers or between a layer'
 (``--granularity K``, ``--subchunk-a2a``; `planner.compare.subchunks`).  With ``--fb-overlap X`` < 1 the planned
 schedule may also run overlapped F&B pairs (`formulations.pipeline`, family 6).  Each solve of the planned
 schedule gives ``--lns-share`` of its time to a large-neighbourhood search after the full model
-(`formulations.pipeline_lns`), which prints a line on stderr at each gain.
+(`formulations.pipeline_lns`), which prints a line on stderr at each gain; ``--lns-mode`` says whether it may
+run micro-batches out of order inside a neighbourhood.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from planner.cli_args import (
     positive_seconds,
 )
 from planner.compare.model_costs import ModelCosts, model_costs
-from planner.compare.pipelines import LNS_SHARE, compare, write_outputs
+from planner.compare.pipelines import LNS_MODES, LNS_SHARE, compare, write_outputs
 from planner.compare.presets import PRESETS, MicroBatch, PresetCosts, preset_costs
 from planner.cost.training_costs import training_costs
 from planner.errors import InputError
@@ -76,7 +77,8 @@ def _compare(args: argparse.Namespace) -> int:
     cmp = compare(args.stages, args.microbatches, costs, schedules=names, opplan=not args.no_opplan,
                   memory_cap_units=args.memory, opplan_placement=args.placement, time_limit_s=args.time_limit,
                   backend=args.backend, granularity=args.granularity, subchunk_a2a=args.subchunk_a2a,
-                  lns_share=args.lns_share, progress=lambda line: print(line, file=sys.stderr, flush=True))
+                  lns_share=args.lns_share, lns_mode=args.lns_mode,
+                  progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(cmp.table())
     written = write_outputs(cmp, args.out, pictures=not args.no_pictures)
     print(f"wrote {len(written)} files to {args.out} (compare.csv, <schedule>.torch.csv, pictures)")
@@ -178,10 +180,11 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         "streams")
     parser.add_argument("--memory", type=positive_float, default=None,
                         help="memory cap per device for the planned schedule (default: DualPipe's peak)")
-    parser.add_argument("--placement", choices=("auto", "dualpipe", "v", "fixed"), default="auto",
+    parser.add_argument("--placement", choices=("auto", "warm", "dualpipe", "v", "fixed"), default="auto",
                         help="stage placement of the planned schedule: dualpipe (two copies, both directions), v "
                         "(2p half stages), fixed (one stage per device); auto tries dualpipe and v, half the time "
-                        "limit each, and keeps the better")
+                        "limit each, and keeps the better; warm solves only the one whose baselines run shortest "
+                        "within the cap, with the whole time limit")
     parser.add_argument("--granularity", type=_granularity, default=1, metavar="K",
                         help="model mode: the planned schedule also splits every piece of its cut into K sub-chunks "
                         "(operator clusters: MoE experts apart from attention; planner.compare.subchunks) and "
@@ -198,6 +201,9 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         help="of each solve of the planned schedule, the share the large-neighbourhood search gets "
                         "after the full model (formulations.pipeline_lns; its gains are printed on stderr; 0: off; "
                         f"default {LNS_SHARE})")
+    parser.add_argument("--lns-mode", choices=LNS_MODES, default="in-order",
+                        help="reorder: the search may run micro-batches out of order inside a neighbourhood and "
+                        "fixes the streams a neighbourhood does not touch; in-order (default): neither")
     parser.add_argument("--no-opplan", action="store_true", help="baselines only")
     parser.add_argument("--no-pictures", action="store_true", help="skip the PNG files")
     parser.add_argument("--out", default=DEFAULT_OUT,

@@ -10,6 +10,8 @@ import random
 import pytest
 
 import formulations.pipeline_lns as lns_module
+import planner.compare.pipelines as pipelines_module
+from formulations.backends import get_backend
 from formulations.pipeline import finish_pipeline, prepare_pipeline, split_start_times
 from formulations.pipeline_lns import (
     KINDS,
@@ -22,6 +24,10 @@ from formulations.pipeline_lns import (
 )
 from planner.cli_compare import compare_main
 from planner.compare.pipelines import compare, simulate_baseline
+from planner.compare.presets import preset_costs
+from planner.data import PROFILES_DIR
+from planner.errors import OpplanError
+from planner.ir.hardware import load_topology
 from planner.pipeline.generators import gpipe
 from planner.pipeline.metrics import figures
 from planner.pipeline.registry import Scales, UnitCosts
@@ -55,8 +61,9 @@ def _check(setup, result, cap) -> None:
     assert all(peak <= c for peak, c in zip(fig.peak_memory_bytes, cap, strict=True))
 
 
+@pytest.mark.parametrize("fix_untouched", [False, True])
 @pytest.mark.parametrize("placement,seed", [("fixed", 0), ("v", 1), ("dualpipe", 2)])
-def test_never_longer_valid_and_within_the_memory_cap(placement, seed):
+def test_never_longer_valid_and_within_the_memory_cap(placement, seed, fix_untouched):
     p, m = 3, 6
     pipe = _uneven(2 * p if placement != "fixed" else p, m, placement, seed)
     heaviest = max(int(c.activation_bytes) for c in pipe.stages)
@@ -64,9 +71,41 @@ def test_never_longer_valid_and_within_the_memory_cap(placement, seed):
     cap = [3 * per_device * heaviest] * p  # binds: about three micro-batches of the heaviest stages in flight
     setup = prepare_pipeline(pipe, cap)  # warm start: the greedy list schedule under the cap
     assert setup.known is not None
-    result = improve_pipeline(setup, setup.known, time_limit_s=60, step_s=5, max_steps=12, seed=seed)
+    result = improve_pipeline(setup, setup.known, time_limit_s=60, step_s=5, max_steps=12, seed=seed,
+                              fix_untouched=fix_untouched)
     assert len(result.steps) >= 1
     _check(setup, result, cap)
+
+
+def test_fixed_streams_keep_their_times_and_only_the_touched_streams_are_modelled():
+    # DualPipe with all-to-alls (compute and communication streams) under a binding cap: a ``devices``
+    # neighbourhood touches two devices' streams; with fix_untouched the other streams' middles are fixed (region
+    # "f", no variables), and the step's schedule, replayed, keeps every fixed stream's order, is valid and fits.
+    costs = UnitCosts(f=1, b=2, w=1, a2a=0.5)
+    pipe, tl, fig = _baseline("dualpipe", 4, 8, costs)
+    cap = [fig.max_peak_memory_bytes] * 4
+    setup = prepare_pipeline(pipe, cap, warm_start=split_start_times(pipe, tl))
+    assert setup.known is not None
+    units = Units(setup, setup.known.pairs)
+    order = units.order(setup.known.start)
+    start, tail = units.replay(order)  # type: ignore[misc]
+    free = frozenset(units.rep[t] for t in neighbourhood("devices", setup, units.times(start), 12,
+                                                          random.Random(1)))
+    touched = {units.stream[r] for r in free}
+    sizes = {}
+    for fix in (False, True):
+        builder = get_backend("cpsat").new_builder()
+        step = lns_module._step_model(units, builder, start, tail, order, free, True, fix)
+        assert step is not None
+        sizes[fix] = len(step.start)
+        fixed = [r for r, g in step.region.items() if g == "f"]
+        assert bool(fixed) == fix and all(units.stream[r] not in touched for r in fixed)
+        assert all(units.stream[r] in touched for r in step.start) or not fix
+    assert sizes[True] < sizes[False]
+    for seed in range(3):
+        result = improve_pipeline(setup, setup.known, time_limit_s=60, step_s=5, max_steps=8, seed=seed,
+                                  kinds=("devices",), fix_untouched=True)
+        _check(setup, result, cap)
 
 
 def test_a_poor_order_is_improved_and_the_step_log_says_so():
@@ -214,3 +253,54 @@ def test_cli_takes_lns_share(tmp_path, capsys):
     except SystemExit as exc:  # argparse refuses the value
         rc = exc.code
     assert rc != 0
+
+
+@pytest.mark.parametrize("mode,reorder", [("reorder", True), ("in-order", False)])
+def test_compare_passes_the_search_mode(monkeypatch, mode, reorder):
+    costs = UnitCosts(f=1, b=2, w=1)
+    seen: list[dict] = []
+    real = pipelines_module.solve_pipeline_lns
+
+    def spy(*args, **kw):
+        seen.append(kw)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(pipelines_module, "solve_pipeline_lns", spy)
+    cmp = compare(4, 8, costs, time_limit_s=2, lns_mode=mode, schedules=("dualpipe", "zb-v"))
+    opp, dp = cmp.row("opplan"), cmp.row("dualpipe")
+    assert opp.figures.max_peak_memory_bytes <= dp.figures.max_peak_memory_bytes
+    assert seen and all(kw["fifo_inside"] is (not reorder) and kw["fix_untouched"] is reorder for kw in seen)
+
+
+def test_compare_keeps_order_by_default_reorders_a_preset_when_asked_and_refuses_an_unknown_mode(monkeypatch):
+    seen: list[dict] = []
+    real = pipelines_module.solve_pipeline_lns
+    monkeypatch.setattr(pipelines_module, "solve_pipeline_lns", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    costs = preset_costs("deepseek-v3", load_topology(PROFILES_DIR / "h100-2x8-ib.yaml"), 2, num_layers=4)
+    compare(2, 4, costs, time_limit_s=2, schedules=("dualpipe",))
+    assert seen and all(kw["fifo_inside"] is True and kw["fix_untouched"] is False for kw in seen)
+    seen.clear()
+    cmp = compare(2, 4, costs, time_limit_s=2, schedules=("dualpipe",), lns_mode="reorder")
+    assert not cmp.row("opplan").skipped
+    assert seen and all(kw["fifo_inside"] is False and kw["fix_untouched"] is True for kw in seen)
+    with pytest.raises(OpplanError):
+        compare(2, 4, UnitCosts(), time_limit_s=1, lns_mode="sideways")
+
+
+def test_cli_takes_lns_mode(tmp_path, capsys):
+    assert compare_main(["--stages", "2", "--microbatches", "4", "--time-limit", "2", "--lns-mode", "reorder",
+                         "--schedules", "1f1b,dualpipe", "--no-pictures", "--out", str(tmp_path)]) == 0
+    assert "opplan" in capsys.readouterr().out
+
+
+def test_warm_placement_solves_only_the_placement_whose_baselines_run_shortest():
+    # unit costs, p = 4, m = 8: DualPipe (the dualpipe placement's baseline) runs shorter than ZB-V and DualPipeV
+    costs = UnitCosts(f=1, b=1, w=1)
+    base = {n: simulate_baseline(n, 4, 8, costs, Scales.of(costs)) for n in ("dualpipe", "zb-v", "dualpipev")}
+    dual = base["dualpipe"].figures.makespan_tick
+    v = min(base["zb-v"].figures.makespan_tick, base["dualpipev"].figures.makespan_tick)
+    cmp = compare(4, 8, costs, time_limit_s=2, opplan_placement="warm")
+    opp = cmp.row("opplan")
+    assert list(opp.notes["tried"]) == [opp.notes["placement"]]
+    assert opp.notes["placement"] == ("dualpipe" if dual <= v else "v")
+    assert opp.figures.max_peak_memory_bytes <= cmp.row("dualpipe").figures.max_peak_memory_bytes

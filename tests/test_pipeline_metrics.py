@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from planner.pipeline.generators import gpipe
-from planner.pipeline.metrics import PipelineFigures, figures
+from planner.pipeline.metrics import IdleParts, PipelineFigures, figures, idle_parts
 from planner.pipeline.streams import simulate_pipeline
 from planner.pipeline.unroll import StageCost, TrainingPipeline, instance_for_schedule
 from planner.pipeline.zero_bubble import zb_h1
@@ -56,6 +56,19 @@ def test_bubble_and_parameters() -> None:
     assert fig.param_bytes == (5, 5)
     assert fig.peak_memory_bytes == (25, 19)
     assert fig.max_peak_memory_bytes == 25
+
+
+def test_idle_parts_split_the_bubble_into_fill_mid_and_drain() -> None:
+    # the ZB-H1 run above: d0 waits for B0 in [2, 3) (mid), d1 starts at tick 1 (fill); neither drains
+    tl, fig = _run(_two_stages(6), zb_h1(2, 2))
+    parts = idle_parts(_two_stages(6), tl)
+    assert parts == (IdleParts(0, 1, 0), IdleParts(1, 0, 0))
+    assert sum(x.fill_tick + x.mid_tick + x.drain_tick for x in parts) == fig.bubble_tick
+    # GPipe, 2 stages x 2 micro-batches: d1 drains while d0 runs its last backward
+    tl, fig = _run(_two_stages(6), gpipe(2, 2))
+    parts = idle_parts(_two_stages(6), tl)
+    assert parts[0].fill_tick == 0 and parts[1].fill_tick == 1 and parts[1].drain_tick > 0
+    assert sum(x.fill_tick + x.mid_tick + x.drain_tick for x in parts) == fig.bubble_tick
 
 
 # GPipe fuses B and W (BW frees the whole activation at its end): one stage, two micro-batches,

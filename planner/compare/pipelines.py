@@ -10,14 +10,19 @@ in flight).
 
 The planned row ``opplan`` solves `formulations.pipeline` on a placement (``auto``: both DualPipe's two-direction
 split — two copies, m/2 micro-batches each way — and the V-shape split — 2p half stages, as ZB-V and DualPipeV —
-with half the time limit each, keeping the shorter; or one of ``dualpipe``, ``v``, ``fixed``), warm-started from
+with half the time limit each, keeping the shorter; ``warm``: only the one of those two whose baselines run
+shortest within the cap, with the whole time limit; or one of ``dualpipe``, ``v``, ``fixed``), warm-started from
 the best baseline on that split that fits the cap, or the constructive list schedule of `planner.pipeline.greedy`
 when that is shorter (its overlapped pairs included when `fb_overlap` < 1: the formulation may pair F and B
 itself); the cap defaults to DualPipe's peak memory per device.  Each solve gives `LNS_SHARE` of its time (``compare(
 lns_share=...)``, ``plan-compare --lns-share``) to the large-neighbourhood search of `formulations.pipeline_lns`
 after the full model, which moves the large pipelines the full model stalls on (a search that stalls hands the time
 left back to the full model); the bound stays the full model's (or the trivial bound, when the search left
-micro-batch order), and the table's line says what the search and that second full solve gained.
+micro-batch order), and the table's line says what the search and that second full solve gained.  With
+``compare(lns_mode="reorder")`` (``plan-compare --lns-mode reorder``) micro-batches may leave their order inside a
+neighbourhood and the streams a neighbourhood does not touch stay fixed (smaller steps); the default keeps the
+order: measured side by side inside `compare` (`experiments.bench_pipeline.bench_lns_mode`) reorder was no better
+at the same budget, where the search gets a few seconds of each solve (README, "The search's mode").
 On a model the planned row also chooses its own
 cut (`planner.compare.cut_search`, `_plan_placement`): the baselines keep the bottleneck-minimal cut their users
 would take, the planned row moves the boundaries between pieces where the schedules run shorter, and its bound is
@@ -66,6 +71,7 @@ _SPLIT = {"v": "opplan-v", "fixed": "1f1b", "dualpipe": "dualpipe"}
 CUT_SHARE = 0.25  # of a placement's time on a model, what the first cut search gets (module docstring)
 FINE_SHARE = 0.5  # of a placement's time on a model, what the sub-chunk solve gets when granularity k > 1
 LNS_SHARE = 0.5  # of each formulation solve's time, what the large-neighbourhood search gets after the full model
+LNS_MODES = ("in-order", "reorder")  # `compare`'s lns_mode (module docstring)
 
 
 class CompareValues(TypedDict):
@@ -245,6 +251,7 @@ def compare(
     subchunk_a2a: str = "piece",
     lns_share: float = LNS_SHARE,
     progress: Callable[[str], None] | None = None,
+    lns_mode: str = "in-order",
 ) -> Comparison:
     """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row.
     `granularity`: sub-chunks per piece for the planned row on a model (`planner.compare.subchunks`; 1, the
@@ -252,11 +259,16 @@ def compare(
     among its sub-chunks (`planner.compare.subchunks.A2A_AT`: ``piece``, as the baselines are measured, or
     ``experts``); `lns_share`: of each formulation solve's time, what the large-neighbourhood search
     (`formulations.pipeline_lns`) gets after the full model (0: none); `progress`: called with a line at each gain
-    of the search."""
+    of the search; `lns_mode` (`LNS_MODES`): ``reorder`` lets the search run micro-batches out of order inside a
+    neighbourhood and fixes the streams a neighbourhood does not touch, ``in-order`` (the default) keeps the order
+    and models every stream's middle."""
     costs = costs or UnitCosts()
     scales = scales_of(costs)
     if p < 1 or m < 1:
         raise OpplanError(f"need at least one stage and one micro-batch (got {p} stages, {m} micro-batches)")
+    if lns_mode not in LNS_MODES:
+        raise OpplanError(f"unknown search mode {lns_mode!r}", fix=f"use one of {', '.join(LNS_MODES)}")
+    reorder = lns_mode == "reorder"
     names = schedules or tuple(GENERATORS)
     rows = [simulate_baseline(n, p, m, costs, scales) for n in names]
     cmp = Comparison(p, m, costs, scales, rows)
@@ -272,20 +284,22 @@ def compare(
         dp = simulate_baseline("dualpipe", p, m, costs, scales)
         cap = dp.figures.max_peak_memory_bytes if dp.figures else None
     cmp.memory_cap_units = None if cap is None else cap / scales.bytes_per_unit
-    if opplan_placement == "auto":
+    if opplan_placement in ("auto", "warm"):
         placements = [pl for pl in ("dualpipe", "v") if pl != "dualpipe" or (p % 2 == 0 and m % 2 == 0)]
+        if opplan_placement == "warm" and len(placements) > 1:
+            placements = [_warmest(placements, p, m, costs, scales, by_name, cap)]
     elif opplan_placement in _WARM_FROM:
         placements = [opplan_placement]
     else:
         raise OpplanError(f"unknown placement {opplan_placement!r} for the planned schedule",
-                          fix="use auto, dualpipe, v or fixed")
+                          fix="use auto, warm, dualpipe, v or fixed")
     best: CompareRow | None = None
     tried: dict[str, tuple[int, int]] = {}  # placement -> (makespan, bound) in ticks
     failures: list[str] = []  # why a placement gave no schedule, in the skipped row's words
     t0 = time.monotonic()
     for placement in placements:
         before = time.monotonic() - t0
-        search = _Search(lns_share, progress, placement)
+        search = _Search(lns_share, progress, placement, reorder)
         row = _plan_placement(placement, p, m, costs, scales, by_name, cap, time_limit_s / len(placements), backend,
                               granularity, subchunk_a2a, search)
         if row.figures is None:
@@ -303,6 +317,18 @@ def compare(
     return cmp
 
 
+def _warmest(placements: list[str], p: int, m: int, costs, scales: Scales, by_name: dict[str, CompareRow],
+             cap: int | None) -> str:
+    """The placement whose baselines (`_WARM_FROM`) give the shortest schedule within the cap (the first of
+    `placements` when none fits): ``compare(opplan_placement="warm")`` solves that one only, with the whole budget."""
+    def shortest(placement: str) -> float:
+        rows = (by_name.get(n) or simulate_baseline(n, p, m, costs, scales) for n in _WARM_FROM[placement])
+        fits = [r.figures.makespan_tick for r in rows if r.figures is not None
+                and (cap is None or r.figures.max_peak_memory_bytes <= cap)]
+        return min(fits, default=float("inf"))
+    return min(placements, key=lambda pl: (shortest(pl), placements.index(pl)))
+
+
 def _reference_schedules(placement, p, m, costs, scales, by_name) -> list[tuple[str, Schedule]]:
     """(name, schedule) of the baselines the planned row on `placement` starts from (`_WARM_FROM`), simulated here
     when the user's `--schedules` left them out."""
@@ -318,6 +344,7 @@ class _Search:
     share: float = LNS_SHARE
     progress: Callable[[str], None] | None = None
     placement: str = ""
+    reorder: bool = False  # micro-batches out of order inside a neighbourhood, untouched streams fixed (`compare`)
 
     def on_step(self, unit: str, ticks_per_unit: float) -> Callable[[LnsStep], None] | None:
         if self.progress is None:
@@ -423,7 +450,8 @@ def _solve_opplan(placement, p, m, costs, scales, candidates: list[tuple[str, Sc
     try:
         time_unit = costs.time_unit if isinstance(costs, (ModelCosts, PresetCosts)) else "unit"
         sol, lns = solve_pipeline_lns(pipe, cap, warm_start=warm[0] if warm else None, time_limit_s=time_limit_s,
-                                      backend=backend, lns_share=search.share,
+                                      backend=backend, lns_share=search.share, fifo_inside=not search.reorder,
+                                      fix_untouched=search.reorder,
                                       progress=search.on_step(time_unit, scales.ticks_per_unit))
     except OpplanError as exc:  # no schedule on this placement: the row says why (memory, or a solver failure)
         return CompareRow("opplan", skipped=f"{placement} placement: {' '.join(str(exc).split())}")

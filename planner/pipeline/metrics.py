@@ -103,3 +103,35 @@ def figures(pipeline: TrainingPipeline, timeline: Timeline) -> PipelineFigures:
         param_bytes=par,
         peak_activation_bytes=act,
     )
+
+
+@dataclass(frozen=True)
+class IdleParts:
+    """Where one device's idle time sits (ticks): `fill` before its first task, `drain` after its last, `mid`
+    between them; fill + mid + drain = makespan - busy (an idle device: all of it is fill)."""
+
+    fill_tick: int
+    mid_tick: int
+    drain_tick: int
+
+
+def idle_parts(pipeline: TrainingPipeline, timeline: Timeline) -> tuple[IdleParts, ...]:
+    """`IdleParts` of every compute stream of `timeline` (the bubble split into fill, mid-schedule waits and
+    drain; communication streams are not figures)."""
+    p = pipeline.num_devices
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for x in timeline.placements:
+        if x.device < p:
+            first[x.device] = min(first.get(x.device, x.start_tick), x.start_tick)
+            last[x.device] = max(last.get(x.device, x.end_tick), x.end_tick)
+    begin, span = timeline.start_tick, timeline.makespan_tick
+    out = []
+    for d in range(p):
+        idle = int(timeline.idle_tick[d])
+        if d not in first:
+            out.append(IdleParts(idle, 0, 0))
+            continue
+        fill, drain = first[d] - begin, begin + span - last[d]
+        out.append(IdleParts(fill, idle - fill - drain, drain))
+    return tuple(out)
