@@ -25,7 +25,8 @@ def _case():
     dur = [[1, 1], [1, 1], [1, 1], [10, 10], [10, 10], [1, 1]]
     edges = [(X, U, 1), (U, Y, 1), (Y, W1, 1), (Y, W2, 1), (W1, Z, 1), (W2, Z, 1)]
     inst = make_instance("tails", dur, edges)
-    plan = simulate(inst, [[U, Y, W1, W2, Z], [X]]).to_plan(method=PlanMethod.HEFT, lower_bound_tick=inst.trivial_lower_bound_tick())
+    timeline = simulate(inst, [[U, Y, W1, W2, Z], [X]])
+    plan = timeline.to_plan(method=PlanMethod.HEFT, lower_bound_tick=inst.trivial_lower_bound_tick())
     return inst, plan
 
 
