@@ -245,7 +245,8 @@ def test_a_chain_move_reaches_a_cut_no_single_move_improves_towards():
     assert alone.kept == 0 and alone.cut == cut and alone.best == start
     got = descend(True)
     assert got.best[0] == 10 and got.chain_kept == 1 and got.kept == 1
-    assert [len(piece) for piece in got.cut] == [3, 10, 10, 10]
+    # the largest step first: piece 2 gives 8 ops, piece 1 passes 8 on, the light end piece gains them
+    assert [len(piece) for piece in got.cut] == [10, 10, 3, 10]
     assert _valid_positions_cut(got.cut, len(work), [])
     assert descend(True) == got  # deterministic
     # evaluations count against the budget, chain moves included
@@ -256,7 +257,7 @@ def test_a_chain_move_reaches_a_cut_no_single_move_improves_towards():
 def test_a_chain_move_gives_dualpipes_end_devices_work():
     # DualPipe on 6 devices: piece c on devices c and 5-c, so devices {0, 5} run pieces 0 and 5, {1, 4} pieces 1
     # and 4, {2, 3} pieces 2 and 3.  Loads 4 / 21 / 22: a single move out of piece 2 or 3 makes {1, 4} 22 (or
-    # leaves the work on {2, 3}), so single moves stall; the chain 2 -> 1 -> 0 gives the end devices one op.
+    # leaves the work on {2, 3}), so single moves stall; a chain 2 -> 1 -> 0 gives the end devices work.
     sizes = (2, 10, 11, 11, 11, 2)
     starts = [sum(sizes[:c]) for c in range(len(sizes) + 1)]
     cut = tuple(tuple(range(starts[c], starts[c + 1])) for c in range(len(sizes)))
@@ -272,8 +273,8 @@ def test_a_chain_move_gives_dualpipes_end_devices_work():
 
     assert descend(False).best == start
     got = descend(True)
-    assert got.best[0] == 21 and got.chain_kept >= 1
-    assert got.best[1][0] == got.best[1][5] == 5  # the end devices gained the op
+    assert got.best[0] < 22 and got.chain_kept >= 1  # and once the chain has moved, single moves go on from there
+    assert got.best[1][0] == got.best[1][5] > 4  # the end devices gained work
     assert _valid_positions_cut(got.cut, len(work), [])
 
 
