@@ -280,19 +280,82 @@ def bench_lns_mode(quick: bool = False) -> list[dict]:
     return rows
 
 
+def bench_cut_moves(quick: bool = False) -> list[dict]:
+    """The cut search's chain moves (`planner.compare.cut_search.CHAIN_MOVES`) measured side by side in one run, the
+    same budget each: single moves only (the search before chain moves) against single moves then chain moves.
+    Cases: the bundled MoE (8 stages, m = 16, 120 s), transformers' Mixtral and GPT-2 exports at 8 stages (m = 16,
+    60 s); ``--quick``: the MoE at p = 4, m = 8, 10 s.  One row per (case, setting): the planned row's makespan,
+    bubble / DualPipe's, bound (for its cut) and gap, its cut's moves, and its per-device work (the compute
+    streams' busy time in the planned timeline, max and min over devices).  Rerun:
+    ``python -m experiments.bench_pipeline --cut`` (writes bench/results/pipeline_cut_moves.csv)."""
+    import importlib.util
+    import tempfile
+
+    from planner.compare import cut_search
+    from planner.compare.pipelines import compare
+
+    cases = []  # (case, p, m, costs, seconds)
+    p = 4 if quick else 8
+    cases.append(("moe.onnx on h100-8-nvlink", p, 2 * p, _model_costs_of(MOE, p), 10.0 if quick else 120.0))
+    tmp = tempfile.TemporaryDirectory()
+    if not quick and importlib.util.find_spec("transformers") is not None:
+        from experiments.hf_models import HF_MODELS, export_hf_model
+
+        for model in (x for x in HF_MODELS if x.name in ("hf_mixtral", "hf_gpt2")):
+            path = export_hf_model(model, Path(tmp.name) / f"{model.name}.onnx")
+            cases.append((f"{model.name} (transformers, dynamo) on h100-8-nvlink", 8, 16, _model_costs_of(path, 8),
+                          60.0))
+    rows: list[dict] = []
+    default = cut_search.CHAIN_MOVES
+    try:
+        for case, p, m, costs, seconds in cases:
+            for chain in (False, True):
+                cut_search.CHAIN_MOVES = chain  # read by refine_cut at each call (`compare` does not pass it)
+                print(f"   {case} p={p} m={m}, {seconds:g} s, chain moves {chain}", flush=True)
+                cmp = compare(p, m, costs, time_limit_s=seconds)
+                print(cmp.table(), flush=True)
+                opp = cmp.row("opplan")
+                for row in _rows(case, p, m, cmp, costs.time_unit, costs.memory_unit):
+                    if row["schedule"] != "opplan":
+                        continue
+                    tl = opp.timeline
+                    assert tl is not None  # an ok row has its timeline
+                    busy = [tl.makespan_tick - int(tl.idle_tick[d]) for d in range(p)]
+                    note = opp.notes.get("cut")
+                    cut: dict = note if isinstance(note, dict) else {}
+                    row.update({"chain_moves": chain, "seconds": seconds,
+                                "cut_chain_moves": cut.get("chain_moves", ""),
+                                "cut_simulations": cut.get("simulations", ""),
+                                "work_max": round(max(busy) / cmp.scales.ticks_per_unit, 4),
+                                "work_min": round(min(busy) / cmp.scales.ticks_per_unit, 4)})
+                    rows.append(row)
+    finally:
+        cut_search.CHAIN_MOVES = default
+        tmp.cleanup()
+    return rows
+
+
 if __name__ == "__main__":
     import csv
     import sys
 
-    mode = "--mode" in sys.argv
-    found = (bench_lns_mode if mode else bench_lns)(quick="--quick" in sys.argv)
-    out = REPO / "bench" / "results" / ("pipeline_lns_mode.csv" if mode else "pipeline_lns.csv")
+    mode, cut = "--mode" in sys.argv, "--cut" in sys.argv
+    run = bench_cut_moves if cut else bench_lns_mode if mode else bench_lns
+    found = run(quick="--quick" in sys.argv)
+    name = "pipeline_cut_moves.csv" if cut else "pipeline_lns_mode.csv" if mode else "pipeline_lns.csv"
+    out = REPO / "bench" / "results" / name
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(found[0]))
         writer.writeheader()
         writer.writerows(found)
     for r in found:
+        if cut:
+            print(f"{r['case']:<52} p={r['p']:<3} m={r['m']:<3} chain {r['chain_moves']!s:<5} makespan "
+                  f"{r['makespan']:<10} bubble/dp {r['bubble_vs_dualpipe']:<7} bound {r['bound']:<10} gap "
+                  f"{r['gap']:<7} work max/min {r['work_max']}/{r['work_min']} placement {r['placement']} cut moves "
+                  f"{r['cut_moves']} (chain {r['cut_chain_moves']}, {r['cut_simulations']} simulations)")
+            continue
         setting = f"mode {r['lns_mode']:<8}" if mode else f"lns {r['lns_share']:<4}"
         print(f"{r['case']:<52} p={r['p']:<3} m={r['m']:<3} {setting} makespan {r['makespan']:<10} "
               f"bubble/dp {r['bubble_vs_dualpipe']:<7} bound {r['bound']:<10} gap {r['gap']:<7} {r['lns']}")

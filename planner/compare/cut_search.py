@@ -8,12 +8,18 @@ bottleneck, a V shape puts two chunks on a device, DualPipe runs every stage on 
 boundaries between neighbouring pieces of the cut (`ModelCosts.cut(split)`: pieces of positions in the
 instance's topological order) and keeps a move when the schedules it knows run shorter on the new cut.
 
-**Moves.**  Piece c gives its last k ops (by position) to piece c+1, or its first k ops to piece c-1, k in
-`STEP_OPS`, and it keeps at least one op.  Every piece of the starting cut sends its edges forward only (an edge goes
-from a piece to the same or a later one: the stage formulation's contiguous stages and their halves do); a move
-keeps that: piece c's last op has all its successors at later positions, so in pieces > c, and piece c's first op
-all its predecessors at earlier positions, so in pieces < c.  So every cut the search visits is a valid stage
-cut, and hop costs are recomputed by `ModelCosts.hop_ticks` (edges that skip pieces are forwarded piece by piece).
+**Moves.**  A *single move*: piece c gives its last k ops (by position) to piece c+1, or its first k ops to piece
+c-1, k in `STEP_OPS`, and it keeps at least one op.  A *chain move* (`CHAIN_MOVES`) shifts work along several
+boundaries at once: piece c gives k ops towards a piece j two or more pieces away, and every piece between passes on
+the k' ops at its far end whose work (F + B + W, `op_work_ticks`) is closest to the work it received (1 <= k' <= its
+own ops), so it keeps about its own work and piece j gains about what c lost.  Single moves pass through the worse
+cuts in between (the middle piece grows first) and stop there: at 8 stages the pieces of the device that sets the
+bound sit next to pieces about as busy, and the end devices stay light.  Every piece of the starting cut is a run of
+consecutive positions of the instance's topological order (the stage formulation's contiguous stages and their
+halves); both kinds of move keep that (an op leaves a piece at its end that faces the receiving piece and joins it at
+the end facing back), so an edge still goes from a piece to the same or a later one: every cut the search visits
+is a valid stage cut with no empty piece, and hop costs are recomputed by `ModelCosts.hop_ticks` (edges that skip
+pieces are forwarded piece by piece).
 
 **Evaluation.**  A cut is worth the shortest makespan of the reference schedules (the baselines of the placement,
 and every schedule the inner model has returned) re-simulated on it (`planner.pipeline.streams.simulate_pipeline`:
@@ -21,17 +27,24 @@ the same per-device order of F, B and W, with the new costs, sends and all-to-al
 among those whose peak memory stays under the cap.  That is an upper bound on what the inner model can reach on the
 cut (it is warm-started from the best of them), and it costs one simulation per schedule.
 
-**Search.**  First improvement over the moves of the pieces on the device that is busiest in the best simulated
-timeline (largest step first), then over every piece once none of those improves; ends when no move improves,
-after `max_evaluations` simulations or at the deadline.  Deterministic.
+**Search.**  First improvement, in rounds: the single moves of the pieces on the device that is busiest in the best
+simulated timeline (largest step first), then the single moves of every piece; only when none of those improves
+(a local optimum of single moves), the chain moves from the busiest device's pieces to the pieces of devices less
+busy (lightest first, largest step first).  A kept move starts the next round.  Ends when no move improves, after
+`max_evaluations` simulations (chain moves count as one each) or at the deadline.  Deterministic.  Because chain
+moves are tried only where single moves have stopped, the search with them visits the same cuts as without them
+until that point and keeps the best cut: at the same evaluation budget it never ends on a longer schedule than the
+single moves alone (`refine_cut(chain=False)`, the module's behaviour before chain moves, kept for side-by-side
+runs: `experiments.bench_pipeline --cut`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from planner.compare.model_costs import ModelCosts
 from planner.errors import OpplanError
@@ -41,10 +54,13 @@ from planner.pipeline.unroll import TrainingPipeline
 from planner.schedule.program import Schedule
 from planner.schedule.timeline import Timeline
 
-__all__ = ["CutSearch", "STEP_OPS", "any_cut_bound_tick", "evaluate_cut", "refine_cut", "with_cut"]
+__all__ = ["CHAIN_MOVES", "CutSearch", "STEP_OPS", "any_cut_bound_tick", "evaluate_cut", "op_work_ticks",
+           "refine_cut", "with_cut"]
 
 STEP_OPS = (8, 4, 2, 1)  # ops moved across a boundary by one move, largest first
+CHAIN_MOVES = True  # refine_cut's default: chain moves after single moves stall (False: single moves only)
 Cut = tuple[tuple[int, ...], ...]
+E = TypeVar("E")
 
 
 @dataclass(frozen=True)
@@ -56,11 +72,18 @@ class CutEvaluation:
     timeline: Timeline
     pipeline: TrainingPipeline
 
+    @property
+    def busy_ticks(self) -> tuple[int, ...]:
+        """Per device, the ticks its compute stream is busy in the timeline."""
+        return tuple(self.timeline.makespan_tick - int(self.timeline.idle_tick[d])
+                     for d in range(self.pipeline.num_devices))
+
 
 @dataclass(frozen=True)
 class CutSearch:
     """Result of `refine_cut`: the best cut found (`costs` carries it), its best reference schedule, and how the
-    search went (start and final makespan in ticks, simulations run, moves kept, seconds)."""
+    search went (start and final makespan in ticks, simulations run, moves kept — `chain_moves_kept` of them chain
+    moves —, seconds)."""
 
     costs: ModelCosts
     best: CutEvaluation | None
@@ -68,6 +91,7 @@ class CutSearch:
     evaluations: int
     moves_kept: int
     seconds: float
+    chain_moves_kept: int = 0
 
 
 def with_cut(costs: ModelCosts, split: int, cut: Cut) -> ModelCosts:
@@ -91,6 +115,23 @@ def any_cut_bound_tick(costs: ModelCosts, pipeline: TrainingPipeline) -> int | N
     return -(-work // int(pipeline.num_devices))
 
 
+def op_work_ticks(costs: ModelCosts, split: int, devices: Sequence[int]) -> tuple[int, ...]:
+    """Per position of the topological order, the F + B + W ticks of its op on the device of the piece of `costs`'
+    cut that holds it (`devices[c]` for piece c; B = W = F without per-op training costs): the weights chain moves
+    balance with (`_chain_moves`)."""
+    inst = costs.instance
+    order = inst.topological_order
+    tr = costs.training
+    out = [0] * inst.num_tasks
+    for c, piece in enumerate(costs.cut(split)):
+        d = int(devices[c])
+        for i in piece:
+            t = order[i]
+            if tr is None:
+                out[i] = 3 * int(inst.duration_tick[t, d])
+            else:
+                out[i] = int(tr.forward_tick[t, d]) + int(tr.input_grad_tick[t, d]) + int(tr.weight_grad_tick[t, d])
+    return tuple(out)
 def evaluate_cut(costs: ModelCosts, pipeline_name: str, p: int, m: int, schedules: Sequence[Schedule],
                  cap_bytes: int | None) -> CutEvaluation | None:
     """The shortest of `schedules` simulated on `costs`' pipeline `pipeline_name` whose peak memory is at most
@@ -111,7 +152,7 @@ def evaluate_cut(costs: ModelCosts, pipeline_name: str, p: int, m: int, schedule
 
 
 def _moves(cut: Cut, pieces: Sequence[int]) -> list[Cut]:
-    """The cuts one move away (module docstring) that take ops out of `pieces`, largest step first."""
+    """The cuts one single move away (module docstring) that take ops out of `pieces`, largest step first."""
     out: list[Cut] = []
     for k in STEP_OPS:
         for c in pieces:
@@ -129,46 +170,130 @@ def _moves(cut: Cut, pieces: Sequence[int]) -> list[Cut]:
     return out
 
 
-def _busiest_device(best: CutEvaluation) -> int:
-    p = best.pipeline.num_devices
-    busy = [best.timeline.makespan_tick - int(best.timeline.idle_tick[d]) for d in range(p)]
-    return max(range(p), key=lambda d: busy[d])
+def _chain(cut: Cut, source: int, target: int, k: int, work: Sequence[int]) -> Cut | None:
+    """The chain move (module docstring) of k ops from piece `source` to piece `target` (two or more pieces
+    away), each piece between passing on the ops at its far end whose work (`work`: ticks per position) is closest
+    to the work it received (ties: fewer ops); None when `source` cannot give k ops and keep one."""
+    if len(cut[source]) <= k or abs(target - source) < 2:
+        return None
+    step = 1 if target > source else -1
+    new = list(cut)
+    # ops leave a piece at the end that faces `target`: its last ops going up, its first ops going down
+    moving = cut[source][-k:] if step > 0 else cut[source][:k]
+    new[source] = cut[source][:-k] if step > 0 else cut[source][k:]
+    for c in range(source + step, target, step):
+        piece = cut[c]
+        received = sum(work[i] for i in moving)
+        far = piece[::-1] if step > 0 else piece  # the piece's ops from the end that faces `target`
+        best_n, best_miss, acc = 1, None, 0
+        for n, i in enumerate(far, start=1):  # 1 <= n <= its own ops: it keeps what it received
+            acc += work[i]
+            miss = abs(acc - received)
+            if best_miss is None or miss < best_miss:
+                best_n, best_miss = n, miss
+            if acc >= received:
+                break  # further ops only miss by more
+        give = piece[-best_n:] if step > 0 else piece[:best_n]
+        kept = piece[:-best_n] if step > 0 else piece[best_n:]
+        new[c] = tuple(sorted(kept + moving))
+        moving = give
+    new[target] = tuple(sorted(cut[target] + moving))
+    return tuple(new)
 
 
-def refine_cut(costs: ModelCosts, split: int, pipeline_name: str, p: int, m: int, schedules: Sequence[Schedule],
-               cap_bytes: int | None, *, deadline_s: float, max_evaluations: int = 400,
-               progress: Callable[[str], None] | None = None) -> CutSearch:
-    """Search the cut of `costs` (`split` 1: the p stages; 2: the 2p chunks) for the pipeline `pipeline_name`
-    (module docstring); `deadline_s` is a `time.monotonic()` instant.  The returned costs hold the best cut found
-    (the start cut when nothing improved or nothing fits the cap)."""
-    t0 = time.monotonic()
-    cut = costs.cut(split)
-    best = evaluate_cut(costs, pipeline_name, p, m, schedules, cap_bytes)
-    evaluations, kept = 1, 0
-    start = best.makespan_tick if best else None
-    if best is None:
-        return CutSearch(costs, None, None, evaluations, 0, time.monotonic() - t0)
-    std = best.pipeline.stage_to_device or tuple(range(len(cut)))
-    # stage s runs piece s mod len(cut) (DualPipe's second copy runs the same pieces on other devices)
-    piece_devices = [{std[s] for s in range(len(std)) if s % len(cut) == c} for c in range(len(cut))]
+def _chain_moves(cut: Cut, sources: Sequence[int], targets: Sequence[int], work: Sequence[int]) -> Iterator[Cut]:
+    """The chain moves from `sources` to `targets` (in the order given), largest step first."""
+    for k in STEP_OPS:
+        for target in targets:
+            for source in sources:
+                got = _chain(cut, source, target, k, work)
+                if got is not None:
+                    yield got
+
+
+@dataclass(frozen=True)
+class _Descent(Generic[E]):
+    """Where `_descend` ended: the best cut, its evaluation, evaluations run (the start's included), moves kept
+    and how many of them were chain moves."""
+
+    cut: Cut
+    best: E
+    evaluations: int
+    kept: int
+    chain_kept: int
+
+
+def _descend(cut: Cut, best: E, evaluate: Callable[[Cut], E | None], makespan: Callable[[E], int],
+             busy: Callable[[E], Sequence[int]], piece_devices: Sequence[frozenset[int]], work: Sequence[int], *,
+             chain: bool, deadline_s: float, max_evaluations: int,
+             progress: Callable[[int, int], None] | None = None) -> _Descent[E]:
+    """The search of the module docstring from `cut`, evaluated `best`: `evaluate` gives a cut's evaluation (None:
+    nothing fits), `makespan` its score (lower is better), `busy` its busy ticks per device; piece c runs on the
+    devices `piece_devices[c]`; `work` weighs positions for chain moves.  `progress(makespan, evaluations)` is
+    called after every kept move."""
+    evaluations, kept, chain_kept = 1, 0, 0
+    pieces = list(range(len(cut)))
+
+    def budget_left() -> bool:
+        return evaluations < max_evaluations and time.monotonic() < deadline_s
+
     improved = True
-    while improved and evaluations < max_evaluations and time.monotonic() < deadline_s:
+    while improved and budget_left():
         improved = False
-        busiest = _busiest_device(best)
-        focus = [c for c in range(len(cut)) if busiest in piece_devices[c]]
-        for pieces in (focus, list(range(len(cut)))):
-            for candidate in _moves(cut, pieces):
-                if evaluations >= max_evaluations or time.monotonic() >= deadline_s:
+        load = busy(best)
+        busiest = max(range(len(load)), key=lambda d: load[d])
+        focus = [c for c in pieces if busiest in piece_devices[c]]
+        # a piece is as light as its busiest device; targets lighter than the busiest device, lightest first
+        light = sorted((c for c in pieces if max(load[d] for d in piece_devices[c]) < load[busiest]),
+                       key=lambda c: (max(load[d] for d in piece_devices[c]), c))
+        phases: list[tuple[bool, Iterable[Cut]]] = [(False, _moves(cut, focus)), (False, _moves(cut, pieces))]
+        if chain:  # only once every single move has failed: the same trajectory as single moves until they stall
+            phases.append((True, _chain_moves(cut, focus, light, work)))
+        for is_chain, candidates in phases:
+            for candidate in candidates:
+                if not budget_left():
                     break
-                trial = with_cut(costs, split, candidate)
-                got = evaluate_cut(trial, pipeline_name, p, m, schedules, cap_bytes)
+                got = evaluate(candidate)
                 evaluations += 1
-                if got is not None and got.makespan_tick < best.makespan_tick:
-                    cut, costs, best, improved = candidate, trial, got, True
+                if got is not None and makespan(got) < makespan(best):
+                    cut, best, improved = candidate, got, True
                     kept += 1
+                    chain_kept += int(is_chain)
                     break
             if improved:
                 break
         if progress is not None and improved:
-            progress(f"cut search ({pipeline_name}): {best.makespan_tick} ticks after {evaluations} simulations")
-    return CutSearch(costs, best, start, evaluations, kept, time.monotonic() - t0)
+            progress(makespan(best), evaluations)
+    return _Descent(cut, best, evaluations, kept, chain_kept)
+
+
+def refine_cut(costs: ModelCosts, split: int, pipeline_name: str, p: int, m: int, schedules: Sequence[Schedule],
+               cap_bytes: int | None, *, deadline_s: float, max_evaluations: int = 400,
+               progress: Callable[[str], None] | None = None, chain: bool | None = None) -> CutSearch:
+    """Search the cut of `costs` (`split` 1: the p stages; 2: the 2p chunks) for the pipeline `pipeline_name`
+    (module docstring); `deadline_s` is a `time.monotonic()` instant; `chain`: try chain moves once single moves
+    stall (None: `CHAIN_MOVES`, read at call time so a run can toggle it).  The returned costs hold the best cut
+    found (the start cut when nothing improved or nothing fits the cap)."""
+    t0 = time.monotonic()
+    use_chain = CHAIN_MOVES if chain is None else bool(chain)
+    cut = costs.cut(split)
+    best = evaluate_cut(costs, pipeline_name, p, m, schedules, cap_bytes)
+    if best is None:
+        return CutSearch(costs, None, None, 1, 0, time.monotonic() - t0)
+    start = best.makespan_tick
+    std = best.pipeline.stage_to_device or tuple(range(len(cut)))
+    # stage s runs piece s mod len(cut) (DualPipe's second copy runs the same pieces on other devices)
+    piece_devices = [frozenset(std[s] for s in range(len(std)) if s % len(cut) == c) for c in range(len(cut))]
+    work = op_work_ticks(costs, split, [min(ds) for ds in piece_devices])
+
+    def evaluate(candidate: Cut) -> CutEvaluation | None:
+        return evaluate_cut(with_cut(costs, split, candidate), pipeline_name, p, m, schedules, cap_bytes)
+
+    def line(makespan_tick: int, evaluations: int) -> None:
+        if progress is not None:
+            progress(f"cut search ({pipeline_name}): {makespan_tick} ticks after {evaluations} simulations")
+
+    got = _descend(cut, best, evaluate, lambda e: e.makespan_tick, lambda e: e.busy_ticks, piece_devices, work,
+                   chain=use_chain, deadline_s=deadline_s, max_evaluations=max_evaluations, progress=line)
+    out_costs = costs if got.kept == 0 else with_cut(costs, split, got.cut)
+    return CutSearch(out_costs, got.best, start, got.evaluations, got.kept, time.monotonic() - t0, got.chain_kept)

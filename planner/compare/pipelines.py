@@ -172,8 +172,9 @@ class Comparison:
             cut = opp.notes.get("cut")
             cut_text = ""
             if isinstance(cut, dict):
-                cut_text = (f", cut moved {cut['moves']} times ({cut['simulations']} simulations; the bound is for "
-                            f"that cut)" if cut["moves"] else f", cut kept ({cut['simulations']} simulations)")
+                chain = f", {cut['chain_moves']} of them chain moves" if cut.get("chain_moves") else ""
+                cut_text = (f", cut moved {cut['moves']} times{chain} ({cut['simulations']} simulations; the bound is "
+                            f"for that cut)" if cut["moves"] else f", cut kept ({cut['simulations']} simulations)")
                 if isinstance(cut.get("any_cut_bound_units"), (int, float)):
                     cut_text += (f", bound over every cut {_figure(cut['any_cut_bound_units'])} {time_unit} "
                                  f"(work / devices)")
@@ -409,6 +410,7 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
     if row.pipeline is not None:
         any_cut = any_cut_bound_tick(costs, row.pipeline)
         row.notes["cut"] = {"moves": sum(r.moves_kept for r in rounds),
+                            "chain_moves": sum(r.chain_moves_kept for r in rounds),
                             "simulations": sum(r.evaluations for r in rounds),
                             "any_cut_bound_units": None if any_cut is None else any_cut / scales.ticks_per_unit}
     return row
