@@ -34,7 +34,9 @@ search (`formulations.pipeline_lns`); `bench_lns` measures it against the same b
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from planner.pipeline.metrics import idle_parts
 
@@ -178,6 +180,41 @@ def _preset_rows(quick: bool) -> list[dict]:
     return rows
 
 
+def _side_by_side_cases(quick: bool, tmp: Path, exports: Sequence[str], exports_when_quick: bool,
+                        preset: bool) -> list[tuple[str, int, int, Any, float]]:
+    """The cases the side-by-side benches below run, as (case, p, m, costs, seconds): the bundled MoE (p = 8,
+    m = 16, 120 s; quick: p = 4, m = 8, 10 s), the transformers `exports` named (same p and m, 60 s; exported to
+    `tmp`; only when transformers is installed, and with `quick` only if `exports_when_quick`) and, with `preset`,
+    the DeepSeek-V3-like preset at p = 16, m = 64 on h100-2x8-ib (120 s; quick: 8 layers, p = 4, m = 8, 10 s)."""
+    import importlib.util
+
+    from planner.compare.presets import preset_costs
+    from planner.ir.hardware import load_topology
+
+    p = 4 if quick else 8
+    cases: list[tuple[str, int, int, Any, float]] = [
+        ("moe.onnx on h100-8-nvlink", p, 2 * p, _model_costs_of(MOE, p), 10.0 if quick else 120.0)]
+    if (exports_when_quick or not quick) and importlib.util.find_spec("transformers") is not None:
+        from experiments.hf_models import HF_MODELS, export_hf_model
+
+        for model in (x for x in HF_MODELS if x.name in exports):
+            path = export_hf_model(model, tmp / f"{model.name}.onnx")
+            cases.append((f"{model.name} (transformers, dynamo) on h100-8-nvlink", p, 2 * p, _model_costs_of(path, p),
+                          10.0 if quick else 60.0))
+    if preset:
+        topology = load_topology(HW.parent / "h100-2x8-ib.yaml")
+        pp, m, layers = (4, 8, 8) if quick else (16, 64, None)
+        costs = preset_costs("deepseek-v3", topology, pp, num_layers=layers)
+        cases.append((f"deepseek-v3 preset ({costs.num_layers} layers) on h100-2x8-ib", pp, m, costs,
+                      10.0 if quick else 120.0))
+    return cases
+
+
+def _opplan_rows(case: str, p: int, m: int, cmp, costs) -> list[dict]:
+    """The planned row of `cmp` as `_rows` writes it (none when it was skipped)."""
+    return [r for r in _rows(case, p, m, cmp, costs.time_unit, costs.memory_unit) if r["schedule"] == "opplan"]
+
+
 def bench_lns(quick: bool = False, time_limit_s: float | None = None) -> list[dict]:
     """The large-neighbourhood search (`formulations.pipeline_lns`) measured: each case planned twice in one run,
     with the same budget, without the search (``lns_share`` 0: the full model gets the whole solve) and with it
@@ -185,30 +222,12 @@ def bench_lns(quick: bool = False, time_limit_s: float | None = None) -> list[di
     at 8 stages (m = 16, 60 s) and the DeepSeek-V3-like preset at p = 16, m = 64 (h100-2x8-ib, 120 s).  One row per
     (case, setting): makespan, bubble / DualPipe's, bound, gap, what the search gained.  Rerun:
     ``python -m experiments.bench_pipeline`` (writes bench/results/pipeline_lns.csv; ``--quick``: small sizes, 10 s)."""
-    import importlib.util
     import tempfile
 
     from planner.compare.pipelines import LNS_SHARE, compare
-    from planner.compare.presets import preset_costs
-    from planner.ir.hardware import load_topology
 
-    cases = []  # (case, p, m, costs, seconds)
-    p, m = (4, 8) if quick else (8, 16)
-    cases.append(("moe.onnx on h100-8-nvlink", p, m, _model_costs_of(MOE, p), 10.0 if quick else 120.0))
     tmp = tempfile.TemporaryDirectory()
-    if importlib.util.find_spec("transformers") is not None:
-        from experiments.hf_models import HF_MODELS, export_hf_model
-
-        model = next(x for x in HF_MODELS if x.name == "hf_mixtral")
-        path = export_hf_model(model, Path(tmp.name) / "hf_mixtral.onnx")
-        p = 4 if quick else 8
-        cases.append(("hf_mixtral (transformers, dynamo) on h100-8-nvlink", p, 2 * p, _model_costs_of(path, p),
-                      10.0 if quick else 60.0))
-    topology = load_topology(HW.parent / "h100-2x8-ib.yaml")
-    p, m, layers = (4, 8, 8) if quick else (16, 64, None)
-    costs = preset_costs("deepseek-v3", topology, p, num_layers=layers)
-    cases.append((f"deepseek-v3 preset ({costs.num_layers} layers) on h100-2x8-ib", p, m, costs,
-                  10.0 if quick else 120.0))
+    cases = _side_by_side_cases(quick, Path(tmp.name), ("hf_mixtral",), exports_when_quick=True, preset=True)
     rows: list[dict] = []
     for case, p, m, costs, seconds in cases:
         for share in (0.0, LNS_SHARE):
@@ -217,9 +236,7 @@ def bench_lns(quick: bool = False, time_limit_s: float | None = None) -> list[di
             cmp = compare(p, m, costs, time_limit_s=limit, lns_share=share,
                           progress=lambda line: print(line, flush=True))
             print(cmp.table(), flush=True)
-            for row in _rows(case, p, m, cmp, costs.time_unit, costs.memory_unit):
-                if row["schedule"] != "opplan":
-                    continue
+            for row in _opplan_rows(case, p, m, cmp, costs):
                 lns = cmp.row("opplan").notes.get("lns")
                 row.update({"lns_share": share, "seconds": limit,
                             "lns": "" if not isinstance(lns, dict) else
@@ -238,38 +255,20 @@ def bench_lns_mode(quick: bool = False) -> list[dict]:
     and GPT-2 exports at 8 stages (m = 16, 60 s), the DeepSeek-V3-like preset at p = 16, m = 64 (120 s); ``--quick``:
     the MoE and the preset at p = 4 (10 s).  Rerun: ``python -m experiments.bench_pipeline --mode`` (writes
     bench/results/pipeline_lns_mode.csv)."""
-    import importlib.util
     import tempfile
 
     from planner.compare.pipelines import compare
-    from planner.compare.presets import preset_costs
-    from planner.ir.hardware import load_topology
 
-    cases = []  # (case, p, m, costs, seconds)
-    p = 4 if quick else 8
-    cases.append(("moe.onnx on h100-8-nvlink", p, 2 * p, _model_costs_of(MOE, p), 10.0 if quick else 120.0))
     tmp = tempfile.TemporaryDirectory()
-    if not quick and importlib.util.find_spec("transformers") is not None:
-        from experiments.hf_models import HF_MODELS, export_hf_model
-
-        for model in (x for x in HF_MODELS if x.name in ("hf_mixtral", "hf_gpt2")):
-            path = export_hf_model(model, Path(tmp.name) / f"{model.name}.onnx")
-            cases.append((f"{model.name} (transformers, dynamo) on h100-8-nvlink", 8, 16, _model_costs_of(path, 8),
-                          60.0))
-    topology = load_topology(HW.parent / "h100-2x8-ib.yaml")
-    p, m, layers = (4, 8, 8) if quick else (16, 64, None)
-    costs = preset_costs("deepseek-v3", topology, p, num_layers=layers)
-    cases.append((f"deepseek-v3 preset ({costs.num_layers} layers) on h100-2x8-ib", p, m, costs,
-                  10.0 if quick else 120.0))
+    cases = _side_by_side_cases(quick, Path(tmp.name), ("hf_mixtral", "hf_gpt2"), exports_when_quick=False,
+                                preset=True)
     rows: list[dict] = []
     for case, p, m, costs, seconds in cases:
         for mode in ("in-order", "reorder"):
             print(f"   {case} p={p} m={m}, {seconds:g} s, lns mode {mode}", flush=True)
             cmp = compare(p, m, costs, time_limit_s=seconds, lns_mode=mode)
             print(cmp.table(), flush=True)
-            for row in _rows(case, p, m, cmp, costs.time_unit, costs.memory_unit):
-                if row["schedule"] != "opplan":
-                    continue
+            for row in _opplan_rows(case, p, m, cmp, costs):
                 lns = cmp.row("opplan").notes.get("lns")
                 row.update({"lns_mode": mode, "seconds": seconds,
                             "lns": "" if not isinstance(lns, dict) else
@@ -288,23 +287,14 @@ def bench_cut_moves(quick: bool = False) -> list[dict]:
     bubble / DualPipe's, bound (for its cut) and gap, its cut's moves, and its per-device work (the compute
     streams' busy time in the planned timeline, max and min over devices).  Rerun:
     ``python -m experiments.bench_pipeline --cut`` (writes bench/results/pipeline_cut_moves.csv)."""
-    import importlib.util
     import tempfile
 
     from planner.compare import cut_search
     from planner.compare.pipelines import compare
 
-    cases = []  # (case, p, m, costs, seconds)
-    p = 4 if quick else 8
-    cases.append(("moe.onnx on h100-8-nvlink", p, 2 * p, _model_costs_of(MOE, p), 10.0 if quick else 120.0))
     tmp = tempfile.TemporaryDirectory()
-    if not quick and importlib.util.find_spec("transformers") is not None:
-        from experiments.hf_models import HF_MODELS, export_hf_model
-
-        for model in (x for x in HF_MODELS if x.name in ("hf_mixtral", "hf_gpt2")):
-            path = export_hf_model(model, Path(tmp.name) / f"{model.name}.onnx")
-            cases.append((f"{model.name} (transformers, dynamo) on h100-8-nvlink", 8, 16, _model_costs_of(path, 8),
-                          60.0))
+    cases = _side_by_side_cases(quick, Path(tmp.name), ("hf_mixtral", "hf_gpt2"), exports_when_quick=False,
+                                preset=False)
     rows: list[dict] = []
     default = cut_search.CHAIN_MOVES
     try:
@@ -315,9 +305,7 @@ def bench_cut_moves(quick: bool = False) -> list[dict]:
                 cmp = compare(p, m, costs, time_limit_s=seconds)
                 print(cmp.table(), flush=True)
                 opp = cmp.row("opplan")
-                for row in _rows(case, p, m, cmp, costs.time_unit, costs.memory_unit):
-                    if row["schedule"] != "opplan":
-                        continue
+                for row in _opplan_rows(case, p, m, cmp, costs):
                     tl = opp.timeline
                     assert tl is not None  # an ok row has its timeline
                     busy = [tl.makespan_tick - int(tl.idle_tick[d]) for d in range(p)]

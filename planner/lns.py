@@ -180,7 +180,7 @@ def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[in
     capacity = np.maximum(0, fine.capacity_bytes - outside_params.astype(np.int64))
     sub = dataclasses.replace(sub, duration_tick=dur, capacity_bytes=capacity)
     if TAILS_AFTER_WINDOW:
-        release = [_sentinel_release(fine, t, a_tick, start, end, device, set(tasks)) if t in sentinels
+        release = [_sentinel_release(fine, t, a_tick, start, end, device, free | frozen) if t in sentinels
                    else int(start[t]) if t in frozen else a_tick for t in tasks]
         tail = _delivery(fine, plan, tasks, start, end, device, a_tick, chained=sentinels)
     else:

@@ -17,7 +17,10 @@ import dataclasses
 
 import numpy as np
 
+from experiments.layered import layered_dag
 from planner.cost.instance import INELIGIBLE, UNBOUNDED_BYTES, SchedulingInstance
+from planner.errors import InfeasibleError
+from planner.heuristics.list_schedule import heft
 
 
 def random_instance(
@@ -195,3 +198,14 @@ def make_instance(name, durations, edges, *, link_class=None, latency=None, band
                                                                                          dtype=np.int64),
         peak_internal_bytes=np.array(internal or [0] * n, dtype=np.int64),
         capacity_bytes=np.array(caps, dtype=np.int64))
+
+
+def layered_with_heft(n: int, devices: int, *, seed: int, comm: float, capacity: int | None):
+    """A layered DAG (`experiments.layered`, with `capacity` bytes per device when given) and HEFT's plan of it, or
+    (instance, None) when the cap is below what HEFT fits: the start the local-search property tests share."""
+    kw = {} if capacity is None else {"capacity_bytes": capacity}
+    inst = layered_dag(n, devices, seed=seed, comm_ratio=comm, **kw)
+    try:
+        return inst, heft(inst)
+    except InfeasibleError:
+        return inst, None

@@ -11,6 +11,7 @@ import pytest
 from checks import check_plan_valid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from instances import layered_with_heft
 
 import planner.solve as solve_module
 from experiments.bench_engine import BEFORE_SETTINGS, MAIN_SETTING, phase_setting
@@ -100,11 +101,8 @@ def test_race_under_a_memory_cap_stays_within_it() -> None:
        seed=st.integers(0, 10_000), moves=st.integers(0, 60), capacity=st.sampled_from([None, 12, 30]))
 def test_race_keeps_or_improves_its_starts_and_every_plan_validates(n, devices, comm, seed, moves,
                                                                     capacity) -> None:
-    kw = {} if capacity is None else {"capacity_bytes": capacity}
-    inst = layered_dag(n, devices, seed=seed, comm_ratio=comm, **kw)
-    try:
-        start = heft(inst)
-    except InfeasibleError:  # the cap is below what HEFT fits on this graph: nothing to start from
+    inst, start = layered_with_heft(n, devices, seed=seed, comm=comm, capacity=capacity)
+    if start is None:  # the cap is below what HEFT fits on this graph: nothing to start from
         return
     try:
         found = bidirectional_iterated(inst, time_limit_s=1e9, max_moves=moves, seed=seed, incumbent=start)

@@ -111,10 +111,7 @@ def simulate(
     if rank_transfer_tick is not None:
         raise SimulationError("rank_transfer_tick needs sharing (a replay whose ranks' streams take extra work)")
     n, num_dev = instance.num_tasks, instance.num_devices
-    device_of = [-1] * n
-    for d, row in enumerate(seq):
-        for t in row:
-            device_of[t] = d
+    device_of = _device_of(n, seq)
     dur = instance.duration_tick
     pending = [len(p) for p in instance.predecessors]
     ready_at = [0] * n
@@ -150,20 +147,8 @@ def simulate(
         dev_free[du] = now
         pos[du] += 1
         touched = {du}
-        for v, e in instance.successors[u]:
-            dv = device_of[v]
-            if dv == du:
-                arrive = now
-            else:
-                leave = max(now, link_free.get((du, dv), now)) if link_contention else now
-                arrive = leave + instance.comm(e, du, dv)
-                if link_contention:
-                    link_free[(du, dv)] = arrive
-                transfer_times[e] = (leave, arrive)
-            ready_at[v] = max(ready_at[v], arrive)
-            pending[v] -= 1
-            if pending[v] == 0:
-                touched.add(dv)
+        _deliver(instance, u, now, device_of, instance.comm, link_contention, link_free, transfer_times, ready_at,
+                 pending, touched)
         for d in sorted(touched):
             try_start(d)
 
@@ -179,10 +164,7 @@ def _simulate_shared(instance: SchedulingInstance, seq: list[list[int]], link_co
     """`simulate` under processor sharing (module docstring): an event loop in continuous ticks whose events are
     a running task's end (at the rates of the moment) and a waiting device's next arrival."""
     n, num_dev = instance.num_tasks, instance.num_devices
-    device_of = [-1] * n
-    for d, row in enumerate(seq):
-        for t in row:
-            device_of[t] = d
+    device_of = _device_of(n, seq)
     host = sharing.host_of_device
     cal_speed = [sharing.calibrated_speed(host[d]) for d in range(num_dev)]
     dur = instance.duration_tick
@@ -203,6 +185,11 @@ def _simulate_shared(instance: SchedulingInstance, seq: list[list[int]], link_co
                 cross_out[u] += 1
                 cross_in[v] += 1
     left: dict[int, float] = {}  # device -> solo work (ticks) its running task still has to do
+
+    def comm_on_link(e: int, du: int, dv: int) -> float:
+        """The transfer's time on the link: its comm time less the ranks' own send and receive work."""
+        return max(0.0, instance.comm(e, du, dv) - send_tick - recv_tick)
+
     link_free: dict[tuple[int, int], float] = {}
     transfer_f: dict[int, tuple[float, float]] = {}
     wakes: list[tuple[float, int]] = []
@@ -252,20 +239,8 @@ def _simulate_shared(instance: SchedulingInstance, seq: list[list[int]], link_co
             dev_free[du] = now
             pos[du] += 1
             touched.add(du)
-            for v, e in instance.successors[u]:
-                dv = device_of[v]
-                if dv == du:
-                    arrive = now
-                else:
-                    leave = max(now, link_free.get((du, dv), now)) if link_contention else now
-                    arrive = leave + max(0.0, instance.comm(e, du, dv) - send_tick - recv_tick)
-                    if link_contention:
-                        link_free[(du, dv)] = arrive
-                    transfer_f[e] = (leave, arrive)
-                ready_at[v] = max(ready_at[v], arrive)
-                pending[v] -= 1
-                if pending[v] == 0:
-                    touched.add(dv)
+            _deliver(instance, u, now, device_of, comm_on_link, link_contention, link_free, transfer_f, ready_at,
+                     pending, touched)
         for d in sorted(touched):
             try_start(d)
 
@@ -276,6 +251,38 @@ def _simulate_shared(instance: SchedulingInstance, seq: list[list[int]], link_co
     transfer_times = {e: (round(a), round(b)) for e, (a, b) in transfer_f.items()}
     return build_timeline(instance, device_of, start_i, end_i, transfer_times=transfer_times, stages=stages,
                           link_contention=link_contention)
+
+
+def _device_of(n: int, seq: Sequence[Sequence[int]]) -> list[int]:
+    """Each task's device under the orders (-1: in no order)."""
+    device_of = [-1] * n
+    for d, row in enumerate(seq):
+        for t in row:
+            device_of[t] = d
+    return device_of
+
+
+def _deliver(instance: SchedulingInstance, u: int, now, device_of: Sequence[int], comm, link_contention: bool,
+             link_free: dict, transfers: dict, ready_at: list, pending: list[int], touched: set[int]) -> None:
+    """Task u ended at `now`: its outputs leave (after the link's previous transfer with `link_contention`) and
+    arrive `comm(e, du, dv)` later on other devices, at once on its own; each successor's ready time and count of
+    pending inputs follow, and the devices of successors that became ready are added to `touched`.  Both replays
+    (plain ticks, shared continuous time) share it."""
+    du = device_of[u]
+    for v, e in instance.successors[u]:
+        dv = device_of[v]
+        if dv == du:
+            arrive = now
+        else:
+            leave = max(now, link_free.get((du, dv), now)) if link_contention else now
+            arrive = leave + comm(e, du, dv)
+            if link_contention:
+                link_free[(du, dv)] = arrive
+            transfers[e] = (leave, arrive)
+        ready_at[v] = max(ready_at[v], arrive)
+        pending[v] -= 1
+        if pending[v] == 0:
+            touched.add(dv)
 
 
 def _deadlock(instance, seq, pos, device_of, start) -> DeadlockError:
