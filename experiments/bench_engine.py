@@ -15,7 +15,8 @@ measured in one run, alternating per graph):
     python -m experiments.bench_engine --graphs 300x8-c2-s5,500x8-c2-s9 --time-limit 60 --compare
 
 `--graphs` names layered graphs as `<tasks>x<devices>-c<comm>-s<seed>` (seed = index in GRAPHS; `all`, the
-default, is every graph of GRAPHS; `moe` adds the two MoE rows); `--compare` runs each instance first as main's
+default, is every graph of GRAPHS; `moe` adds the two MoE rows; `MODEL.onnx@PROFILE.yaml` any ONNX file on a
+bundled profile, e.g. the onnx wheel's packaged CNNs); `--compare` runs each instance first as main's
 phase 3 ran it before a change (`--before pre-tails`, the default: the LNS's neighbourhood tails and releases
 before their fix, `planner.lns.TAILS_AFTER_WINDOW` = False; `--before main`: the iterated list scheduler on the
 graph alone, without the race against the mirrored graph, `planner.solve.MIRROR_RACE_SHARE` = 0; `--before
@@ -164,14 +165,22 @@ def _instances(names: list[str]) -> list[tuple[str, SchedulingInstance]]:
             n, d, comm = GRAPHS[known[name]]
             inst = layered_dag(n, d, seed=known[name], comm_ratio=comm)
             out.append((inst.name, inst))
+        elif name.endswith(".yaml") and ".onnx@" in name:  # any ONNX file on a bundled profile (or a profile path)
+            model, _, profile = name.partition("@")
+            hw = Path(profile) if Path(profile).exists() else PROFILES / profile
+            if not Path(model).exists() or not hw.exists():
+                raise SystemExit(f"{name!r}: no such model or profile ({model}, {hw})")
+            out.append((f"{Path(model).stem}/{hw.name}", prepare(model, load_topology(hw)).instance))
         else:
-            raise SystemExit(f"unknown graph {name!r}; choose from all, moe, {', '.join(known)}")
+            raise SystemExit(f"unknown graph {name!r}; choose from all, moe, MODEL.onnx@PROFILE.yaml, "
+                             f"{', '.join(known)}")
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench_engine", description="the engine bench on a subset (docstring)")
-    parser.add_argument("--graphs", default="all", help="comma-separated graph names, 'all' or 'moe'")
+    parser.add_argument("--graphs", default="all", help="comma-separated graph names, 'all', 'moe' or "
+                        "MODEL.onnx@PROFILE.yaml (a bundled profile's file name or a path)")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per instance")
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--compare", action="store_true", help="each instance before (main's phase 3), then after")
