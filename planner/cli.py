@@ -25,6 +25,7 @@ from planner.coarsen import coarsen, contract
 from planner.coarsen.bounded import DEFAULT_CP_TOLERANCE
 from planner.coarsen.dot import cluster_graph_dot
 from planner.cost.measured import load_measured_times
+from planner.cost.runtime_replay import RuntimeReplay
 from planner.data import BUNDLED_MODEL as DEFAULT_MODEL
 from planner.errors import InputError, OpplanError
 from planner.ir.hardware import DEFAULT_PROFILE, load_topology
@@ -36,6 +37,7 @@ from planner.plot import plot_gantt
 from planner.prepare import prepare
 from planner.report import clustering_summary, inspect_summary, plan_summary
 from planner.report_format import print_clustering, print_inspect_table, print_plan_table
+from planner.runtime_choice import choose_by_runtime_replay
 from planner.schedule.atomic import atomic_write_text
 from planner.schedule.plan import Plan, PlanStatus
 from planner.schedule.plan_io import load_plan, save_plan
@@ -256,7 +258,13 @@ def _solve(args: argparse.Namespace) -> int:
     if say:
         say(f"{model_path}: {prepared.ops_before_passes} ops, {prepared.instance.num_tasks} after constant folding "
             f"and dead-code elimination; {topology.num_devices} devices ({topology.name})")
-    outcome = plan_instance(prepared.instance, _options(args), progress=say)
+    options = _options(args)
+    outcome = plan_instance(prepared.instance, options, progress=say)
+    replay = RuntimeReplay.of(topology.source_path, topology, solo_durations=measured is not None) \
+        if topology.source_path and options.method is Method.MILP else None
+    replayed: dict = {}
+    if replay is not None:  # a calibrated CPU profile: the runtime's replay chooses among the candidates
+        outcome, replayed = choose_by_runtime_replay(outcome, replay, say)
     source = prepared.graph.source
     provenance = {
         "model_path": str(Path(model_path).resolve()), "model_sha256": source.sha256 if source else "",
@@ -267,6 +275,8 @@ def _solve(args: argparse.Namespace) -> int:
     extra = {"written": out["written"]}
     if outcome.phases:
         extra.update(found_by=outcome.found_by)
+    if replayed:
+        extra.update(runtime_replay=replayed)
     if outcome.rounds:
         tick = prepared.instance.tick_s or 1.0
         extra.update(clusters=outcome.rounds[-1].clusters, rounds=len(outcome.rounds),

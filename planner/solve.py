@@ -165,7 +165,8 @@ def _history(phases: Sequence[PhaseLog], unit: Callable[[int], str]) -> str:
     parts = []
     for i, p in enumerate(phases):
         prev = phases[i - 1].makespan_tick if i else 0
-        gain = f" (-{100 * (prev - p.makespan_tick) / prev:.2g}%)" if i and prev > 0 else ""
+        change = 100 * (p.makespan_tick - prev) / prev if i and prev > 0 else 0.0
+        gain = f" ({'+' if change > 0 else '-'}{abs(change):.2g}%)" if i and prev > 0 else ""
         parts.append(f"{p.source} {unit(p.makespan_tick)}{gain}")
     return " -> ".join(parts)
 

@@ -26,16 +26,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from planner.cost.model import build_instance
+from planner.cost.runtime_replay import rank_transfer_s, read_profile
 from planner.cost.sharing import load_shared_hosts
 from planner.ir.graph import OpGraph
-from planner.ir.hardware import Profile
 from planner.ir.topology import Topology
 from planner.schedule.plan import Plan
 from planner.schedule.simulate import simulate_plan
@@ -94,14 +92,8 @@ def sharing_report(plan: Plan, graph: OpGraph, topology: Topology | None, measur
 
 def _rank_transfer_s(path: str) -> tuple[float, float] | None:
     """(send_overhead, recv_overhead) seconds of the profile's intra-host link, None when it has neither."""
-    try:
-        profile = Profile.model_validate(yaml.safe_load(Path(path).read_text()))
-    except (OSError, ValueError, yaml.YAMLError):
-        return None
-    link = profile.links.intra_host or profile.hosts[0].intra_host
-    if link is None or (link.send_overhead is None and link.recv_overhead is None):
-        return None
-    return float(link.send_overhead or 0.0), float(link.recv_overhead or 0.0)
+    profile = read_profile(path)
+    return rank_transfer_s(profile) if profile is not None else None
 
 
 def summary_line(block: Mapping[str, Any]) -> str | None:

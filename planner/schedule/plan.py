@@ -95,7 +95,9 @@ class Plan:
     hardware_path: str = ""
     hardware_sha256: str = ""
     task_ops: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # planner.solve's search: (part, makespan_tick) per step that improved the plan, the last one found it
+    # planner.solve's search: (part, makespan_tick) per step that improved the plan, the last one found it; a last
+    # step "runtime replay: <candidate>" when plan-solve chose another candidate by the runtime's replay
+    # (planner.runtime_choice: longer in the placement model, shorter as the runtime runs it)
     search: tuple[tuple[str, int], ...] = ()
     # the --input-shape and --input-value options the model was planned with (ONNX models; empty otherwise)
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)

@@ -177,13 +177,7 @@ def _simulate_shared(instance: SchedulingInstance, seq: list[list[int]], link_co
     running: dict[int, int] = {}  # device -> its running task
     sending: set[int] = set()  # devices whose running task is done computing and is sending its outputs
     send_tick, recv_tick = rank_transfer_tick
-    cross_out = [0] * n  # transfers each task sends and receives
-    cross_in = [0] * n
-    for u in range(n):
-        for v, _ in instance.successors[u]:
-            if device_of[v] != device_of[u]:
-                cross_out[u] += 1
-                cross_in[v] += 1
+    cross_out, cross_in = _rank_transfers(instance, seq, device_of)
     left: dict[int, float] = {}  # device -> solo work (ticks) its running task still has to do
 
     def comm_on_link(e: int, du: int, dv: int) -> float:
@@ -251,6 +245,29 @@ def _simulate_shared(instance: SchedulingInstance, seq: list[list[int]], link_co
     transfer_times = {e: (round(a), round(b)) for e, (a, b) in transfer_f.items()}
     return build_timeline(instance, device_of, start_i, end_i, transfer_times=transfer_times, stages=stages,
                           link_contention=link_contention)
+
+
+def _rank_transfers(instance: SchedulingInstance, seq: Sequence[Sequence[int]], device_of: Sequence[int]
+                    ) -> tuple[list[int], list[int]]:
+    """Per task, the transfers its rank sends after it and receives before it, as the runtime makes them
+    (`planner.execute.partition`): one send of a task's output per other device that reads it, received once
+    there, before the first of its readers in that device's order."""
+    n = instance.num_tasks
+    pos = [0] * n
+    for row in seq:
+        for i, t in enumerate(row):
+            pos[t] = i
+    cross_out, cross_in = [0] * n, [0] * n
+    for u in range(n):
+        first: dict[int, int] = {}  # other device -> u's first reader there
+        for v, _ in instance.successors[u]:
+            dv = device_of[v]
+            if dv != device_of[u] and (dv not in first or pos[v] < pos[first[dv]]):
+                first[dv] = v
+        cross_out[u] = len(first)
+        for v in first.values():
+            cross_in[v] += 1
+    return cross_out, cross_in
 
 
 def _device_of(n: int, seq: Sequence[Sequence[int]]) -> list[int]:

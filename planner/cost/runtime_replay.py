@@ -1,0 +1,84 @@
+"""A plan replayed as our CPU runtime runs it: each transfer's own work on its ranks, and processor sharing.
+
+The placement model prices a transfer as a delay on its link: the sender's device is free as soon as the producing
+op ends.  Our runtime on gloo (`planner.execute.dist`) does not work that way: the sending rank packs and posts
+every send itself, right after the producing op, and the receiving rank posts and completes every receive, so a
+transfer takes time *from the ranks' ops*.  `plan-calibrate`'s runtime probe measures that work per send and per
+receive (the profile's links' `send_overhead` and `recv_overhead`, which the topology folds into the link's latency
+so that the delay is right); with 2 gloo ranks on this project's machine it was 0.14 ms a send, beside ops of
+tens of microseconds in the bundled MoE.  A plan that splits such a model over two ranks with 28 transfers was
+priced 2.1 ms by the placement model and ran 7.3 ms; its single-rank plan, priced 2.9 ms, ran 2.8 ms (README,
+Calibration).
+
+`RuntimeReplay` holds what the simulator needs to replay a plan that way (`simulate_plan(..., sharing=,
+rank_transfer_tick=)`): the profile's per-send and per-receive seconds as ticks, and its hosts' `sharing:` blocks
+(a profile without them: no host slows its ranks).  It is built only from a profile that has the probe's figures
+(`RuntimeReplay.of` returns None otherwise: every bundled profile, and every GPU profile, where NCCL's work runs on
+its own stream).  The replay is a figure beside the plan's own makespan, never a bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from planner.cost.instance import SchedulingInstance
+from planner.cost.sharing import SharedHosts, shared_hosts
+from planner.ir.hardware import Profile
+from planner.ir.topology import Topology
+from planner.schedule.plan import Plan
+from planner.schedule.simulate import simulate_plan
+
+__all__ = ["RuntimeReplay", "rank_transfer_s", "read_profile"]
+
+
+def rank_transfer_s(profile: Profile) -> tuple[float, float] | None:
+    """(send_overhead, recv_overhead) seconds of the profile's intra-host link (the runtime probe's), None when it
+    has neither."""
+    link = profile.links.intra_host or profile.hosts[0].intra_host
+    if link is None or (link.send_overhead is None and link.recv_overhead is None):
+        return None
+    return float(link.send_overhead or 0.0), float(link.recv_overhead or 0.0)
+
+
+def read_profile(path: str | Path) -> Profile | None:
+    """The profile at `path`, None when it does not read as one (a bundled profile's name, say)."""
+    try:
+        return Profile.model_validate(yaml.safe_load(Path(path).read_text()))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+
+
+@dataclass(frozen=True)
+class RuntimeReplay:
+    """Per-transfer rank work (seconds: send, receive) and the hosts' processor sharing (module docstring)."""
+
+    send_s: float
+    recv_s: float
+    sharing: SharedHosts
+
+    @classmethod
+    def of(cls, path: str | Path, topology: Topology, *, solo_durations: bool = False) -> RuntimeReplay | None:
+        """The replay for plans on the profile at `path` (read as `topology`), None when the profile has no
+        per-transfer figures.  `solo_durations`: the instance's durations are measured op times (`plan-solve
+        --measured`), i.e. an op's time alone (`planner.execute.run_sharing`), not priced at the calibration's
+        concurrency."""
+        profile = read_profile(path)
+        overheads = rank_transfer_s(profile) if profile is not None else None
+        if profile is None or overheads is None:
+            return None
+        hosts = shared_hosts(profile, topology)
+        if hosts is None:  # nobody shares cores: the ranks' streams only take the transfers' work
+            hosts = SharedHosts(tuple(-1 for _ in topology.devices), (), ())
+        elif solo_durations:
+            hosts = SharedHosts(hosts.host_of_device, hosts.parallelism, tuple(1 for _ in hosts.measured_ranks))
+        return cls(overheads[0], overheads[1], hosts)
+
+    def makespan_tick(self, instance: SchedulingInstance, plan: Plan) -> float:
+        """The plan's makespan replayed with the transfers' work on the ranks (ticks of `instance`; fractional,
+        since shared ranks run at fractional speeds)."""
+        tick_s = instance.tick_s or 1.0
+        work = (self.send_s / tick_s, self.recv_s / tick_s)
+        return simulate_plan(instance, plan, sharing=self.sharing, rank_transfer_tick=work).makespan_tick
