@@ -5,6 +5,7 @@ the run trace's common time line."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import numpy as np
@@ -56,16 +57,30 @@ def test_the_fit_recovers_known_factors_from_synthetic_measurements():
         assert f"{factor:.4g}" in fits[op_type].describe()
 
 
-def test_the_fit_weighs_seconds_so_a_tiny_launch_bound_op_cannot_pull_the_factor_off():
-    # a big op at factor 2 and a tiny one whose net time is 50x its roofline (overhead, not bandwidth)
-    big, tiny = OpSample("LayerNormalization", "big", 1e-3, 2e-3), OpSample("LayerNormalization", "tiny", 1e-7, 5e-6)
-    fit = fit_op_cost_factors([big, tiny], 0.0)["LayerNormalization"]
+def test_an_op_below_the_launch_overhead_does_not_vote():
+    # a big op at factor 2 and a tiny one whose net time is 50x its roofline (its overhead, not its type): the
+    # tiny op's roofline (0.1 us) is below the launch overhead (5 us), so the factor is the big op's
+    launch_s = 5e-6
+    big = OpSample("LayerNormalization", "big", 1e-3, launch_s + 2e-3)
+    tiny = OpSample("LayerNormalization", "tiny", 1e-7, launch_s + 5e-6)
+    fit = fit_op_cost_factors([big, tiny], launch_s)["LayerNormalization"]
     assert fit.factor == pytest.approx(2.0, rel=1e-3)
     assert fit.ratios["tiny"] == pytest.approx(50.0)
+    assert fit_op_cost_factors([big, tiny], 0.0)["LayerNormalization"].factor == 1.0  # both vote: 25x apart
+
+
+def test_representatives_that_disagree_leave_the_roofline():
+    # Conv as one calibration measured it: 0.51-3.45 x the roofline; the least-squares factor in seconds (the rule
+    # before) was the large ops' 0.6 and priced a model's convs a third too cheap
+    conv = [(4e-3, 0.67 * 4e-3), (3e-4, 1.66 * 3e-4), (1e-3, 0.51 * 1e-3), (2e-4, 0.89 * 2e-4), (1e-4, 3.45 * 1e-4)]
+    assert fit_factor(conv) == 1.0
+    # agreeing ones (LRN 5-9) keep their geometric mean
+    assert fit_factor([(1e-4, 5e-4), (2e-4, 1.8e-3)]) == pytest.approx(math.sqrt(5 * 9))
+    assert fit_factor([(1e-4, 1e-4), (1e-4, 3.1e-4)]) == 1.0  # 3.1x apart: just past AGREEMENT
 
 
 def test_the_fit_clamps_and_falls_back():
-    assert fit_factor([(1e-3, -5e-4)]) == MIN_FACTOR  # measured faster than the launch overhead
+    assert fit_factor([(1e-3, -5e-4)]) == pytest.approx(MIN_FACTOR)  # measured faster than the launch overhead
     assert fit_factor([(0.0, 1e-3)]) == 1.0  # nothing to fit against
     assert fit_factor([]) == 1.0
 
