@@ -37,7 +37,7 @@ from planner.plot import plot_gantt
 from planner.prepare import prepare
 from planner.report import clustering_summary, inspect_summary, plan_summary
 from planner.report_format import print_clustering, print_inspect_table, print_plan_table
-from planner.runtime_choice import choose_by_runtime_replay
+from planner.runtime_choice import choose_plan, retimed_run_plan
 from planner.schedule.atomic import atomic_write_text
 from planner.schedule.plan import Plan, PlanStatus
 from planner.schedule.plan_io import load_plan, save_plan
@@ -262,9 +262,12 @@ def _solve(args: argparse.Namespace) -> int:
     outcome = plan_instance(prepared.instance, options, progress=say)
     replay = RuntimeReplay.of(topology.source_path, topology, solo_durations=measured is not None) \
         if topology.source_path and options.method is Method.MILP else None
-    replayed: dict = {}
-    if replay is not None:  # a calibrated CPU profile: the runtime's replay chooses among the candidates
-        outcome, replayed = choose_by_runtime_replay(outcome, replay, say)
+    run_plan = None
+    if args.measured is not None and options.method is Method.MILP:  # a re-plan keeps the run's plan unless beaten
+        run_plan, why = retimed_run_plan(args.measured, prepared.instance)
+        if run_plan is None and why != "not a plan-run report" and say:
+            say(f"the measured run's plan is not a candidate: {why}")
+    outcome, choice = choose_plan(outcome, replay=replay, run_plan=run_plan, say=say)
     source = prepared.graph.source
     provenance = {
         "model_path": str(Path(model_path).resolve()), "model_sha256": source.sha256 if source else "",
@@ -275,8 +278,8 @@ def _solve(args: argparse.Namespace) -> int:
     extra = {"written": out["written"]}
     if outcome.phases:
         extra.update(found_by=outcome.found_by)
-    if replayed:
-        extra.update(runtime_replay=replayed)
+    if choice:
+        extra.update(choice=choice)
     if outcome.rounds:
         tick = prepared.instance.tick_s or 1.0
         extra.update(clusters=outcome.rounds[-1].clusters, rounds=len(outcome.rounds),

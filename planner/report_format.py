@@ -75,14 +75,12 @@ def print_plan_table(summary: dict[str, Any], console: Console | None = None) ->
         f"gap {100 * summary['gap']:.1f}%, bubble ratio {summary['bubble_ratio']:.2f} (idle / (devices x makespan))",
     )
     console.print(f"  lower bound of the {summary['lower_bound_of']}")
-    if "runtime_replay" in summary:
-        replay = summary["runtime_replay"]
-        each = "; ".join(f"{name} {format_time(c['makespan_s'], 's')} -> {format_time(c['replay_s'], 's')}"
-                         for name, c in replay["candidates"].items())
-        console.print(f"  chosen by the runtime's replay (transfers' work on the ranks): {replay['chosen']} ({each})")
-    if "cluster_bound" in summary:
-        console.print(f"  on {summary['clusters']} clusters: solver bound {format_time(summary['cluster_bound'], unit)}"
-                      f" ({summary['rounds']} rounds, {summary['solve_time_s']:.1f} s)")
+    if "choice" in summary:
+        choice = summary["choice"]
+        each = "; ".join(f"{name} {format_time(c['makespan_s'], 's')}" + (
+            f" -> {format_time(c['score_s'], 's')}" if choice["by"] == "runtime replay" else "")
+            for name, c in choice["candidates"].items())
+        console.print(f"  chosen by the {choice['by']}: {choice['chosen']} ({each})")
     table = Table()
     for col in ("device", "tasks", "busy", "busy %", "peak memory", "capacity"):
         table.add_column(col, justify="right" if col != "device" else "left")

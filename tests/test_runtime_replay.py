@@ -1,10 +1,13 @@
-"""plan-solve's runtime replay (`planner.cost.runtime_replay`, `planner.runtime_choice`): transfers counted as the
-runtime makes them, the replay's candidates and the choice, and the CLI on a profile with the probe's figures."""
+"""plan-solve's choice among candidate plans (`planner.cost.runtime_replay`, `planner.runtime_choice`): transfers
+counted as the runtime makes them, the runtime replay's candidates and choice, a re-plan that keeps the measured
+run's plan unless it predicts a shorter one, and the CLI."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 from planner.cli import solve_main
 from planner.cost.instance import SchedulingInstance
@@ -12,11 +15,11 @@ from planner.cost.runtime_replay import RuntimeReplay
 from planner.cost.sharing import SharedHosts
 from planner.execute.calibrate_profile import profile_document, profile_yaml
 from planner.ir.hardware import DEFAULT_PROFILE, load_topology
-from planner.runtime_choice import SEARCH, choose_by_runtime_replay
+from planner.runtime_choice import RUN_PLAN, SEARCH, choose_plan
 from planner.schedule.plan_io import load_plan
 from planner.schedule.simulate import simulate
 from planner.schedule.validate import validate_plan
-from planner.solve import SolveOptions, plan_instance
+from planner.solve import Method, SolveOptions, plan_instance
 
 NO_SHARING = SharedHosts((-1, -1), (), ())
 MOE = Path(__file__).resolve().parents[1] / "planner" / "data" / "models" / "moe.onnx"
@@ -54,18 +57,31 @@ def test_the_runtime_replay_chooses_the_plan_that_transfers_less() -> None:
     # each send costs its rank 30 ticks: the split plan's replay is longer than one device's 60
     heavy = RuntimeReplay(30.0, 0.0, NO_SHARING)
     assert heavy.makespan_tick(inst, searched) > 60
-    chosen, info = choose_by_runtime_replay(outcome, heavy)
+    chosen, info = choose_plan(outcome, replay=heavy)
     assert info["chosen"] != SEARCH
     plan = chosen.op_plan
     validate_plan(inst, plan)
-    assert heavy.makespan_tick(inst, plan) == min(c["replay_s"] for c in info["candidates"].values()) == 60
-    assert plan.makespan_tick == 60 and chosen.found_by.startswith("runtime replay: ")
+    assert heavy.makespan_tick(inst, plan) == min(c["score_s"] for c in info["candidates"].values()) == 60
+    assert info["by"] == "runtime replay"
+    assert plan.makespan_tick == 60 and chosen.found_by.startswith("chosen by runtime replay: ")
     assert plan.search[-1] == (chosen.found_by, 60) and plan.search[:-1] == searched.search
     assert plan.lower_bound_tick == outcome.lower_bound_tick <= 60
     assert chosen.saved_plan().makespan_tick == 60
     # free transfers: the search's plan is kept, untouched
-    kept, info = choose_by_runtime_replay(outcome, RuntimeReplay(0.0, 0.0, NO_SHARING))
+    kept, info = choose_plan(outcome, replay=RuntimeReplay(0.0, 0.0, NO_SHARING))
     assert kept is outcome and info["chosen"] == SEARCH
+    assert choose_plan(outcome) == (outcome, {})  # nothing to choose from
+
+
+def test_the_run_plan_wins_when_the_search_found_nothing_shorter() -> None:
+    inst = _fork_join()
+    searched = plan_instance(inst, SolveOptions(time_limit_s=5, threads=1))
+    weak = plan_instance(inst, SolveOptions(method=Method.SINGLE_DEVICE))  # a search that found one device's 60
+    chosen, info = choose_plan(weak, run_plan=searched.op_plan)
+    assert info["by"] == "placement model" and info["chosen"] == RUN_PLAN
+    assert chosen.op_plan.makespan_tick == searched.op_plan.makespan_tick < 60
+    assert chosen.found_by == "chosen by placement model: " + RUN_PLAN
+    validate_plan(inst, chosen.op_plan)
 
 
 def _profile(tmp: Path, *, send_s: float, recv_s: float) -> Path:
@@ -84,13 +100,51 @@ def test_plan_solve_reports_the_replay_on_a_profile_with_the_probe_figures(tmp_p
     assert solve_main(["--model", str(MOE), "--hw", str(hw), "--time-limit", "3", "--out", str(out),
                        "--no-pictures", "--quiet", "--format", "json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    replay = summary["runtime_replay"]
-    assert set(replay["candidates"]) == {SEARCH, "HEFT", "single device"}
-    best = min(c["replay_s"] for c in replay["candidates"].values())
-    assert replay["candidates"][replay["chosen"]]["replay_s"] == best
+    replay = summary["choice"]
+    assert replay["by"] == "runtime replay" and set(replay["candidates"]) == {SEARCH, "HEFT", "single device"}
+    best = min(c["score_s"] for c in replay["candidates"].values())
+    assert replay["candidates"][replay["chosen"]]["score_s"] == best
     plan = load_plan(out)
     assert plan.makespan_tick * plan.tick_s == replay["candidates"][replay["chosen"]]["makespan_s"]
     # a bundled profile has no probe figures: no replay, no line
     assert solve_main(["--model", str(MOE), "--time-limit", "3", "--out", str(tmp_path / "p2.json"),
                        "--no-pictures", "--quiet", "--format", "json"]) == 0
-    assert "runtime_replay" not in json.loads(capsys.readouterr().out)
+    assert "choice" not in json.loads(capsys.readouterr().out)
+
+
+def test_a_replan_keeps_the_measured_runs_plan_unless_it_predicts_a_shorter_one(tmp_path, capsys) -> None:
+    # the run's plan: round-robin, far from the best; its run report says every op took what the profile prices
+    # except one (measured op times); the re-plan must beat it, and keep it when it is the best there is
+    ran = tmp_path / "ran.json"
+    assert solve_main(["--model", str(MOE), "--method", "round_robin", "--out", str(ran), "--no-pictures",
+                       "--quiet"]) == 0
+    capsys.readouterr()
+    plan = load_plan(ran)
+    seconds = {p.task: (p.end_tick - p.start_tick) * plan.tick_s for p in plan.placements}
+    report = tmp_path / "run.json"
+    report.write_text(json.dumps({"plan": str(ran), "op_seconds": seconds}))
+    out = tmp_path / "replan.json"
+    assert solve_main(["--model", str(MOE), "--measured", str(report), "--time-limit", "3", "--out", str(out),
+                       "--no-pictures", "--quiet", "--format", "json"]) == 0
+    choice = json.loads(capsys.readouterr().out)["choice"]
+    assert choice["by"] == "placement model" and set(choice["candidates"]) == {SEARCH, RUN_PLAN}
+    assert choice["chosen"] == SEARCH  # round-robin's plan is far longer
+    ran_s = choice["candidates"][RUN_PLAN]["makespan_s"]
+    assert ran_s == pytest.approx(plan.makespan_tick * plan.tick_s, rel=0.05)
+    assert ran_s > choice["candidates"][SEARCH]["makespan_s"]
+    # the re-plan of a run of the re-plan: its own plan ties the search's at best, and a tie keeps the search's;
+    # whichever it keeps is no longer than the run's plan under the measured times
+    best = load_plan(out)
+    seconds = {p.task: (p.end_tick - p.start_tick) * best.tick_s for p in best.placements}
+    report.write_text(json.dumps({"plan": str(out), "op_seconds": seconds}))
+    again = tmp_path / "again.json"
+    assert solve_main(["--model", str(MOE), "--measured", str(report), "--time-limit", "2", "--out", str(again),
+                       "--no-pictures", "--quiet", "--format", "json"]) == 0
+    choice = json.loads(capsys.readouterr().out)["choice"]
+    assert load_plan(again).makespan_tick <= choice["candidates"][RUN_PLAN]["makespan_s"] / best.tick_s + 1
+    # a measured CSV is no run report: nothing to choose from
+    csv = tmp_path / "times.csv"
+    csv.write_text("op,seconds\n" + "".join(f"{k},{v}\n" for k, v in seconds.items()))
+    assert solve_main(["--model", str(MOE), "--measured", str(csv), "--time-limit", "2", "--out",
+                       str(tmp_path / "c.json"), "--no-pictures", "--quiet", "--format", "json"]) == 0
+    assert "choice" not in json.loads(capsys.readouterr().out)
