@@ -25,6 +25,7 @@ from planner.coarsen import coarsen, contract
 from planner.coarsen.bounded import DEFAULT_CP_TOLERANCE
 from planner.coarsen.dot import cluster_graph_dot
 from planner.cost.measured import load_measured_times
+from planner.cost.measured_transfers import measured_transfer_s, with_transfer_latency
 from planner.cost.runtime_replay import RuntimeReplay
 from planner.data import BUNDLED_MODEL as DEFAULT_MODEL
 from planner.errors import InputError, OpplanError
@@ -248,6 +249,9 @@ def _solve(args: argparse.Namespace) -> int:
 
     capacity = parse_bytes(args.memory, where="--memory") if args.memory else None
     measured = load_measured_times(args.measured) if args.measured else None
+    transfer_s = measured_transfer_s(args.measured) if args.measured else None
+    if transfer_s is not None:  # a re-plan from a run: its transfers cost what the run measured
+        topology = with_transfer_latency(topology, sum(transfer_s))
     shapes = dict(parse_input_shape(s) for s in args.input_shape)
     values = dict(parse_input_value(s) for s in args.input_value)
     prepared = prepare(model_path, topology, input_shapes=shapes or None, input_values=values or None,
@@ -258,10 +262,13 @@ def _solve(args: argparse.Namespace) -> int:
     if say:
         say(f"{model_path}: {prepared.ops_before_passes} ops, {prepared.instance.num_tasks} after constant folding "
             f"and dead-code elimination; {topology.num_devices} devices ({topology.name})")
+        if transfer_s is not None:
+            say(f"transfers as the run measured them: {transfer_s[0] * 1e6:.0f} us a send, {transfer_s[1] * 1e6:.0f}"
+                f" us a receive (each link's latency {sum(transfer_s) * 1e6:.0f} us)")
     options = _options(args)
     outcome = plan_instance(prepared.instance, options, progress=say)
-    replay = RuntimeReplay.of(topology.source_path, topology, solo_durations=measured is not None) \
-        if topology.source_path and options.method is Method.MILP else None
+    replay = RuntimeReplay.of(topology.source_path, topology, solo_durations=measured is not None,
+                              transfer_s=transfer_s) if options.method is Method.MILP else None
     run_plan = None
     if args.measured is not None and options.method is Method.MILP:  # a re-plan keeps the run's plan unless beaten
         run_plan, why = retimed_run_plan(args.measured, prepared.instance)

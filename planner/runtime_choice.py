@@ -11,10 +11,12 @@ Two cases, both after the search (`planner.solve.plan_instance`), which minimise
   the measured op times, so that a re-plan keeps the plan it measured unless it predicts a shorter one from the
   same measurements (without the probe's figures: by the placement model's makespan).
 
-A tie keeps the search's plan.  The returned plan is valid on the op graph like any other, its makespan is the
-placement model's (what `plan-run` compares a run with), and the op graph's lower bound stays the search's; its
-history (`Plan.search`) ends with "chosen by <figure>: <candidate>" when another candidate won, so the plan file
-says where it came from.
+A tie keeps the measured run's plan, then the search's (on one device every order of the ops takes the same
+time, and the order a run measured is the known one).  The returned plan is valid on the op graph like any other,
+its makespan is the placement model's (what `plan-run` compares a run with), and the op graph's lower bound stays
+the search's; its history (`Plan.search`) ends with "chosen by <figure>: <candidate>" when another candidate won,
+so the plan file says where it came from.  A re-plan from a run also prices transfers as the run measured them
+(`planner.cost.measured_transfers`), in the search and in the replay.
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ def choose_plan(outcome: Outcome, *, replay: RuntimeReplay | None = None, run_pl
     valid on `outcome.fine` (`retimed_run_plan`)."""
     fine = outcome.fine
     tick_s = fine.tick_s or 1.0
-    candidates = [(SEARCH, outcome.op_plan)] + ([(RUN_PLAN, run_plan)] if run_plan is not None else [])
+    # ties go to the first: the plan a run measured, then the search's
+    candidates = ([(RUN_PLAN, run_plan)] if run_plan is not None else []) + [(SEARCH, outcome.op_plan)]
     if replay is not None:
         candidates += _baselines(fine)
     if len(candidates) == 1:

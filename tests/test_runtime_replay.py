@@ -11,6 +11,7 @@ import pytest
 
 from planner.cli import solve_main
 from planner.cost.instance import SchedulingInstance
+from planner.cost.measured_transfers import measured_transfer_s, with_transfer_latency
 from planner.cost.runtime_replay import RuntimeReplay
 from planner.cost.sharing import SharedHosts
 from planner.execute.calibrate_profile import profile_document, profile_yaml
@@ -132,7 +133,7 @@ def test_a_replan_keeps_the_measured_runs_plan_unless_it_predicts_a_shorter_one(
     ran_s = choice["candidates"][RUN_PLAN]["makespan_s"]
     assert ran_s == pytest.approx(plan.makespan_tick * plan.tick_s, rel=0.05)
     assert ran_s > choice["candidates"][SEARCH]["makespan_s"]
-    # the re-plan of a run of the re-plan: its own plan ties the search's at best, and a tie keeps the search's;
+    # the re-plan of a run of the re-plan: the search finds its plan again at best, and a tie keeps the run's plan;
     # whichever it keeps is no longer than the run's plan under the measured times
     best = load_plan(out)
     seconds = {p.task: (p.end_tick - p.start_tick) * best.tick_s for p in best.placements}
@@ -141,10 +142,53 @@ def test_a_replan_keeps_the_measured_runs_plan_unless_it_predicts_a_shorter_one(
     assert solve_main(["--model", str(MOE), "--measured", str(report), "--time-limit", "2", "--out", str(again),
                        "--no-pictures", "--quiet", "--format", "json"]) == 0
     choice = json.loads(capsys.readouterr().out)["choice"]
-    assert load_plan(again).makespan_tick <= choice["candidates"][RUN_PLAN]["makespan_s"] / best.tick_s + 1
+    run_s = choice["candidates"][RUN_PLAN]["makespan_s"]
+    assert load_plan(again).makespan_tick <= run_s / best.tick_s + 1
+    assert choice["chosen"] == (RUN_PLAN if run_s <= choice["candidates"][SEARCH]["makespan_s"] else SEARCH)
     # a measured CSV is no run report: nothing to choose from
     csv = tmp_path / "times.csv"
     csv.write_text("op,seconds\n" + "".join(f"{k},{v}\n" for k, v in seconds.items()))
     assert solve_main(["--model", str(MOE), "--measured", str(csv), "--time-limit", "2", "--out",
                        str(tmp_path / "c.json"), "--no-pictures", "--quiet", "--format", "json"]) == 0
     assert "choice" not in json.loads(capsys.readouterr().out)
+
+
+def _breakdown(send_s: float, sends: int, post_s: float, late_s: float, recvs: int) -> dict:
+    return {"send_s": send_s, "send_events": sends, "post_s": post_s, "recv_late_s": late_s, "recvs": recvs}
+
+
+def test_a_run_reports_its_transfers_cost_per_send_and_per_receive(tmp_path) -> None:
+    report = tmp_path / "run.json"
+    report.write_text(json.dumps({"time_breakdown": [_breakdown(3e-3, 20, 1e-3, 2e-3, 10),
+                                                     _breakdown(1e-3, 20, 4e-3, 1e-3, 30)]}))
+    assert measured_transfer_s(report) == pytest.approx((4e-3 / 40, 8e-3 / 40))
+    report.write_text(json.dumps({"time_breakdown": [_breakdown(0.0, 0, 1e-4, 0.0, 0)]}))
+    assert measured_transfer_s(report) is None  # no transfer: nothing measured
+    report.write_text(json.dumps({"op_seconds": {"a": 1.0}}))
+    assert measured_transfer_s(report) is None
+    topology = load_topology(DEFAULT_PROFILE)
+    slow = with_transfer_latency(topology, 0.25)
+    n = topology.num_devices
+    assert all(slow.link(i, j).latency_s == (0.25 if i != j else 0.0) for i in range(n) for j in range(n))
+    assert slow.link(0, 1).bandwidth_bytes_per_s == topology.link(0, 1).bandwidth_bytes_per_s
+
+
+def test_a_replan_prices_transfers_as_the_run_measured_them(tmp_path, capsys) -> None:
+    ran = tmp_path / "ran.json"
+    assert solve_main(["--model", str(MOE), "--time-limit", "3", "--out", str(ran), "--no-pictures", "--quiet"]) == 0
+    capsys.readouterr()
+    plan = load_plan(ran)
+    assert len({p.device for p in plan.placements}) > 1  # on cpu-4's nominal links the MoE is split
+    seconds = {p.task: (p.end_tick - p.start_tick) * plan.tick_s for p in plan.placements}
+    report = tmp_path / "run.json"
+    # the run measured 5 ms of rank time per transfer (far above every op of the MoE): one device is the answer
+    report.write_text(json.dumps({"plan": str(ran), "op_seconds": seconds,
+                                  "time_breakdown": [_breakdown(2e-2, 10, 2e-2, 1e-2, 10)]}))
+    out = tmp_path / "replan.json"
+    assert solve_main(["--model", str(MOE), "--measured", str(report), "--time-limit", "3", "--out", str(out),
+                       "--no-pictures", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert "transfers as the run measured them: 2000 us a send, 3000 us a receive" in captured.err
+    choice = json.loads(captured.out)["choice"]
+    assert choice["by"] == "runtime replay" and RUN_PLAN in choice["candidates"]
+    assert len({p.device for p in load_plan(out).placements}) == 1

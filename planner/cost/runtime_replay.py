@@ -60,16 +60,18 @@ class RuntimeReplay:
     sharing: SharedHosts
 
     @classmethod
-    def of(cls, path: str | Path, topology: Topology, *, solo_durations: bool = False) -> RuntimeReplay | None:
-        """The replay for plans on the profile at `path` (read as `topology`), None when the profile has no
-        per-transfer figures.  `solo_durations`: the instance's durations are measured op times (`plan-solve
-        --measured`), i.e. an op's time alone (`planner.execute.run_sharing`), not priced at the calibration's
-        concurrency."""
-        profile = read_profile(path)
-        overheads = rank_transfer_s(profile) if profile is not None else None
-        if profile is None or overheads is None:
+    def of(cls, path: str | Path, topology: Topology, *, solo_durations: bool = False,
+           transfer_s: tuple[float, float] | None = None) -> RuntimeReplay | None:
+        """The replay for plans on the profile at `path` (read as `topology`), None when neither the profile nor
+        `transfer_s` gives per-transfer figures.  `solo_durations`: the instance's durations are measured op times
+        (`plan-solve --measured`), i.e. an op's time alone (`planner.execute.run_sharing`), not priced at the
+        calibration's concurrency.  `transfer_s`: (per send, per receive) seconds a run measured
+        (`planner.cost.measured_transfers`), used instead of the profile's."""
+        profile = read_profile(path) if path else None
+        overheads = transfer_s or (rank_transfer_s(profile) if profile is not None else None)
+        if overheads is None:
             return None
-        hosts = shared_hosts(profile, topology)
+        hosts = shared_hosts(profile, topology) if profile is not None else None
         if hosts is None:  # nobody shares cores: the ranks' streams only take the transfers' work
             hosts = SharedHosts(tuple(-1 for _ in topology.devices), (), ())
         elif solo_durations:
