@@ -26,7 +26,6 @@ from planner.coarsen.bounded import DEFAULT_CP_TOLERANCE
 from planner.coarsen.dot import cluster_graph_dot
 from planner.cost.measured import load_measured_times
 from planner.cost.measured_transfers import measured_transfer_s, with_transfer_latency
-from planner.cost.runtime_replay import RuntimeReplay
 from planner.data import BUNDLED_MODEL as DEFAULT_MODEL
 from planner.errors import InputError, OpplanError
 from planner.ir.hardware import DEFAULT_PROFILE, load_topology
@@ -42,6 +41,7 @@ from planner.runtime_choice import choose_plan, retimed_run_plan
 from planner.schedule.atomic import atomic_write_text
 from planner.schedule.plan import Plan, PlanStatus
 from planner.schedule.plan_io import load_plan, save_plan
+from planner.schedule.runtime_replay import RuntimeReplay
 from planner.schedule.simulate import plan_orders, replayed_plan, retime_plan, simulate_plan
 from planner.schedule.timeline import Timeline
 from planner.schedule.trace import write_chrome_trace

@@ -2,7 +2,7 @@
 
 Two cases, both after the search (`planner.solve.plan_instance`), which minimises the placement model's makespan:
 
-* **A calibrated CPU profile** (the runtime probe's per-transfer figures: `planner.cost.runtime_replay`).  In the
+* **A calibrated CPU profile** (the runtime probe's per-transfer figures: `planner.schedule.runtime_replay`).  In the
   placement model a transfer only delays its reader; in our gloo runtime it takes its ranks' time.  The search's
   plan and two plans that transfer less — HEFT's, and every op on the single device that runs them fastest — are
   replayed as the runtime runs them (each send and receive on its ranks, ranks sharing cores) and the shortest
@@ -29,12 +29,12 @@ from typing import Any
 
 from planner.coarsen.refine import as_singletons
 from planner.cost.instance import SchedulingInstance
-from planner.cost.runtime_replay import RuntimeReplay
 from planner.errors import InfeasibleError, OpplanError
 from planner.heuristics.baselines import single_device
 from planner.heuristics.list_schedule import heft
 from planner.schedule.plan import Plan, PlanStatus
 from planner.schedule.plan_io import load_plan
+from planner.schedule.runtime_replay import RuntimeReplay
 from planner.schedule.simulate import retime_plan
 from planner.schedule.validate import check_plan, validate_plan
 from planner.solve import Outcome, PhaseLog

@@ -1,4 +1,4 @@
-"""plan-solve's choice among candidate plans (`planner.cost.runtime_replay`, `planner.runtime_choice`): transfers
+"""plan-solve's choice among candidate plans (`planner.schedule.runtime_replay`, `planner.runtime_choice`): transfers
 counted as the runtime makes them, the runtime replay's candidates and choice, a re-plan that keeps the measured
 run's plan unless it predicts a shorter one, and the CLI."""
 
@@ -12,12 +12,12 @@ import pytest
 from planner.cli import solve_main
 from planner.cost.instance import SchedulingInstance
 from planner.cost.measured_transfers import measured_transfer_s, with_transfer_latency
-from planner.cost.runtime_replay import RuntimeReplay
 from planner.cost.sharing import SharedHosts
 from planner.execute.calibrate_profile import profile_document, profile_yaml
 from planner.ir.hardware import DEFAULT_PROFILE, load_topology
 from planner.runtime_choice import RUN_PLAN, SEARCH, choose_plan
 from planner.schedule.plan_io import load_plan
+from planner.schedule.runtime_replay import RuntimeReplay
 from planner.schedule.simulate import simulate
 from planner.schedule.validate import validate_plan
 from planner.solve import Method, SolveOptions, plan_instance

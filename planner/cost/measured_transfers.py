@@ -13,7 +13,7 @@ transfer (a receive posted while the gloo thread read another message waited 5 m
 what the run says, not what the probe does.  A re-plan takes these figures instead of the profile's: every link
 between two devices gets latency = per send + per receive (the receive's wait includes the transport's own
 latency; the bytes term stays the link's, so a message's bytes are counted once more inside the measured wait: a
-small excess, 0.06 ms of the 1 ms above), and the runtime replay (`planner.cost.runtime_replay`) charges them to
+small excess, 0.06 ms of the 1 ms above), and the runtime replay (`planner.schedule.runtime_replay`) charges them to
 the ranks.
 """
 

@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 
 from planner.cost.model import build_instance
-from planner.cost.runtime_replay import rank_transfer_s, read_profile
 from planner.cost.sharing import load_shared_hosts
 from planner.ir.graph import OpGraph
 from planner.ir.topology import Topology
 from planner.schedule.plan import Plan
+from planner.schedule.runtime_replay import rank_transfer_s, read_profile
 from planner.schedule.simulate import simulate_plan
 
 __all__ = ["sharing_report", "summary_line"]
