@@ -65,7 +65,9 @@ any rank computed, the share both did) and measured / planned seconds of the ops
 `replanned` rows add the calibrated and the re-planned plan run again alternately, `rounds` times each (3; 1
 with `--quick`), so that the load drifting on a shared machine falls on both alike: the medians of their
 measured makespans, `calibrated_alternating_s` and `replanned_alternating_s`, and `vs_calibrated_measured` =
-re-planned / calibrated.
+re-planned / calibrated; `replanned_same_plan` says whether the re-plan kept the calibrated plan (the same device
+and order for every op: `planner.runtime_choice` keeps the measured run's plan unless it predicts a shorter one),
+when `vs_calibrated_measured` is the measuring procedure's own noise.
 `python -m experiments.bench_runtime --calibration [--quick]` runs only these rows
 (`bench/results/runtime-calibration[-quick].csv`) and prints them as a Markdown table.
 
@@ -426,7 +428,8 @@ def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrate
                 alternate[stage].append(report["measured_makespan_s"])
         a, b = (statistics.median(alternate[k]) for k in ("calibrated", "replanned"))
         rows[-1].update(calibrated_alternating_s=round(a, 6), replanned_alternating_s=round(b, 6),
-                        vs_calibrated_measured=_ratio(b, a))
+                        vs_calibrated_measured=_ratio(b, a),
+                        replanned_same_plan=_same_plan(tmp / f"{name}-calibrated.json", tmp / f"{name}-replanned.json"))
     return rows
 
 
@@ -467,6 +470,16 @@ def compute_overlap(plan, report: dict) -> dict[str, Any]:
     return {"both_computing_share": round(both_s / any_s, 3) if any_s else None,
             "alone_ops_ratio": _ratio(*sums["alone"]) if sums["alone"][1] else None,
             "concurrent_ops_ratio": _ratio(*sums["concurrent"]) if sums["concurrent"][1] else None}
+
+
+def _same_plan(a: Path, b: Path) -> bool:
+    """Whether two plan files put every op on the same device, in the same order there."""
+    from planner.schedule.plan_io import load_plan
+
+    def orders(path: Path) -> list[tuple[int, str]]:
+        return [(p.device, p.task) for p in sorted(load_plan(path).placements, key=lambda p: (p.device, p.start_tick))]
+
+    return orders(a) == orders(b)
 
 
 def bench_calibration(quick: bool) -> list[dict]:
@@ -713,7 +726,8 @@ CALIBRATION_COLUMNS = ("model", "stage", "measured_makespan_s", "simulated_makes
                        "measured_vs_resimulated_shared",
                        "both_computing_share", "alone_ops_ratio", "concurrent_ops_ratio", "slowdown_before_after",
                        "since_calibration_s", "busy_ratio",
-                       "peak_ratio", "devices_used", "transfers", "vs_calibrated_measured", "breakdown_ms", "error")
+                       "peak_ratio", "devices_used", "transfers", "vs_calibrated_measured", "replanned_same_plan",
+                       "breakdown_ms", "error")
 
 
 LINK_COLUMNS = ("direction", "waited_transfers", "observed_median_s", "modelled_median_s", "observed_vs_modelled")
