@@ -37,9 +37,10 @@ PROFILE_HOW = {
                              "a conv) of nproc x (rate with every rank computing) / (rate alone); measured_ranks = "
                              "nproc (the compute figures above were measured with that many ranks at once)",
 }
-FACTOR_HOW = ("op_cost_factors.{op_type} = least-squares factor (in seconds) of the representative {op_type} ops' "
-              "measured time - launch_overhead over their roofline max(FLOPs / peak_flops.float, bytes / "
-              "memory_bandwidth); fitted: {fit}")
+FACTOR_HOW = ("op_cost_factors.{op_type} = geometric mean over the representative {op_type} ops (those whose "
+              "roofline is at least launch_overhead) of measured time - launch_overhead over their roofline "
+              "max(FLOPs / peak_flops.float, bytes / memory_bandwidth), 1 where they disagree by more than 3x; "
+              "fitted: {fit}")
 
 
 def _calibrate(args: argparse.Namespace) -> int:
