@@ -31,8 +31,9 @@ PROFILE_HOW = {
                    "run_node (chains of tiny ops; outside ops, transfers and the tail)",
     "send_overhead": "links.intra_host.send_overhead = the runtime probe's seconds per send (pack + isend) on the "
                      "sending rank",
-    "recv_overhead": "links.intra_host.recv_overhead = the runtime probe's seconds per posted receive (irecv) on the "
-                     "receiving rank",
+    "recv_overhead": "links.intra_host.recv_overhead = the runtime probe's seconds per receive on the receiving "
+                     "rank: posting it (irecv) and waiting for its data after the sending op had ended, the ranks "
+                     "computing between transfers",
     "effective_parallelism": "hosts[].sharing.effective_parallelism = median over ranks, repeats and ops (a matmul, "
                              "a conv) of nproc x (rate with every rank computing) / (rate alone); measured_ranks = "
                              "nproc (the compute figures above were measured with that many ranks at once)",

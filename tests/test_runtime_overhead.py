@@ -128,6 +128,24 @@ def test_the_probe_is_a_chain_per_rank_that_sends_every_few_ops():
     assert {op.op_type for op in single_graph.ops} == {"Relu"} and len(single_plan.placements) == 5
 
 
+def test_the_probe_with_work_computes_between_transfers_of_the_same_small_messages():
+    plan, graph, program = probe_plan(ProbeSpec(nproc=2, ops_per_rank=8, every=4, work_rows=64))
+    part = partition_plan(plan, graph, 2)
+    # 6 work steps per rank become an Expand and a ReduceMean each; the 2 cross steps stay Adds
+    assert [len(ops) for ops in part.rank_ops] == [14, 14]
+    assert sum(op.op_type == "Expand" for op in graph.ops) == sum(op.op_type == "ReduceMean" for op in graph.ops) == 12
+    assert {t.shape for t in part.transfers} == {(16,)}  # the messages are as small as without work
+    assert "work_shape" in program.constants and "work_shape" in graph.initializers
+    assert plan.makespan_tick == max(p.end_tick for p in plan.placements) == 15  # step 7 (an Add) at ticks 14-15
+
+
+@pytest.mark.dist
+def test_the_probe_with_work_counts_the_late_wait_in_the_receive():
+    samples = run_probe(ProbeSpec(nproc=2, ops_per_rank=8, every=2, repeat=2, work_rows=64))
+    assert set(samples) == {"runtime_loop", "runtime_send", "runtime_post"}
+    assert all(len(v) == 4 and all(x > 0 for x in v) for k, v in samples.items() if k != "runtime_loop")
+
+
 @pytest.mark.dist
 def test_the_probe_runs_through_the_rank_loop_and_measures_all_three():
     samples = run_probe(ProbeSpec(nproc=2, ops_per_rank=8, every=2, repeat=2))

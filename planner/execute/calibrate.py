@@ -29,11 +29,11 @@ divides by the number of calls.  A figure's value is the median over repeats and
   model's ops run (`_rep_ops`); the
   profile's `op_cost_factors` table is fitted per op type against the roofline of the figures above
   (`planner.execute.calibrate_fit`).
-* **the runtime probe** (unless `runtime_probe` is off; CPU only): a plan of tiny ops that is nothing but the rank
-  loop's overhead, run by the real runtime on `nproc` ranks after the measurements above
+* **the runtime probe** (unless `runtime_probe` is off; CPU only): a plan of small ops with memory-bound work
+  between its transfers, run by the real runtime on `nproc` ranks after the measurements above
   (`planner.execute.calibrate_probe`): the rank loop's own seconds per op around `run_node` (the profile's
-  `op_overhead`), per send (the links' `send_overhead`) and per
-  posted receive (`recv_overhead`).
+  `op_overhead`), per send (the links' `send_overhead`) and per receive, posting it and waiting for its data after
+  the sender's op had ended (`recv_overhead`).
 * **host sharing** (`nproc` > 1 on CPUs, unless `sharing` is off): per repeat, one float matmul and one conv of
   the sizes above (`_sharing_ops`; blocks of twice `block_s`) timed on all ranks at once (the concurrency of
   every figure above) and then on each rank alone while the others wait in a barrier (`_sharing`); each rank's
@@ -106,6 +106,7 @@ class Sizes:
     block_s: float
     op_suite: tuple[RepSpec, ...] = SUITE
     probe_ops: int = 120  # tiny ops per rank of the runtime probe
+    probe_work_rows: int = 8192  # the probe's work between transfers (`ProbeSpec.work_rows`; 0: none)
 
 
 SIZES = Sizes(matmul=((128, 128, 128), (256, 256, 256), (512, 512, 512), (32, 768, 3072)),
@@ -113,7 +114,8 @@ SIZES = Sizes(matmul=((128, 128, 128), (256, 256, 256), (512, 512, 512), (32, 76
               vector_elems=8 * 2**20, message_bytes=(256, 1024, 16 * 1024, 256 * 1024, 2**20, 4 * 2**20),
               block_s=0.02)
 QUICK_SIZES = Sizes(matmul=((32, 32, 32), (64, 64, 64)), conv=((8, 16, 8, 3),), vector_elems=2**16,
-                    message_bytes=(256, 4096, 65536), block_s=0.002, op_suite=QUICK_SUITE, probe_ops=24)
+                    message_bytes=(256, 4096, 65536), block_s=0.002, op_suite=QUICK_SUITE, probe_ops=24,
+                    probe_work_rows=256)
 
 
 @dataclass(frozen=True)
@@ -500,7 +502,8 @@ _HOW = {
     "runtime_loop": "the runtime probe (chains of tiny ops run by plan-run's rank loop on all ranks): per rank and "
                     "repetition, the loop's time outside ops, transfers and the tail / ops",
     "runtime_send": "the runtime probe: per rank and repetition, time packing and posting sends / send events",
-    "runtime_post": "the runtime probe: per rank and repetition, time posting receives (irecv) / receives",
+    "runtime_post": "the runtime probe: per rank and repetition, (time posting receives (irecv) + waiting for their "
+                    "data after the sending op had ended) / receives, the ranks computing between transfers",
     "sharing_concurrent": "{what} float32 with every rank computing at once, FLOPs / (time per call - bare call)",
     "sharing_solo": "{what} float32 on one rank while the others wait in a barrier, FLOPs / (time per call - bare "
                     "call)",
@@ -527,10 +530,10 @@ def calibrate(spec: CalibrationSpec) -> Calibration:
     merged: dict[str, list[float]] = {}
     if spec.runtime_probe and spec.device == "cpu":
         if spec.progress:
-            print("plan-calibrate: runtime probe (tiny ops through the rank loop, sends, receives)", file=sys.stderr,
-                  flush=True)
+            print("plan-calibrate: runtime probe (ops through the rank loop, sends, receives between work)",
+                  file=sys.stderr, flush=True)
         probe = ProbeSpec(nproc=spec.nproc, ops_per_rank=spec.sizes.probe_ops, repeat=spec.repeats,
-                          threads=spec.threads, timeout_s=spec.timeout_s)
+                          threads=spec.threads, timeout_s=spec.timeout_s, work_rows=spec.sizes.probe_work_rows)
         try:
             merged.update({f"{k} through the rank loop": v for k, v in run_probe(probe).items()})
         except RunFailed as exc:  # a probe rank failed: reported as the calibration's ranks' failures are

@@ -18,7 +18,17 @@ sends and receives once per `every` ops), one chain per rank, run by the real ru
                  measured at another moment (on a loaded machine the launch overhead measured minutes earlier
                  was larger than the probe's whole time per op, and a difference came out below zero);
 * `runtime_send` seconds per send event (pack + isend + reaping): the profile's links' `send_overhead`;
-* `runtime_post` seconds per posted receive (`irecv`): the links' `recv_overhead`.
+* `runtime_post` seconds per receive: posting it (`irecv`) and, with `work_rows`, waiting for its data after the
+                 sending op had ended (`recv_late_s`): the links' `recv_overhead`.
+
+`work_rows` (the default in `plan-calibrate`): the ranks compute between their transfers, as in a run — each
+step that is not an Add is an `Expand` of the 16 floats to `work_rows` x 16 and a `ReduceMean` back (about 0.1 ms
+of memory-bound work per step here), so the messages stay 16 floats while both ranks are busy.  Without it the
+probe's ranks run ops of microseconds and measured 0.04-0.2 ms per transfer on this project's 2-vCPU machine,
+while runs of real models paid about 1 ms: two ranks that compute 0.43 ms and then exchange 16 floats over gloo
+took 2.1-2.4 ms a round, as gloo's own threads wait for a core the computing ranks hold (README, Calibration).
+The late wait includes the transport's own latency, which the link's `latency` (the ping-pong) counts too: a
+double count of the ping-pong's 0.06-0.3 ms, small beside what the wait measures.
 
 No ONNX file: the probe's graph and program are built here (`RunSpec.programs`), so the probe needs torch only.
 """
@@ -28,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from planner.execute.dist import RankResult, RunSpec, launch_local
 from planner.execute.partition import partition_plan
@@ -51,6 +62,7 @@ class ProbeSpec:
     repeat: int = 5
     threads: int = 1
     timeout_s: float = 300.0
+    work_rows: int = 0  # > 0: the ranks compute between transfers (module docstring)
 
 
 def _tensor(name: str) -> TensorInfo:
@@ -75,25 +87,54 @@ def probe_plan(spec: ProbeSpec) -> tuple[Plan, OpGraph, Program]:
             name, out = f"r{r}_op{i}", f"r{r}_t{i}"
             cross = spec.nproc > 1 and i % spec.every == spec.every - 1
             reads = (last[r], last[(r - 1) % spec.nproc]) if cross else (last[r],)
+            if not cross and spec.work_rows > 0:  # compute between transfers: small -> big -> small
+                big, wide = f"r{r}_w{i}", (spec.work_rows, ELEMS)
+                expand = f"r{r}_expand{i}"
+                ops.append(Op(expand, "Expand", (last[r], "work_shape"), (big,), bytes_read=4 * ELEMS,
+                              bytes_written=4 * ELEMS * spec.work_rows, output_bytes=4 * ELEMS * spec.work_rows))
+                nodes[expand] = NodeSpec(expand, "Expand", "", (last[r], "work_shape"), (big,))
+                tensors[big] = TensorInfo(big, wide, "float", 4 * ELEMS * spec.work_rows)
+                if last[r] in producer:
+                    edges.append(Edge(producer[last[r]], expand, last[r], 4 * ELEMS))
+                placements.append(TaskPlacement(expand, r, 2 * i, 2 * i + 1))
+                ops.append(Op(name, "ReduceMean", (big,), (out,), bytes_read=4 * ELEMS * spec.work_rows,
+                              bytes_written=4 * ELEMS, output_bytes=4 * ELEMS))
+                nodes[name] = NodeSpec(name, "ReduceMean", "", (big,), (out,), {"axes": [0], "keepdims": 0})
+                tensors[out] = _tensor(out)
+                edges.append(Edge(expand, name, big, 4 * ELEMS * spec.work_rows))
+                placements.append(TaskPlacement(name, r, 2 * i + 1, 2 * i + 2))
+                made.append((out, name))
+                continue
             op_type = "Add" if cross else "Relu"
             ops.append(Op(name, op_type, reads, (out,), bytes_read=4 * ELEMS * len(reads), bytes_written=4 * ELEMS,
                           output_bytes=4 * ELEMS))
             nodes[name] = NodeSpec(name, op_type, "", reads, (out,))
             tensors[out] = _tensor(out)
             edges.extend(Edge(producer[t], name, t, 4 * ELEMS) for t in reads if t in producer)
-            placements.append(TaskPlacement(name, r, i, i + 1))
+            step = 2 if spec.work_rows > 0 else 1
+            placements.append(TaskPlacement(name, r, step * i, step * i + 1))
             made.append((out, name))
         for r, (out, name) in enumerate(made):
             producer[out] = name
             last[r] = out
-    graph = OpGraph.build("runtime-probe", ops, edges, tensors=tensors, graph_inputs=inputs, graph_outputs=last)
+    constants: dict[str, torch.Tensor] = {}
+    initializers: tuple[str, ...] = ()
+    if spec.work_rows > 0:
+        tensors["work_shape"] = TensorInfo("work_shape", (2,), "int64", 16)
+        constants["work_shape"] = torch.tensor([spec.work_rows, ELEMS], dtype=torch.int64)
+        initializers = ("work_shape",)
+    graph = OpGraph.build("runtime-probe", ops, edges, tensors=tensors, graph_inputs=inputs, graph_outputs=last,
+                          initializers=initializers)
+    end = max(p.end_tick for p in placements)
     plan = Plan("runtime-probe", tuple(placements), tuple(f"cpu{r}" for r in range(spec.nproc)),
-                spec.ops_per_rank, spec.ops_per_rank, PlanStatus.HEURISTIC, "probe", tick_s=1e-6, time_unit="s")
-    return plan, graph, Program(nodes, {}, OPSET, graph)
+                end, end, PlanStatus.HEURISTIC, "probe", tick_s=1e-6, time_unit="s")
+    return plan, graph, Program(nodes, constants, OPSET, graph)
 
 
-def probe_samples(plan: Plan, graph: OpGraph, results: list[RankResult]) -> dict[str, list[float]]:
-    """`runtime_loop`, `runtime_send`, `runtime_post` -> one sample per rank and repetition (module docstring)."""
+def probe_samples(plan: Plan, graph: OpGraph, results: list[RankResult], work: bool = False
+                  ) -> dict[str, list[float]]:
+    """`runtime_loop`, `runtime_send`, `runtime_post` -> one sample per rank and repetition (module docstring);
+    `work`: the probe computed between transfers, so a receive's late wait counts in `runtime_post`."""
     partition = partition_plan(plan, graph, len(plan.device_names))
     out: dict[str, list[float]] = {"runtime_loop": [], "runtime_send": [], "runtime_post": []}
     for i in range(len(results[0].runs)):
@@ -102,8 +143,9 @@ def probe_samples(plan: Plan, graph: OpGraph, results: list[RankResult]) -> dict
                 out["runtime_loop"].append(max(0.0, row["other_s"]) / row["ops"])
             if row["per_send_s"] is not None:
                 out["runtime_send"].append(row["per_send_s"])
-            if row["per_post_s"] is not None:
-                out["runtime_post"].append(row["per_post_s"])
+            if row["recvs"]:
+                late = row["recv_late_s"] if work else 0.0
+                out["runtime_post"].append((row["post_s"] + late) / row["recvs"])
     return {k: v for k, v in out.items() if v}
 
 
@@ -116,4 +158,4 @@ def run_probe(spec: ProbeSpec) -> dict[str, list[float]]:
     run = RunSpec("", graph, partition, feeds, repeat=spec.repeat, warmup=1, run_timeout_s=spec.timeout_s,
                   threads=spec.threads, programs=tuple(program for _ in range(spec.nproc)))
     results = launch_local(run)
-    return probe_samples(plan, graph, results)
+    return probe_samples(plan, graph, results, work=spec.work_rows > 0)
