@@ -9,7 +9,11 @@ Two cases, both after the search (`planner.solve.plan_instance`), which minimise
   replay wins.
 * **A re-plan from a run** (`plan-solve --measured run.json`): the plan that run ran is a candidate too, retimed on
   the measured op times, so that a re-plan keeps the plan it measured unless it predicts a shorter one from the
-  same measurements (without the probe's figures: by the placement model's makespan).
+  same measurements (without the probe's figures: by the placement model's makespan) — shorter by more than the
+  run's own noise: the run plan's score is taken that much lower, where the noise is the spread of the run's
+  repetitions, (max - min) / median of its measured makespans (`RunPlan.noise`).  A prediction closer than the
+  run's repeats agree with each other does not say that the new plan is faster (measured here: a re-plan of
+  Inception-v1 that predicted its split over 2 ranks shorter ran 1.18x the measured single-rank plan).
 
 A tie keeps the measured run's plan, then the search's (on one device every order of the ops takes the same
 time, and the order a run measured is the known one).  The returned plan is valid on the op graph like any other,
@@ -23,7 +27,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +45,7 @@ from planner.schedule.simulate import retime_plan
 from planner.schedule.validate import check_plan, validate_plan
 from planner.solve import Outcome, PhaseLog
 
-__all__ = ["choose_plan", "retimed_run_plan", "SEARCH", "RUN_PLAN"]
+__all__ = ["choose_plan", "retimed_run_plan", "RunPlan", "SEARCH", "RUN_PLAN"]
 
 SEARCH = "the search's plan"
 RUN_PLAN = "the measured run's plan"
@@ -57,7 +63,15 @@ def _baselines(fine: SchedulingInstance) -> list[tuple[str, Plan]]:
     return out
 
 
-def choose_plan(outcome: Outcome, *, replay: RuntimeReplay | None = None, run_plan: Plan | None = None,
+@dataclass(frozen=True)
+class RunPlan:
+    """The plan a measured run ran, retimed on the re-plan's instance, and the run's noise (module docstring)."""
+
+    plan: Plan
+    noise: float = 0.0
+
+
+def choose_plan(outcome: Outcome, *, replay: RuntimeReplay | None = None, run_plan: RunPlan | None = None,
                 say: Callable[[str], None] | None = None) -> tuple[Outcome, dict[str, Any]]:
     """The outcome whose op plan the chosen figure predicts shortest (module docstring), and what the summary shows
     (`choice`: by, chosen, per candidate its placement-model makespan and its score, in seconds); the outcome
@@ -66,7 +80,7 @@ def choose_plan(outcome: Outcome, *, replay: RuntimeReplay | None = None, run_pl
     fine = outcome.fine
     tick_s = fine.tick_s or 1.0
     # ties go to the first: the plan a run measured, then the search's
-    candidates = ([(RUN_PLAN, run_plan)] if run_plan is not None else []) + [(SEARCH, outcome.op_plan)]
+    candidates = ([(RUN_PLAN, run_plan.plan)] if run_plan is not None else []) + [(SEARCH, outcome.op_plan)]
     if replay is not None:
         candidates += _baselines(fine)
     if len(candidates) == 1:
@@ -77,9 +91,10 @@ def choose_plan(outcome: Outcome, *, replay: RuntimeReplay | None = None, run_pl
         return replay.makespan_tick(fine, plan) if replay is not None else float(plan.makespan_tick)
 
     scored = [(score(plan), i, name, plan) for i, (name, plan) in enumerate(candidates)]
-    best, _, name, plan = min(scored, key=lambda x: (x[0], x[1]))
+    margin = run_plan.noise if run_plan is not None else 0.0  # the measured plan wins within the run's noise
+    _, _, name, plan = min(scored, key=lambda x: (x[0] * (1.0 - margin if x[2] == RUN_PLAN else 1.0), x[1]))
     info: dict[str, Any] = {
-        "by": by, "chosen": name,
+        "by": by, "chosen": name, **({"run_noise": margin} if run_plan is not None else {}),
         "candidates": {n: {"makespan_s": p.makespan_tick * tick_s, "score_s": r * tick_s} for r, _, n, p in scored}}
     if replay is not None:
         info.update(send_overhead_s=replay.send_s, recv_overhead_s=replay.recv_s)
@@ -89,7 +104,8 @@ def choose_plan(outcome: Outcome, *, replay: RuntimeReplay | None = None, run_pl
         what = (f"runtime replay (each transfer's send {replay.send_s * 1e6:.0f} us and receive "
                 f"{replay.recv_s * 1e6:.0f} us on its ranks, cores shared as calibrated)" if replay is not None
                 else "placement model on the measured op times")
-        say(f"{what}: {each}; chosen: {name}")
+        noise = f" (the run's plan within its noise {100 * margin:.1f}%)" if run_plan is not None else ""
+        say(f"{what}: {each}; chosen: {name}{noise}")
     if name == SEARCH:
         return outcome, info
     bound = min(outcome.lower_bound_tick, plan.makespan_tick)
@@ -107,10 +123,11 @@ def choose_plan(outcome: Outcome, *, replay: RuntimeReplay | None = None, run_pl
         phases=(*outcome.phases, PhaseLog(step, plan.makespan_tick, 0.0))), info
 
 
-def retimed_run_plan(measured: Path, fine: SchedulingInstance) -> tuple[Plan | None, str]:
+def retimed_run_plan(measured: Path, fine: SchedulingInstance) -> tuple[RunPlan | None, str]:
     """The plan a `plan-run --report` run.json ran, retimed on `fine` (same devices and per-device order, times
-    from `fine`'s durations) and valid there; (None, why) when `measured` is no run report, its plan file is gone,
-    or the plan does not fit `fine` (another model or other devices)."""
+    from `fine`'s durations) and valid there, with the run's noise: (max - min) / median of its measured makespans,
+    capped at 0.5; (None, why) when `measured` is no run report, its plan file is gone, or the plan does not fit
+    `fine` (another model or other devices)."""
     try:
         doc = json.loads(measured.read_text())
     except (OSError, ValueError):
@@ -128,4 +145,11 @@ def retimed_run_plan(measured: Path, fine: SchedulingInstance) -> tuple[Plan | N
     problems, _ = check_plan(fine, retimed)
     if problems:
         return None, f"its plan {path} is not valid on this instance ({problems[0]})"
-    return retimed, ""
+    return RunPlan(retimed, _noise(doc.get("measured_makespans_s"))), ""
+
+
+def _noise(makespans: object) -> float:
+    values = [float(x) for x in makespans if isinstance(x, (int, float))] if isinstance(makespans, list) else []
+    if len(values) < 2 or statistics.median(values) <= 0:
+        return 0.0
+    return min(0.5, (max(values) - min(values)) / statistics.median(values))

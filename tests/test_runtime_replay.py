@@ -15,7 +15,7 @@ from planner.cost.measured_transfers import measured_transfer_s, with_transfer_l
 from planner.cost.sharing import SharedHosts
 from planner.execute.calibrate_profile import profile_document, profile_yaml
 from planner.ir.hardware import DEFAULT_PROFILE, load_topology
-from planner.runtime_choice import RUN_PLAN, SEARCH, choose_plan
+from planner.runtime_choice import RUN_PLAN, SEARCH, RunPlan, choose_plan
 from planner.schedule.plan_io import load_plan
 from planner.schedule.runtime_replay import RuntimeReplay
 from planner.schedule.simulate import simulate
@@ -78,11 +78,20 @@ def test_the_run_plan_wins_when_the_search_found_nothing_shorter() -> None:
     inst = _fork_join()
     searched = plan_instance(inst, SolveOptions(time_limit_s=5, threads=1))
     weak = plan_instance(inst, SolveOptions(method=Method.SINGLE_DEVICE))  # a search that found one device's 60
-    chosen, info = choose_plan(weak, run_plan=searched.op_plan)
+    chosen, info = choose_plan(weak, run_plan=RunPlan(searched.op_plan))
     assert info["by"] == "placement model" and info["chosen"] == RUN_PLAN
     assert chosen.op_plan.makespan_tick == searched.op_plan.makespan_tick < 60
     assert chosen.found_by == "chosen by placement model: " + RUN_PLAN
     validate_plan(inst, chosen.op_plan)
+    # the other way round: the single-device plan ran, the search found the split; the split is predicted 30%
+    # shorter, so it wins unless the run's repeats spread by more than that
+    ran = RunPlan(weak.op_plan, noise=0.1)
+    assert choose_plan(searched, run_plan=ran)[1]["chosen"] == SEARCH
+    gap = 1 - searched.op_plan.makespan_tick / weak.op_plan.makespan_tick
+    noisy = RunPlan(weak.op_plan, noise=gap + 0.05)
+    kept, info = choose_plan(searched, run_plan=noisy)
+    assert info["chosen"] == RUN_PLAN and info["run_noise"] == noisy.noise
+    assert kept.op_plan.makespan_tick == weak.op_plan.makespan_tick
 
 
 def _profile(tmp: Path, *, send_s: float, recv_s: float) -> Path:
@@ -123,7 +132,7 @@ def test_a_replan_keeps_the_measured_runs_plan_unless_it_predicts_a_shorter_one(
     plan = load_plan(ran)
     seconds = {p.task: (p.end_tick - p.start_tick) * plan.tick_s for p in plan.placements}
     report = tmp_path / "run.json"
-    report.write_text(json.dumps({"plan": str(ran), "op_seconds": seconds}))
+    report.write_text(json.dumps({"plan": str(ran), "op_seconds": seconds, "measured_makespans_s": [1.0, 1.02, 0.99]}))
     out = tmp_path / "replan.json"
     assert solve_main(["--model", str(MOE), "--measured", str(report), "--time-limit", "3", "--out", str(out),
                        "--no-pictures", "--quiet", "--format", "json"]) == 0
