@@ -337,6 +337,8 @@ def bench_placement(quick: bool = False, reps: int = 1) -> list[dict]:
     10 s.  Rerun: ``python -m experiments.bench_pipeline --placement [--reps N]`` (writes
     bench/results/pipeline_placement.csv)."""
     import importlib.util
+    import subprocess
+    import sys
     import tempfile
 
     from planner.compare import pipelines
@@ -346,12 +348,14 @@ def bench_placement(quick: bool = False, reps: int = 1) -> list[dict]:
     tmp = tempfile.TemporaryDirectory()
     cases = _side_by_side_cases(quick, Path(tmp.name), (), exports_when_quick=False, preset=False)
     if not quick and importlib.util.find_spec("transformers") is not None:
-        from experiments.hf_models import HF_MODELS, export_hf_model
-
-        for model in (x for x in HF_MODELS if x.name in ("hf_qwen2_moe", "hf_mixtral")):
-            path = export_hf_model(model, Path(tmp.name) / f"{model.name}.onnx")
-            cases.append((f"{model.name} (transformers, dynamo) on h100-8-nvlink", 4, 8, _model_costs_of(path, 4),
-                          60.0))
+        for name in ("hf_qwen2_moe", "hf_mixtral"):
+            # exported in a process of its own: the first run of this bench, with torch loaded beside CP-SAT,
+            # aborted once in a solve ("free(): invalid pointer", exit 134); this keeps torch out of the solves
+            path = Path(tmp.name) / f"{name}.onnx"
+            subprocess.run([sys.executable, "-c", "import sys; from experiments.hf_models import HF_MODELS, "
+                            "export_hf_model; export_hf_model(next(x for x in HF_MODELS if x.name == sys.argv[1]), "
+                            "sys.argv[2])", name, str(path)], check=True, cwd=REPO)
+            cases.append((f"{name} (transformers, dynamo) on h100-8-nvlink", 4, 8, _model_costs_of(path, 4), 60.0))
     unit_s = 10.0 if quick else 120.0
     cases += [("unit F=B=W=1", 4, 8, UnitCosts(f=1, b=1, w=1), unit_s),
               ("unit F=B=W=1, fb-overlap 0.5, a2a 0.5", 4, 8, UnitCosts(f=1, b=1, w=1, fb_overlap=0.5, a2a=0.5),

@@ -8,10 +8,12 @@ memory unit (`--activation`, `--param`); on a model microseconds and MiB; on a p
 Bubble ratio = total idle time / (devices x makespan).  Peak memory = max over devices of (parameters + activations
 in flight).
 
-The planned row ``opplan`` solves `formulations.pipeline` on a placement (``auto``: both DualPipe's two-direction
+The planned row ``opplan`` solves `formulations.pipeline` on a placement (``both``: both DualPipe's two-direction
 split — two copies, m/2 micro-batches each way — and the V-shape split — 2p half stages, as ZB-V and DualPipeV —
-with half the time limit each, keeping the shorter; ``warm``: only the one of those two whose baselines run
-shortest within the cap, with the whole time limit; or one of ``dualpipe``, ``v``, ``fixed``), warm-started from
+with half the time limit each, keeping the shorter; ``auto``, the default: the one of those two that has both the
+shortest warm start within the cap and the lowest bound, alone with the whole time limit, or ``both`` when no
+placement has both (`_dominant`); ``warm``: only the one whose baselines run shortest within the cap, with the
+whole time limit; or one of ``dualpipe``, ``v``, ``fixed``), warm-started from
 the best baseline on that split that fits the cap, or the constructive list schedule of `planner.pipeline.greedy`
 when that is shorter (its overlapped pairs included when `fb_overlap` < 1: the formulation may pair F and B
 itself); the cap defaults to DualPipe's peak memory per device.  Each solve gives `LNS_SHARE` of its time (``compare(
@@ -263,7 +265,8 @@ def compare(
     progress: Callable[[str], None] | None = None,
     lns_mode: str = "in-order",
 ) -> Comparison:
-    """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row.
+    """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row
+    on `opplan_placement` (`PLACEMENTS`; module docstring).
     `granularity`: sub-chunks per piece for the planned row on a model (`planner.compare.subchunks`; 1, the
     default: stage level only; None: chosen by `auto_granularity`); `subchunk_a2a`: where a piece's all-to-alls sit
     among its sub-chunks (`planner.compare.subchunks.A2A_AT`: ``piece``, as the baselines are measured, or
