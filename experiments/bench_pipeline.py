@@ -8,8 +8,9 @@ sends and the MoE layers' all-to-all dispatch/combine as tasks on per-device com
 own Mixtral, Qwen2-MoE and GPT-2 (`experiments.hf_models`: tiny configs, random weights, dynamo-exported here) on
 the same profile at 4 and 8 stages with m = 2p (60 s); and the DeepSeek-V3-like preset (61 layers) on h100-2x8-ib at
 p = 8, m = 20 and p = 16, m = 64 (120 s; milliseconds).
-The planned schedule (`opplan`) gets DualPipe's peak memory per device as its cap and 120 s (split between the
-two placements it tries, `planner.compare.pipelines`); `--quick` uses smaller sizes and 10 s.
+The planned schedule (`opplan`) gets DualPipe's peak memory per device as its cap and 120 s (on the placement that
+has both the shortest warm start and the lowest bound, or split between both placements when none has,
+`planner.compare.pipelines`); `--quick` uses smaller sizes and 10 s.
 
 Columns: makespan and total bubble (idle time summed over devices) in `time_unit`; bubble_ratio = total idle /
 (devices x makespan); peak and parameter memory per device (max over devices) in `memory_unit`;
