@@ -8,9 +8,9 @@ sends and the MoE layers' all-to-all dispatch/combine as tasks on per-device com
 own Mixtral, Qwen2-MoE and GPT-2 (`experiments.hf_models`: tiny configs, random weights, dynamo-exported here) on
 the same profile at 4 and 8 stages with m = 2p (60 s); and the DeepSeek-V3-like preset (61 layers) on h100-2x8-ib at
 p = 8, m = 20 and p = 16, m = 64 (120 s; milliseconds).
-The planned schedule (`opplan`) gets DualPipe's peak memory per device as its cap and 120 s (on the placement that
-has both the shortest warm start and the lowest bound, or split between both placements when none has,
-`planner.compare.pipelines`); `--quick` uses smaller sizes and 10 s.
+The planned schedule (`opplan`) gets DualPipe's peak memory per device as its cap and 120 s (240 s on the bundled
+MoE, `MOE_LIMIT_S`), on the placement that has both the shortest warm start and the lowest bound, or split between
+both placements when none has (`planner.compare.pipelines`); `--quick` uses smaller sizes and 10 s.
 
 Columns: makespan and total bubble (idle time summed over devices) in `time_unit`; bubble_ratio = total idle /
 (devices x makespan); peak and parameter memory per device (max over devices) in `memory_unit`;
@@ -44,6 +44,9 @@ from typing import Any
 from planner.pipeline.metrics import idle_parts
 
 REPO = Path(__file__).resolve().parents[1]
+# The bundled MoE's planned rows: 240 s, not 120 (README, "pipe12 round": at 120 s under load 3.5-4 the row was
+# 0.489 / 0.501 of DualPipe's bubble, at 240 s 0.359 / 0.371; the issue's "Scale" clause allows 10 minutes)
+MOE_LIMIT_S = 240.0
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
 HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
 
@@ -109,6 +112,7 @@ def bench_pipeline(quick: bool) -> list[dict]:
     p, m = (4, 8) if quick else (8, 16)
     # per-operator backward costs; the all-to-all needs the MoE layers, found from the graph (as plan-compare does)
     costs = _model_costs_of(MOE, p)
+    limit = 10.0 if quick else MOE_LIMIT_S
     # the planned row at stage granularity (k = 1) and with sub-chunks (k chosen by `auto_granularity`), one run
     cmp = compare(p, m, costs, time_limit_s=limit, granularity=1)
     rows += _rows("moe.onnx on h100-8-nvlink", p, m, cmp, costs.time_unit, costs.memory_unit)
