@@ -377,6 +377,13 @@ def device_bound_tick(inst: SchedulingInstance, device: Sequence[int], *, dur: S
     """max over devices of (earliest head + work + shortest tail) of its tasks, with communication where the
     ends of an edge sit on different devices (the placement is fixed).  `dur` overrides the durations of heads
     and tails, `work` the work per device (lower bounds, when pairs may shorten tasks)."""
+    return max(device_bound_parts(inst, device, dur=dur, work=work), default=0)
+
+
+def device_bound_parts(inst: SchedulingInstance, device: Sequence[int], *, dur: Sequence[int] | None = None,
+                       work: Sequence[int] | None = None) -> list[int]:
+    """Per device (instance device, so communication streams too), earliest head + work + shortest tail of its
+    tasks (0 for a device without tasks): the terms `device_bound_tick` takes the largest of (same arguments)."""
     if dur is None:
         dur = [int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks)]
     head = [0] * inst.num_tasks
@@ -387,13 +394,27 @@ def device_bound_tick(inst: SchedulingInstance, device: Sequence[int], *, dur: S
     for t in reversed(inst.topological_order):
         for v, e in inst.successors[t]:
             tail[t] = max(tail[t], tail[v] + dur[v] + inst.comm(e, device[t], device[v]))
-    best = 0
+    parts = [0] * inst.num_devices
     for d in range(inst.num_devices):
         on = [t for t in range(inst.num_tasks) if device[t] == d]
         if on:
             w = sum(dur[t] for t in on) if work is None else int(work[d])
-            best = max(best, min(head[t] for t in on) + w + min(tail[t] for t in on))
-    return best
+            parts[d] = min(head[t] for t in on) + w + min(tail[t] for t in on)
+    return parts
+
+
+def pipeline_device_bound(pipeline: TrainingPipeline) -> tuple[int, tuple[int, ...]]:
+    """The bound `prepare_pipeline` gives `pipeline` when it has no overlapped pairs (the larger of the instance's
+    trivial bound and the device bound), and the device bound's term (head + work + tail) per pipeline device,
+    its compute stream: a lower bound on every schedule of this pipeline, without preparing a solve.  A pipeline
+    whose pairs gain (`TrainingPipeline.pairs_gain`) has a lower bound (a pair is shorter than its halves): an
+    `OpplanError` says so."""
+    if pipeline.pairs_gain:
+        raise OpplanError("the bound without pairs does not hold for a pipeline whose overlapped pairs gain",
+                          fix="use prepare_pipeline(...).trivial_tick")
+    inst = unroll_actions(pipeline).instance
+    parts = device_bound_parts(inst, _device_of(inst))
+    return max(inst.trivial_lower_bound_tick(), max(parts, default=0)), tuple(parts[:pipeline.num_devices])
 
 
 def _pair_bound(inst: SchedulingInstance, device: Sequence[int], pairs: Sequence[PairCandidate]) -> int:

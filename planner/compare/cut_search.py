@@ -36,6 +36,15 @@ moves are tried only where single moves have stopped, the search with them visit
 until that point and keeps the best cut: at the same evaluation budget it never ends on a longer schedule than the
 single moves alone (`refine_cut(chain=False)`, the module's behaviour before chain moves, kept for side-by-side
 runs: `experiments.bench_pipeline --cut`).
+
+**Scoring by the bound** (`refine_cut(score="bound")`).  Where the inner model has closed its gap on a cut (its
+schedule is at or near the cut's bound, as on 4 stages), no reorder shortens it further and the replayed makespan
+is a poor guide: a move that lowers the cut's bound replays the old order longer at first.  A cut is then worth
+its *bound* (`formulations.pipeline.pipeline_device_bound`: the device bound — per device the earliest head + work
++ shortest tail — or the instance's trivial bound, the larger) first and the reference schedules' shortest replay
+second (`BOUND_WEIGHT`), among cuts where some reference schedule still fits the cap (so the inner model keeps a
+warm start there); the busiest device is the one whose head + work + tail sets the bound.  Not for pipelines whose
+overlapped pairs gain (the bound without pairs does not hold there): those keep the makespan score.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from formulations.pipeline import pipeline_device_bound
 from planner.compare.model_costs import ModelCosts
 from planner.errors import OpplanError
 from planner.pipeline.metrics import figures
@@ -54,11 +64,13 @@ from planner.pipeline.unroll import TrainingPipeline
 from planner.schedule.program import Schedule
 from planner.schedule.timeline import Timeline
 
-__all__ = ["CHAIN_MOVES", "CutSearch", "STEP_OPS", "any_cut_bound_tick", "evaluate_cut", "op_work_ticks",
+__all__ = ["CHAIN_MOVES", "CutSearch", "SCORES", "STEP_OPS", "any_cut_bound_tick", "evaluate_cut", "op_work_ticks",
            "refine_cut", "with_cut"]
 
 STEP_OPS = (8, 4, 2, 1)  # ops moved across a boundary by one move, largest first
 CHAIN_MOVES = True  # refine_cut's default: chain moves after single moves stall (False: single moves only)
+SCORES = ("makespan", "bound")  # what refine_cut minimises (module docstring)
+BOUND_WEIGHT = 2**40  # score = bound x this + replayed makespan: one tick of bound outweighs any makespan
 Cut = tuple[tuple[int, ...], ...]
 E = TypeVar("E")
 
@@ -71,6 +83,8 @@ class CutEvaluation:
     schedule: Schedule
     timeline: Timeline
     pipeline: TrainingPipeline
+    bound_tick: int | None = None  # the cut's bound, when the search scores by it (module docstring)
+    bound_parts: tuple[int, ...] = ()  # the device bound's term per device, likewise
 
     @property
     def busy_ticks(self) -> tuple[int, ...]:
@@ -269,15 +283,35 @@ def _descend(cut: Cut, best: E, evaluate: Callable[[Cut], E | None], makespan: C
 
 def refine_cut(costs: ModelCosts, split: int, pipeline_name: str, p: int, m: int, schedules: Sequence[Schedule],
                cap_bytes: int | None, *, deadline_s: float, max_evaluations: int = 400,
-               progress: Callable[[str], None] | None = None, chain: bool | None = None) -> CutSearch:
+               progress: Callable[[str], None] | None = None, chain: bool | None = None,
+               score: str = "makespan") -> CutSearch:
     """Search the cut of `costs` (`split` 1: the p stages; 2: the 2p chunks) for the pipeline `pipeline_name`
     (module docstring); `deadline_s` is a `time.monotonic()` instant; `chain`: try chain moves once single moves
-    stall (None: `CHAIN_MOVES`, read at call time so a run can toggle it).  The returned costs hold the best cut
-    found (the start cut when nothing improved or nothing fits the cap)."""
+    stall (None: `CHAIN_MOVES`, read at call time so a run can toggle it); `score` (`SCORES`): ``makespan``, the
+    reference schedules' shortest replay, or ``bound``, the cut's bound first (module docstring, "Scoring by the
+    bound"; the makespan score where pairs gain).  The returned costs hold the best cut found (the start cut when
+    nothing improved or nothing fits the cap)."""
+    if score not in SCORES:
+        raise OpplanError(f"unknown cut score {score!r}", fix=f"use one of {', '.join(SCORES)}")
     t0 = time.monotonic()
     use_chain = CHAIN_MOVES if chain is None else bool(chain)
+    by_bound = score == "bound" and not costs.pipeline(pipeline_name, p, m).pairs_gain
     cut = costs.cut(split)
-    best = evaluate_cut(costs, pipeline_name, p, m, schedules, cap_bytes)
+
+    def evaluate_at(at: ModelCosts) -> CutEvaluation | None:
+        got = evaluate_cut(at, pipeline_name, p, m, schedules, cap_bytes)
+        if got is None or not by_bound:
+            return got
+        bound, parts = pipeline_device_bound(got.pipeline)
+        return dataclasses.replace(got, bound_tick=bound, bound_parts=parts)
+
+    def scored(e: CutEvaluation) -> int:
+        return e.makespan_tick if e.bound_tick is None else e.bound_tick * BOUND_WEIGHT + e.makespan_tick
+
+    def load(e: CutEvaluation) -> Sequence[int]:
+        return e.bound_parts if e.bound_tick is not None else e.busy_ticks
+
+    best = evaluate_at(costs)
     if best is None:
         return CutSearch(costs, None, None, 1, 0, time.monotonic() - t0)
     start = best.makespan_tick
@@ -287,13 +321,14 @@ def refine_cut(costs: ModelCosts, split: int, pipeline_name: str, p: int, m: int
     work = op_work_ticks(costs, split, [min(ds) for ds in piece_devices])
 
     def evaluate(candidate: Cut) -> CutEvaluation | None:
-        return evaluate_cut(with_cut(costs, split, candidate), pipeline_name, p, m, schedules, cap_bytes)
+        return evaluate_at(with_cut(costs, split, candidate))
 
-    def line(makespan_tick: int, evaluations: int) -> None:
+    def line(value: int, evaluations: int) -> None:
         if progress is not None:
-            progress(f"cut search ({pipeline_name}): {makespan_tick} ticks after {evaluations} simulations")
+            what = f"bound {value // BOUND_WEIGHT} ticks" if by_bound else f"{value} ticks"
+            progress(f"cut search ({pipeline_name}): {what} after {evaluations} simulations")
 
-    got = _descend(cut, best, evaluate, lambda e: e.makespan_tick, lambda e: e.busy_ticks, piece_devices, work,
+    got = _descend(cut, best, evaluate, scored, load, piece_devices, work,
                    chain=use_chain, deadline_s=deadline_s, max_evaluations=max_evaluations, progress=line)
     out_costs = costs if got.kept == 0 else with_cut(costs, split, got.cut)
     return CutSearch(out_costs, got.best, start, got.evaluations, got.kept, time.monotonic() - t0, got.chain_kept)

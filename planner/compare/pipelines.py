@@ -8,10 +8,12 @@ memory unit (`--activation`, `--param`); on a model microseconds and MiB; on a p
 Bubble ratio = total idle time / (devices x makespan).  Peak memory = max over devices of (parameters + activations
 in flight).
 
-The planned row ``opplan`` solves `formulations.pipeline` on a placement (``auto``: both DualPipe's two-direction
+The planned row ``opplan`` solves `formulations.pipeline` on a placement (``both``: both DualPipe's two-direction
 split — two copies, m/2 micro-batches each way — and the V-shape split — 2p half stages, as ZB-V and DualPipeV —
-with half the time limit each, keeping the shorter; ``warm``: only the one of those two whose baselines run
-shortest within the cap, with the whole time limit; or one of ``dualpipe``, ``v``, ``fixed``), warm-started from
+with half the time limit each, keeping the shorter; ``auto``, the default: the one of those two that has both the
+shortest warm start within the cap and the lowest bound, alone with the whole time limit, or ``both`` when no
+placement has both (`_dominant`); ``warm``: only the one whose baselines run shortest within the cap, with the
+whole time limit; or one of ``dualpipe``, ``v``, ``fixed``), warm-started from
 the best baseline on that split that fits the cap, or the constructive list schedule of `planner.pipeline.greedy`
 when that is shorter (its overlapped pairs included when `fb_overlap` < 1: the formulation may pair F and B
 itself); the cap defaults to DualPipe's peak memory per device.  Each solve gives `LNS_SHARE` of its time (``compare(
@@ -45,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
-from formulations.pipeline import split_start_times
+from formulations.pipeline import prepare_pipeline, split_start_times
 from formulations.pipeline_lns import LnsResult, LnsStep, solve_pipeline_lns
 from planner.compare.cut_search import any_cut_bound_tick, refine_cut
 from planner.compare.model_costs import ModelCosts
@@ -69,6 +71,9 @@ CSV_COLUMNS = ("schedule", "makespan", "bubble_ratio", "peak_memory", "param_mem
 _WARM_FROM = {"v": ("zb-v", "dualpipev"), "fixed": ("1f1b", "gpipe", "zb-h1", "zb-h2"), "dualpipe": ("dualpipe",)}
 _SPLIT = {"v": "opplan-v", "fixed": "1f1b", "dualpipe": "dualpipe"}
 CUT_SHARE = 0.25  # of a placement's time on a model, what the first cut search gets (module docstring)
+BOUND_ROUND = True  # the second cut round scores cuts by their bound when the first solve's gap is small
+BOUND_ROUND_GAP = 0.01  # ... at most this (`_plan_placement`)
+PLACEMENTS = ("auto", "both", "warm", "dualpipe", "v", "fixed")  # `compare`'s opplan_placement
 FINE_SHARE = 0.5  # of a placement's time on a model, what the sub-chunk solve gets when granularity k > 1
 LNS_SHARE = 0.5  # of each formulation solve's time, what the large-neighbourhood search gets after the full model
 LNS_MODES = ("in-order", "reorder")  # `compare`'s lns_mode (module docstring)
@@ -175,6 +180,9 @@ class Comparison:
                 chain = f", {cut['chain_moves']} of them chain moves" if cut.get("chain_moves") else ""
                 cut_text = (f", cut moved {cut['moves']} times{chain} ({cut['simulations']} simulations; the bound is "
                             f"for that cut)" if cut["moves"] else f", cut kept ({cut['simulations']} simulations)")
+                if cut.get("bound_rounds"):
+                    cut_text += (f", {cut['bound_rounds']} of its rounds by the cut's bound (a solve's gap was at "
+                                 f"most {BOUND_ROUND_GAP:.0%})")
                 if isinstance(cut.get("any_cut_bound_units"), (int, float)):
                     cut_text += (f", bound over every cut {_figure(cut['any_cut_bound_units'])} {time_unit} "
                                  f"(work / devices)")
@@ -198,6 +206,9 @@ class Comparison:
                 if lns.get("resolve_s") is not None:
                     cut_text += (f", then the full model again {float(lns['resolve_s']):.0f} s: "
                                  f"{_figure(float(lns['resolve_units']))} {time_unit}")
+            why = opp.notes.get("placement_why")
+            if why:
+                cut_text = f" ({why})" + cut_text
             lines.append(f"opplan: {opp.notes.get('status')}, bound "
                          f"{_figure(bound) + ' ' + time_unit if isinstance(bound, (int, float)) else bound}, gap "
                          f"{opp.notes.get('gap', 0):.1%}, placement {opp.notes.get('placement')}{cut_text}, warm start "
@@ -254,7 +265,8 @@ def compare(
     progress: Callable[[str], None] | None = None,
     lns_mode: str = "in-order",
 ) -> Comparison:
-    """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row.
+    """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row
+    on `opplan_placement` (`PLACEMENTS`; module docstring).
     `granularity`: sub-chunks per piece for the planned row on a model (`planner.compare.subchunks`; 1, the
     default: stage level only; None: chosen by `auto_granularity`); `subchunk_a2a`: where a piece's all-to-alls sit
     among its sub-chunks (`planner.compare.subchunks.A2A_AT`: ``piece``, as the baselines are measured, or
@@ -285,15 +297,19 @@ def compare(
         dp = simulate_baseline("dualpipe", p, m, costs, scales)
         cap = dp.figures.max_peak_memory_bytes if dp.figures else None
     cmp.memory_cap_units = None if cap is None else cap / scales.bytes_per_unit
-    if opplan_placement in ("auto", "warm"):
+    why = ""  # how auto chose (the table line says it)
+    if opplan_placement in ("auto", "both", "warm"):
         placements = [pl for pl in ("dualpipe", "v") if pl != "dualpipe" or (p % 2 == 0 and m % 2 == 0)]
         if opplan_placement == "warm" and len(placements) > 1:
             placements = [_warmest(placements, p, m, costs, scales, by_name, cap)]
+        elif opplan_placement == "auto" and len(placements) > 1:
+            alone, why = _dominant(placements, p, m, costs, scales, by_name, cap)
+            placements = [alone] if alone is not None else placements
     elif opplan_placement in _WARM_FROM:
         placements = [opplan_placement]
     else:
         raise OpplanError(f"unknown placement {opplan_placement!r} for the planned schedule",
-                          fix="use auto, warm, dualpipe, v or fixed")
+                          fix=f"use one of {', '.join(PLACEMENTS)}")
     best: CompareRow | None = None
     tried: dict[str, tuple[int, int]] = {}  # placement -> (makespan, bound) in ticks
     failures: list[str] = []  # why a placement gave no schedule, in the skipped row's words
@@ -308,6 +324,7 @@ def compare(
             continue
         row.notes["time_to_best_s"] = before + float(row.notes["time_to_best_s"])  # type: ignore[arg-type]
         row.notes["tried"] = tried
+        row.notes["placement_why"] = why
         tried[placement] = (row.figures.makespan_tick, int(row.notes["bound_tick"]))  # type: ignore[call-overload]
         if best is None or best.figures is None or row.figures.makespan_tick < best.figures.makespan_tick:
             best = row
@@ -328,6 +345,37 @@ def _warmest(placements: list[str], p: int, m: int, costs, scales: Scales, by_na
                 and (cap is None or r.figures.max_peak_memory_bytes <= cap)]
         return min(fits, default=float("inf"))
     return min(placements, key=lambda pl: (shortest(pl), placements.index(pl)))
+
+
+def _dominant(placements: list[str], p: int, m: int, costs, scales: Scales, by_name: dict[str, CompareRow],
+              cap: int | None) -> tuple[str | None, str]:
+    """``compare(opplan_placement="auto")``'s choice: the placement that is at least as good as every other on both
+    signals known before solving — the shortest warm start (its baselines, `_WARM_FROM`, within the cap) and the
+    lowest lower bound (the formulation's trivial bound on its baselines' cut, `prepare_pipeline`: critical path,
+    work / devices, device bound) — solved alone with the whole budget; None when no placement is (the signals
+    disagree: all are solved, the time split).  Ties go to the earlier of `placements`.  With the reason, in words.
+    Why both signals: the warm start alone picks the V on the unit rows, where DualPipe's placement reaches the
+    proven optimum (README, "The budget: one placement")."""
+    warm: dict[str, float] = {}
+    bound: dict[str, float] = {}
+    for pl in placements:
+        rows = (by_name.get(n) or simulate_baseline(n, p, m, costs, scales) for n in _WARM_FROM[pl])
+        warm[pl] = min((r.figures.makespan_tick for r in rows if r.figures is not None
+                        and (cap is None or r.figures.max_peak_memory_bytes <= cap)), default=float("inf"))
+        try:
+            bound[pl] = prepare_pipeline(_pipeline(_SPLIT[pl], p, m, costs, scales), cap).trivial_tick
+        except OpplanError:  # one micro-batch does not fit the cap there: no schedule at all
+            bound[pl] = float("inf")
+
+    def words(pl: str) -> str:
+        def fig(tick: float) -> str:
+            return _figure(tick / scales.ticks_per_unit) if tick < float("inf") else "none within the cap"
+        return f"{pl}: warm start {fig(warm[pl])}, bound {fig(bound[pl])}"
+    told = "; ".join(words(pl) for pl in placements)
+    for pl in placements:
+        if all(warm[pl] <= warm[o] and bound[pl] <= bound[o] for o in placements):
+            return pl, f"auto: {pl} alone, the shortest warm start and the lowest bound ({told})"
+    return None, f"auto: every placement, the signals disagree ({told})"
 
 
 def _reference_schedules(placement, p, m, costs, scales, by_name) -> list[tuple[str, Schedule]]:
@@ -365,7 +413,10 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
     """The planned row on one placement.  On a model the two levels alternate (`planner.compare.cut_search`):
     the cut is refined for the baselines' schedules (CUT_SHARE of the budget), the pipeline formulation solves
     the chosen cut (warm-started), the cut is refined again for the schedule it returned and, when that moved the
-    cut, the formulation solves the new cut warm-started from that schedule with the time left.  Then, at
+    cut, the formulation solves the new cut warm-started from that schedule with the time left.  When a solve ends
+    within BOUND_ROUND_GAP of its cut's bound (`BOUND_ROUND`), that round scores cuts by their bound instead
+    (`refine_cut(score="bound")`: no reorder shortens such a schedule, only a cut with a lower bound can), and
+    such rounds go on while their solve gains and time is left.  Then, at
     granularity k > 1 (`granularity`, None: `auto_granularity`), every piece of the final cut is split into k
     sub-chunks and the formulation solves that pipeline (`_solve_fine`, FINE_SHARE of the budget; the stage
     level gets the rest) warm-started from the expansions of the stage-level schedules; the row keeps the
@@ -388,21 +439,28 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
         row.notes["time_to_best_s"] = started_s + float(row.notes["time_to_best_s"])  # type: ignore[arg-type]
     rounds = [first]
     row_costs = first.costs
-    if row.schedule is not None:
+    bound_rounds = 0
+    while row.schedule is not None and row.figures is not None:
         left = budget_s - (time.monotonic() - t0)
-        again = refine_cut(first.costs, split, name, p, m, [row.schedule, *refs], cap,
-                           deadline_s=time.monotonic() + left / 2)
+        # a solve at (or near) its cut's bound: only a cut with a lower bound can be shorter, so the round scores
+        # cuts by their bound, and rounds go on while they gain; otherwise one round scored by the replays
+        by_bound = BOUND_ROUND and float(row.notes["gap"]) <= BOUND_ROUND_GAP  # type: ignore[arg-type]
+        if left <= 1.0 or (len(rounds) > 1 and not by_bound):
+            break
+        again = refine_cut(row_costs, split, name, p, m, [row.schedule, *refs], cap,
+                           deadline_s=time.monotonic() + left / 2, score="bound" if by_bound else "makespan")
         rounds.append(again)
+        bound_rounds += int(by_bound)
         left = budget_s - (time.monotonic() - t0)
-        if again.moves_kept and left > 1.0:
-            started_s = time.monotonic() - t0
-            other = _solve_opplan(placement, p, m, again.costs, scales,
-                                  [*references, ("previous round", row.schedule)], cap, left, backend,
-                                  search=search)
-            if other.figures is not None and row.figures is not None \
-                    and other.figures.makespan_tick < row.figures.makespan_tick:
-                other.notes["time_to_best_s"] = started_s + float(other.notes["time_to_best_s"])  # type: ignore[arg-type]
-                row, row_costs = other, again.costs
+        if not again.moves_kept or left <= 1.0:
+            break
+        started_s = time.monotonic() - t0
+        other = _solve_opplan(placement, p, m, again.costs, scales, [*references, ("previous round", row.schedule)],
+                              cap, left, backend, search=search)
+        if other.figures is None or other.figures.makespan_tick >= row.figures.makespan_tick:
+            break
+        other.notes["time_to_best_s"] = started_s + float(other.notes["time_to_best_s"])  # type: ignore[arg-type]
+        row, row_costs = other, again.costs
     if k > 1 and row.schedule is not None:
         row = _solve_fine(placement, p, m, row_costs, scales, row, [r for _, r in references], cap,
                           total_s - (time.monotonic() - t0), backend, k, subchunk_a2a,
@@ -411,7 +469,7 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
         any_cut = any_cut_bound_tick(costs, row.pipeline)
         row.notes["cut"] = {"moves": sum(r.moves_kept for r in rounds),
                             "chain_moves": sum(r.chain_moves_kept for r in rounds),
-                            "simulations": sum(r.evaluations for r in rounds),
+                            "simulations": sum(r.evaluations for r in rounds), "bound_rounds": bound_rounds,
                             "any_cut_bound_units": None if any_cut is None else any_cut / scales.ticks_per_unit}
     return row
 
