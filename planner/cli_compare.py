@@ -40,7 +40,7 @@ from planner.cli_args import (
     positive_seconds,
 )
 from planner.compare.model_costs import ModelCosts, model_costs
-from planner.compare.pipelines import LNS_MODES, LNS_SHARE, compare, write_outputs
+from planner.compare.pipelines import LNS_MODES, LNS_SHARE, PLACEMENTS, compare, write_outputs
 from planner.compare.presets import PRESETS, MicroBatch, PresetCosts, preset_costs
 from planner.cost.training_costs import training_costs
 from planner.errors import InputError
@@ -180,9 +180,11 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         "streams")
     parser.add_argument("--memory", type=positive_float, default=None,
                         help="memory cap per device for the planned schedule (default: DualPipe's peak)")
-    parser.add_argument("--placement", choices=("auto", "warm", "dualpipe", "v", "fixed"), default="auto",
+    parser.add_argument("--placement", choices=PLACEMENTS, default="auto",
                         help="stage placement of the planned schedule: dualpipe (two copies, both directions), v "
-                        "(2p half stages), fixed (one stage per device); auto tries dualpipe and v, half the time "
+                        "(2p half stages), fixed (one stage per device); auto (default) solves the one of dualpipe "
+                        "and v that has both the shortest warm start within the cap and the lowest bound alone, with "
+                        "the whole time limit, or both when neither has; both tries dualpipe and v, half the time "
                         "limit each, and keeps the better; warm solves only the one whose baselines run shortest "
                         "within the cap, with the whole time limit")
     parser.add_argument("--granularity", type=_granularity, default=1, metavar="K",
