@@ -31,7 +31,8 @@ section as a Markdown table.
 **Calibration rows** (`part` = `calibration`; issue 14), on `CAL_NPROC` = 2 ranks, per model: `plan-calibrate
 --nproc 2` right before that model's plans (a fresh profile per model, so that its runs are minutes after their
 calibration: the load here changed 3-10x over the tens of minutes one calibration at the start served), then five
-plans, each run by `run_plan(nproc=2, repeat=K, report_path=...)` right after it is made:
+plans, each run by `run_plan(nproc=2, repeat=K, report_path=...)` right after it is made (K = 5, or more for a
+short plan: enough repetitions to time 0.1 s of its predicted makespan, at most 50, `repetitions`; the row's `repeat`):
 
 * `nominal`     planned on cpu-4's nominal figures for 2 processes (`cpu-4.yaml` with `count: 2`): "before";
 * `calibrated_no_factors`  planned on that profile without its `op_cost_factors` table (the plain roofline of
@@ -84,6 +85,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import math
 import multiprocessing
 import os
 import statistics
@@ -370,6 +372,19 @@ def _slowdown_text(state: dict) -> str:
     return f"{one(state['slowdown_before'])} / {one(state['slowdown_after'])}"
 
 
+MIN_TIMED_S = 0.1  # the calibration rows time at least this much of a plan (in repetitions of its makespan)
+MAX_REPEAT = 50
+
+
+def repetitions(repeat: int, predicted_s: float) -> int:
+    """`repeat`, or more for a short plan: enough repetitions of `predicted_s` to time `MIN_TIMED_S` (at most
+    `MAX_REPEAT`), so that the median of a 3 ms run is not one scheduler hiccup away from 1.5x (the bundled MoE's
+    single-rank plan measured 2.9-4.9 ms over runs with 5 repetitions)."""
+    if predicted_s <= 0:
+        return repeat
+    return max(repeat, min(MAX_REPEAT, math.ceil(MIN_TIMED_S / predicted_s)))
+
+
 def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrated: Path, repeat: int, method: str,
                      time_limit_s: float, rounds: int = 3, calibrated_at: float | None = None) -> list[dict]:
     """The rows of one model (module docstring); a failing step ends that model's rows with its error.
@@ -389,7 +404,9 @@ def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrate
         try:
             plan_path = _plan_on(model, hw, tmp / f"{name}-{stage}.json", method, time_limit_s, measured)
             plan = load_plan(plan_path)
-            report = run_plan(plan_path, nproc=CAL_NPROC, repeat=repeat, check=True,
+            reps = repetitions(repeat, plan.makespan_tick * (plan.tick_s or 0.0))
+            row["repeat"] = reps
+            report = run_plan(plan_path, nproc=CAL_NPROC, repeat=reps, check=True,
                               report_path=tmp / f"{name}-{stage}.run.json", run_timeout_s=600).report
         except Exception as exc:  # a bench row records the failure and goes on
             row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -423,7 +440,9 @@ def calibration_rows(name: str, model: Path, tmp: Path, nominal: Path, calibrate
         alternate: dict[str, list[float]] = {"calibrated": [], "replanned": []}
         for _ in range(rounds):
             for stage in alternate:
-                report = run_plan(tmp / f"{name}-{stage}.json", nproc=CAL_NPROC, repeat=repeat,
+                timed = load_plan(tmp / f"{name}-{stage}.json")
+                report = run_plan(tmp / f"{name}-{stage}.json", nproc=CAL_NPROC,
+                                  repeat=repetitions(repeat, timed.makespan_tick * (timed.tick_s or 0.0)),
                                   run_timeout_s=600).report
                 alternate[stage].append(report["measured_makespan_s"])
         a, b = (statistics.median(alternate[k]) for k in ("calibrated", "replanned"))
