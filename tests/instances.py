@@ -209,3 +209,18 @@ def layered_with_heft(n: int, devices: int, *, seed: int, comm: float, capacity:
         return inst, heft(inst)
     except InfeasibleError:
         return inst, None
+
+
+def moe_model_costs(stages: int):
+    """`plan-compare --model`'s costs of the bundled MoE on h100-8-nvlink.yaml cut for `stages` stages (10 s for
+    the stage formulation): the model case of the pipeline-comparison tests."""
+    from pathlib import Path
+
+    from planner.compare.model_costs import model_costs
+    from planner.ir.hardware import load_topology
+    from planner.prepare import prepare
+
+    repo = Path(__file__).resolve().parents[1]
+    hw = repo / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
+    return model_costs(prepare(repo / "planner" / "data" / "models" / "moe.onnx", load_topology(hw)).instance, stages,
+                       time_limit_s=10)

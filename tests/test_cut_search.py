@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from instances import moe_model_costs
 
 from planner.compare.cut_search import (
     STEP_OPS,
@@ -22,7 +23,6 @@ from planner.compare.cut_search import (
     refine_cut,
     with_cut,
 )
-from planner.compare.model_costs import model_costs
 from planner.pipeline.registry import GENERATORS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,10 +33,7 @@ P, M = 4, 4
 
 @pytest.fixture(scope="module")
 def costs():
-    from planner.ir.hardware import load_topology
-    from planner.prepare import prepare
-
-    return model_costs(prepare(MOE, load_topology(HW)).instance, P, time_limit_s=10)
+    return moe_model_costs(P)
 
 
 def _assert_valid_cut(costs, cut) -> None:

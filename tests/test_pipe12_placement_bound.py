@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
+from instances import moe_model_costs
 
 from formulations.pipeline import pipeline_device_bound, prepare_pipeline
 from planner.compare.cut_search import _moves, refine_cut, with_cut
-from planner.compare.model_costs import model_costs
 from planner.compare.pipelines import _SPLIT, _WARM_FROM, _pipeline, compare, scales_of, simulate_baseline
 from planner.errors import OpplanError
 from planner.pipeline.registry import GENERATORS, UnitCosts, pipeline_for
@@ -25,10 +25,7 @@ P, M = 4, 8
 
 @pytest.fixture(scope="module")
 def costs():
-    from planner.ir.hardware import load_topology
-    from planner.prepare import prepare
-
-    return model_costs(prepare(MOE, load_topology(HW)).instance, P, time_limit_s=10)
+    return moe_model_costs(P)
 
 
 def _signals(p, m, costs):
