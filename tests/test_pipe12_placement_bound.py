@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from instances import moe_model_costs
+from test_cut_search import _uneven
 
 from formulations.pipeline import pipeline_device_bound, prepare_pipeline
 from planner.compare.cut_search import _moves, refine_cut, with_cut
@@ -83,14 +84,6 @@ def test_auto_solves_the_dominant_placement_alone_and_both_when_the_signals_disa
     assert "disagree" in str(opp.notes["placement_why"])
     with pytest.raises(OpplanError, match="both"):
         compare(4, 8, unit, time_limit_s=1, opplan_placement="nowhere")
-
-
-def _uneven(costs, shift: int):
-    """The p-stage cut with `shift` ops of stage 1 given to stage 0."""
-    cut = [list(piece) for piece in costs.stage_positions]
-    cut[0] += cut[1][:shift]
-    cut[1] = cut[1][shift:]
-    return tuple(tuple(piece) for piece in cut)
 
 
 def test_the_bound_score_ends_at_a_local_optimum_of_the_cut_s_bound(costs):
