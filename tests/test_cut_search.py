@@ -5,7 +5,6 @@ purpose."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -25,9 +24,6 @@ from planner.compare.cut_search import (
 )
 from planner.pipeline.registry import GENERATORS
 
-REPO = Path(__file__).resolve().parents[1]
-MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
-HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
 P, M = 4, 4
 
 

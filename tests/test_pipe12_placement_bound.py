@@ -5,7 +5,6 @@ the shortest warm start and the lowest bound) and the cut rounds scored by the c
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from instances import moe_model_costs
@@ -18,9 +17,6 @@ from planner.errors import OpplanError
 from planner.pipeline.registry import GENERATORS, UnitCosts, pipeline_for
 from planner.schedule.validate import validate_plan
 
-REPO = Path(__file__).resolve().parents[1]
-MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
-HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
 P, M = 4, 8
 
 

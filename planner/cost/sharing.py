@@ -20,6 +20,7 @@ prices the same with or without the block.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +29,7 @@ import yaml
 from planner.ir.hardware import Profile
 from planner.ir.topology import Topology
 
-__all__ = ["SharedHosts", "shared_hosts", "load_shared_hosts", "effective_parallelism"]
+__all__ = ["SharedHosts", "shared_hosts", "load_shared_hosts", "read_profile", "effective_parallelism"]
 
 
 def effective_parallelism(ranks: int, concurrent_rate: float, solo_rate: float) -> float:
@@ -62,6 +63,11 @@ class SharedHosts:
             return 1.0
         return min(1.0, self.parallelism[host] / computing)
 
+    def solo(self) -> SharedHosts:
+        """The same hosts for durations that are each op's time alone (measured op times, not figures measured
+        with every rank busy): measured_ranks 1 everywhere."""
+        return dataclasses.replace(self, measured_ranks=tuple(1 for _ in self.measured_ranks))
+
     def calibrated_speed(self, host: int) -> float:
         """speed(n): the fraction of solo speed at which the profile's figures were measured."""
         return 1.0 if host < 0 else self.speed(host, self.measured_ranks[host])
@@ -83,12 +89,17 @@ def shared_hosts(profile: Profile, topology: Topology) -> SharedHosts | None:
     return SharedHosts(tuple(index.get(d.host, -1) for d in topology.devices), tuple(parallelism), tuple(ranks))
 
 
+def read_profile(path: str | Path) -> Profile | None:
+    """The profile at `path`, None when it does not read as one (a bundled profile's name, say)."""
+    try:
+        return Profile.model_validate(yaml.safe_load(Path(path).read_text()))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+
+
 def load_shared_hosts(path: str | Path, topology: Topology) -> SharedHosts | None:
     """`shared_hosts` of the profile file at `path` (already readable as `topology`); None as there, or when the
     file does not read as a profile (a bundled name, say: no bundled profile has the block)."""
-    try:
-        profile = Profile.model_validate(yaml.safe_load(Path(path).read_text()))
-    except (OSError, ValueError, yaml.YAMLError):
-        return None
-    return shared_hosts(profile, topology)
+    profile = read_profile(path)
+    return shared_hosts(profile, topology) if profile is not None else None
 

@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 
 from planner.cost.model import build_instance
-from planner.cost.sharing import load_shared_hosts
+from planner.cost.sharing import load_shared_hosts, read_profile
 from planner.ir.graph import OpGraph
 from planner.ir.topology import Topology
 from planner.schedule.plan import Plan
-from planner.schedule.runtime_replay import rank_transfer_s, read_profile
+from planner.schedule.runtime_replay import rank_transfer_s
 from planner.schedule.simulate import simulate_plan
 
 __all__ = ["sharing_report", "summary_line"]
@@ -66,7 +66,7 @@ def sharing_report(plan: Plan, graph: OpGraph, topology: Topology | None, measur
         for name, ticks in own.items():
             durations[index[name], :] = ticks
         instance = dataclasses.replace(instance, duration_tick=durations)
-        hosts = dataclasses.replace(hosts, measured_ranks=tuple(1 for _ in hosts.measured_ranks))
+        hosts = hosts.solo()
     shared_s = simulate_plan(instance, plan, sharing=hosts).makespan_tick * plan.tick_s
     unshared_s = simulate_plan(instance, plan).makespan_tick * plan.tick_s
     out: dict[str, Any] = {

@@ -22,16 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from planner.cost.instance import SchedulingInstance
-from planner.cost.sharing import SharedHosts, shared_hosts
+from planner.cost.sharing import SharedHosts, read_profile, shared_hosts
 from planner.ir.hardware import Profile
 from planner.ir.topology import Topology
 from planner.schedule.plan import Plan
 from planner.schedule.simulate import simulate_plan
 
-__all__ = ["RuntimeReplay", "rank_transfer_s", "read_profile"]
+__all__ = ["RuntimeReplay", "rank_transfer_s"]
 
 
 def rank_transfer_s(profile: Profile) -> tuple[float, float] | None:
@@ -41,14 +39,6 @@ def rank_transfer_s(profile: Profile) -> tuple[float, float] | None:
     if link is None or (link.send_overhead is None and link.recv_overhead is None):
         return None
     return float(link.send_overhead or 0.0), float(link.recv_overhead or 0.0)
-
-
-def read_profile(path: str | Path) -> Profile | None:
-    """The profile at `path`, None when it does not read as one (a bundled profile's name, say)."""
-    try:
-        return Profile.model_validate(yaml.safe_load(Path(path).read_text()))
-    except (OSError, ValueError, yaml.YAMLError):
-        return None
 
 
 @dataclass(frozen=True)
@@ -75,7 +65,7 @@ class RuntimeReplay:
         if hosts is None:  # nobody shares cores: the ranks' streams only take the transfers' work
             hosts = SharedHosts(tuple(-1 for _ in topology.devices), (), ())
         elif solo_durations:
-            hosts = SharedHosts(hosts.host_of_device, hosts.parallelism, tuple(1 for _ in hosts.measured_ranks))
+            hosts = hosts.solo()
         return cls(overheads[0], overheads[1], hosts)
 
     def makespan_tick(self, instance: SchedulingInstance, plan: Plan) -> float:
