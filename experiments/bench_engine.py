@@ -3,7 +3,8 @@
 
 Per instance, one row: the classic list schedulers (HEFT, HEFT with CPoP's priority, PEFT; the best of them is
 the bar to beat), the planner's phases (the makespan after phase 1, the linear-clustering rounds, the cluster
-rounds, the iterated list scheduler, LNS: `plan_instance`'s `phases`), the final makespan, the op-level lower
+rounds, the segment neighbourhoods, the iterated list scheduler, the assignment search, LNS: `plan_instance`'s
+`phases`), the final makespan, the op-level lower
 bound (the best of the trivial, the communication-aware and the decomposition/solver bounds), the gap, which part
 found the plan, the share of HEFT's gap to the bound that the planner closed (`closed_pct`, issue 16's measure,
 where that gap is over 2 %), whether it beat the best classic scheduler, and whether the planner failed (an
@@ -17,8 +18,9 @@ measured in one run, alternating per graph):
 `--graphs` names layered graphs as `<tasks>x<devices>-c<comm>-s<seed>` (seed = index in GRAPHS; `all`, the
 default, is every graph of GRAPHS; `moe` adds the two MoE rows; `MODEL.onnx@PROFILE.yaml` any ONNX file on a
 bundled profile, e.g. the onnx wheel's packaged CNNs); `--compare` runs each instance first as main's
-phase 3 ran it before a change (`--before pre-tails`, the default: the LNS's neighbourhood tails and releases
-before their fix, `planner.lns.TAILS_AFTER_WINDOW` = False; `--before main`: the iterated list scheduler on the
+phase 3 ran it before a change (`--before pre-segment`, the default: without the segment neighbourhoods,
+`planner.solve.SEGMENT_LNS_SHARE` = 0; `--before pre-tails`: the LNS's neighbourhood tails and releases before their
+fix, `planner.lns.TAILS_AFTER_WINDOW` = False; `--before main`: the iterated list scheduler on the
 graph alone, without the race against the mirrored graph, `planner.solve.MIRROR_RACE_SHARE` = 0; `--before
 pre-assignment`: also without the assignment search and with the phase-3 time split of before it, `ITERATED_SHARE`
 = 0.7, the rest to LNS), then as configured, and prints each pair and the summary of each setting.
@@ -71,7 +73,7 @@ def _row(name: str, inst: SchedulingInstance, time_limit_s: float, threads: int)
     after: dict[str, int] = {}
     for phase in out.phases:
         source = phase.source.removesuffix(" (mirrored)")  # the iterated list scheduler found it on the mirror
-        key = source if source in ("decomposition", "linear cluster round", "cluster round",
+        key = source if source in ("decomposition", "linear cluster round", "cluster round", "segment LNS",
                                    "iterated list scheduling", "assignment search", "LNS") else "list"
         after[key] = phase.makespan_tick
     final = out.op_plan.makespan_tick
@@ -80,6 +82,7 @@ def _row(name: str, inst: SchedulingInstance, time_limit_s: float, threads: int)
     row.update(
         failed=False, after_list=after.get("list", best_list), after_decomposition=after.get("decomposition", ""),
         after_linear_round=after.get("linear cluster round", ""), after_cluster_round=after.get("cluster round", ""),
+        after_segment_lns=after.get("segment LNS", ""),
         after_iterated=after.get("iterated list scheduling", ""),
         after_assignment=after.get("assignment search", ""), after_lns=after.get("LNS", ""), final=final,
         bound=bound, gap_pct=round(100 * out.op_plan.gap, 2),
@@ -125,7 +128,10 @@ BEFORE_SETTING: dict[str, float | bool] = {"ITERATED_SHARE": 0.7, "ASSIGNMENT_SH
 MAIN_SETTING: dict[str, float | bool] = {"MIRROR_RACE_SHARE": 0.0}
 # the LNS's neighbourhood tails before issue 16's fix (`planner.lns.TAILS_AFTER_WINDOW`; `--before pre-tails`)
 PRE_TAILS_SETTING: dict[str, float | bool] = {"lns.TAILS_AFTER_WINDOW": False}
-BEFORE_SETTINGS = {"main": MAIN_SETTING, "pre-assignment": BEFORE_SETTING, "pre-tails": PRE_TAILS_SETTING}
+# the planner before the segment neighbourhoods (`planner.segment_lns`; `--before pre-segment`)
+PRE_SEGMENT_SETTING: dict[str, float | bool] = {"SEGMENT_LNS_SHARE": 0.0}
+BEFORE_SETTINGS = {"main": MAIN_SETTING, "pre-assignment": BEFORE_SETTING, "pre-tails": PRE_TAILS_SETTING,
+                   "pre-segment": PRE_SEGMENT_SETTING}
 MODULES = {"lns": lns_module}  # settings named "module.NAME" set NAME in that module; plain names: planner.solve
 
 
@@ -184,9 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per instance")
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--compare", action="store_true", help="each instance before (main's phase 3), then after")
-    parser.add_argument("--before", choices=sorted(BEFORE_SETTINGS), default="pre-tails",
-                        help="what --compare runs first: the LNS before its tail fix (pre-tails), phase 3 without "
-                             "the mirrored race (main), or the one before the assignment search")
+    parser.add_argument("--before", choices=sorted(BEFORE_SETTINGS), default="pre-segment",
+                        help="what --compare runs first: the planner without the segment neighbourhoods "
+                             "(pre-segment), the LNS before its tail fix (pre-tails), phase 3 without the mirrored "
+                             "race (main), or the one before the assignment search")
     args = parser.parse_args(argv)
     after: dict[str, float | bool] = {}
     settings = [("before", BEFORE_SETTINGS[args.before]), ("after", after)] if args.compare else [("after", after)]

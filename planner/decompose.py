@@ -170,7 +170,7 @@ def induced_instance(instance: SchedulingInstance, tasks: Sequence[int], name: s
     )
 
 
-def _signature(sub: SchedulingInstance) -> tuple:
+def segment_signature(sub: SchedulingInstance) -> tuple:
     """Equal signatures: the same instance up to task names (solved once)."""
     return (sub.duration_tick.tobytes(), sub.duration_tick.shape, sub.edges, sub.comm_tick.tobytes(),
             sub.param_bytes.tobytes(), sub.activation_bytes.tobytes(), sub.peak_internal_bytes.tobytes())
@@ -213,13 +213,14 @@ class Decomposition:
         return sum(1 for r in self.segments if r.how in (SegmentSource.SOLVER, SegmentSource.CACHED))
 
 
-def _timed(plan: Plan, sub: SchedulingInstance) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def segment_rows(plan: Plan, sub: SchedulingInstance) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The device and start tick `plan` (of the whole graph) gives each of the segment's tasks, in its order."""
     by = plan.by_task()
     rows = [by[name] for name in sub.task_names]
     return tuple(r.device for r in rows), tuple(r.start_tick for r in rows)
 
 
-def _restricted(plan: Plan, sub: SchedulingInstance, by: Mapping[str, TaskPlacement] | None = None) -> Plan | None:
+def restricted_plan(plan: Plan, sub: SchedulingInstance, by: Mapping[str, TaskPlacement] | None = None) -> Plan | None:
     """`plan` (of the whole graph) on the segment's tasks, shifted to start at tick 0, when that is a valid plan of
     the segment `sub` (checked: memory counts differently on a part); else None.  `by`: `plan.by_task()`, when the
     caller has it (built once for all segments rather than once per segment)."""
@@ -242,7 +243,7 @@ def _heft(sub: SchedulingInstance, memo: dict[tuple, Plan] | None) -> Plan:
     holds (durations, edges, delays, memory) and breaks ties by task index, so the plan is the one it would find."""
     if memo is None:
         return heft(sub)
-    sig = _signature(sub)
+    sig = segment_signature(sub)
     seen = memo.get(sig)
     if seen is None:
         memo[sig] = plan = heft(sub)
@@ -257,18 +258,18 @@ def _heft(sub: SchedulingInstance, memo: dict[tuple, Plan] | None) -> Plan:
 def _list_schedule(sub: SchedulingInstance, incumbent: Plan | None,
                    by: Mapping[str, TaskPlacement] | None = None, memo: dict[tuple, Plan] | None = None) -> Plan:
     """The shorter of HEFT on the segment and the incumbent's schedule of it (when valid there); `by` as in
-    `_restricted`, `memo` as in `_heft`."""
+    `restricted_plan`, `memo` as in `_heft`."""
     plan = _heft(sub, memo)
     if incumbent is None:
         return plan
-    if by is not None and _span(by, sub) >= plan.makespan_tick:
+    if by is not None and segment_span(by, sub) >= plan.makespan_tick:
         return plan  # the incumbent's part is no shorter: no need to cut it out and validate it
-    cut = _restricted(incumbent, sub, by)
+    cut = restricted_plan(incumbent, sub, by)
     return cut if cut is not None and cut.makespan_tick < plan.makespan_tick else plan
 
 
-def _span(by: Mapping[str, TaskPlacement], sub: SchedulingInstance) -> int:
-    """The makespan `_restricted` would give the segment's part of a plan (last end - first start)."""
+def segment_span(by: Mapping[str, TaskPlacement], sub: SchedulingInstance) -> int:
+    """The makespan `restricted_plan` would give the segment's part of a plan (last end - first start)."""
     rows = [by[name] for name in sub.task_names]
     if not rows:
         return 0
@@ -298,9 +299,9 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
     bounds: dict[tuple, int] = {}  # segment signature -> its communication-aware bound
     for i, sub in enumerate(subs):
         plan = known[i] = _list_schedule(sub, incumbent, incumbent_by, memo)
-        dev, start = _timed(plan, sub)
+        dev, start = segment_rows(plan, sub)
         # the trivial bound raised by the transfers joins cannot avoid; identical segments share it
-        sig = _signature(sub)
+        sig = segment_signature(sub)
         if sig not in bounds:
             bounds[sig] = comm_lower_bound_tick(sub)
         trivial = bounds[sig]
@@ -313,12 +314,12 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
         if how is SegmentSource.NO_TIME:
             todo.append(i)
     cache: dict[tuple, int] = {}
-    sizes = {_signature(subs[i]): subs[i].num_tasks for i in todo}
+    sizes = {segment_signature(subs[i]): subs[i].num_tasks for i in todo}
     left_size = sum(sizes.values())
     for i in todo:
         sub, prev = subs[i], results[i]
         assert prev is not None
-        sig = _signature(sub)
+        sig = segment_signature(sub)
         if sig in cache:
             src = results[cache[sig]]
             assert src is not None
@@ -341,7 +342,7 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
         plan = solve_placement(sub, backend=backend, time_limit_s=max(0.2, share - (time.monotonic() - s0)),
                                threads=threads, seed=seed, warm_start=warm,
                                progress=_segment_progress(say, i, sub.num_tasks))
-        dev, start = _timed(plan, sub)
+        dev, start = segment_rows(plan, sub)
         results[i] = SegmentResult(segs[i], sub, dev, start, plan.makespan_tick,
                                    max(prev.bound_tick, min(plan.lower_bound_tick, plan.makespan_tick)),
                                    SegmentSource.SOLVER)
@@ -353,7 +354,7 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
     shared = {s.first for s in segs if s.first is not None}
     overlap = sum(int(np.where(dur[b] < INELIGIBLE, dur[b], 0).max()) for b in shared)
     bound = max(0, sum(r.bound_tick for r in final) - overlap)
-    stitched = _stitch(instance, final)
+    stitched = stitch_segments(instance, final)
     return Decomposition(tuple(final), bound, stitched, time.monotonic() - t0)
 
 
@@ -372,7 +373,7 @@ def _segment_progress(say: ProgressFn, index: int, size: int):
     return report
 
 
-def _stitch(instance: SchedulingInstance, results: Sequence[SegmentResult]) -> Plan | None:
+def stitch_segments(instance: SchedulingInstance, results: Sequence[SegmentResult]) -> Plan | None:
     """Join the segment schedules (module docstring); None when devices cannot be matched or the plan is invalid."""
     cls = {d: i for i, c in enumerate(instance.interchangeable_device_classes()) for d in c}
     nd = instance.num_devices
@@ -405,4 +406,5 @@ def _stitch(instance: SchedulingInstance, results: Sequence[SegmentResult]) -> P
 
 
 __all__ = ["Decomposition", "Segment", "SegmentResult", "SegmentSource", "bottleneck_tasks", "decompose_and_solve",
-           "induced_instance", "segments"]
+           "induced_instance", "restricted_plan", "segment_rows", "segment_signature", "segment_span", "segments",
+           "stitch_segments"]
