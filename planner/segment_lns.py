@@ -9,37 +9,52 @@ windows of 16-48 ops of it did not (issue 16's notes).
 One move, on the incumbent P:
 
 1. **Pick** the group of identical segments (same signature: a stacked model's repeated layers) with the largest
-   sum over its copies of (span in P - the segment's proven bound); segments proven optimal, too large for the
-   solver (`planner.decompose.SEGMENT_MAX_TASKS`) or solved by a list schedule to their bound are never picked.
+   sum over its copies of (span in P - the least span a move can reach: the segment's proven bound, raised by
+   the moves' proofs); segments too large for the solver (`planner.decompose.SEGMENT_MAX_TASKS`) are never
+   picked.  A segment phase 1 solved to optimality can still be loose in P (P is not phase 1's plan when the
+   stitch failed or a later phase moved it).
 2. **Solve** the copy with the longest span in P as its own instance (the decomposition's induced instance, the
-   same model as phase 1: devices free, symmetry rows on), warm-started from P's schedule of it, for a share of
-   the time left proportional to its group's gap.
+   same model as phase 1), warm-started from P's schedule of it, for a share of the time left proportional to
+   its group's gap.  Where the devices are not all interchangeable (*pinned mode*), the segment's bottlenecks
+   are pinned to their devices in P (and copies are grouped only with the same pins): the stitch below can swap
+   only interchangeable devices, so a free solution that moved a bottleneck to another kind of device could not
+   be put back (on the onnx wheel's Inception-v1 on `mixed-a100-h100.yaml` phase 1's own stitch fails for that
+   reason, and P is the list scheduler's, 12 % above the sum of the segments' optima).
 3. **Put back** the solution on every copy of the group, and P's own schedule on every other segment, joined by
    `planner.decompose.stitch_segments` (the later segments' devices relabelled by a swap of interchangeable devices
-   where a bottleneck moved; replayed on the whole op graph and validated, memory included).  A plan shorter than P is
-   accepted; a stitch that fails (devices not interchangeable, memory) is a rejected move.
+   where a bottleneck moved; replayed on the whole op graph and validated, memory included).  A plan shorter than
+   P is accepted; a stitch that fails (memory) is a rejected move.
+
+**Sweep** (pinned mode's first move, with SWEEP_SHARE of the budget).  Pinned to P's devices, a segment keeps P's
+choice of device kind for its bottlenecks, often a poor one (P is a list schedule there).  So first every segment
+is solved once per kind of device for its first and for its last bottleneck (identical segments once per pair),
+and dynamic programming along the segments picks the kinds: a bottleneck two segments share runs on one kind, and
+the sum of the spans less the shared bottlenecks' runs is least.  On Inception-v1 (`mixed-a100-h100.yaml`, 30 s):
+HEFT/CPoP 514.9 us -> sweep 472.6 us -> one move 463.0 us (the list scheduler's race reached 480.0 us).
 
 Because segments run one after another (every op of a segment is after its first bottleneck and before its last),
 a shorter segment schedule shortens the plan by as much, times the number of copies, unless an edge that jumps
 over a bottleneck holds it back (the replay counts those).
 
-**Bound.**  The model solved in step 2 is the decomposition's segment model, so its proven bound is a bound on
-that segment's optimum and raises the decomposition bound (the sum over segments, `planner.decompose`) by the
-gain times the number of copies: `SegmentLnsResult.bound_tick`.
+**Bound.**  Outside pinned mode the model solved in step 2 is the decomposition's segment model, so its proven
+bound is a bound on that segment's optimum and raises the decomposition bound (the sum over segments,
+`planner.decompose`) by the gain times the number of copies: `SegmentLnsResult.bound_tick`.  A pinned model's
+proof bounds only the pinned segment (it stops further moves on that group, no more).
 
-A group whose move found nothing shorter is not picked again until every other group has had as many moves (ties
-in the gap go to the group tried least); the search ends when the budget is spent or no group is left open.
+A group whose move found nothing shorter is not picked again until every other open group has had as many moves;
+the search ends when the budget is spent, the plan meets the bound, or no group is left open.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from formulations.solve_instance import solve_placement
-from planner.cost.instance import SchedulingInstance
+from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.decompose import (
     Decomposition,
     SegmentResult,
@@ -58,8 +73,8 @@ __all__ = ["SegmentLnsResult", "open_segment_groups", "segment_lns"]
 log = logging.getLogger(__name__)
 ProgressFn = Callable[[str], None]
 
+SWEEP_SHARE = 0.5  # of its budget, what pinned mode's first move (the sweep) may use
 MIN_MOVE_S = 2.0  # least time a segment solve gets (a CP-SAT model of ~100 ops takes about a second to build)
-SOLVED_SOURCES = (SegmentSource.SOLVER, SegmentSource.CACHED, SegmentSource.NO_TIME)  # segments a move may take
 
 
 @dataclass(frozen=True)
@@ -78,11 +93,13 @@ class SegmentLnsResult:
 
 @dataclass
 class _Group:
-    """Identical segments (indices into the decomposition's segments) and what the search knows of them."""
+    """Identical segments (indices into the decomposition's segments; in pinned mode also with the same devices
+    for their bottlenecks in P) and what the search knows of them."""
 
     members: list[int]
-    bound_tick: int  # the segment's proven bound (raised by the moves)
+    bound_tick: int  # a proven bound on the segment's optimum (raised by the free moves' proofs)
     first_bound_tick: int  # the decomposition's
+    floor_tick: int  # least span a move can reach: the bound, or in pinned mode the pinned model's proof
     tries: int = 0
 
 
@@ -92,26 +109,159 @@ def _rows(by: Mapping[str, TaskPlacement], sub: SchedulingInstance) -> tuple[tup
     return tuple(r.device for r in rows), tuple(r.start_tick for r in rows)
 
 
-def open_segment_groups(fine: SchedulingInstance, decomposition: Decomposition | None) -> int:
-    """How many groups of identical segments a move could take (module docstring, step 1): 0 when the graph is
-    one segment (then the segment is the whole graph, which the other phases search) or none is left open."""
-    if decomposition is None or len(decomposition.segments) < 2:
-        return 0
-    return len(_groups(decomposition))
+def _pins(result: SegmentResult, by: Mapping[str, TaskPlacement], names: tuple[str, ...]) -> tuple[int, ...]:
+    """The devices P gives the segment's bottlenecks (first, last; those it has)."""
+    seg = result.segment
+    return tuple(by[names[b]].device for b in (seg.first, seg.last) if b is not None)
 
 
-def _groups(decomposition: Decomposition) -> list[_Group]:
-    by_sig: dict[tuple, _Group] = {}
+def _groups(fine: SchedulingInstance, decomposition: Decomposition, plan: Plan, pinned: bool) -> list[_Group]:
+    """The groups a move could take: every segment the solver may take (not above SEGMENT_MAX_TASKS), grouped by
+    signature (and, `pinned`, by the devices P gives its bottlenecks), whose span in `plan` is above its bound."""
+    by = plan.by_task()
+    by_key: dict[tuple, _Group] = {}
     for i, r in enumerate(decomposition.segments):
-        if r.how not in SOLVED_SOURCES or r.bound_tick >= r.makespan_tick:
+        if r.how is SegmentSource.TOO_LARGE:
             continue
-        sig = segment_signature(r.instance)
-        group = by_sig.get(sig)
+        key = (segment_signature(r.instance), _pins(r, by, fine.task_names) if pinned else ())
+        group = by_key.get(key)
         if group is None:
-            by_sig[sig] = _Group([i], r.bound_tick, r.bound_tick)
+            by_key[key] = _Group([i], r.bound_tick, r.bound_tick, r.bound_tick)
         else:
             group.members.append(i)
-    return list(by_sig.values())
+    return [g for g in by_key.values()
+            if any(segment_span(by, decomposition.segments[i].instance) > g.bound_tick for i in g.members)]
+
+
+def open_segment_groups(fine: SchedulingInstance, decomposition: Decomposition | None, plan: Plan) -> int:
+    """How many groups of identical segments a move could take on `plan` (module docstring, step 1): 0 when the
+    graph is one segment (then the segment is the whole graph, which the other phases search) or when every
+    segment's span in `plan` meets its bound."""
+    if decomposition is None or len(decomposition.segments) < 2:
+        return 0
+    return len(_groups(fine, decomposition, plan, _pinned_mode(fine)))
+
+
+def _pinned_mode(fine: SchedulingInstance) -> bool:
+    """Moves pin the segment's bottlenecks where the devices are not all interchangeable (module docstring)."""
+    return len(fine.interchangeable_device_classes()) > 1
+
+
+def _pinned_instance(sub: SchedulingInstance, result: SegmentResult, pins: tuple[int, ...]) -> SchedulingInstance:
+    """The segment with its bottlenecks allowed only on `pins` (`_pins`' order)."""
+    seg = result.segment
+    return _pin(sub, result, dict(zip([b for b in (seg.first, seg.last) if b is not None], pins)))
+
+
+def _restrict(sub: SchedulingInstance, result: SegmentResult,
+              allowed: Mapping[int, Sequence[int]]) -> SchedulingInstance:
+    """The segment with each task of `allowed` (global index) allowed only on the devices given for it."""
+    dur = sub.duration_tick.copy()
+    for t, devices in allowed.items():
+        i = result.segment.tasks.index(t)
+        keep = dur[i, list(devices)].copy()
+        dur[i, :] = INELIGIBLE
+        dur[i, list(devices)] = keep
+    return dataclasses.replace(sub, duration_tick=dur)
+
+
+def _pin(sub: SchedulingInstance, result: SegmentResult, device_of: Mapping[int, int]) -> SchedulingInstance:
+    """The segment with each task of `device_of` (global index) allowed only on its device there."""
+    return _restrict(sub, result, {t: [d] for t, d in device_of.items()})
+
+
+@dataclass(frozen=True)
+class _Option:
+    """A schedule of one segment with its bottlenecks on given kinds of device: per local task device and start,
+    its span, and how long its first bottleneck runs there (counted in the segment before it too)."""
+
+    device: tuple[int, ...]
+    start: tuple[int, ...]
+    span_tick: int
+    first_tick: int
+
+
+def _sweep(fine: SchedulingInstance, plan: Plan, results: Sequence[SegmentResult], *, time_limit_s: float,
+           backend: str, threads: int, seed: int) -> Plan | None:
+    """Pinned mode's first move (module docstring, "Sweep"): every segment the solver may take solved once per
+    kind of device (class of interchangeable devices) for its first and for its last bottleneck; the kinds chosen
+    along the segments by dynamic programming, so that a bottleneck two segments share runs on one kind and the
+    sum of the spans less the shared bottlenecks' runs is least; stitched (within a kind the stitch relabels).
+    A segment too large for the solver keeps `plan`'s schedule and its kinds.  Identical segments are solved once
+    per pair of kinds; each solve gets a share of `time_limit_s` by size.  None when no choice exists or the
+    stitch fails."""
+    t0 = time.monotonic()
+    by = plan.by_task()
+    names = fine.task_names
+    classes = fine.interchangeable_device_classes()
+    kind = {d: c for c, members in enumerate(classes) for d in members}
+    kinds = range(len(classes))
+    memo: dict[tuple, _Option | None] = {}
+    combos = [(len(classes) if r.segment.first is not None else 1) * (len(classes) if r.segment.last is not None
+                                                                         else 1) for r in results]
+    left_work = sum(r.instance.num_tasks * c for r, c in zip(results, combos) if r.how is not SegmentSource.TOO_LARGE)
+    options: list[dict[tuple[int | None, int | None], _Option]] = []
+    for k, r in enumerate(results):
+        seg, sub = r.segment, r.instance
+        local_first = seg.tasks.index(seg.first) if seg.first is not None else None
+        if r.how is SegmentSource.TOO_LARGE:
+            device, start = _rows(by, sub)
+            span = segment_span(by, sub)
+            first = int(sub.duration_tick[local_first, device[local_first]]) if local_first is not None else 0
+            key = (kind[device[local_first]] if local_first is not None else None,
+                   kind[by[names[seg.last]].device] if seg.last is not None else None)
+            options.append({key: _Option(device, start, span, first)})
+            continue
+        table: dict[tuple[int | None, int | None], _Option] = {}
+        for cf in (kinds if seg.first is not None else [None]):
+            for cl in (kinds if seg.last is not None else [None]):
+                sig = (segment_signature(sub), cf, cl)
+                if sig not in memo:
+                    allowed: dict[int, Sequence[int]] = {}
+                    if seg.first is not None and cf is not None:
+                        allowed[seg.first] = [classes[cf][0]]
+                    if seg.last is not None and cl is not None:
+                        allowed[seg.last] = classes[cl]
+                    share = (time_limit_s - (time.monotonic() - t0)) * sub.num_tasks / max(1, left_work)
+                    left_work -= sub.num_tasks
+                    memo[sig] = _solve_option(_restrict(sub, r, allowed), local_first, share, backend=backend,
+                                              threads=threads, seed=seed + k)
+                found = memo[sig]
+                if found is not None:
+                    table[(cf, cl)] = found
+        options.append(table)
+    # least cost of the segments so far, by the kind of the last one's last bottleneck; with the choices made
+    cost: dict[int | None, tuple[int, list[tuple[int | None, int | None]]]] = {None: (0, [])}
+    for k, table in enumerate(options):
+        nxt: dict[int | None, tuple[int, list[tuple[int | None, int | None]]]] = {}
+        for (cf, cl), opt in table.items():
+            if cf not in cost:
+                continue
+            total = cost[cf][0] + opt.span_tick - (opt.first_tick if k else 0)
+            if cl not in nxt or total < nxt[cl][0]:
+                nxt[cl] = (total, [*cost[cf][1], (cf, cl)])
+        if not nxt:
+            return None
+        cost = nxt
+    _, choice = min(cost.values(), key=lambda v: v[0])
+    chosen = [options[k][c] for k, c in enumerate(choice)]
+    trial = [SegmentResult(r.segment, r.instance, o.device, o.start, o.span_tick, r.bound_tick, r.how)
+             for r, o in zip(results, chosen)]
+    return stitch_segments(fine, trial)
+
+
+def _solve_option(model: SchedulingInstance, local_first: int | None, limit_s: float, *, backend: str,
+                  threads: int, seed: int) -> _Option | None:
+    """`model` (a segment with its bottlenecks restricted) solved for `limit_s`; None when no plan is found."""
+    try:
+        solved = solve_placement(model, backend=backend, time_limit_s=max(0.1, limit_s), threads=threads, seed=seed,
+                                 deterministic=False, symmetry_breaking=False)
+    except OpplanError as exc:
+        log.debug("segment option not solved: %s", exc)
+        return None
+    device, start = segment_rows(solved, model)
+    first = int(model.duration_tick[local_first, device[local_first]]) if local_first is not None else 0
+    return _Option(device, start, solved.makespan_tick, first)
 
 
 def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decomposition, *, time_limit_s: float,
@@ -123,16 +273,29 @@ def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decompositi
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
     results = list(decomposition.segments)
-    groups = _groups(decomposition)
-    every_group = list(groups)  # `groups` loses the ones proven optimal; the bound counts them all
+    pinned = _pinned_mode(fine)
+    groups = _groups(fine, decomposition, plan, pinned)
     best = plan
     moves = improving = rejected = 0
+    if pinned and groups and time_limit_s >= 2 * MIN_MOVE_S:
+        moves += 1
+        swept = _sweep(fine, best, results, time_limit_s=SWEEP_SHARE * time_limit_s, backend=backend,
+                       threads=threads, seed=seed)
+        say(f"segment LNS: sweep over {len(results)} segments (each solved per kind of device for its bottlenecks, "
+            f"the kinds chosen along the graph): plan {unit(best.makespan_tick)} -> "
+            f"{unit(swept.makespan_tick) if swept is not None else 'none'} ({time.monotonic() - t0:.1f}s)")
+        if swept is None:
+            rejected += 1
+        elif swept.makespan_tick < best.makespan_tick:
+            best = swept
+            improving += 1
+            groups = _groups(fine, decomposition, best, pinned)  # the sweep may have moved the bottlenecks
     while groups and best.makespan_tick > bound_tick:
         left = time_limit_s - (time.monotonic() - t0)
         if left < MIN_MOVE_S:
             break
         by = best.by_task()
-        gaps = [sum(max(0, segment_span(by, results[i].instance) - g.bound_tick) for i in g.members) for g in groups]
+        gaps = [sum(max(0, segment_span(by, results[i].instance) - g.floor_tick) for i in g.members) for g in groups]
         if not any(gaps):
             break
         least_tried = min(g.tries for g, gap in zip(groups, gaps) if gap > 0)
@@ -145,25 +308,28 @@ def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decompositi
         group.tries += 1
         rep = max(group.members, key=lambda i: segment_span(by, results[i].instance))
         sub = results[rep].instance
-        warm = restricted_plan(best, sub, by)
+        model = _pinned_instance(sub, results[rep], _pins(results[rep], by, fine.task_names)) if pinned else sub
+        warm = restricted_plan(best, model, by)
         try:
             # CP-SAT's free parallel portfolio, not its interleaved deterministic search: on the MoE's 96-op expert
             # segment (cpu-4, 15 s from the planner's plan, 34004 ticks) the deterministic search found 34003-34004
             # in three solves and the portfolio 33435-33627 in four; the moves hit their time limit, so their
-            # result depends on the clock anyway (as the iterated list scheduler's and LNS's do)
-            solved = solve_placement(sub, backend=backend, time_limit_s=move_s, threads=threads, seed=seed + moves,
-                                     warm_start=warm, deterministic=False)
+            # result depends on the clock anyway (as the iterated list scheduler's and LNS's do).  Pinned
+            # bottlenecks leave few devices interchangeable: no symmetry rows then (as `planner.lns`).
+            solved = solve_placement(model, backend=backend, time_limit_s=move_s, threads=threads, seed=seed + moves,
+                                     warm_start=warm, deterministic=False, symmetry_breaking=not pinned)
         except OpplanError as exc:  # no plan within the move's time: a rejected move
             log.debug("segment move rejected: %s", exc)
             rejected += 1
             continue
         proven = min(solved.lower_bound_tick, solved.makespan_tick)
-        if proven > group.bound_tick:
-            group.bound_tick = proven
+        group.floor_tick = max(group.floor_tick, proven)
+        if not pinned:  # the free segment model is phase 1's: its proof bounds the segment's optimum
+            group.bound_tick = max(group.bound_tick, proven)
         span_before = segment_span(by, sub)
         new = None
         if solved.makespan_tick < span_before:
-            device, start = segment_rows(solved, sub)
+            device, start = segment_rows(solved, model)
             trial = [SegmentResult(r.segment, r.instance, *_rows(by, r.instance), r.makespan_tick, r.bound_tick,
                                    r.how) for r in results]
             for i in group.members:
@@ -173,14 +339,13 @@ def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decompositi
             if new is None:
                 rejected += 1
         say(f"segment LNS: segment {rep} ({sub.num_tasks} ops, {len(group.members)} "
-            f"{'copy' if len(group.members) == 1 else 'copies'}) {span_before} -> {solved.makespan_tick} ticks in "
-            f"{move_s:.1f}s, its bound {group.first_bound_tick} -> {group.bound_tick}; plan "
-            f"{unit(best.makespan_tick)} -> {unit(new.makespan_tick) if new is not None else 'unchanged'}")
+            f"{'copy' if len(group.members) == 1 else 'copies'}{', bottlenecks pinned' if pinned else ''}) "
+            f"{span_before} -> {solved.makespan_tick} ticks in {move_s:.1f}s, its bound {group.first_bound_tick} -> "
+            f"{group.bound_tick}; plan {unit(best.makespan_tick)} -> "
+            f"{unit(new.makespan_tick) if new is not None else 'unchanged'}")
         if new is not None and new.makespan_tick < best.makespan_tick:
             best = new
             improving += 1
             group.tries -= 1  # an improving group stays first in line
-        if group.bound_tick >= min(solved.makespan_tick, segment_span(best.by_task(), sub)):
-            groups.remove(group)  # proven optimal
-    raised = decomposition.bound_tick + sum(len(g.members) * (g.bound_tick - g.first_bound_tick) for g in every_group)
+    raised = decomposition.bound_tick + sum(len(g.members) * (g.bound_tick - g.first_bound_tick) for g in groups)
     return SegmentLnsResult(best, plan.makespan_tick, raised, moves, improving, rejected, time.monotonic() - t0)

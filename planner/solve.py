@@ -108,7 +108,7 @@ from planner.schedule.errors import PlanInvalidError
 from planner.schedule.plan import Plan, PlanMethod, PlanStatus
 from planner.schedule.validate import validate_plan
 from planner.segment_lns import MIN_MOVE_S as SEGMENT_MIN_MOVE_S
-from planner.segment_lns import open_segment_groups, segment_lns
+from planner.segment_lns import segment_lns
 
 ProgressFn = Callable[[str], None]
 T = TypeVar("T")
@@ -370,12 +370,12 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = SolveOptions
                                             lambda: _cluster_rounds(fine, start, options, t0, say, unit)))
         left = options.time_limit_s - (time.monotonic() - t0)
         if (incumbent.makespan_tick > fine_bound and decomposition is not None
-                and SEGMENT_LNS_SHARE * left >= SEGMENT_MIN_MOVE_S and open_segment_groups(fine, decomposition)):
+                and len(decomposition.segments) > 1 and SEGMENT_LNS_SHARE * left >= SEGMENT_MIN_MOVE_S):
             start, phase1 = incumbent, decomposition
             resolved = _guarded("segment LNS", say, lambda: segment_lns(
                 fine, start, phase1, time_limit_s=SEGMENT_LNS_SHARE * left, bound_tick=fine_bound,
                 backend=options.backend, threads=options.threads, seed=options.seed, progress=say, unit=unit))
-            if resolved is not None:
+            if resolved is not None and resolved.moves:  # no move: every segment meets its bound in the incumbent
                 fine_bound = max(fine_bound, min(resolved.bound_tick, incumbent.makespan_tick))
                 say(f"segment LNS: {resolved.moves} moves ({resolved.improving_moves} improving, "
                     f"{resolved.rejected_moves} rejected) in {resolved.seconds:.1f}s: {unit(start.makespan_tick)} -> "

@@ -11,6 +11,8 @@ from formulations.solve_instance import solve_placement
 from planner import segment_lns as segment_lns_module
 from planner.decompose import Decomposition, SegmentSource, decompose_and_solve, segment_span
 from planner.heuristics.baselines import single_device
+from planner.schedule.plan import PlanMethod
+from planner.schedule.simulate import simulate
 from planner.schedule.validate import validate_plan
 from planner.segment_lns import open_segment_groups, segment_lns
 from tests.instances import make_instance
@@ -47,14 +49,14 @@ def test_a_segment_move_shortens_every_copy_and_raises_the_bound():
     fine = _fork_joins()
     start = single_device(fine)
     decomposition = _open_decomposition(fine)
-    assert open_segment_groups(fine, decomposition) == 1  # three copies of one segment
+    assert open_segment_groups(fine, decomposition, start) == 1  # three copies of one segment
     found = segment_lns(fine, start, decomposition, time_limit_s=20.0)
     validate_plan(fine, found.plan)
     before, after = start.by_task(), found.plan.by_task()
     for r in decomposition.segments:  # the one solve is put back on all three copies
         assert segment_span(after, r.instance) < segment_span(before, r.instance)
     optimum = solve_placement(fine, time_limit_s=20.0)
-    assert optimum.status == "optimal"
+    assert optimum.status == "optimal" and optimum.makespan_tick == 12
     assert found.plan.makespan_tick == optimum.makespan_tick  # segments in a row: their optima add up
     # every group proven: the raised bound adds up the segments' optima, which is the graph's
     assert decomposition.bound_tick < found.bound_tick == optimum.makespan_tick
@@ -72,9 +74,9 @@ def test_a_failed_stitch_is_a_rejected_move_and_keeps_the_plan(monkeypatch):
 
 def test_no_group_opens_on_one_segment_or_without_a_decomposition():
     fine = _fork_joins()
-    assert open_segment_groups(fine, None) == 0
+    assert open_segment_groups(fine, None, single_device(fine)) == 0
     one = make_instance("one", [[5, 5]] * 3, [(0, 1, 1), (0, 2, 1)])  # one segment: the other phases' job
-    assert open_segment_groups(one, decompose_and_solve(one, time_limit_s=1.0)) == 0
+    assert open_segment_groups(one, decompose_and_solve(one, time_limit_s=1.0), single_device(one)) == 0
 
 
 @pytest.mark.parametrize("devices", [2, 4])
@@ -103,3 +105,27 @@ def test_the_planner_records_the_segment_phase_and_its_bound(monkeypatch):
     optimum = solve_placement(fine, time_limit_s=20.0)
     assert out.op_plan.makespan_tick == out.lower_bound_tick == optimum.makespan_tick  # its proof closes the gap
     assert any(m.startswith("segment LNS: 1 moves (1 improving") for m in said)
+
+
+def _two_kinds():
+    """Two fork-joins on two kinds of device (d0, d1; not interchangeable): b0 -> x1, x2 -> b1 -> y1, y2 -> b2, the
+    x fast on d0, the y fast on d1, a transfer 5 ticks.  Alone, segment 0 wants the shared bottleneck b1 on d0 and
+    segment 1 wants it on d1, so phase 1's stitch (which can only swap interchangeable devices) fails.  With b1 on
+    d0 the best plan takes 14 ticks, on d1 12."""
+    durations = [[1, 1], [1, 10], [1, 10], [3, 1], [10, 1], [10, 1], [1, 1]]  # b0, x1, x2, b1, y1, y2, b2
+    edges = [(0, 1, 5), (0, 2, 5), (1, 3, 5), (2, 3, 5), (3, 4, 5), (3, 5, 5), (4, 6, 5), (5, 6, 5)]
+    return make_instance("two-kinds", durations, edges)
+
+
+def test_the_sweep_chooses_the_bottlenecks_kinds_where_the_stitch_cannot():
+    fine = _two_kinds()
+    decomposition = decompose_and_solve(fine, time_limit_s=10.0)
+    assert len(decomposition.segments) == 2 and decomposition.plan is None  # the case the sweep is for
+    # every op on d0: pinned to that plan's devices, b1 would stay on d0 (14 ticks at best)
+    start = simulate(fine, [list(range(fine.num_tasks)), []]).to_plan(method=PlanMethod.HEFT, lower_bound_tick=0)
+    found = segment_lns(fine, start, decomposition, time_limit_s=10.0)
+    validate_plan(fine, found.plan)
+    optimum = solve_placement(fine, time_limit_s=20.0)
+    assert optimum.status == "optimal" and optimum.makespan_tick == 12
+    assert start.makespan_tick > found.plan.makespan_tick == optimum.makespan_tick
+    assert found.bound_tick == decomposition.bound_tick  # pinned models prove nothing for the free segments
