@@ -58,7 +58,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("formulations.backends", ("formulations/backends/",)),
     ("formulations.driver", ("formulations/driver.py",)),
     ("formulations.models", ("formulations/",)),  # placement, solve_instance, stages, pipeline, pipeline_lns
-    ("decompose/solve", ("planner/decompose.py", "planner/lns.py", "planner/solve.py", "planner/runtime_choice.py")),
+    ("decompose/solve", ("planner/decompose.py", "planner/lns.py", "planner/segment_lns.py", "planner/solve.py",
+                         "planner/runtime_choice.py")),
     ("compare/whatif", ("planner/compare/", "planner/whatif.py")),
     ("execute", ("planner/execute/",)),
     ("cli", ("planner/cli.py", "planner/cli_args.py", "planner/cli_calibrate.py", "planner/cli_compare.py",
