@@ -188,8 +188,8 @@ def _sweep(fine: SchedulingInstance, plan: Plan, results: Sequence[SegmentResult
     along the segments by dynamic programming, so that a bottleneck two segments share runs on one kind and the
     sum of the spans less the shared bottlenecks' runs is least; stitched (within a kind the stitch relabels).
     A segment too large for the solver keeps `plan`'s schedule and its kinds.  Identical segments are solved once
-    per pair of kinds; each solve gets a share of `time_limit_s` by size.  None when no choice exists or the
-    stitch fails."""
+    per pair of kinds; each solve gets a share of `time_limit_s` by size.  None when the time runs out before
+    every segment has been solved, no choice exists, or the stitch fails."""
     t0 = time.monotonic()
     by = plan.by_task()
     names = fine.task_names
@@ -216,6 +216,8 @@ def _sweep(fine: SchedulingInstance, plan: Plan, results: Sequence[SegmentResult
         for cf in (kinds if seg.first is not None else [None]):
             for cl in (kinds if seg.last is not None else [None]):
                 sig = (segment_signature(sub), cf, cl)
+                if sig not in memo and time.monotonic() - t0 > time_limit_s:
+                    return None  # out of time before every segment has its options: no plan to join
                 if sig not in memo:
                     allowed: dict[int, Sequence[int]] = {}
                     if seg.first is not None and cf is not None:

@@ -129,3 +129,11 @@ def test_the_sweep_chooses_the_bottlenecks_kinds_where_the_stitch_cannot():
     assert optimum.status == "optimal" and optimum.makespan_tick == 12
     assert start.makespan_tick > found.plan.makespan_tick == optimum.makespan_tick
     assert found.bound_tick == decomposition.bound_tick  # pinned models prove nothing for the free segments
+
+
+def test_a_sweep_out_of_time_is_a_rejected_move():
+    fine = _two_kinds()
+    decomposition = decompose_and_solve(fine, time_limit_s=10.0)
+    start = simulate(fine, [list(range(fine.num_tasks)), []]).to_plan(method=PlanMethod.HEFT, lower_bound_tick=0)
+    assert segment_lns_module._sweep(fine, start, decomposition.segments, time_limit_s=0.0, backend="cpsat",
+                                     threads=1, seed=0) is None
