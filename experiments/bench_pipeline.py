@@ -20,10 +20,12 @@ for opplan: time_to_find_s (seconds from the start of
 the solve until the returned schedule was found; 0 = the warm start was not improved), bound (lower bound on the
 makespan of in-order schedules on the chosen placement), gap, status, placement, warm start (a baseline, or
 ``greedy``: `planner.pipeline.greedy`'s list schedule), memory cap; on the model, cut_moves (boundary moves the
-planned row made to its own cut, `planner.compare.cut_search`: its bound is for that cut) and bound_any_cut (work /
-devices, a bound for every cut), granularity (sub-chunks per piece of the planned row, `planner.compare.subchunks`;
-"1 (k=3 tried)" when the sub-chunk solve did not beat the stage level), subchunk_tasks (its compute tasks),
-stage_level_makespan and stage_level_replayed (the stage-level schedule's order replayed as the baselines are).
+planned row made to its own cut, `planner.compare.cut_search`: its bound is for that cut), bound_any_cut (work /
+devices, a bound for every cut) and bound_every_cut (per device heads + work, minimised over every cut of both
+placements the planned row solves, `planner.compare.cut_bound`: also a bound for every cut), granularity
+(sub-chunks per piece of the planned row, `planner.compare.subchunks`; "1 (k=3 tried)" when the sub-chunk solve did
+not beat the stage level), subchunk_tasks (its compute tasks), stage_level_makespan and stage_level_replayed (the
+stage-level schedule's order replayed as the baselines are).
 The MoE case runs the planned row twice: at k = 1 (row ``opplan``) and at the automatic k (row
 ``opplan (sub-chunks)``; DualPipe simulated again for its memory cap, the same figures).
 Rerun: ``python -m experiments.bench --only pipeline`` (writes bench/results/pipeline.csv).
@@ -69,7 +71,8 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
                "idle_mid": round(sum(x.mid_tick for x in parts) / sc.ticks_per_unit, 4),
                "idle_drain": round(sum(x.drain_tick for x in parts) / sc.ticks_per_unit, 4),
                "time_to_find_s": "", "bound": "", "gap": "", "status": "", "placement": "", "warm_start": "",
-               "memory_cap": "", "cut_moves": "", "bound_any_cut": "", "granularity": "", "subchunk_tasks": "",
+               "memory_cap": "", "cut_moves": "", "bound_any_cut": "", "bound_every_cut": "", "granularity": "",
+               "subchunk_tasks": "",
                "stage_level_makespan": "", "stage_level_replayed": ""}
         if r.name == "opplan":
             n = r.notes
@@ -80,8 +83,10 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
             cut = n.get("cut")
             if isinstance(cut, dict):  # on a model: the planned row's own cut (`planner.compare.cut_search`)
                 any_cut = cut.get("any_cut_bound_units")
+                every = cut.get("every_cut_bound_units")  # `planner.compare.cut_bound`, both placements
                 row.update({"cut_moves": cut["moves"],
-                            "bound_any_cut": round(float(any_cut), 4) if any_cut is not None else ""})
+                            "bound_any_cut": round(float(any_cut), 4) if any_cut is not None else "",
+                            "bound_every_cut": round(float(every), 4) if every is not None else ""})
             gran = n.get("granularity")
             if isinstance(gran, dict) and "tasks" in gran:  # sub-chunks tried (`planner.compare.subchunks`)
                 row.update({"granularity": gran["k"] if gran["kept"] != "stage level" else f"1 (k={gran['k']} tried)",

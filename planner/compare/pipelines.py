@@ -49,6 +49,7 @@ from typing import TypedDict
 
 from formulations.pipeline import prepare_pipeline, split_start_times
 from formulations.pipeline_lns import LnsResult, LnsStep, solve_pipeline_lns
+from planner.compare.cut_bound import every_cut_bound_tick
 from planner.compare.cut_search import any_cut_bound_tick, refine_cut
 from planner.compare.model_costs import ModelCosts
 from planner.compare.plot import plot_schedule, plot_side_by_side
@@ -186,6 +187,12 @@ class Comparison:
                 if isinstance(cut.get("any_cut_bound_units"), (int, float)):
                     cut_text += (f", bound over every cut {_figure(cut['any_cut_bound_units'])} {time_unit} "
                                  f"(work / devices)")
+                every = cut.get("every_cut_bound_units")
+                if isinstance(every, (int, float)):
+                    fams = cut.get("every_cut_bound_by_placement_units") or {}
+                    told = ", ".join(f"{fam} {_figure(v)}" for fam, v in fams.items() if v is not None)
+                    cut_text += (f", over every cut of the {' and '.join(fams)} placements {_figure(every)} "
+                                 f"{time_unit} (heads + work per device; {told})")
             gran = opp.notes.get("granularity")
             if isinstance(gran, dict) and "tasks" in gran:
                 fine = gran.get("fine_makespan_units")
@@ -331,8 +338,22 @@ def compare(
     if best is None:
         rows.append(CompareRow("opplan", skipped="no placement gave a schedule (" + "; ".join(failures) + ")"))
     else:
+        _note_every_cut_bound(best, p, m, costs, scales)
         rows.append(best)
     return cmp
+
+
+def _note_every_cut_bound(row: CompareRow, p: int, m: int, costs, scales: Scales) -> None:
+    """On a model, add to the planned row's cut note the bound over every cut of both placements it solves
+    (`planner.compare.cut_bound`: per device, the pieces' heads and work, minimised over cuts), per placement and
+    the lesser; computed once, after the solves (a few seconds on a few hundred ops, outside the time limit)."""
+    cut = row.notes.get("cut")
+    if not isinstance(costs, ModelCosts) or not isinstance(cut, dict):
+        return
+    bound, per_family = every_cut_bound_tick(costs, p, m)
+    cut["every_cut_bound_units"] = None if bound is None else bound / scales.ticks_per_unit
+    cut["every_cut_bound_by_placement_units"] = {fam: None if v is None else v / scales.ticks_per_unit
+                                                 for fam, v in per_family.items()}
 
 
 def _warmest(placements: list[str], p: int, m: int, costs, scales: Scales, by_name: dict[str, CompareRow],
