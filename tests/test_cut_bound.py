@@ -129,3 +129,19 @@ def test_no_bound_where_the_argument_fails(moe):
 
     assert family_cut_bound_tick(dataclasses.replace(moe, fb_overlap=0.5), "v", 4, 8) is None  # pairs gain
     assert every_cut_bound_tick(moe, 3, 6)[1].keys() == {"v"}  # no DualPipe placement at odd p
+
+
+def test_plan_compare_reports_it_beside_work_over_devices(moe):
+    from planner.compare.pipelines import compare
+
+    p, m = 4, 8
+    cmp = compare(p, m, moe, schedules=("dualpipe",), opplan_placement="dualpipe", time_limit_s=6)
+    opp = cmp.row("opplan")
+    assert opp.figures is not None
+    cut = opp.notes["cut"]
+    assert isinstance(cut, dict)
+    every, any_cut = cut["every_cut_bound_units"], cut["any_cut_bound_units"]
+    assert every == every_cut_bound_tick(moe, p, m)[0] / cmp.scales.ticks_per_unit
+    assert any_cut < every <= opp.figures.makespan_tick / cmp.scales.ticks_per_unit
+    assert set(cut["every_cut_bound_by_placement_units"]) == {"dualpipe", "v"}
+    assert "over every cut of the dualpipe and v placements" in cmp.table()
