@@ -83,10 +83,11 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
             cut = n.get("cut")
             if isinstance(cut, dict):  # on a model: the planned row's own cut (`planner.compare.cut_search`)
                 any_cut = cut.get("any_cut_bound_units")
-                every = cut.get("every_cut_bound_units")  # `planner.compare.cut_bound`, both placements
                 row.update({"cut_moves": cut["moves"],
-                            "bound_any_cut": round(float(any_cut), 4) if any_cut is not None else "",
-                            "bound_every_cut": round(float(every), 4) if every is not None else ""})
+                            "bound_any_cut": round(float(any_cut), 4) if any_cut is not None else ""})
+            every = n.get("every_cut")  # on a model or a preset: `planner.compare.cut_bound`, both placements
+            if isinstance(every, dict) and every.get("bound_units") is not None:
+                row["bound_every_cut"] = round(float(every["bound_units"]), 4)
             gran = n.get("granularity")
             if isinstance(gran, dict) and "tasks" in gran:  # sub-chunks tried (`planner.compare.subchunks`)
                 row.update({"granularity": gran["k"] if gran["kept"] != "stage level" else f"1 (k={gran['k']} tried)",

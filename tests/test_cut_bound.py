@@ -5,6 +5,7 @@ the unrolled pipeline, and the search finds the least max_i T_i), and stronger t
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +17,10 @@ from formulations.pipeline import _device_of
 from planner.compare.cut_bound import REL_TOL, every_cut_bound_tick, family_cut_bound_tick, family_terms
 from planner.compare.cut_search import any_cut_bound_tick, with_cut
 from planner.compare.model_costs import ModelCosts
+from planner.pipeline.registry import Scales
 from planner.pipeline.unroll import unroll_actions
+
+REPO = Path(__file__).resolve().parents[1]
 
 _PIPELINE = {"dualpipe": ("dualpipe", 1), "v": ("opplan-v", 2)}
 
@@ -138,10 +142,28 @@ def test_plan_compare_reports_it_beside_work_over_devices(moe):
     cmp = compare(p, m, moe, schedules=("dualpipe",), opplan_placement="dualpipe", time_limit_s=6)
     opp = cmp.row("opplan")
     assert opp.figures is not None
-    cut = opp.notes["cut"]
-    assert isinstance(cut, dict)
-    every, any_cut = cut["every_cut_bound_units"], cut["any_cut_bound_units"]
+    cut, note = opp.notes["cut"], opp.notes["every_cut"]
+    assert isinstance(cut, dict) and isinstance(note, dict)
+    every, any_cut = note["bound_units"], cut["any_cut_bound_units"]
     assert every == every_cut_bound_tick(moe, p, m)[0] / cmp.scales.ticks_per_unit
     assert any_cut < every <= opp.figures.makespan_tick / cmp.scales.ticks_per_unit
-    assert set(cut["every_cut_bound_by_placement_units"]) == {"dualpipe", "v"}
-    assert "over every cut of the dualpipe and v placements" in cmp.table()
+    assert set(note["by_placement_units"]) == {"dualpipe", "v"}
+    assert "bound over every cut of the dualpipe and v placements" in cmp.table()
+
+
+def test_on_the_preset_below_its_baselines_and_its_own_cut():
+    from planner.compare.pipelines import simulate_baseline
+    from planner.compare.presets import preset_costs
+    from planner.ir.hardware import load_topology
+
+    hw = REPO / "planner" / "data" / "hardware_profiles" / "h100-2x8-ib.yaml"
+    p, m = 4, 8
+    costs = preset_costs("deepseek-v3", load_topology(hw), p, num_layers=8)
+    bound, per_family = every_cut_bound_tick(costs, p, m)
+    assert bound is not None and set(per_family) == {"dualpipe", "v"}
+    cut = (0, *(costs.stage_units[s][-1] + 1 for s in range(p)))
+    assert bound <= max(family_terms(costs, "dualpipe", p, m, cut))
+    scales = Scales(costs.ticks_per_unit, costs.bytes_per_unit)
+    for name in ("dualpipe", "zb-v", "dualpipev", "1f1b"):
+        row = simulate_baseline(name, p, m, costs, scales)
+        assert row.figures is not None and bound <= row.figures.makespan_tick

@@ -4,7 +4,8 @@ first micro-batch's forward has reached it (issue 11: "a proven bound shows no s
 reach it").
 
 **Families.**  The planned row runs on one of two placements (`planner.compare.pipelines`), and both put two pieces
-of a contiguous cut of the ops (positions 0..n-1 of the instance's topological order) on every device, the pieces
+of a contiguous cut of the positions 0..n-1 (a model's ops in the instance's topological order, or a preset's units,
+`planner.compare.presets`: the same argument, each unit's ticks rounded down) on every device, the pieces
 i and K-1-i of the cut's K pieces (boundaries 0 = x_0 < x_1 < ... < x_K = n, piece j = [x_j, x_{j+1})):
 
 * ``dualpipe``: K = p stages; two chains over the same p pieces, each with m/2 micro-batches; device d runs piece
@@ -41,11 +42,13 @@ rule out, which is at most the minimum: the result stays a valid bound.  Determi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from planner.compare.model_costs import ModelCosts
+from planner.compare.presets import PresetCosts, pass_seconds
 
 __all__ = ["FAMILIES", "crossing_ticks", "every_cut_bound_tick", "family_cut_bound_tick", "family_terms",
            "op_arrays"]
@@ -55,9 +58,21 @@ REL_TOL = 1e-4  # the binary search stops within this fraction of the minimum (m
 MAX_POSITIONS = 600  # larger instances: no bound (its O(n^3) levels would take minutes)
 
 
-def op_arrays(costs: ModelCosts) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per position of the topological order, (forward ticks, forward + B + W ticks) of its op, or None where the
-    devices differ (the module's argument needs an op's ticks not to depend on where a cut puts it)."""
+def op_arrays(costs: ModelCosts | PresetCosts) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per position (an op of the instance's topological order; a unit of a preset), (forward ticks, forward + B +
+    W ticks), or None where the p devices differ (the module's argument needs a position's ticks not to depend on
+    where a cut puts it).  On a preset each unit's ticks are rounded down (a piece rounds its sum up once, so
+    the sums stay at most the piece's)."""
+    if isinstance(costs, PresetCosts):
+        devices = costs.topology.devices[: costs.num_devices]
+        rows = [[[sum(x) for x in zip(*(pass_seconds(op, dev) for op in unit), strict=True)] if unit else [0.0] * 3
+                 for dev in devices] for unit in costs.units]
+        if any(any(r != unit[0] for r in unit) for unit in rows):
+            return None
+        tick_s = costs.tick_s
+        f = np.array([math.floor(u[0][0] / tick_s) for u in rows], dtype=np.int64)
+        fbw = np.array([sum(math.floor(x / tick_s) for x in u[0]) for u in rows], dtype=np.int64)
+        return f, fbw
     inst = costs.instance
     dur = inst.duration_tick[:, : costs.num_devices]
     if not bool((dur == dur[:, :1]).all()):
@@ -71,18 +86,25 @@ def op_arrays(costs: ModelCosts) -> tuple[np.ndarray, np.ndarray] | None:
     return f, f + b
 
 
-def crossing_ticks(costs: ModelCosts) -> np.ndarray:
-    """Per boundary position x = 0..n, the summed delay of the edges (u, v) with position(u) < x <= position(v),
-    each at its cheapest link between two distinct devices of the p: no hop at boundary x is shorter (entries 0
-    and n, where no boundary of a cut lies, are 0)."""
-    inst = costs.instance
+def crossing_ticks(costs: ModelCosts | PresetCosts) -> np.ndarray:
+    """Per boundary position x = 0..n, a lower bound on the hop at a boundary there between two distinct devices
+    of the p: on a model the summed delay of the edges (u, v) with position(u) < x <= position(v), each at its
+    cheapest link; on a preset the hidden state over the cheapest link (entries 0 and n, where no boundary of a
+    cut lies, are 0)."""
     p = costs.num_devices
+    pairs = [(a, b) for a in range(p) for b in range(p) if a != b]
+    if isinstance(costs, PresetCosts):
+        n = len(costs.units)
+        out = np.zeros(n + 1, dtype=np.int64)
+        if pairs and n >= 2:
+            out[1:n] = min(costs.hop_tick(a, b) for a, b in pairs)
+        return out
+    inst = costs.instance
     n = inst.num_tasks
     out = np.zeros(n + 1, dtype=np.int64)
-    if p < 2 or n < 2:
+    if not pairs or n < 2:
         return out
     pos = {t: i for i, t in enumerate(inst.topological_order)}
-    pairs = [(a, b) for a in range(p) for b in range(p) if a != b]
     delta = np.zeros(n + 2, dtype=np.int64)
     for e, (u, v) in enumerate(inst.edges):
         cheapest = min(inst.comm(e, a, b) for a, b in pairs)
@@ -117,7 +139,7 @@ def _family_shape(family: str, p: int, m: int) -> tuple[int, int, list[int], lis
     raise ValueError(f"unknown placement family {family!r}; use one of {FAMILIES}")
 
 
-def family_terms(costs: ModelCosts, family: str, p: int, m: int, cut: Sequence[int]) -> list[int]:
+def family_terms(costs: ModelCosts | PresetCosts, family: str, p: int, m: int, cut: Sequence[int]) -> list[int]:
     """T_i of the module docstring for the pairs i < K/2 of the cut of `family` with boundaries `cut` (x_0 = 0,
     ..., x_K = n): a direct evaluation of one cut (tests, and reading one cut); [] where `op_arrays` is None."""
     arrays = op_arrays(costs)
@@ -171,7 +193,7 @@ def _feasible(t: int, gp: np.ndarray, heads: Sequence[np.ndarray], c: int) -> bo
     return bool(good[0, n])
 
 
-def family_cut_bound_tick(costs: ModelCosts, family: str, p: int, m: int) -> int | None:
+def family_cut_bound_tick(costs: ModelCosts | PresetCosts, family: str, p: int, m: int) -> int | None:
     """The least makespan max_i T_i can have over every cut of `costs`' ops for `family` (``dualpipe``: p stages,
     m/2 micro-batches per chain; ``v``: 2p chunks), within `REL_TOL` below (module docstring); None where the
     argument does not hold (devices that differ, overlapped pairs that gain) or the instance is too large."""
@@ -197,7 +219,7 @@ def family_cut_bound_tick(costs: ModelCosts, family: str, p: int, m: int) -> int
     return lo + 1
 
 
-def every_cut_bound_tick(costs: ModelCosts, p: int, m: int,
+def every_cut_bound_tick(costs: ModelCosts | PresetCosts, p: int, m: int,
                          families: Sequence[str] = FAMILIES) -> tuple[int | None, dict[str, int | None]]:
     """The least of `family_cut_bound_tick` over `families` (a bound on every schedule of those placements under
     every cut; None when one of them has none), with each family's value (DualPipe's only when p and m are even,

@@ -187,12 +187,12 @@ class Comparison:
                 if isinstance(cut.get("any_cut_bound_units"), (int, float)):
                     cut_text += (f", bound over every cut {_figure(cut['any_cut_bound_units'])} {time_unit} "
                                  f"(work / devices)")
-                every = cut.get("every_cut_bound_units")
-                if isinstance(every, (int, float)):
-                    fams = cut.get("every_cut_bound_by_placement_units") or {}
-                    told = ", ".join(f"{fam} {_figure(v)}" for fam, v in fams.items() if v is not None)
-                    cut_text += (f", over every cut of the {' and '.join(fams)} placements {_figure(every)} "
-                                 f"{time_unit} (heads + work per device; {told})")
+            every = opp.notes.get("every_cut")
+            if isinstance(every, dict) and isinstance(every.get("bound_units"), (int, float)):
+                fams: dict = every["by_placement_units"]  # type: ignore[assignment]
+                told = ", ".join(f"{fam} {_figure(v)}" for fam, v in fams.items())
+                cut_text += (f", bound over every cut of the {' and '.join(fams)} placements "
+                             f"{_figure(float(every['bound_units']))} {time_unit} (heads + work per device; {told})")
             gran = opp.notes.get("granularity")
             if isinstance(gran, dict) and "tasks" in gran:
                 fine = gran.get("fine_makespan_units")
@@ -344,16 +344,16 @@ def compare(
 
 
 def _note_every_cut_bound(row: CompareRow, p: int, m: int, costs, scales: Scales) -> None:
-    """On a model, add to the planned row's cut note the bound over every cut of both placements it solves
+    """On a model or a preset, note on the planned row the bound over every cut of both placements it solves
     (`planner.compare.cut_bound`: per device, the pieces' heads and work, minimised over cuts), per placement and
-    the lesser; computed once, after the solves (a few seconds on a few hundred ops, outside the time limit)."""
-    cut = row.notes.get("cut")
-    if not isinstance(costs, ModelCosts) or not isinstance(cut, dict):
+    the lesser (notes["every_cut"]); computed once, after the solves (seconds on a few hundred ops, outside the
+    time limit)."""
+    if not isinstance(costs, (ModelCosts, PresetCosts)):
         return
     bound, per_family = every_cut_bound_tick(costs, p, m)
-    cut["every_cut_bound_units"] = None if bound is None else bound / scales.ticks_per_unit
-    cut["every_cut_bound_by_placement_units"] = {fam: None if v is None else v / scales.ticks_per_unit
-                                                 for fam, v in per_family.items()}
+    row.notes["every_cut"] = {"bound_units": None if bound is None else bound / scales.ticks_per_unit,
+                              "by_placement_units": {fam: None if v is None else v / scales.ticks_per_unit
+                                                     for fam, v in per_family.items()}}
 
 
 def _warmest(placements: list[str], p: int, m: int, costs, scales: Scales, by_name: dict[str, CompareRow],
