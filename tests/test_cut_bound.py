@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from instances import make_instance, moe_model_costs
 
 from formulations.pipeline import _device_of
-from planner.compare.cut_bound import REL_TOL, every_cut_bound_tick, family_cut_bound_tick, family_terms
+from planner.compare.cut_bound import (
+    REL_TOL,
+    every_cut_bound_tick,
+    family_best_cut,
+    family_cut_bound_tick,
+    family_terms,
+)
 from planner.compare.cut_search import any_cut_bound_tick, with_cut
 from planner.compare.model_costs import ModelCosts
 from planner.pipeline.registry import Scales
@@ -96,6 +102,11 @@ def test_the_bound_is_the_least_over_every_cut_and_below_each_cuts_own_bound(mod
     # valid: at most the least of every cut's own bound; exact up to the search's tolerance
     assert got <= least_own
     assert least_terms * (1 - REL_TOL) - 1 <= got <= least_terms
+    # the cut it names meets the least value (within the tolerance)
+    best = family_best_cut(costs, family, p, m)
+    assert best is not None and len(best) == k + 1 and best[0] == 0 and best[-1] == len(forward)
+    assert all(a < b for a, b in zip(best, best[1:], strict=False))
+    assert max(family_terms(costs, family, p, m, best)) <= least_terms * (1 + REL_TOL) + 1
 
 
 def test_four_devices_brute_force():

@@ -50,8 +50,8 @@ import numpy as np
 from planner.compare.model_costs import ModelCosts
 from planner.compare.presets import PresetCosts, pass_seconds
 
-__all__ = ["FAMILIES", "crossing_ticks", "every_cut_bound_tick", "family_cut_bound_tick", "family_terms",
-           "op_arrays"]
+__all__ = ["FAMILIES", "crossing_ticks", "every_cut_bound_tick", "family_best_cut", "family_cut_bound_tick",
+           "family_terms", "op_arrays"]
 
 FAMILIES = ("dualpipe", "v")  # the placements the planned row solves (`planner.compare.pipelines._SPLIT`)
 REL_TOL = 1e-4  # the binary search stops within this fraction of the minimum (module docstring)
@@ -156,9 +156,10 @@ def family_terms(costs: ModelCosts | PresetCosts, family: str, p: int, m: int, c
     return out
 
 
-def _feasible(t: int, gp: np.ndarray, heads: Sequence[np.ndarray], c: int) -> bool:
-    """Is there a cut into K = len(heads) pieces whose every T_i is at most t (module docstring, "Computing the
-    minimum")?  `gp`: prefix sums of G over positions; `heads[j]`: h_j by its first position."""
+def _good_tables(t: int, gp: np.ndarray, heads: Sequence[np.ndarray], c: int) -> dict[int, np.ndarray]:
+    """Per pair level i < K/2 (K = len(heads)), good_i[l, r]: can pairs i..K/2-1 all meet T_i <= t with x_i = l and
+    x_{K-i} = r (module docstring, "Computing the minimum")?  `gp`: prefix sums of G over positions; `heads[j]`:
+    h_j by its first position."""
     n = len(gp) - 1
     k = len(heads)
     q = k // 2
@@ -173,6 +174,7 @@ def _feasible(t: int, gp: np.ndarray, heads: Sequence[np.ndarray], c: int) -> bo
     best = np.full((n + 1, n + 1), inf, dtype=np.int64)
     best[:-1] = run[1:]
     good = (heads[q - 1][:, None] + c * (gp[None, :] - gp[:, None]) <= t) & (best + c * gp[None, :] <= t)
+    out = {q - 1: good}
     for i in range(q - 2, -1, -1):
         j = k - 1 - i  # the right piece of pair i: [r', r), head h_j(r')
         cond2 = (heads[j] - c * gp)[:, None] + c * gp[None, :] <= t  # [r', r]
@@ -190,13 +192,39 @@ def _feasible(t: int, gp: np.ndarray, heads: Sequence[np.ndarray], c: int) -> bo
         after = np.full((n + 1, n + 1), inf, dtype=np.int64)
         after[:-1] = run[1:]
         good = (after < inf) & (heads[i][:, None] + c * (after - gp[:, None] + gp[None, :]) <= t) & lower
-    return bool(good[0, n])
+        out[i] = good
+    return out
 
 
-def family_cut_bound_tick(costs: ModelCosts | PresetCosts, family: str, p: int, m: int) -> int | None:
-    """The least makespan max_i T_i can have over every cut of `costs`' ops for `family` (``dualpipe``: p stages,
-    m/2 micro-batches per chain; ``v``: 2p chunks), within `REL_TOL` below (module docstring); None where the
-    argument does not hold (devices that differ, overlapped pairs that gain) or the instance is too large."""
+def _feasible(t: int, gp: np.ndarray, heads: Sequence[np.ndarray], c: int) -> bool:
+    """Is there a cut into K = len(heads) pieces whose every T_i is at most t?"""
+    return bool(_good_tables(t, gp, heads, c)[0][0, len(gp) - 1])
+
+
+def _cut_meeting(t: int, gp: np.ndarray, heads: Sequence[np.ndarray], c: int) -> tuple[int, ...]:
+    """Boundaries (0, x_1, ..., n) of a cut whose every T_i is at most t (t feasible): the tables walked from the
+    outer pair inwards, each pair taking the first (x_{i+1}, x_{K-1-i}) that keeps the rest good."""
+    tables = _good_tables(t, gp, heads, c)
+    n, k = len(gp) - 1, len(heads)
+    q = k // 2
+    x = [0] * (k + 1)
+    x[k] = n
+    lo, hi = 0, n
+    for i in range(q - 1):
+        j = k - 1 - i
+        nxt = tables[i + 1]
+        pick = next((a, b) for a in range(lo + 1, hi) for b in range(hi - 1, a, -1) if nxt[a, b]
+                    and heads[i][lo] + c * (gp[a] - gp[lo] + gp[hi] - gp[b]) <= t
+                    and heads[j][b] + c * (gp[hi] - gp[b]) <= t)
+        x[i + 1], x[j] = pick
+        lo, hi = pick
+    x[q] = min(range(lo + 1, hi), key=lambda at: (int(heads[q][at]) + c * int(gp[hi] - gp[at]), at))
+    return tuple(x)
+
+
+def _search(costs: ModelCosts | PresetCosts, family: str, p: int, m: int):
+    """(least T not ruled out, a feasible T within `REL_TOL` above it, gp, heads, c), or None (see
+    `family_cut_bound_tick`)."""
     arrays = op_arrays(costs)
     if arrays is None or costs.fb_overlap < 1 or p < 1:
         return None
@@ -216,7 +244,25 @@ def family_cut_bound_tick(costs: ModelCosts | PresetCosts, family: str, p: int, 
             hi = mid
         else:
             lo = mid
-    return lo + 1
+    return lo + 1, hi, gp, heads, c
+
+
+def family_cut_bound_tick(costs: ModelCosts | PresetCosts, family: str, p: int, m: int) -> int | None:
+    """The least makespan max_i T_i can have over every cut of `costs`' positions for `family` (``dualpipe``: p
+    stages, m/2 micro-batches per chain; ``v``: 2p chunks), within `REL_TOL` below (module docstring); None where
+    the argument does not hold (devices that differ, overlapped pairs that gain) or the instance is too large."""
+    got = _search(costs, family, p, m)
+    return None if got is None else got[0]
+
+
+def family_best_cut(costs: ModelCosts | PresetCosts, family: str, p: int, m: int) -> tuple[int, ...] | None:
+    """Boundaries (0, x_1, ..., x_K = n) of a cut whose max_i T_i is within `REL_TOL` of the least over every
+    cut (`family_cut_bound_tick`), or None where that has none."""
+    got = _search(costs, family, p, m)
+    if got is None:
+        return None
+    _, hi, gp, heads, c = got
+    return _cut_meeting(hi, gp, heads, c)
 
 
 def every_cut_bound_tick(costs: ModelCosts | PresetCosts, p: int, m: int,
