@@ -6,8 +6,8 @@ planner/data/hardware_profiles/h100-8-nvlink.yaml with 16 micro-batches
 (`planner.compare.model_costs` with per-operator backward costs, `planner.cost.training_costs`: microseconds, MiB;
 sends and the MoE layers' all-to-all dispatch/combine as tasks on per-device communication streams); transformers'
 own Mixtral, Qwen2-MoE and GPT-2 (`experiments.hf_models`: tiny configs, random weights, dynamo-exported here) on
-the same profile at 4 and 8 stages with m = 2p (60 s); and the DeepSeek-V3-like preset (61 layers) on h100-2x8-ib at
-p = 8, m = 20 and p = 16, m = 64 (120 s; milliseconds).
+the same profile at 4 and 8 stages with m = 2p (60 s at 4 stages, 600 s at 8: `EXPORT_LIMIT_S`); and the
+DeepSeek-V3-like preset (61 layers) on h100-2x8-ib at p = 8, m = 20 and p = 16, m = 64 (120 s; milliseconds).
 The planned schedule (`opplan`) gets DualPipe's peak memory per device as its cap and 120 s (240 s on the bundled
 MoE, `MOE_LIMIT_S`), on the placement that has both the shortest warm start and the lowest bound, or split between
 both placements when none has (`planner.compare.pipelines`); `--quick` uses smaller sizes and 10 s.
@@ -49,6 +49,10 @@ REPO = Path(__file__).resolve().parents[1]
 # The bundled MoE's planned rows: 240 s, not 120 (README, "pipe12 round": at 120 s under load 3.5-4 the row was
 # 0.489 / 0.501 of DualPipe's bubble, at 240 s 0.359 / 0.371; the issue's "Scale" clause allows 10 minutes)
 MOE_LIMIT_S = 240.0
+# The transformers exports' planned rows: 60 s at 4 stages (optimal or within 0.3 % there), the issue's 10 minutes
+# ("Scale") at 8 stages, where time is what moved them: Qwen2-MoE at 8 stages, one run each under load 3-6 on
+# 2026-12-02, 0.664 of DualPipe's bubble at 60 s, 0.535 at 240 s, 0.490 at 600 s (pipe13's report)
+EXPORT_LIMIT_S = {4: 60.0, 8: 600.0}
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
 HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
 
@@ -149,7 +153,8 @@ def _model_costs_of(path: Path, p: int):
 
 def _exported_rows(quick: bool) -> list[dict]:
     """transformers' own Mixtral, Qwen2-MoE and GPT-2 (tiny configs, random weights, dynamo-exported:
-    `experiments.hf_models`) at 4 and 8 stages, m = 2p, 60 s for the planned row; skipped without transformers."""
+    `experiments.hf_models`) at 4 and 8 stages, m = 2p, `EXPORT_LIMIT_S` for the planned row (60 s at 4 stages,
+    600 s at 8); skipped without transformers."""
     import importlib.util
     import tempfile
 
@@ -168,7 +173,7 @@ def _exported_rows(quick: bool) -> list[dict]:
             for p in (4,) if quick else (4, 8):
                 m = 2 * p
                 costs = _model_costs_of(path, p)
-                cmp = compare(p, m, costs, time_limit_s=10.0 if quick else 60.0)
+                cmp = compare(p, m, costs, time_limit_s=10.0 if quick else EXPORT_LIMIT_S[p])
                 rows += _rows(f"{model.name} (transformers, dynamo) on h100-8-nvlink", p, m, cmp, costs.time_unit,
                               costs.memory_unit)
                 print(f"   {model.name} p={p} m={m}\n{cmp.table()}", flush=True)
