@@ -14,23 +14,29 @@ i and K-1-i of the cut's K pieces (boundaries 0 = x_0 < x_1 < ... < x_K = n, pie
 * ``v``: K = 2p chunks, one chain, m micro-batches; device d runs chunks d and 2p-1-d (c = m); the boundary
   between chunks p-1 and p stays on device p-1 (no hop), every other joins two devices.
 
-**The bound.**  For a cut, let F_j, G_j be the sums over piece j's ops of the forward ticks and of forward +
-input-gradient + weight-gradient ticks (per op, on identical devices), and hop_min the least delay any boundary
-position can have (over positions, of the summed delay of the edges crossing it, each edge at its cheapest link
-between two distinct devices).  Every task of piece j (F, B or W of any micro-batch k, in either chain) is a
-successor of — or is — that micro-batch's forward F(j, k), which follows F(0, k), F(1, k), ..., F(j-1, k) of its
-chain, each on its device, with a hop between any two pieces on different devices (a send task or an edge delay,
-each at least hop_min).  So no task of piece j starts before its head
-    h_j = F_0 + ... + F_{j-1} + hops(j) * hop_min,   hops(j) = the device changes before piece j
-after the schedule's first start.  A device runs one task at a time, so for any set S of its tasks that all start
-at or after h, the makespan is at least h + (total ticks of S).  On the device holding pieces i < K-1-i, S = all its
-tasks and S = the tasks of piece K-1-i give
+**The bound.**  For a cut, let F_j, G_j be the sums over piece j's positions of the forward ticks and of forward +
+input-gradient + weight-gradient ticks (per position, on identical devices); let hop(x) be a lower bound on the hop
+at a boundary at position x between two distinct devices (`crossing_ticks`: the edges crossing x, each at its
+cheapest link) and hop_min its least value over positions.  Every task of piece j (F, B or W of any micro-batch k,
+in either chain) is a successor of — or is — that micro-batch's forward F(j, k), which follows F(0, k), F(1, k),
+..., F(j-1, k) of its chain, each on its device, with a hop between any two pieces on different devices (a send
+task or an edge delay, an edge that skips pieces forwarded piece by piece).  So no task of piece j starts before
+its head, after the schedule's first start:
+    h_j = F_0 + ... + F_{j-1} + hop(x_j) + (hops(j) - 1) * hop_min   when boundary j joins two devices,
+    h_j = F_0 + ... + F_{j-1} + hops(j) * hop_min                   otherwise (hops(j): device changes before j).
+A device runs one task at a time, so for any set S of its tasks that all start at or after h, the makespan is at
+least h + (total ticks of S).  On the device holding pieces i < K-1-i, S = all its tasks and S = the tasks of piece
+K-1-i give
     T_i = max( h_i + c (G_i + G_{K-1-i}),  h_{K-1-i} + c G_{K-1-i} ),
 and the makespan of every schedule on that cut is at least max_i T_i (fb_overlap 1: no overlapped pair, which
 could run shorter than its halves).  Its minimum over all cuts, `family_cut_bound_tick`, is therefore a lower bound
-on every schedule of that placement under any cut and any memory cap; the larger of it and work / devices is kept.
-(G counts B and W per op; a piece's B and W tasks are at least one tick each, so the pipeline's work is at least
-this: the bound only gets weaker.)
+on every schedule of that placement under any cut and any memory cap; it is never below work / devices (each
+device's term is at least its work).  (G counts B and W per position; a piece's B and W tasks are at least one tick
+each, so the pipeline's work is at least this: the bound only gets weaker.)
+
+**What it does not see**: memory (the cap), and that a piece's backward waits for the round trip through the
+pieces after it.  The cut that meets it (`family_best_cut`) has tiny first pieces and large last ones; as the
+planned row's starting cut it measured far worse than the baselines' cut (pipe13's report, issue 11).
 
 **Computing the minimum.**  A binary search over T with an exact feasibility test: pair i's boundaries are
 (x_i, x_{i+1}) on the left and (x_{K-1-i}, x_{K-i}) on the right, nested around the middle, so "the pairs i..q-1
