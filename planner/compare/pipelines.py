@@ -28,7 +28,8 @@ at the same budget, where the search gets a few seconds of each solve (README, "
 On a model the planned row also chooses its own
 cut (`planner.compare.cut_search`, `_plan_placement`): the baselines keep the bottleneck-minimal cut their users
 would take, the planned row moves the boundaries between pieces where the schedules run shorter, and its bound is
-the formulation's bound *for the cut it chose* (the table line says so).  Then, at granularity k > 1
+the formulation's bound *for the cut it chose* (the table line says so); beside it, on a model or a preset, the
+bound over every cut of both placements (`planner.compare.cut_bound`, notes["every_cut"]).  Then, at granularity k > 1
 (`planner.compare.subchunks`; `compare(granularity=...)`, ``plan-compare --granularity``, or chosen by the task
 count with ``auto``), every piece of that cut is split into k sub-chunks on its device and the formulation orders
 their F, B and W (`_solve_fine`), warm-started from the stage-level schedules expanded; the row keeps the shorter
