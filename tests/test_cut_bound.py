@@ -160,6 +160,10 @@ def test_plan_compare_reports_it_beside_work_over_devices(moe):
     assert any_cut < every <= opp.figures.makespan_tick / cmp.scales.ticks_per_unit
     assert set(note["by_placement_units"]) == {"dualpipe", "v"}
     assert "bound over every cut of the dualpipe and v placements" in cmp.table()
+    from experiments.bench_pipeline import _rows  # the bench CSV's column, beside bound_any_cut
+
+    planned = [r for r in _rows("moe", p, m, cmp, "us", "MiB") if r["schedule"] == "opplan"]
+    assert planned[0]["bound_every_cut"] == round(every, 4) and planned[0]["bound_any_cut"] == round(any_cut, 4)
 
 
 def test_on_the_preset_below_its_baselines_and_its_own_cut():
