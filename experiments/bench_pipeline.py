@@ -50,8 +50,9 @@ REPO = Path(__file__).resolve().parents[1]
 # 0.489 / 0.501 of DualPipe's bubble, at 240 s 0.359 / 0.371; the issue's "Scale" clause allows 10 minutes)
 MOE_LIMIT_S = 240.0
 # The transformers exports' planned rows: 60 s at 4 stages (optimal or within 0.3 % there), the issue's 10 minutes
-# ("Scale") at 8 stages, where time is what moved them: Qwen2-MoE at 8 stages, one run each under load 3-6 on
-# 2026-12-02, 0.664 of DualPipe's bubble at 60 s, 0.535 at 240 s, 0.490 at 600 s (pipe13's report)
+# ("Scale") at 8 stages, where time is what moved them (one run each, load 2-6, 2026-12-02, pipe13's report; bubble
+# / DualPipe's at 60 / 240 / 600 s): Qwen2-MoE 0.664 / 0.535 / 0.490, GPT-2 0.769 / 0.682 / 0.632, Mixtral at
+# 600 s 0.650 (0.726 at 60 s in the morning's quiet bench)
 EXPORT_LIMIT_S = {4: 60.0, 8: 600.0}
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
 HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
