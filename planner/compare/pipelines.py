@@ -28,7 +28,8 @@ at the same budget, where the search gets a few seconds of each solve (README, "
 On a model the planned row also chooses its own
 cut (`planner.compare.cut_search`, `_plan_placement`): the baselines keep the bottleneck-minimal cut their users
 would take, the planned row moves the boundaries between pieces where the schedules run shorter, and its bound is
-the formulation's bound *for the cut it chose* (the table line says so).  Then, at granularity k > 1
+the formulation's bound *for the cut it chose* (the table line says so); beside it, on a model or a preset, the
+bound over every cut of both placements (`planner.compare.cut_bound`, notes["every_cut"]).  Then, at granularity k > 1
 (`planner.compare.subchunks`; `compare(granularity=...)`, ``plan-compare --granularity``, or chosen by the task
 count with ``auto``), every piece of that cut is split into k sub-chunks on its device and the formulation orders
 their F, B and W (`_solve_fine`), warm-started from the stage-level schedules expanded; the row keeps the shorter
@@ -49,6 +50,7 @@ from typing import TypedDict
 
 from formulations.pipeline import prepare_pipeline, split_start_times
 from formulations.pipeline_lns import LnsResult, LnsStep, solve_pipeline_lns
+from planner.compare.cut_bound import every_cut_bound_tick
 from planner.compare.cut_search import any_cut_bound_tick, refine_cut
 from planner.compare.model_costs import ModelCosts
 from planner.compare.plot import plot_schedule, plot_side_by_side
@@ -186,6 +188,12 @@ class Comparison:
                 if isinstance(cut.get("any_cut_bound_units"), (int, float)):
                     cut_text += (f", bound over every cut {_figure(cut['any_cut_bound_units'])} {time_unit} "
                                  f"(work / devices)")
+            every = opp.notes.get("every_cut")
+            if isinstance(every, dict) and isinstance(every.get("bound_units"), (int, float)):
+                fams: dict = every["by_placement_units"]  # type: ignore[assignment]
+                told = ", ".join(f"{fam} {_figure(v)}" for fam, v in fams.items())
+                cut_text += (f", bound over every cut of the {' and '.join(fams)} placements "
+                             f"{_figure(float(every['bound_units']))} {time_unit} (heads + work per device; {told})")
             gran = opp.notes.get("granularity")
             if isinstance(gran, dict) and "tasks" in gran:
                 fine = gran.get("fine_makespan_units")
@@ -331,8 +339,22 @@ def compare(
     if best is None:
         rows.append(CompareRow("opplan", skipped="no placement gave a schedule (" + "; ".join(failures) + ")"))
     else:
+        _note_every_cut_bound(best, p, m, costs, scales)
         rows.append(best)
     return cmp
+
+
+def _note_every_cut_bound(row: CompareRow, p: int, m: int, costs, scales: Scales) -> None:
+    """On a model or a preset, note on the planned row the bound over every cut of both placements it solves
+    (`planner.compare.cut_bound`: per device, the pieces' heads and work, minimised over cuts), per placement and
+    the lesser (notes["every_cut"]); computed once, after the solves (seconds on a few hundred ops, outside the
+    time limit)."""
+    if not isinstance(costs, (ModelCosts, PresetCosts)):
+        return
+    bound, per_family = every_cut_bound_tick(costs, p, m)
+    row.notes["every_cut"] = {"bound_units": None if bound is None else bound / scales.ticks_per_unit,
+                              "by_placement_units": {fam: None if v is None else v / scales.ticks_per_unit
+                                                     for fam, v in per_family.items()}}
 
 
 def _warmest(placements: list[str], p: int, m: int, costs, scales: Scales, by_name: dict[str, CompareRow],

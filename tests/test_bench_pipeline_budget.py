@@ -1,0 +1,54 @@
+"""The pipeline bench gives the transformers exports' and the preset's planned rows their budget by stage count
+(`experiments.bench_pipeline.EXPORT_LIMIT_S`: 60 s at 4 stages, the issue's 10 minutes at 8, where time moved the
+rows; `PRESET_LIMIT_S`: 10 minutes at p = 8), checked without exporting or solving: `compare`, the export and the
+costs are stood in for."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from experiments import bench_pipeline
+
+
+def test_the_eight_stage_exports_get_the_issues_ten_minutes(monkeypatch, tmp_path):
+    pytest.importorskip("transformers")
+    import experiments.hf_models as hf
+    import planner.compare.pipelines as pipelines
+
+    asked: list[tuple[str, int, float]] = []
+
+    def fake_compare(p, m, costs, *, time_limit_s):
+        asked.append((costs.name, p, time_limit_s))
+        return SimpleNamespace(table=lambda: "")
+
+    monkeypatch.setattr(pipelines, "compare", fake_compare)
+    monkeypatch.setattr(hf, "export_hf_model", lambda model, path: path)
+    monkeypatch.setattr(bench_pipeline, "_model_costs_of",
+                        lambda path, p: SimpleNamespace(name=path.stem, time_unit="us", memory_unit="MiB"))
+    monkeypatch.setattr(bench_pipeline, "_rows", lambda *a, **k: [])
+    bench_pipeline._exported_rows(quick=False)
+    by_stages = {(name, p): s for name, p, s in asked}
+    assert {name for name, _ in by_stages} == {"hf_mixtral", "hf_qwen2_moe", "hf_gpt2"}
+    for name in ("hf_mixtral", "hf_qwen2_moe", "hf_gpt2"):
+        assert by_stages[name, 4] == 60.0
+        assert by_stages[name, 8] == 600.0  # the issue's "Scale": planned within 10 minutes
+
+
+def test_the_preset_at_eight_stages_gets_the_issues_ten_minutes(monkeypatch):
+    import planner.compare.pipelines as pipelines
+    import planner.compare.presets as presets
+
+    asked: list[tuple[int, float]] = []
+
+    def fake_compare(p, m, costs, *, time_limit_s):
+        asked.append((p, time_limit_s))
+        return SimpleNamespace(table=lambda: "")
+
+    monkeypatch.setattr(pipelines, "compare", fake_compare)
+    monkeypatch.setattr(presets, "preset_costs", lambda preset, topology, p, num_layers=None: SimpleNamespace(
+        num_layers=61, time_unit="ms", memory_unit="MiB"))
+    monkeypatch.setattr(bench_pipeline, "_rows", lambda *a, **k: [])
+    bench_pipeline._preset_rows(quick=False)
+    assert asked == [(8, 600.0), (16, 120.0)]
