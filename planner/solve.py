@@ -32,12 +32,14 @@ The input is an op-level SchedulingInstance (the "fine" one; `planner.prepare` m
                improved plan while a round improves it.  Skipped when the runs are more than
                CLUSTER_ROUND_FACTOR x the backend's cluster count (tight plans of large graphs: LNS handles those)
                or more than CLUSTER_MIN_SHRINK x the ops (nearly single ops: the op-level model again).
-    phase 2c, segment neighbourhoods (`planner.segment_lns`), only when phase 1 left a segment unproven on a graph
-               with bottlenecks: with SEGMENT_LNS_SHARE of the time left, re-solve the segment (group of identical
-               segments) with the largest gap to its bound, warm-started from the incumbent, with CP-SAT's free
-               portfolio; put the schedule back on every copy; a proof raises the decomposition bound.  On the
-               bundled MoE this is what shortens the plan after phase 1 (cpu-4: 1.302 -> 1.291 ms at 60 s):
-               the window neighbourhoods of phase 3b do not reach what a whole expert segment's solve does.
+    phase 2c, segment neighbourhoods (`planner.segment_lns`), on graphs with bottlenecks whose segments the
+               incumbent does not run in their proven bound: with SEGMENT_LNS_SHARE of the time left, re-solve the
+               segment (group of identical segments) with the largest gap to its bound, warm-started from the
+               incumbent, with CP-SAT's free portfolio; put the schedule back on every copy; a proof raises the
+               decomposition bound.  On devices that are not all interchangeable the segments' bottlenecks are
+               pinned, after a first sweep that chooses their kinds of device along the graph.  On the bundled MoE
+               this is what shortens the plan after phase 1 (cpu-4: 1.302 -> 1.291 ms at 60 s): the window
+               neighbourhoods of phase 3b do not reach what a whole expert segment's solve does.
     phase 3a, iterated list scheduling (`planner.heuristics.iterated`) with ITERATED_SHARE of the time left: a
                (1+1) evolution strategy over task priorities, decoded by the list scheduler, from the classic
                schedulers' priorities and the incumbent's order; every plan is a list schedule, hence valid.  It
