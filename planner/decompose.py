@@ -213,9 +213,11 @@ class Decomposition:
         return sum(1 for r in self.segments if r.how in (SegmentSource.SOLVER, SegmentSource.CACHED))
 
 
-def segment_rows(plan: Plan, sub: SchedulingInstance) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The device and start tick `plan` (of the whole graph) gives each of the segment's tasks, in its order."""
-    by = plan.by_task()
+def segment_rows(plan: Plan, sub: SchedulingInstance, by: Mapping[str, TaskPlacement] | None = None
+                 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The device and start tick `plan` (of the whole graph) gives each of the segment's tasks, in its order; `by`:
+    `plan.by_task()`, when the caller has it (built once for many segments)."""
+    by = plan.by_task() if by is None else by
     rows = [by[name] for name in sub.task_names]
     return tuple(r.device for r in rows), tuple(r.start_tick for r in rows)
 

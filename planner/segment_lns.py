@@ -103,16 +103,11 @@ class _Group:
     tries: int = 0
 
 
-def _rows(by: Mapping[str, TaskPlacement], sub: SchedulingInstance) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """`segment_rows` from a plan's `by_task()` (built once per move rather than once per segment)."""
-    rows = [by[name] for name in sub.task_names]
-    return tuple(r.device for r in rows), tuple(r.start_tick for r in rows)
-
-
-def _pins(result: SegmentResult, by: Mapping[str, TaskPlacement], names: tuple[str, ...]) -> tuple[int, ...]:
-    """The devices P gives the segment's bottlenecks (first, last; those it has)."""
+def _pins(result: SegmentResult, by: Mapping[str, TaskPlacement]) -> dict[int, list[int]]:
+    """The segment's bottlenecks (global index), each allowed only on its device in P (`_restrict`'s form)."""
+    names = result.instance.task_names
     seg = result.segment
-    return tuple(by[names[b]].device for b in (seg.first, seg.last) if b is not None)
+    return {b: [by[names[seg.tasks.index(b)]].device] for b in (seg.first, seg.last) if b is not None}
 
 
 def _groups(fine: SchedulingInstance, decomposition: Decomposition, plan: Plan, pinned: bool) -> list[_Group]:
@@ -123,7 +118,7 @@ def _groups(fine: SchedulingInstance, decomposition: Decomposition, plan: Plan, 
     for i, r in enumerate(decomposition.segments):
         if r.how is SegmentSource.TOO_LARGE:
             continue
-        key = (segment_signature(r.instance), _pins(r, by, fine.task_names) if pinned else ())
+        key = (segment_signature(r.instance), tuple((b, d[0]) for b, d in _pins(r, by).items()) if pinned else ())
         group = by_key.get(key)
         if group is None:
             by_key[key] = _Group([i], r.bound_tick, r.bound_tick, r.bound_tick)
@@ -147,12 +142,6 @@ def _pinned_mode(fine: SchedulingInstance) -> bool:
     return len(fine.interchangeable_device_classes()) > 1
 
 
-def _pinned_instance(sub: SchedulingInstance, result: SegmentResult, pins: tuple[int, ...]) -> SchedulingInstance:
-    """The segment with its bottlenecks allowed only on `pins` (`_pins`' order)."""
-    seg = result.segment
-    return _pin(sub, result, dict(zip([b for b in (seg.first, seg.last) if b is not None], pins)))
-
-
 def _restrict(sub: SchedulingInstance, result: SegmentResult,
               allowed: Mapping[int, Sequence[int]]) -> SchedulingInstance:
     """The segment with each task of `allowed` (global index) allowed only on the devices given for it."""
@@ -163,11 +152,6 @@ def _restrict(sub: SchedulingInstance, result: SegmentResult,
         dur[i, :] = INELIGIBLE
         dur[i, list(devices)] = keep
     return dataclasses.replace(sub, duration_tick=dur)
-
-
-def _pin(sub: SchedulingInstance, result: SegmentResult, device_of: Mapping[int, int]) -> SchedulingInstance:
-    """The segment with each task of `device_of` (global index) allowed only on its device there."""
-    return _restrict(sub, result, {t: [d] for t, d in device_of.items()})
 
 
 @dataclass(frozen=True)
@@ -205,7 +189,7 @@ def _sweep(fine: SchedulingInstance, plan: Plan, results: Sequence[SegmentResult
         seg, sub = r.segment, r.instance
         local_first = seg.tasks.index(seg.first) if seg.first is not None else None
         if r.how is SegmentSource.TOO_LARGE:
-            device, start = _rows(by, sub)
+            device, start = segment_rows(plan, sub, by)
             span = segment_span(by, sub)
             first = int(sub.duration_tick[local_first, device[local_first]]) if local_first is not None else 0
             key = (kind[device[local_first]] if local_first is not None else None,
@@ -310,7 +294,7 @@ def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decompositi
         group.tries += 1
         rep = max(group.members, key=lambda i: segment_span(by, results[i].instance))
         sub = results[rep].instance
-        model = _pinned_instance(sub, results[rep], _pins(results[rep], by, fine.task_names)) if pinned else sub
+        model = _restrict(sub, results[rep], _pins(results[rep], by)) if pinned else sub
         warm = restricted_plan(best, model, by)
         try:
             # CP-SAT's free parallel portfolio, not its interleaved deterministic search: on the MoE's 96-op expert
@@ -332,8 +316,8 @@ def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decompositi
         new = None
         if solved.makespan_tick < span_before:
             device, start = segment_rows(solved, model)
-            trial = [SegmentResult(r.segment, r.instance, *_rows(by, r.instance), r.makespan_tick, r.bound_tick,
-                                   r.how) for r in results]
+            trial = [SegmentResult(r.segment, r.instance, *segment_rows(best, r.instance, by), r.makespan_tick,
+                                   r.bound_tick, r.how) for r in results]
             for i in group.members:
                 trial[i] = SegmentResult(results[i].segment, results[i].instance, device, start,
                                          solved.makespan_tick, group.bound_tick, results[i].how)
