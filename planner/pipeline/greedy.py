@@ -11,8 +11,8 @@ stage the micro-batches in order, as the formulation's ``fifo`` family does):
 3. else the oldest ready W;
 4. else the device waits for the next event.
 
-Applies to pipelines without communication streams (sends and all-to-alls would need the streams' order too);
-edge delays are respected.  `best_greedy` tries a few `max_in_flight` values and returns the shortest schedule
+Applies to pipelines without communication streams (`stream_greedy` schedules those: `best_greedy` hands them
+over); edge delays are respected.  `best_greedy` tries a few `max_in_flight` values and returns the shortest schedule
 that fits the cap.  Memory follows `metrics.pipeline_memory` (allocated at F's start, A^B freed at B's end, the rest
 at W's end).
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
+from planner.pipeline.stream_greedy import best_stream_list
 from planner.pipeline.unroll import TrainingPipeline, unroll
 
 
@@ -136,7 +137,9 @@ def _stage(name: str) -> int:
 
 def best_greedy(pipeline: TrainingPipeline, cap: Sequence[int]) -> tuple[dict[str, int], int] | None:
     """(times, makespan) of the shortest `greedy_times` over max_in_flight in 1..min(2 * micro-batches, what the
-    cap can hold), or None."""
+    cap can hold), or None; on a pipeline with communication streams, `stream_greedy.best_stream_list`'s."""
+    if pipeline.streams_on:
+        return best_stream_list(pipeline, cap)
     inst = unroll(pipeline)
     best = None
     std = pipeline.stage_to_device
