@@ -22,9 +22,6 @@ from planner.compare.cut_search import (
     refine_cut,
     with_cut,
 )
-from planner.compare.presets import preset_costs
-from planner.data import PROFILES_DIR
-from planner.ir.hardware import load_topology
 from planner.pipeline.registry import GENERATORS
 
 P, M = 4, 4
@@ -289,24 +286,3 @@ def test_refine_with_chain_moves_is_deterministic_and_never_longer_than_single_m
     assert chained.best.makespan_tick == again.best.makespan_tick and chained.evaluations == again.evaluations
     assert single.chain_moves_kept == 0 and single.evaluations <= 40 and chained.evaluations <= 40
     _assert_valid_cut(costs, chained.costs.stage_positions)
-
-
-def test_refine_repairs_an_uneven_preset_cut_whose_pieces_are_units():
-    # A DeepSeek-V3-like preset (8 layers: 16 units, attention | FFN) on 4 devices: its pieces are units, and the
-    # same search moves them (issue 11: the preset rows get the cut search the model rows have).
-    topology = load_topology(PROFILES_DIR / "h100-2x8-ib.yaml")
-    costs = preset_costs("deepseek-v3", topology, P, num_layers=8)
-    cut = [list(piece) for piece in costs.stage_units]
-    cut[0] += cut[1][:2]  # stage 0 takes a layer of stage 1
-    cut[1] = cut[1][2:]
-    uneven = with_cut(costs, 1, tuple(tuple(piece) for piece in cut))
-    refs = [GENERATORS["1f1b"](P, 2 * P)]
-    start = evaluate_cut(uneven, "1f1b", P, 2 * P, refs, None)
-    assert start is not None
-    assert len(op_work_ticks(uneven, 1, range(P))) == len(costs.units)
-    result = refine_cut(uneven, 1, "1f1b", P, 2 * P, refs, None, deadline_s=time.monotonic() + 120)
-    assert result.best is not None and result.best.makespan_tick < start.makespan_tick
-    units = [u for piece in result.costs.stage_units for u in piece]
-    assert units == list(range(len(costs.units))) and all(result.costs.stage_units)
-    again = evaluate_cut(result.costs, "1f1b", P, 2 * P, refs, None)
-    assert again is not None and again.makespan_tick == result.best.makespan_tick

@@ -109,3 +109,10 @@ def test_little_limits_by_hand():
     dur = [int(inst.duration_tick[t, stream[t]]) for t in range(inst.num_tasks)]
     assert _little_limits(pipe, tasks, stream, dur, 1.6) == [4, 2]
     assert _little_limits(pipe, tasks, stream, dur, 1.0) == [3, 1]
+    # the schedule keeps those limits: at most 3 micro-batches of stage 0 and 1 of stage 1 between F's start and
+    # W's end
+    times = stream_list_times(pipe, [10**6] * 2, ListRule(True, 0, little=1.0))
+    assert times is not None
+    for s, limit in ((0, 3), (1, 1)):
+        for mb in range(4 - limit):
+            assert times[f"{s}F{mb + limit}"] >= times[f"{s}W{mb}"] + 1

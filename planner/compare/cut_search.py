@@ -1,5 +1,5 @@
-"""The outer level of the planned pipeline on a model or a preset: choose where the chunks are cut for the schedule,
-not only for the bottleneck stage (issue 11's "joint partition and schedule", first step).
+"""The outer level of the planned pipeline on a model: choose where the chunks are cut for the schedule, not only
+for the bottleneck stage (issue 11's "joint partition and schedule", first step).
 
 `model_costs.model_costs` cuts the op graph into p stages that minimise the bottleneck stage time, and each stage
 into two halves of equal compute.  That cut is what the baselines run on (it is what their users do), but it is
@@ -20,10 +20,6 @@ halves); both kinds of move keep that (an op leaves a piece at its end that face
 the end facing back), so an edge still goes from a piece to the same or a later one: every cut the search visits
 is a valid stage cut with no empty piece, and hop costs are recomputed by `ModelCosts.hop_ticks` (edges that skip
 pieces are forwarded piece by piece).
-
-**Presets.**  On a preset (`planner.compare.presets.PresetCosts`) the positions are its units (attention | FFN of
-each layer, in model order: a chain, so every contiguous cut is valid) and the same moves shift units; the hop is
-the hidden state whatever the cut, and a piece's all-to-all counts the MoE layers it holds.
 
 **Evaluation.**  A cut is worth the shortest makespan of the reference schedules (the baselines of the placement,
 and every schedule the inner model has returned) re-simulated on it (`planner.pipeline.streams.simulate_pipeline`:
@@ -61,7 +57,6 @@ from typing import Generic, TypeVar
 
 from formulations.pipeline import pipeline_device_bound
 from planner.compare.model_costs import ModelCosts
-from planner.compare.presets import PresetCosts
 from planner.errors import OpplanError
 from planner.pipeline.metrics import figures
 from planner.pipeline.streams import simulate_pipeline
@@ -77,7 +72,6 @@ CHAIN_MOVES = True  # refine_cut's default: chain moves after single moves stall
 SCORES = ("makespan", "bound")  # what refine_cut minimises (module docstring)
 BOUND_WEIGHT = 2**40  # score = bound x this + replayed makespan: one tick of bound outweighs any makespan
 Cut = tuple[tuple[int, ...], ...]
-Cuttable = ModelCosts | PresetCosts  # what the search cuts: a model's ops or a preset's units
 E = TypeVar("E")
 
 
@@ -105,7 +99,7 @@ class CutSearch:
     search went (start and final makespan in ticks, simulations run, moves kept — `chain_moves_kept` of them chain
     moves —, seconds)."""
 
-    costs: ModelCosts | PresetCosts
+    costs: ModelCosts
     best: CutEvaluation | None
     start_makespan_tick: int | None
     evaluations: int
@@ -114,26 +108,19 @@ class CutSearch:
     chain_moves_kept: int = 0
 
 
-def with_cut(costs: Cuttable, split: int, cut: Cut) -> Cuttable:
-    """`costs` with its p-stage cut (`split` 1) or its 2p-chunk cut (`split` 2) replaced by `cut` (positions of a
-    model's topological order, or a preset's units)."""
-    if isinstance(costs, PresetCosts):
-        if split == 1:
-            return dataclasses.replace(costs, stage_units=cut)
-        return dataclasses.replace(costs, chunk_units=cut)
+def with_cut(costs: ModelCosts, split: int, cut: Cut) -> ModelCosts:
+    """`costs` with its p-stage cut (`split` 1) or its 2p-chunk cut (`split` 2) replaced by `cut`."""
     if split == 1:
         return dataclasses.replace(costs, stage_positions=cut)
     return dataclasses.replace(costs, chunk_positions=cut)
 
 
-def any_cut_bound_tick(costs: Cuttable, pipeline: TrainingPipeline) -> int | None:
+def any_cut_bound_tick(costs: ModelCosts, pipeline: TrainingPipeline) -> int | None:
     """A lower bound on the makespan of `pipeline` under *every* cut of `costs`' ops, or None where this argument
     does not hold: the compute work of all micro-batches (each stage runs F and then B + W, or its fused BW when
     shorter, of every micro-batch) spread evenly over the p devices.  It needs identical devices (the work of an
     op then does not depend on where a cut puts it, so every cut has the same total) and no overlapped F&B pairs
-    (a pair can be shorter than its halves).  None on a preset (`cut_bound.every_cut_bound_tick` covers it)."""
-    if isinstance(costs, PresetCosts):
-        return None
+    (a pair can be shorter than its halves)."""
     dur = costs.instance.duration_tick
     if pipeline.pairs_gain or not bool((dur == dur[:, :1]).all()):
         return None
@@ -142,17 +129,10 @@ def any_cut_bound_tick(costs: Cuttable, pipeline: TrainingPipeline) -> int | Non
     return -(-work // int(pipeline.num_devices))
 
 
-def op_work_ticks(costs: Cuttable, split: int, devices: Sequence[int]) -> tuple[int, ...]:
-    """Per position of the topological order (a unit, on a preset), the F + B + W ticks of its op on the device of
-    the piece of `costs`' cut that holds it (`devices[c]` for piece c; B = W = F without per-op training costs):
-    the weights chain moves balance with (`_chain_moves`)."""
-    if isinstance(costs, PresetCosts):
-        out_units = [0] * len(costs.units)
-        for c, piece in enumerate(costs.cut(split)):
-            per_unit = costs.unit_work_ticks(int(devices[c]))
-            for i in piece:
-                out_units[i] = per_unit[i]
-        return tuple(out_units)
+def op_work_ticks(costs: ModelCosts, split: int, devices: Sequence[int]) -> tuple[int, ...]:
+    """Per position of the topological order, the F + B + W ticks of its op on the device of the piece of `costs`'
+    cut that holds it (`devices[c]` for piece c; B = W = F without per-op training costs): the weights chain moves
+    balance with (`_chain_moves`)."""
     inst = costs.instance
     order = inst.topological_order
     tr = costs.training
@@ -166,7 +146,7 @@ def op_work_ticks(costs: Cuttable, split: int, devices: Sequence[int]) -> tuple[
             else:
                 out[i] = int(tr.forward_tick[t, d]) + int(tr.input_grad_tick[t, d]) + int(tr.weight_grad_tick[t, d])
     return tuple(out)
-def evaluate_cut(costs: Cuttable, pipeline_name: str, p: int, m: int, schedules: Sequence[Schedule],
+def evaluate_cut(costs: ModelCosts, pipeline_name: str, p: int, m: int, schedules: Sequence[Schedule],
                  cap_bytes: int | None) -> CutEvaluation | None:
     """The shortest of `schedules` simulated on `costs`' pipeline `pipeline_name` whose peak memory is at most
     `cap_bytes` (None: no cap), or None when none fits."""
@@ -301,7 +281,7 @@ def _descend(cut: Cut, best: E, evaluate: Callable[[Cut], E | None], makespan: C
     return _Descent(cut, best, evaluations, kept, chain_kept)
 
 
-def refine_cut(costs: Cuttable, split: int, pipeline_name: str, p: int, m: int, schedules: Sequence[Schedule],
+def refine_cut(costs: ModelCosts, split: int, pipeline_name: str, p: int, m: int, schedules: Sequence[Schedule],
                cap_bytes: int | None, *, deadline_s: float, max_evaluations: int = 400,
                progress: Callable[[str], None] | None = None, chain: bool | None = None,
                score: str = "makespan") -> CutSearch:
@@ -318,7 +298,7 @@ def refine_cut(costs: Cuttable, split: int, pipeline_name: str, p: int, m: int, 
     by_bound = score == "bound" and not costs.pipeline(pipeline_name, p, m).pairs_gain
     cut = costs.cut(split)
 
-    def evaluate_at(at: Cuttable) -> CutEvaluation | None:
+    def evaluate_at(at: ModelCosts) -> CutEvaluation | None:
         got = evaluate_cut(at, pipeline_name, p, m, schedules, cap_bytes)
         if got is None or not by_bound:
             return got

@@ -25,14 +25,14 @@ micro-batch order), and the table's line says what the search and that second fu
 neighbourhood and the streams a neighbourhood does not touch stay fixed (smaller steps); the default keeps the
 order: measured side by side inside `compare` (`experiments.bench_pipeline.bench_lns_mode`) reorder was no better
 at the same budget, where the search gets a few seconds of each solve (README, "The search's mode").
-On a model or a preset the planned row also chooses its own cut (`planner.compare.cut_search`, `_plan_placement`; a
-preset's pieces are its units, layer halves): the baselines keep the bottleneck-minimal cut their users would take,
-the planned row moves the boundaries between pieces where the schedules run shorter, and its bound is the
-formulation's bound *for the cut it chose* (the table line says so); beside it, on a model or a preset, the bound over
-every cut of both placements (`planner.compare.cut_bound`, notes["every_cut"]). Then, at granularity k > 1
-(`planner.compare.subchunks`; `compare(granularity=...)`, ``plan-compare --granularity``, or chosen by the task count
-with ``auto``), every piece of that cut is split into k sub-chunks on its device and the formulation orders their F, B
-and W (`_solve_fine`), warm-started from the stage-level schedules expanded; the row keeps the shorter
+On a model the planned row also chooses its own
+cut (`planner.compare.cut_search`, `_plan_placement`): the baselines keep the bottleneck-minimal cut their users
+would take, the planned row moves the boundaries between pieces where the schedules run shorter, and its bound is
+the formulation's bound *for the cut it chose* (the table line says so); beside it, on a model or a preset, the
+bound over every cut of both placements (`planner.compare.cut_bound`, notes["every_cut"]).  Then, at granularity k > 1
+(`planner.compare.subchunks`; `compare(granularity=...)`, ``plan-compare --granularity``, or chosen by the task
+count with ``auto``), every piece of that cut is split into k sub-chunks on its device and the formulation orders
+their F, B and W (`_solve_fine`), warm-started from the stage-level schedules expanded; the row keeps the shorter
 schedule.
 """
 
@@ -432,8 +432,7 @@ class _Search:
 
 def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, backend, granularity=1,
                     subchunk_a2a="piece", search: _Search = _Search()) -> CompareRow:
-    """The planned row on one placement.  On a model or a preset the two levels alternate
-    (`planner.compare.cut_search`):
+    """The planned row on one placement.  On a model the two levels alternate (`planner.compare.cut_search`):
     the cut is refined for the baselines' schedules (CUT_SHARE of the budget), the pipeline formulation solves
     the chosen cut (warm-started), the cut is refined again for the schedule it returned and, when that moved the
     cut, the formulation solves the new cut warm-started from that schedule with the time left.  When a solve ends
@@ -446,13 +445,10 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
     shorter of the two and its notes say both."""
     t0 = time.monotonic()
     references = _reference_schedules(placement, p, m, costs, scales, by_name)
-    if not isinstance(costs, (ModelCosts, PresetCosts)):
+    if not isinstance(costs, ModelCosts):
         return _solve_opplan(placement, p, m, costs, scales, references, cap, budget_s, backend, search=search)
     split, name = (2 if placement == "v" else 1), _SPLIT[placement]
-    if not isinstance(costs, ModelCosts):  # a preset's pieces are units (layer halves), not ops: no sub-chunks
-        k = 1
-    else:
-        k = auto_granularity(costs.pipeline(name, p, m)) if granularity is None else int(granularity)
+    k = auto_granularity(costs.pipeline(name, p, m)) if granularity is None else int(granularity)
     total_s = budget_s
     if k > 1:
         budget_s = total_s * (1 - FINE_SHARE)
@@ -487,7 +483,7 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
             break
         other.notes["time_to_best_s"] = started_s + float(other.notes["time_to_best_s"])  # type: ignore[arg-type]
         row, row_costs = other, again.costs
-    if k > 1 and row.schedule is not None and isinstance(row_costs, ModelCosts):
+    if k > 1 and row.schedule is not None:
         row = _solve_fine(placement, p, m, row_costs, scales, row, [r for _, r in references], cap,
                           total_s - (time.monotonic() - t0), backend, k, subchunk_a2a,
                           started_s=time.monotonic() - t0, search=search)
@@ -531,7 +527,7 @@ def _solve_opplan(placement, p, m, costs, scales, candidates: list[tuple[str, Sc
     greedy = best_greedy(pipe, [cap if cap is not None else 2**40] * p)
     if greedy is not None and (warm is None or greedy[1] < warm[1]):
         warm, warm_name = greedy, "greedy"
-    if not fine:  # the list schedules take seconds on the largest pipelines (17,664 tasks: ~8 s): the row's budget
+    if not fine:  # the list schedules take seconds on the largest pipelines (17,664 tasks: ~15 s): the row's budget
         time_limit_s = max(1.0, time_limit_s - (time.monotonic() - greedy_t0))
     else:  # a sub-chunk pipeline: building, validating and replaying its larger model take about what the
         # warm-start simulations took, twice over, outside the solver's own limit (keeps the row in its budget)

@@ -322,17 +322,6 @@ class PresetCosts:
     def num_layers(self) -> int:
         return len(self.units) // 2  # two units per layer (`model_units`)
 
-    def cut(self, split: int) -> tuple[tuple[int, ...], ...]:
-        """The p stages (`split` 1) or the 2p chunks (`split` 2), as units (`ModelCosts.cut`'s twin)."""
-        return self.stage_units if split == 1 else self.chunk_units
-
-    def unit_work_ticks(self, device: int) -> tuple[int, ...]:
-        """Per unit, its F + B + W ticks on `device` (each pass rounded up): the weights of the cut search's chain
-        moves (`cut_search.op_work_ticks`)."""
-        dev = self.topology.devices[device]
-        return tuple(sum(self._ticks(sum(x)) for x in zip(*(pass_seconds(op, dev) for op in unit), strict=True))
-                     if unit else 0 for unit in self.units)
-
     @staticmethod
     def layers_per_piece(cut: Sequence[Sequence[int]]) -> str:
         """The layers of each piece of `cut` (a half for an attention or FFN unit alone), e.g. '4 3.5 ...'."""

@@ -13,6 +13,8 @@ Modules (import them directly; this package imports nothing eagerly):
 * `registry` — every generator by name, with the pipeline (stage split, placement) it runs on; `UnitCosts`
 * `streams` — simulate a baseline with per-device communication streams (sends first come, first served)
 * `greedy` — the constructive list schedule that warm-starts the planned schedule
+* `stream_greedy` — its twin for pipelines with communication streams (sends, all-to-alls), in-flight limits by
+  Little's law
 
 The comparison of these schedules with the planned one (which needs `formulations/`) is `planner.compare`, one
 layer above.
