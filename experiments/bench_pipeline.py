@@ -57,7 +57,7 @@ MOE_LIMIT_S = 240.0
 EXPORT_LIMIT_S = {4: 60.0, 8: 600.0}
 # The DeepSeek-V3-like preset's planned rows: 600 s at p = 8 (one run each, 2026-12-02, load 1-4: 0.674 of
 # DualPipe's bubble at 120 s, 0.594 at 600 s; pipe13's report) and at p = 16 (2026-12-02, with the stream list
-# schedule as warm start: 7381 ms, 0.684, at 120 s, where the neighbourhood search gets no step; 7282 ms, 0.663, at
+# schedule as warm start and no first full solve above 10,000 tasks: 7341 ms, 0.676, at 120 s; 7246 ms, 0.655, at
 # 600 s)
 PRESET_LIMIT_S = {8: 600.0, 16: 600.0}
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"

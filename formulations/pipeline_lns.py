@@ -89,6 +89,11 @@ STEP_S = 4.0  # solver time of one step, besides its build
 MIN_STEP_S = 1.0  # no step starts with less time left than this
 STALL_STEPS = 40  # steps in a row without a gain after which the search hands its time back to the full model
 MIN_RESOLVE_S = 2.0  # the full model is solved again only with at least this much time left
+# Above this many tasks the search starts at once from the warm start, without the first full solve: on the preset
+# at p = 16, m = 64 (17,664 tasks) the full model's 60 s (of 120) ended past its limit with the warm start unchanged
+# and its bound equal to the setup's trivial bound (5660 ms), leaving the search no step; at 600 s its 300 s changed
+# nothing either (2026-12-02).  The pipelines it improves (8 stages, ~1,400-2,800 tasks) stay far below.
+FULL_SOLVE_MAX_TASKS = 10_000
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,7 @@ class LnsResult:
     time_to_best_s: float
     replayed_tick: int = 0
     resolve: tuple[float, int] | None = None  # the full model solved again after a stall: (seconds, makespan tick)
+    after_full_solve: bool = True  # False: started from the warm start (`FULL_SOLVE_MAX_TASKS`)
 
     @property
     def gains(self) -> int:
@@ -505,15 +511,16 @@ def solve_pipeline_lns(
     step_s: float = STEP_S,
     progress: Callable[[LnsStep], None] | None = None,
 ) -> tuple[PipelineSolution, LnsResult | None]:
-    """`formulations.pipeline.solve_pipeline` (same arguments), then the search on its schedule: the full solve
-    gets (1 - `lns_share`) of `time_limit_s`, the search the rest (none when the full solve proved its schedule
-    optimal, or `lns_share` is 0).  A search that stalls (`STALL_STEPS` steps in a row without a gain: small
-    pipelines, where the full model was close) hands the time left back to the full model, solved again
-    warm-started from the search's schedule, so that the split costs no proof the full budget would have given
-    (the unit pipeline with pairs and all-to-alls at p = 4: optimal in the full 60 s, not in 30 s); skipped when the
-    search left micro-batch order (the full model keeps it).  The bound is the larger of the full solves' (module
-    docstring, "The bound"); the `LnsResult` (None when the search did not run) says what the search and the
-    second solve gained."""
+    """`formulations.pipeline.solve_pipeline` (same arguments), then the search on its schedule: the full solve gets (1
+    - `lns_share`) of `time_limit_s`, the search the rest (none when the full solve proved its schedule optimal, or
+    `lns_share` is 0); above `FULL_SOLVE_MAX_TASKS` tasks with a warm start, the search starts at once from it with
+    all the time, and the bound is the setup's trivial bound. A search that stalls (`STALL_STEPS` steps in a row
+    without a gain: small pipelines, where the full model was close) hands the time left back to the full model,
+    solved again warm-started from the search's schedule, so that the split costs no proof the full budget would
+    have given (the unit pipeline with pairs and all-to-alls at p = 4: optimal in the full 60 s, not in 30 s);
+    skipped when the search left micro-batch order (the full model keeps it). The bound is the larger of the full
+    solves' (module docstring, "The bound"; the trivial bound when no full solve ran); the `LnsResult` (None when
+    the search did not run) says what the search and the second solve gained."""
     t0 = time.monotonic()
     setup = prepare_pipeline(pipeline, memory_cap_bytes, warm_start=warm_start, fifo=fifo, pair_window=pair_window)
 
@@ -522,14 +529,25 @@ def solve_pipeline_lns(
                                  threads=threads, seed=run_seed, known=known, lower_bound_tick=bound_tick,
                                  started_s=started_s)
 
-    full = solve_full(time_limit_s * (1.0 - lns_share), setup.known, setup.trivial_tick, seed, t0)
-    times, bound, to_best, lns = full.solution, full.lower_bound_tick, full.time_to_best_s, None
+    skip_full = lns_share > 0 and setup.known is not None and setup.tasks.instance.num_tasks > FULL_SOLVE_MAX_TASKS
+    if skip_full:
+        assert setup.known is not None
+        be = get_backend(backend)
+        times, bound, to_best, lns = setup.known, setup.trivial_tick, 0.0, None
+        solver, solver_version, optimal = be.name, be.version, False
+    else:
+        full = solve_full(time_limit_s * (1.0 - lns_share), setup.known, setup.trivial_tick, seed, t0)
+        times, bound, to_best, lns = full.solution, full.lower_bound_tick, full.time_to_best_s, None
+        solver, solver_version = full.solver, full.solver_version
+        optimal = full.status is PlanStatus.OPTIMAL
     left = time_limit_s - (time.monotonic() - t0)
-    if lns_share > 0 and full.status is not PlanStatus.OPTIMAL and left >= MIN_STEP_S:
+    if lns_share > 0 and not optimal and left >= MIN_STEP_S:
         began = time.monotonic() - t0
         lns = improve_pipeline(setup, times, time_limit_s=left, bound_tick=bound, backend=backend, step_s=step_s,
                                fifo_inside=fifo_inside, threads=threads, seed=seed, progress=progress,
                                stall_steps=STALL_STEPS, fix_untouched=fix_untouched)
+        if skip_full:
+            lns = dataclasses.replace(lns, after_full_solve=False)
         if lns.best_tick < setup.makespan_tick(times):
             to_best = began + lns.time_to_best_s
         times = lns.times
@@ -547,7 +565,7 @@ def solve_pipeline_lns(
     value = setup.makespan_tick(times)
     bound = min(bound, value)
     status = PlanStatus.OPTIMAL if bound >= value else PlanStatus.FEASIBLE
-    sol = finish_pipeline(setup, times, bound, status, solver=full.solver, solver_version=full.solver_version,
+    sol = finish_pipeline(setup, times, bound, status, solver=solver, solver_version=solver_version,
                           started_s=t0, time_to_best_s=to_best)
     return sol, lns
 

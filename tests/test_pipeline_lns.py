@@ -226,8 +226,32 @@ def test_a_stalled_search_hands_its_time_back_to_the_full_model(monkeypatch):
     monkeypatch.setattr(lns_module, "solve_formulation", cut_short)
     monkeypatch.setattr(lns_module, "STALL_STEPS", 1)
     sol, lns = solve_pipeline_lns(pipe, time_limit_s=30, lns_share=0.5, threads=1)
-    assert len(calls) == 2 and lns is not None and lns.resolve is not None
+    assert len(calls) == 2 and lns is not None and lns.resolve is not None and lns.after_full_solve
     assert lns.resolve[1] == sol.plan.makespan_tick <= lns.best_tick
+    assert sol.status == PlanStatus.OPTIMAL and sol.lower_bound_tick == sol.plan.makespan_tick
+
+
+def test_a_pipeline_above_the_size_limit_starts_the_search_from_its_warm_start(monkeypatch):
+    """Above `FULL_SOLVE_MAX_TASKS` (lowered here) the first full solve is skipped: the search starts from the warm
+    start itself and the bound is the setup's trivial bound; the full model runs only as the stalled search's
+    hand-back (`STALL_STEPS` = 1 here), which then proves this small pipeline optimal."""
+    pipe = _uneven(3, 4, "fixed", 3)
+    setup = prepare_pipeline(pipe)
+    assert setup.known is not None and setup.tasks.instance.num_tasks > 10
+    real = lns_module.solve_formulation
+    calls: list[float] = []
+
+    def counted(formulation, **kw):
+        calls.append(kw["lower_bound_tick"])
+        return real(formulation, **kw)
+
+    monkeypatch.setattr(lns_module, "FULL_SOLVE_MAX_TASKS", 10)
+    monkeypatch.setattr(lns_module, "solve_formulation", counted)
+    monkeypatch.setattr(lns_module, "STALL_STEPS", 1)
+    sol, lns = solve_pipeline_lns(pipe, time_limit_s=30, lns_share=0.5, threads=1)
+    assert lns is not None and lns.start_tick == setup.makespan_tick(setup.known)  # no full solve before it
+    assert not lns.after_full_solve
+    assert len(calls) == 1 and lns.resolve is not None  # the hand-back only
     assert sol.status == PlanStatus.OPTIMAL and sol.lower_bound_tick == sol.plan.makespan_tick
 
 

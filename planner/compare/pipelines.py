@@ -207,8 +207,10 @@ class Comparison:
                 cut_text += f", granularity 1 (asked {gran.get('asked')}: {gran.get('why')})"
             lns = opp.notes.get("lns")
             if isinstance(lns, dict):
+                start = ("the full solve's order replayed" if lns.get("after_full_solve", True) else
+                         "no full solve first, the pipeline is that large; the warm start replayed")
                 cut_text += (f", neighbourhood search {_figure(float(lns['from_units']))} -> "
-                             f"{_figure(float(lns['to_units']))} {time_unit} (the full solve's order replayed "
+                             f"{_figure(float(lns['to_units']))} {time_unit} ({start} "
                              f"{_figure(float(lns['replayed_units']))}; {lns['gains']} gains in {lns['steps']} "
                              f"steps, {lns['seconds']:.0f} s)")
                 if lns.get("resolve_s") is not None:
@@ -568,6 +570,7 @@ def _lns_note(lns: LnsResult | None, scales: Scales) -> dict[str, object] | None
     return {"from_units": lns.start_tick / scales.ticks_per_unit, "to_units": lns.best_tick / scales.ticks_per_unit,
             "replayed_units": lns.replayed_tick / scales.ticks_per_unit,
             "steps": len(lns.steps), "gains": lns.gains, "in_order": lns.in_order,
+            "after_full_solve": lns.after_full_solve,
             "seconds": lns.steps[-1].wall_s if lns.steps else 0.0,
             "resolve_s": None if lns.resolve is None else lns.resolve[0],
             "resolve_units": None if lns.resolve is None else lns.resolve[1] / scales.ticks_per_unit}
