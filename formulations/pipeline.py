@@ -584,8 +584,10 @@ class PipelineSetup:
 
 def prepare_pipeline(pipeline: TrainingPipeline, memory_cap_bytes: int | Sequence[int] | None = None, *,
                      warm_start: dict[str, int] | None = None, fifo: bool = True,
-                     pair_window: int | None = 2) -> PipelineSetup:
-    """Everything `solve_pipeline` builds before it calls the solver (its arguments, same meaning)."""
+                     pair_window: int | None = 2, constructive: bool = True) -> PipelineSetup:
+    """Everything `solve_pipeline` builds before it calls the solver (its arguments, same meaning).
+    `constructive` False: no list schedule in place of a missing warm start (`known` stays None; for a caller
+    that needs only the bounds, which do not depend on it: the list schedules take seconds on large pipelines)."""
     if pipeline.stage_to_device is None:
         raise OpplanError("the pipeline formulation needs a placement (fixed or V-shape)")
     tasks = unroll_actions(pipeline)
@@ -601,7 +603,7 @@ def prepare_pipeline(pipeline: TrainingPipeline, memory_cap_bytes: int | Sequenc
     device = _device_of(inst)
     warm = warm_by_action(tasks, warm_start) if warm_start is not None else None
     pairs = pair_candidates(pipeline, tasks, device, warm, pair_window)
-    if warm is None:
+    if warm is None and constructive:
         # Always start from a valid schedule (DESIGN 6): without one, a solve cut short by its time limit (a loaded
         # machine) ends with no schedule at all.  The constructive list schedule is valid under the cap; it only
         # hints, the pair candidates stay those of the caller's (absent) warm start.

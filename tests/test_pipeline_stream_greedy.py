@@ -116,3 +116,13 @@ def test_little_limits_by_hand():
     for s, limit in ((0, 3), (1, 1)):
         for mb in range(4 - limit):
             assert times[f"{s}F{mb + limit}"] >= times[f"{s}W{mb}"] + 1
+
+
+def test_prepare_without_the_list_schedule_gives_the_same_bound_and_no_warm_start():
+    # `compare`'s placement choice needs only the bound: it skips the list schedule (seconds on large pipelines)
+    c = UnitCosts(f=1, b=1, w=1, a2a=1.0)
+    pipe = _pipeline("zb-v", 4, 8, c, Scales.of(c))
+    with_list = prepare_pipeline(pipe, 10**9)
+    without = prepare_pipeline(pipe, 10**9, constructive=False)
+    assert with_list.known is not None and without.known is None
+    assert without.trivial_tick == with_list.trivial_tick

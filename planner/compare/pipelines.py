@@ -387,7 +387,8 @@ def _dominant(placements: list[str], p: int, m: int, costs, scales: Scales, by_n
         warm[pl] = min((r.figures.makespan_tick for r in rows if r.figures is not None
                         and (cap is None or r.figures.max_peak_memory_bytes <= cap)), default=float("inf"))
         try:
-            bound[pl] = prepare_pipeline(_pipeline(_SPLIT[pl], p, m, costs, scales), cap).trivial_tick
+            bound[pl] = prepare_pipeline(_pipeline(_SPLIT[pl], p, m, costs, scales), cap,
+                                         constructive=False).trivial_tick
         except OpplanError:  # one micro-batch does not fit the cap there: no schedule at all
             bound[pl] = float("inf")
 
