@@ -13,7 +13,14 @@ from planner.compare.pipelines import _pipeline, simulate_baseline
 from planner.pipeline.greedy import best_greedy
 from planner.pipeline.metrics import figures
 from planner.pipeline.registry import Scales, UnitCosts
-from planner.pipeline.stream_greedy import PORTFOLIO, ListRule, _little_limits, best_stream_list, stream_list_times
+from planner.pipeline.stream_greedy import (
+    PORTFOLIO,
+    ListRule,
+    _little_limits,
+    best_stream_list,
+    stream_list_times,
+    stream_tasks,
+)
 from planner.pipeline.unroll import StageCost, uniform_pipeline, unroll_actions
 from planner.schedule.plan import PlanStatus
 
@@ -103,12 +110,10 @@ def test_little_limits_by_hand():
     pipe = uniform_pipeline(2, 4, placement="fixed")
     pipe = dataclasses.replace(pipe, stages=tuple(StageCost(1, 1, 1, 1, 0, a2a_tick=1) for _ in pipe.stages),
                                comm_stream=True)
-    tasks = unroll_actions(pipe)
-    inst = tasks.instance
-    stream = [next(d for d in range(inst.num_devices) if inst.eligible(t, d)) for t in range(inst.num_tasks)]
-    dur = [int(inst.duration_tick[t, stream[t]]) for t in range(inst.num_tasks)]
-    assert _little_limits(pipe, tasks, stream, dur, 1.6) == [4, 2]
-    assert _little_limits(pipe, tasks, stream, dur, 1.0) == [3, 1]
+    prepared = stream_tasks(pipe)
+    assert prepared is not None
+    assert _little_limits(prepared, 1.6) == [4, 2]
+    assert _little_limits(prepared, 1.0) == [3, 1]
     # the schedule keeps those limits: at most 3 micro-batches of stage 0 and 1 of stage 1 between F's start and
     # W's end
     times = stream_list_times(pipe, [10**6] * 2, ListRule(True, 0, little=1.0))

@@ -31,6 +31,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from planner.pipeline.unroll import AllToAll, TrainingPipeline, Unrolled, unroll_actions
 from planner.schedule.actions import Action, ActionKind, OverlapAction
@@ -59,19 +60,65 @@ PORTFOLIO = (*(ListRule(first, 1, little=f) for f in (1.25, 1.3, 1.35, 1.4, 1.45
              ListRule(True, 3, share=0.5), ListRule(False, 3, share=1.0))
 
 
-def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: ListRule) -> dict[str, int] | None:
-    """Start tick of every task of `pipeline`'s unrolled instance (compute, sends, all-to-alls) under `rule`, or
-    None when the pipeline has no communication streams or no placement, or the rule gets stuck (the cap admits
-    no forward that would let the others progress)."""
-    std = pipeline.stage_to_device
-    if not pipeline.streams_on or std is None:
+@dataclass(frozen=True)
+class StreamTasks:
+    """What every rule of the portfolio schedules, built once (`stream_tasks`): the unrolled tasks, each one's
+    stream (the placement pins it) and duration there."""
+
+    pipeline: TrainingPipeline
+    tasks: Unrolled
+    stream: tuple[int, ...]
+    dur: tuple[int, ...]
+
+    @cached_property
+    def residence_per_interval(self) -> tuple[float, ...]:
+        """Per stage s, L_s / I (`ListRule`): L_s by a longest-path pass over micro-batch 0's tasks from F(s, 0) to
+        the end of W(s, 0) (no task of another micro-batch between them), I = the largest stream load /
+        micro-batches."""
+        tasks, stream, dur = self.tasks, self.stream, self.dur
+        inst = tasks.instance
+        load = [0] * inst.num_devices
+        for t in range(inst.num_tasks):
+            load[stream[t]] += dur[t]
+        interval = max(1.0, max(load) / self.pipeline.num_microbatches)
+        first = {t for t, a in enumerate(tasks.actions) if not isinstance(a, OverlapAction) and a.microbatch == 0}
+        order = [t for t in inst.topological_order if t in first]
+        out = []
+        for s in range(self.pipeline.num_stages):
+            earliest = {tasks.index[Action(s, F, 0)]: 0}
+            for t in order:
+                if t in earliest:
+                    for v, e in inst.successors[t]:
+                        earliest[v] = max(earliest.get(v, 0),
+                                          earliest[t] + dur[t] + inst.comm(e, stream[t], stream[v]))
+            w = tasks.index[Action(s, W, 0)]
+            out.append((earliest[w] + dur[w]) / interval)
+        return tuple(out)
+
+
+def stream_tasks(pipeline: TrainingPipeline) -> StreamTasks | None:
+    """The `StreamTasks` of `pipeline`, or None when it has no communication streams or no placement."""
+    if not pipeline.streams_on or pipeline.stage_to_device is None:
         return None
     tasks = unroll_actions(pipeline)
     inst = tasks.instance
+    stream = tuple(next(d for d in range(inst.num_devices) if inst.eligible(t, d)) for t in range(inst.num_tasks))
+    return StreamTasks(pipeline, tasks, stream, tuple(int(inst.duration_tick[t, d]) for t, d in enumerate(stream)))
+
+
+def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: ListRule,
+                      prepared: StreamTasks | None = None) -> dict[str, int] | None:
+    """Start tick of every task of `pipeline`'s unrolled instance (compute, sends, all-to-alls) under `rule`, or
+    None when the pipeline has no communication streams or no placement, or the rule gets stuck (the cap admits
+    no forward that would let the others progress).  `prepared`: `stream_tasks(pipeline)`, when the caller has it."""
+    prepared = prepared or stream_tasks(pipeline)
+    std = pipeline.stage_to_device
+    if prepared is None or std is None:
+        return None
+    tasks, stream, dur = prepared.tasks, prepared.stream, prepared.dur
+    inst = tasks.instance
     n, p, nmb = inst.num_tasks, pipeline.num_devices, pipeline.num_microbatches
     acts = tasks.actions
-    stream = [next(d for d in range(inst.num_devices) if inst.eligible(t, d)) for t in range(n)]
-    dur = [int(inst.duration_tick[t, stream[t]]) for t in range(n)]
     pos = {s: i for c in pipeline.chains for i, s in enumerate(c)}
     stages_of = [sorted(pipeline.device_stages(d), key=lambda s: -pos[s]) for d in range(p)]
     act = [int(c.activation_bytes) for c in pipeline.stages]
@@ -80,7 +127,7 @@ def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: List
     if rule.little is None:
         limits = [max(1, round(rule.share * nmb))] * pipeline.num_stages
     else:
-        limits = _little_limits(pipeline, tasks, stream, dur, rule.little)
+        limits = _little_limits(prepared, rule.little)
     index = tasks.index
     pending = [len(x) for x in inst.predecessors]
     ready_at = [0] * n
@@ -180,40 +227,21 @@ def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: List
 
 def best_stream_list(pipeline: TrainingPipeline, cap: Sequence[int]) -> tuple[dict[str, int], int] | None:
     """(times, makespan) of the shortest `stream_list_times` over `PORTFOLIO`, or None when no rule gives one."""
+    prepared = stream_tasks(pipeline)
+    if prepared is None:
+        return None
+    names = prepared.tasks.instance.task_names
     best: tuple[dict[str, int], int] | None = None
-    inst = None
     for rule in PORTFOLIO:
-        times = stream_list_times(pipeline, cap, rule)
+        times = stream_list_times(pipeline, cap, rule, prepared)
         if times is None:
             continue
-        if inst is None:
-            inst = unroll_actions(pipeline).instance
-        span = max(times[name] + int(inst.duration_tick[t].min()) for t, name in enumerate(inst.task_names))
+        span = max(times[name] + d for name, d in zip(names, prepared.dur, strict=True))
         if best is None or span < best[1]:
             best = (times, span)
     return best
 
 
-
-def _little_limits(pipeline: TrainingPipeline, tasks: Unrolled, stream: Sequence[int], dur: Sequence[int],
-                   factor: float) -> list[int]:
-    """Per stage s, max(1, round(factor x L_s / I)) (`ListRule`): L_s by a longest-path pass over micro-batch 0's
-    tasks from F(s, 0) to the end of W(s, 0) (no task of another micro-batch between them), I = the largest
-    stream load / micro-batches."""
-    inst = tasks.instance
-    load = [0] * inst.num_devices
-    for t in range(inst.num_tasks):
-        load[stream[t]] += dur[t]
-    interval = max(1.0, max(load) / pipeline.num_microbatches)
-    first = {t for t, a in enumerate(tasks.actions) if not isinstance(a, OverlapAction) and a.microbatch == 0}
-    order = [t for t in inst.topological_order if t in first]
-    out = []
-    for s in range(pipeline.num_stages):
-        earliest = {tasks.index[Action(s, F, 0)]: 0}
-        for t in order:
-            if t in earliest:
-                for v, e in inst.successors[t]:
-                    earliest[v] = max(earliest.get(v, 0), earliest[t] + dur[t] + inst.comm(e, stream[t], stream[v]))
-        w = tasks.index[Action(s, W, 0)]
-        out.append(max(1, round(factor * (earliest[w] + dur[w]) / interval)))
-    return out
+def _little_limits(prepared: StreamTasks, factor: float) -> list[int]:
+    """Per stage, max(1, round(factor x L_s / I)) (`ListRule`, `StreamTasks.residence_per_interval`)."""
+    return [max(1, round(factor * r)) for r in prepared.residence_per_interval]
