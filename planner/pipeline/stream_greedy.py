@@ -44,20 +44,29 @@ class ListRule:
     """One rule of the list schedule (module docstring).  The in-flight limit of a stage: with `little` set,
     `little` x L_s / I (Little's law: L_s, one micro-batch's ticks from the stage's F start to its W end with no
     queueing; I, the busiest stream's ticks per micro-batch: the in-flight count that keeps the pipeline at that
-    stream's rate), else `share` x the micro-batches of a chain; at least 1."""
+    stream's rate), else `share` x the micro-batches of a chain; at least 1.  With `fit` (Little's law only), a
+    device whose limits would hold more activations than its cap leaves after parameters gets a smaller factor, the
+    same for all its stages (`_fitted_limits`), so that memory never refuses a forward."""
 
     backward_first: bool
     reserve_slots: int
     little: float | None = None
     share: float = 1.0
+    fit: bool = False
 
 
 # Chosen on the preset at p = 16, m = 64 (stage-level V and DualPipe placements, DualPipe's peak memory as the cap;
 # ZB-V 8122 ms, DualPipe 8867): Little's law with factors 1.25-1.45 gave 7308-7500 ms, a share of the micro-batches
 # 7693 at best (V, backward first, m/2, 3 slots); the factors' landscape is rugged (1.0: 8753-9185, 2.0: 7753-8999),
 # hence several.  One rule takes 0.5-1.5 s there (17,664 tasks); the whole portfolio about 15 s.
+# Above ~1.45 the limits hold more than the cap (activations in flight = the limits: peak / cap 1.13 at 1.6, 1.39 at
+# 2.0 on the V without a cap, where the schedule would be 7036 and 6662 ms), forwards are refused for memory and the
+# schedule stalls (8399, 9000 ms); fitted to the cap per device (`fit`) they give 7175 ms on DualPipe's placement
+# (1.8, backward first) against 7308 for the unfitted rules, and 7324 on the V (1.4 without a reserve) against 7381.
 PORTFOLIO = (*(ListRule(first, 1, little=f) for f in (1.25, 1.3, 1.35, 1.4, 1.45) for first in (True, False)),
-             ListRule(True, 3, share=0.5), ListRule(False, 3, share=1.0))
+             ListRule(True, 3, share=0.5), ListRule(False, 3, share=1.0),
+             *(ListRule(first, 0, little=f, fit=True) for f in (1.4, 1.6, 1.8, 2.0, 2.5, 3.0)
+               for first in (True, False)))
 
 
 @dataclass(frozen=True)
@@ -126,6 +135,8 @@ def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: List
                for s in range(pipeline.num_stages)]
     if rule.little is None:
         limits = [max(1, round(rule.share * nmb))] * pipeline.num_stages
+    elif rule.fit:
+        limits = _fitted_limits(prepared, rule.little, cap)
     else:
         limits = _little_limits(prepared, rule.little)
     index = tasks.index
@@ -245,3 +256,31 @@ def best_stream_list(pipeline: TrainingPipeline, cap: Sequence[int]) -> tuple[di
 def _little_limits(prepared: StreamTasks, factor: float) -> list[int]:
     """Per stage, max(1, round(factor x L_s / I)) (`ListRule`, `StreamTasks.residence_per_interval`)."""
     return [max(1, round(factor * r)) for r in prepared.residence_per_interval]
+
+
+FIT_STEP = 0.02  # factor decrement of `_fitted_limits`
+
+
+def _fitted_limits(prepared: StreamTasks, factor: float, cap: Sequence[int]) -> list[int]:
+    """`_little_limits` with, per device d, the largest factor g <= `factor` (in steps of `FIT_STEP`) whose limits
+    l_s = max(1, round(g x L_s / I)) over d's stages s satisfy params(d) + sum_s l_s x activation(s) <= cap[d]: the
+    activations of the micro-batches in flight then always fit, so memory never refuses a forward (a stage's
+    micro-batch holds its activation from F's start to W's end, the span the limit counts).  Where even g -> 0
+    (every limit 1) does not fit, the limits are 1 and memory refuses as before."""
+    pipeline = prepared.pipeline
+    std = pipeline.stage_to_device
+    assert std is not None
+    residence = prepared.residence_per_interval
+    limits = [0] * pipeline.num_stages
+    for d in range(pipeline.num_devices):
+        stages = pipeline.device_stages(d)
+        room = cap[d] - sum(int(pipeline.stages[s].param_bytes) for s in stages)
+        g = factor
+        while True:
+            here = {s: max(1, round(g * residence[s])) for s in stages}
+            if g <= FIT_STEP or sum(here[s] * int(pipeline.stages[s].activation_bytes) for s in stages) <= room:
+                break
+            g -= FIT_STEP
+        for s in stages:
+            limits[s] = here[s]
+    return limits
