@@ -92,8 +92,9 @@ MIN_RESOLVE_S = 2.0  # the full model is solved again only with at least this mu
 # Above this many tasks the search starts at once from the warm start, without the first full solve: on the preset
 # at p = 16, m = 64 (17,664 tasks) the full model's 60 s (of 120) ended past its limit with the warm start unchanged
 # and its bound equal to the setup's trivial bound (5660 ms), leaving the search no step; at 600 s its 300 s changed
-# nothing either (2026-12-02).  The pipelines it improves (8 stages, ~1,400-2,800 tasks) stay far below.
-FULL_SOLVE_MAX_TASKS = 10_000
+# nothing either (2026-12-02); on DualPipe's placement there (9,088 tasks) its 30 s of a 120 s run left the list
+# schedule unchanged too.  The pipelines it improves (8 stages, ~1,400-2,800 tasks) stay far below.
+FULL_SOLVE_MAX_TASKS = 5_000
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ from planner.pipeline.generators import RequirementError
 from planner.pipeline.greedy import best_greedy
 from planner.pipeline.metrics import PipelineFigures, figures
 from planner.pipeline.registry import GENERATORS, Scales, UnitCosts, pipeline_for
+from planner.pipeline.stream_greedy import best_stream_list
 from planner.pipeline.streams import simulate_pipeline
 from planner.pipeline.unroll import TrainingPipeline
 from planner.schedule.atomic import atomic_write_text
@@ -374,7 +375,8 @@ def _warmest(placements: list[str], p: int, m: int, costs, scales: Scales, by_na
 def _dominant(placements: list[str], p: int, m: int, costs, scales: Scales, by_name: dict[str, CompareRow],
               cap: int | None) -> tuple[str | None, str]:
     """``compare(opplan_placement="auto")``'s choice: the placement that is at least as good as every other on both
-    signals known before solving — the shortest warm start (its baselines, `_WARM_FROM`, within the cap) and the
+    signals known before solving — the shortest warm start (its baselines, `_WARM_FROM`, within the cap, and on a
+    pipeline with communication streams the list schedule, `stream_greedy.best_stream_list`) and the
     lowest lower bound (the formulation's trivial bound on its baselines' cut, `prepare_pipeline`: critical path,
     work / devices, device bound) — solved alone with the whole budget; None when no placement is (the signals
     disagree: all are solved, the time split).  Ties go to the earlier of `placements`.  With the reason, in words.
@@ -386,9 +388,13 @@ def _dominant(placements: list[str], p: int, m: int, costs, scales: Scales, by_n
         rows = (by_name.get(n) or simulate_baseline(n, p, m, costs, scales) for n in _WARM_FROM[pl])
         warm[pl] = min((r.figures.makespan_tick for r in rows if r.figures is not None
                         and (cap is None or r.figures.max_peak_memory_bytes <= cap)), default=float("inf"))
+        pipe = _pipeline(_SPLIT[pl], p, m, costs, scales)
+        if pipe.streams_on:  # the list schedule is a warm start there too (`_solve_opplan`; cached, not redone)
+            listed = best_stream_list(pipe, [cap if cap is not None else 2**40] * p)
+            if listed is not None:
+                warm[pl] = min(warm[pl], listed[1])
         try:
-            bound[pl] = prepare_pipeline(_pipeline(_SPLIT[pl], p, m, costs, scales), cap,
-                                         constructive=False).trivial_tick
+            bound[pl] = prepare_pipeline(pipe, cap, constructive=False).trivial_tick
         except OpplanError:  # one micro-batch does not fit the cap there: no schedule at all
             bound[pl] = float("inf")
 

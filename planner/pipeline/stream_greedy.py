@@ -28,6 +28,8 @@ Measured on the preset at p = 16, m = 64 (README, "A list schedule for communica
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -237,7 +239,16 @@ def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: List
 
 
 def best_stream_list(pipeline: TrainingPipeline, cap: Sequence[int]) -> tuple[dict[str, int], int] | None:
-    """(times, makespan) of the shortest `stream_list_times` over `PORTFOLIO`, or None when no rule gives one."""
+    """(times, makespan) of the shortest `stream_list_times` over `PORTFOLIO`, or None when no rule gives one.
+    The last few results are kept (`_best_cached`, by the pipeline's value less its name, and the caps): the
+    planned row's placement choice and its solve ask for the same pipeline (15-25 s at p = 16).  The caller gets
+    its own copy of the times."""
+    got = _best_cached(dataclasses.replace(pipeline, name=""), tuple(int(c) for c in cap))
+    return None if got is None else (dict(got[0]), got[1])
+
+
+@functools.lru_cache(maxsize=4)
+def _best_cached(pipeline: TrainingPipeline, cap: tuple[int, ...]) -> tuple[dict[str, int], int] | None:
     prepared = stream_tasks(pipeline)
     if prepared is None:
         return None
