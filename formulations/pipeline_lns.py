@@ -66,7 +66,17 @@ from dataclasses import dataclass
 
 from formulations.backends import get_backend
 from formulations.driver import solve_formulation
-from formulations.model_api import LinExpr, ModelBuilder, SolveParams, SolveStatus, Var, as_expr, cname, interval
+from formulations.model_api import (
+    LinExpr,
+    ModelBuilder,
+    ProgressCallback,
+    SolveParams,
+    SolveStatus,
+    Var,
+    as_expr,
+    cname,
+    interval,
+)
 from formulations.pipeline import (
     PipelineSetup,
     PipelineSolution,
@@ -511,6 +521,7 @@ def solve_pipeline_lns(
     pair_window: int | None = 2,
     step_s: float = STEP_S,
     progress: Callable[[LnsStep], None] | None = None,
+    full_progress: ProgressCallback | None = None,
 ) -> tuple[PipelineSolution, LnsResult | None]:
     """`formulations.pipeline.solve_pipeline` (same arguments), then the search on its schedule: the full solve gets (1
     - `lns_share`) of `time_limit_s`, the search the rest (none when the full solve proved its schedule optimal, or
@@ -521,14 +532,15 @@ def solve_pipeline_lns(
     have given (the unit pipeline with pairs and all-to-alls at p = 4: optimal in the full 60 s, not in 30 s);
     skipped when the search left micro-batch order (the full model keeps it). The bound is the larger of the full
     solves' (module docstring, "The bound"; the trivial bound when no full solve ran); the `LnsResult` (None when
-    the search did not run) says what the search and the second solve gained."""
+    the search did not run) says what the search and the second solve gained.  `progress` gets every step of the
+    search, `full_progress` the full solves' solver progress (incumbent and bound in ticks, as they improve)."""
     t0 = time.monotonic()
     setup = prepare_pipeline(pipeline, memory_cap_bytes, warm_start=warm_start, fifo=fifo, pair_window=pair_window)
 
     def solve_full(limit_s: float, known: PipelineTimes | None, bound_tick: int, run_seed: int, started_s: float):
         return solve_formulation(setup.formulation(), backend=get_backend(backend), time_limit_s=limit_s,
                                  threads=threads, seed=run_seed, known=known, lower_bound_tick=bound_tick,
-                                 started_s=started_s)
+                                 started_s=started_s, progress=full_progress)
 
     skip_full = lns_share > 0 and setup.known is not None and setup.tasks.instance.num_tasks > FULL_SOLVE_MAX_TASKS
     if skip_full:

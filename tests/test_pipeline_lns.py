@@ -261,9 +261,20 @@ def test_compare_reports_the_search_and_prints_its_gains():
     opp, dp = cmp.row("opplan"), cmp.row("dualpipe")
     assert opp.figures.max_peak_memory_bytes <= dp.figures.max_peak_memory_bytes
     lns = opp.notes["lns"]
+    placement = opp.notes["placement"]
     if lns is not None:  # None when the full model proved its schedule optimal
         assert lns["to_units"] <= lns["from_units"] and "neighbourhood search" in cmp.table()
-        assert len(lines) == lns["gains"] or lns["gains"] == 0 or lines
+        # one line per gain of the kept placement's search (unit costs: no cut rounds, one solve per placement)
+        assert sum(f"neighbourhood search ({placement})" in x for x in lines) == lns["gains"]
+    # every solved placement opens with its warm start and time, the auto choice is told, and the full model's
+    # incumbents come as lines, never worse than the line before nor than the warm start
+    assert any(x.strip().startswith("auto: ") for x in lines)
+    for pl in opp.notes["tried"]:
+        opening = [x for x in lines if f"planned row ({pl}): starts from " in x]
+        assert len(opening) == 1 and "s to solve" in opening[0]
+        warm = float(opening[0].split("(")[2].split()[0])
+        seen = [float(x.split("incumbent ")[1].split()[0]) for x in lines if f"full model ({pl}):" in x]
+        assert seen and seen == sorted(seen, reverse=True) and len(set(seen)) == len(seen) and seen[0] <= warm
     off = compare(4, 8, UnitCosts(f=1, b=2, w=1), time_limit_s=2, lns_share=0.0, schedules=("dualpipe",))
     assert off.row("opplan").notes["lns"] is None and "neighbourhood search" not in off.table()
 

@@ -16,6 +16,7 @@ from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.stream_greedy import (
     PORTFOLIO,
     ListRule,
+    _fitted_limits,
     _little_limits,
     best_stream_list,
     stream_list_times,
@@ -114,6 +115,11 @@ def test_little_limits_by_hand():
     assert prepared is not None
     assert _little_limits(prepared, 1.6) == [4, 2]
     assert _little_limits(prepared, 1.0) == [3, 1]
+    # fitted to a cap (activation 1 per micro-batch and stage, no parameters): a cap of 3 on device 0 lowers its
+    # factor until round(g x 11/4) <= 3 (g = 1.26: 3); stage 1's 2 already fits; caps (2, 1) give 2 and 1
+    assert _fitted_limits(prepared, 1.6, [3, 3]) == [3, 2]
+    assert _fitted_limits(prepared, 1.6, [2, 1]) == [2, 1]
+    assert _fitted_limits(prepared, 1.6, [10, 10]) == _little_limits(prepared, 1.6)
     # the schedule keeps those limits: at most 3 micro-batches of stage 0 and 1 of stage 1 between F's start and
     # W's end
     times = stream_list_times(pipe, [10**6] * 2, ListRule(True, 0, little=1.0))
@@ -131,3 +137,24 @@ def test_prepare_without_the_list_schedule_gives_the_same_bound_and_no_warm_star
     without = prepare_pipeline(pipe, 10**9, constructive=False)
     assert with_list.known is not None and without.known is None
     assert without.trivial_tick == with_list.trivial_tick
+
+
+def test_fitted_limits_keep_the_activations_in_flight_under_the_cap_and_memory_never_refuses():
+    # the unit V with all-to-alls as long as a forward, a cap of 5 activations per device: Little's law at 3.0
+    # would keep more micro-batches in flight than that; fitted, params + limits x activations fit every device,
+    # no limit grows, and the schedule is valid within the cap
+    c = UnitCosts(f=1, b=1, w=1, a2a=1.0)
+    sc = Scales.of(c)
+    pipe = _pipeline("zb-v", 4, 8, c, sc)
+    prepared = stream_tasks(pipe)
+    assert prepared is not None
+    cap = 5 * int(pipe.stages[0].activation_bytes)
+    loose, fitted = _little_limits(prepared, 3.0), _fitted_limits(prepared, 3.0, [cap] * 4)
+    assert all(f <= lo for f, lo in zip(fitted, loose, strict=True)) and fitted != loose
+    for d in range(4):
+        held = sum(fitted[s] * int(pipe.stages[s].activation_bytes) + int(pipe.stages[s].param_bytes)
+                   for s in pipe.device_stages(d))
+        assert held <= cap
+    times = stream_list_times(pipe, [cap] * 4, ListRule(True, 0, little=3.0, fit=True), prepared)
+    assert times is not None
+    _valid_makespan(pipe, times, cap)

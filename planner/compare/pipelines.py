@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
+from formulations.model_api import ProgressCallback
 from formulations.pipeline import prepare_pipeline, split_start_times
 from formulations.pipeline_lns import LnsResult, LnsStep, solve_pipeline_lns
 from planner.compare.cut_bound import every_cut_bound_tick
@@ -316,6 +317,8 @@ def compare(
         elif opplan_placement == "auto" and len(placements) > 1:
             alone, why = _dominant(placements, p, m, costs, scales, by_name, cap)
             placements = [alone] if alone is not None else placements
+            if progress is not None:
+                progress(f"   {why}")
     elif opplan_placement in _WARM_FROM:
         placements = [opplan_placement]
     else:
@@ -438,6 +441,30 @@ class _Search:
                     f"{_figure(step.after_tick / ticks_per_unit)} {unit}")
         return line
 
+    def on_full(self, unit: str, ticks_per_unit: float) -> ProgressCallback | None:
+        """A solver progress callback for the full model's solves: a line at each better incumbent (with the bound
+        at that moment), so that a long solve is not silent (issue 11's Scale: "print progress")."""
+        if self.progress is None:
+            return None
+        out = self.progress
+        best: list[float] = []
+
+        def line(wall_s: float, incumbent: float | None, bound: float | None, gap: float | None) -> None:
+            if incumbent is None or (best and incumbent >= best[-1]):
+                return
+            best.append(incumbent)
+            told = "" if bound is None else f", bound {_figure(bound / ticks_per_unit)} {unit}"
+            out(f"   full model ({self.placement}): {wall_s:.1f} s, incumbent {_figure(incumbent / ticks_per_unit)} "
+                f"{unit}{told}")
+        return line
+
+    def started(self, warm_name: str, warm_units: float | None, unit: str, limit_s: float) -> None:
+        """The line that opens a solve: where it starts from, and its time."""
+        if self.progress is not None:
+            start = "no warm start" if warm_units is None else \
+                f"starts from {warm_name or 'the warm start'} ({_figure(warm_units)} {unit})"
+            self.progress(f"   planned row ({self.placement}): {start}, {limit_s:.0f} s to solve")
+
 
 def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, backend, granularity=1,
                     subchunk_a2a="piece", search: _Search = _Search()) -> CompareRow:
@@ -543,10 +570,12 @@ def _solve_opplan(placement, p, m, costs, scales, candidates: list[tuple[str, Sc
         time_limit_s = max(1.0, time_limit_s - 2 * (time.monotonic() - prep_t0))
     try:
         time_unit = costs.time_unit if isinstance(costs, (ModelCosts, PresetCosts)) else "unit"
+        search.started(warm_name, None if warm is None else warm[1] / scales.ticks_per_unit, time_unit, time_limit_s)
         sol, lns = solve_pipeline_lns(pipe, cap, warm_start=warm[0] if warm else None, time_limit_s=time_limit_s,
                                       backend=backend, lns_share=search.share, fifo_inside=not search.reorder,
                                       fix_untouched=search.reorder,
-                                      progress=search.on_step(time_unit, scales.ticks_per_unit))
+                                      progress=search.on_step(time_unit, scales.ticks_per_unit),
+                                      full_progress=search.on_full(time_unit, scales.ticks_per_unit))
     except OpplanError as exc:  # no schedule on this placement: the row says why (memory, or a solver failure)
         return CompareRow("opplan", skipped=f"{placement} placement: {' '.join(str(exc).split())}")
     timeline, fig = sol.timeline, figures(pipe, sol.timeline)
