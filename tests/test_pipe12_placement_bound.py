@@ -12,7 +12,7 @@ from test_cut_search import _uneven
 
 from formulations.pipeline import pipeline_device_bound, prepare_pipeline
 from planner.compare.cut_search import _moves, refine_cut, with_cut
-from planner.compare.pipelines import _SPLIT, _WARM_FROM, _pipeline, compare, scales_of, simulate_baseline
+from planner.compare.pipelines import _SPLIT, _WARM_FROM, _choose, _pipeline, compare, scales_of, simulate_baseline
 from planner.errors import OpplanError
 from planner.pipeline.registry import GENERATORS, UnitCosts, pipeline_for
 from planner.schedule.validate import validate_plan
@@ -121,3 +121,22 @@ def test_a_round_by_the_bound_follows_a_solve_at_its_cut_s_bound(costs, monkeypa
     monkeypatch.setattr(pipelines, "BOUND_ROUND", False)
     off = compare(P, M, moe, schedules=("dualpipe",), opplan_placement="dualpipe", time_limit_s=20)
     assert off.row("opplan").notes["cut"]["bound_rounds"] == 0
+
+
+def test_a_bound_lower_by_a_small_part_of_the_gap_does_not_split_the_time():
+    # the preset at p = 16 (ms x 100 ticks): DualPipe's placement has the shorter list schedule (7175 against 7324)
+    # and a bound 0.2 % above the V's (5670 against 5660), 10 ms against its 1505 ms gap: solved alone (measured:
+    # 6905 ms alone with 600 s against 6997 with the time split)
+    warm, bound = {"dualpipe": 717539, "v": 732430}, {"dualpipe": 566993, "v": 566023}
+    assert _choose(["dualpipe", "v"], warm, bound) == \
+        ("dualpipe", "dualpipe alone, the shortest warm start, its bound within 5% of its gap of the lowest")
+    # the unit rows: the V's warm start is its bound (no gap), DualPipe's bound lower: both, as before
+    assert _choose(["dualpipe", "v"], {"dualpipe": 26, "v": 25.5}, {"dualpipe": 25, "v": 25.5})[0] is None
+    # a bound lower by more than the tie: both
+    assert _choose(["dualpipe", "v"], {"dualpipe": 100, "v": 110}, {"dualpipe": 90, "v": 89})[0] is None
+    assert _choose(["dualpipe", "v"], {"dualpipe": 100, "v": 110}, {"dualpipe": 90, "v": 89.6})[0] == "dualpipe"
+    # the plain rule first; no warm start at all: never alone by the tie
+    assert _choose(["dualpipe", "v"], warm, {"dualpipe": 1, "v": 2})[1].endswith("and the lowest bound")
+    inf = float("inf")
+    assert _choose(["dualpipe", "v"], {"dualpipe": inf, "v": inf}, {"dualpipe": 3, "v": 2}) == \
+        ("v", "v alone, the shortest warm start and the lowest bound")
