@@ -183,8 +183,10 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--placement", choices=PLACEMENTS, default="auto",
                         help="stage placement of the planned schedule: dualpipe (two copies, both directions), v "
                         "(2p half stages), fixed (one stage per device); auto (default) solves the one of dualpipe "
-                        "and v that has both the shortest warm start within the cap and the lowest bound alone, with "
-                        "the whole time limit, or both when neither has; both tries dualpipe and v, half the time "
+                        "and v that has both the shortest warm start within the cap (the list schedule counts where "
+                        "there are communication streams) and the lowest bound (lower by less than 5%% of that warm "
+                        "start's gap does not count) alone, with the time left after that choice, or both when "
+                        "neither has; both tries dualpipe and v, half the time "
                         "limit each, and keeps the better; warm solves only the one whose baselines run shortest "
                         "within the cap, with the whole time limit")
     parser.add_argument("--granularity", type=_granularity, default=1, metavar="K",

@@ -135,8 +135,27 @@ def test_a_bound_lower_by_a_small_part_of_the_gap_does_not_split_the_time():
     # a bound lower by more than the tie: both
     assert _choose(["dualpipe", "v"], {"dualpipe": 100, "v": 110}, {"dualpipe": 90, "v": 89})[0] is None
     assert _choose(["dualpipe", "v"], {"dualpipe": 100, "v": 110}, {"dualpipe": 90, "v": 89.6})[0] == "dualpipe"
-    # the plain rule first; no warm start at all: never alone by the tie
+    # the plain rule first; with no warm start anywhere (every one inf) the plain rule takes the lowest bound
     assert _choose(["dualpipe", "v"], warm, {"dualpipe": 1, "v": 2})[1].endswith("and the lowest bound")
     inf = float("inf")
     assert _choose(["dualpipe", "v"], {"dualpipe": inf, "v": inf}, {"dualpipe": 3, "v": 2}) == \
         ("v", "v alone, the shortest warm start and the lowest bound")
+
+
+def test_auto_hands_its_list_schedules_to_the_solve(monkeypatch):
+    # unit costs with pairs and all-to-alls (communication streams): the placement choice computes each placement's
+    # list schedule once, and the solve of the chosen placement (same pipeline) takes it instead of computing again
+    import planner.compare.pipelines as pm
+
+    paired = UnitCosts(f=1, b=1, w=1, fb_overlap=0.5, a2a=0.5)
+    seen: list[int] = []
+    real = pm.best_stream_list
+    monkeypatch.setattr(pm, "best_stream_list", lambda pipe, cap: seen.append(pipe.num_stages) or real(pipe, cap))
+
+    def recomputed(*_args, **_kwargs):
+        raise AssertionError("the solve computed the list schedule again")
+    monkeypatch.setattr(pm, "best_greedy", recomputed)
+    cmp = compare(4, 8, paired, schedules=("dualpipe", "zb-v", "dualpipev"), time_limit_s=4)
+    opp = cmp.row("opplan")
+    assert sorted(seen) == [8, 8]  # DualPipe's placement (2 x 4 stages) and the V (8 chunks), once each
+    assert list(opp.notes["tried"]) == ["dualpipe"] and opp.notes["warm_start"] == "greedy"

@@ -257,7 +257,7 @@ def test_a_pipeline_above_the_size_limit_starts_the_search_from_its_warm_start(m
 
 def test_compare_reports_the_search_and_prints_its_gains():
     lines: list[str] = []
-    cmp = compare(4, 8, UnitCosts(f=1, b=2, w=1), time_limit_s=2, progress=lines.append)
+    cmp = compare(4, 8, UnitCosts(f=1, b=2, w=1), time_limit_s=6, progress=lines.append)
     opp, dp = cmp.row("opplan"), cmp.row("dualpipe")
     assert opp.figures.max_peak_memory_bytes <= dp.figures.max_peak_memory_bytes
     lns = opp.notes["lns"]

@@ -10,6 +10,7 @@ import pytest
 
 from formulations.pipeline import finish_pipeline, prepare_pipeline
 from planner.compare.pipelines import _pipeline, simulate_baseline
+from planner.pipeline import stream_greedy
 from planner.pipeline.greedy import best_greedy
 from planner.pipeline.metrics import figures
 from planner.pipeline.registry import Scales, UnitCosts
@@ -139,7 +140,7 @@ def test_prepare_without_the_list_schedule_gives_the_same_bound_and_no_warm_star
     assert without.trivial_tick == with_list.trivial_tick
 
 
-def test_fitted_limits_keep_the_activations_in_flight_under_the_cap_and_memory_never_refuses():
+def test_fitted_limits_keep_the_activations_in_flight_under_the_cap_and_memory_never_refuses(monkeypatch):
     # the unit V with all-to-alls as long as a forward, a cap of 5 activations per device: Little's law at 3.0
     # would keep more micro-batches in flight than that; fitted, params + limits x activations fit every device,
     # no limit grows, and the schedule is valid within the cap
@@ -158,3 +159,10 @@ def test_fitted_limits_keep_the_activations_in_flight_under_the_cap_and_memory_n
     times = stream_list_times(pipe, [cap] * 4, ListRule(True, 0, little=3.0, fit=True), prepared)
     assert times is not None
     _valid_makespan(pipe, times, cap)
+    # memory never refused a forward: the same limits without any cap give the same schedule
+    monkeypatch.setattr(stream_greedy, "_little_limits", lambda _prepared, _factor: list(fitted))
+    assert stream_list_times(pipe, [10**12] * 4, ListRule(True, 0, little=3.0), prepared) == times
+    # while Little's law at 3.0 unfitted under the cap does get refused (a different, here longer, schedule)
+    monkeypatch.undo()
+    loose_times = stream_list_times(pipe, [cap] * 4, ListRule(True, 0, little=3.0), prepared)
+    assert loose_times != times

@@ -11,8 +11,10 @@ in flight).
 The planned row ``opplan`` solves `formulations.pipeline` on a placement (``both``: both DualPipe's two-direction
 split — two copies, m/2 micro-batches each way — and the V-shape split — 2p half stages, as ZB-V and DualPipeV —
 with half the time limit each, keeping the shorter; ``auto``, the default: the one of those two that has both the
-shortest warm start within the cap and the lowest bound, alone with the whole time limit, or ``both`` when no
-placement has both (`_dominant`); ``warm``: only the one whose baselines run shortest within the cap, with the
+shortest warm start within the cap (on pipelines with communication streams the list schedule of
+`planner.pipeline.stream_greedy` counts) and the lowest bound (a bound lower by less than `BOUND_TIE` of that warm
+start's gap does not count), alone with the time limit left after that choice, or ``both`` when no placement has
+both (`_dominant`, `_choose`); ``warm``: only the one whose baselines run shortest within the cap, with the
 whole time limit; or one of ``dualpipe``, ``v``, ``fixed``), warm-started from
 the best baseline on that split that fits the cap, or the constructive list schedule of `planner.pipeline.greedy`
 when that is shorter (its overlapped pairs included when `fb_overlap` < 1: the formulation may pair F and B
@@ -289,10 +291,11 @@ def compare(
     default: stage level only; None: chosen by `auto_granularity`); `subchunk_a2a`: where a piece's all-to-alls sit
     among its sub-chunks (`planner.compare.subchunks.A2A_AT`: ``piece``, as the baselines are measured, or
     ``experts``); `lns_share`: of each formulation solve's time, what the large-neighbourhood search
-    (`formulations.pipeline_lns`) gets after the full model (0: none); `progress`: called with a line at each gain
-    of the search; `lns_mode` (`LNS_MODES`): ``reorder`` lets the search run micro-batches out of order inside a
-    neighbourhood and fixes the streams a neighbourhood does not touch, ``in-order`` (the default) keeps the order
-    and models every stream's middle."""
+    (`formulations.pipeline_lns`) gets after the full model (0: none); `progress`: called with a line for the auto
+    placement choice, for each solve's start (its warm start and time), for each better incumbent of the full model
+    and for each gain of the search; `lns_mode` (`LNS_MODES`): ``reorder`` lets the search run micro-batches out of
+    order inside a neighbourhood and fixes the streams a neighbourhood does not touch, ``in-order`` (the default)
+    keeps the order and models every stream's middle."""
     costs = costs or UnitCosts()
     scales = scales_of(costs)
     if p < 1 or m < 1:
@@ -316,17 +319,18 @@ def compare(
         cap = dp.figures.max_peak_memory_bytes if dp.figures else None
     cmp.memory_cap_units = None if cap is None else cap / scales.bytes_per_unit
     why = ""  # how auto chose (the table line says it)
+    listed: dict[str, tuple[TrainingPipeline, tuple[dict[str, int], int] | None]] = {}  # auto's list schedules
+    t0 = time.monotonic()
     if opplan_placement in ("auto", "both", "warm"):
         placements = [pl for pl in ("dualpipe", "v") if pl != "dualpipe" or (p % 2 == 0 and m % 2 == 0)]
         if opplan_placement == "warm" and len(placements) > 1:
             placements = [_warmest(placements, p, m, costs, scales, by_name, cap)]
         elif opplan_placement == "auto" and len(placements) > 1:
-            choice_t0 = time.monotonic()
-            alone, why = _dominant(placements, p, m, costs, scales, by_name, cap)
+            alone, why = _dominant(placements, p, m, costs, scales, by_name, cap, listed)
             placements = [alone] if alone is not None else placements
-            # the choice's list schedules (cached for the solve) and bounds take ~25 s at p = 16: the row's budget
-            # pays for them, so the row keeps to `time_limit_s`
-            time_limit_s = max(1.0, time_limit_s - (time.monotonic() - choice_t0))
+            # the choice's list schedules (handed to the solve) and bounds take ~30 s at p = 16: the row's budget
+            # pays for them, so the row keeps to `time_limit_s` (unless the choice alone takes longer)
+            time_limit_s = max(1.0, time_limit_s - (time.monotonic() - t0))
             if progress is not None:
                 progress(f"   {why}")
     elif opplan_placement in _WARM_FROM:
@@ -337,12 +341,11 @@ def compare(
     best: CompareRow | None = None
     tried: dict[str, tuple[int, int]] = {}  # placement -> (makespan, bound) in ticks
     failures: list[str] = []  # why a placement gave no schedule, in the skipped row's words
-    t0 = time.monotonic()
     for placement in placements:
-        before = time.monotonic() - t0
+        before = time.monotonic() - t0  # time to best counts from the placement choice's start
         search = _Search(lns_share, progress, placement, reorder)
         row = _plan_placement(placement, p, m, costs, scales, by_name, cap, time_limit_s / len(placements), backend,
-                              granularity, subchunk_a2a, search)
+                              granularity, subchunk_a2a, search, listed.get(placement))
         if row.figures is None:
             failures.append(row.skipped or f"{placement} placement: no schedule")
             continue
@@ -386,7 +389,9 @@ def _warmest(placements: list[str], p: int, m: int, costs, scales: Scales, by_na
 
 
 def _dominant(placements: list[str], p: int, m: int, costs, scales: Scales, by_name: dict[str, CompareRow],
-              cap: int | None) -> tuple[str | None, str]:
+              cap: int | None,
+              listed: dict[str, tuple[TrainingPipeline, tuple[dict[str, int], int] | None]] | None = None,
+              ) -> tuple[str | None, str]:
     """``compare(opplan_placement="auto")``'s choice: the placement that is at least as good as every other on both
     signals known before solving — the shortest warm start (its baselines, `_WARM_FROM`, within the cap, and on a
     pipeline with communication streams the list schedule, `stream_greedy.best_stream_list`) and the
@@ -395,22 +400,26 @@ def _dominant(placements: list[str], p: int, m: int, costs, scales: Scales, by_n
     disagree: all are solved, the time split).  Ties go to the earlier of `placements`.  With the reason, in words.
     Why both signals: the warm start alone picks the V on the unit rows, where DualPipe's placement reaches the
     proven optimum (README, "The budget: one placement").  A bound lower by less than `BOUND_TIE` of the other's
-    gap does not count as lower."""
+    gap does not count as lower.  `listed` (when given) receives, per placement with communication streams, the
+    pipeline and the list schedule computed here, so that the solve does not compute it again (`_solve_opplan`)."""
     warm: dict[str, float] = {}
     bound: dict[str, float] = {}
     for pl in placements:
         rows = (by_name.get(n) or simulate_baseline(n, p, m, costs, scales) for n in _WARM_FROM[pl])
         warm[pl] = min((r.figures.makespan_tick for r in rows if r.figures is not None
                         and (cap is None or r.figures.max_peak_memory_bytes <= cap)), default=float("inf"))
-        pipe = _pipeline(_SPLIT[pl], p, m, costs, scales)
-        if pipe.streams_on:  # the list schedule is a warm start there too (`_solve_opplan`; cached, not redone)
-            listed = best_stream_list(pipe, [cap if cap is not None else 2**40] * p)
-            if listed is not None:
-                warm[pl] = min(warm[pl], listed[1])
         try:
+            pipe = _pipeline(_SPLIT[pl], p, m, costs, scales)
             bound[pl] = prepare_pipeline(pipe, cap, constructive=False).trivial_tick
         except OpplanError:  # one micro-batch does not fit the cap there: no schedule at all
             bound[pl] = float("inf")
+            continue
+        if pipe.streams_on:  # the list schedule is a warm start there too (`_solve_opplan`)
+            got = best_stream_list(pipe, [cap if cap is not None else 2**40] * p)
+            if listed is not None:
+                listed[pl] = (pipe, got)
+            if got is not None:
+                warm[pl] = min(warm[pl], got[1])
 
     def words(pl: str) -> str:
         def fig(tick: float) -> str:
@@ -490,7 +499,8 @@ class _Search:
 
 
 def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, backend, granularity=1,
-                    subchunk_a2a="piece", search: _Search = _Search()) -> CompareRow:
+                    subchunk_a2a="piece", search: _Search = _Search(),
+                    listed: tuple[TrainingPipeline, tuple[dict[str, int], int] | None] | None = None) -> CompareRow:
     """The planned row on one placement.  On a model the two levels alternate (`planner.compare.cut_search`):
     the cut is refined for the baselines' schedules (CUT_SHARE of the budget), the pipeline formulation solves
     the chosen cut (warm-started), the cut is refined again for the schedule it returned and, when that moved the
@@ -505,7 +515,8 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
     t0 = time.monotonic()
     references = _reference_schedules(placement, p, m, costs, scales, by_name)
     if not isinstance(costs, ModelCosts):
-        return _solve_opplan(placement, p, m, costs, scales, references, cap, budget_s, backend, search=search)
+        return _solve_opplan(placement, p, m, costs, scales, references, cap, budget_s, backend, search=search,
+                             listed=listed)
     split, name = (2 if placement == "v" else 1), _SPLIT[placement]
     k = auto_granularity(costs.pipeline(name, p, m)) if granularity is None else int(granularity)
     total_s = budget_s
@@ -515,7 +526,8 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
     first = refine_cut(costs, split, name, p, m, refs, cap, deadline_s=t0 + CUT_SHARE * budget_s)
     solve_s = (budget_s - (time.monotonic() - t0)) * (1 - CUT_SHARE)
     started_s = time.monotonic() - t0
-    row = _solve_opplan(placement, p, m, first.costs, scales, references, cap, solve_s, backend, search=search)
+    row = _solve_opplan(placement, p, m, first.costs, scales, references, cap, solve_s, backend, search=search,
+                        listed=listed)
     if row.figures is not None:  # time to best counts from the placement's start, cut search included
         row.notes["time_to_best_s"] = started_s + float(row.notes["time_to_best_s"])  # type: ignore[arg-type]
     rounds = [first]
@@ -556,7 +568,8 @@ def _plan_placement(placement, p, m, costs, scales, by_name, cap, budget_s, back
 
 
 def _solve_opplan(placement, p, m, costs, scales, candidates: list[tuple[str, Schedule]], cap, time_limit_s,
-                  backend, pipe: TrainingPipeline | None = None, search: _Search = _Search()) -> CompareRow:
+                  backend, pipe: TrainingPipeline | None = None, search: _Search = _Search(),
+                  listed: tuple[TrainingPipeline, tuple[dict[str, int], int] | None] | None = None) -> CompareRow:
     """Solve the pipeline formulation on `placement`'s pipeline of `costs` (or on `pipe`, e.g. a sub-chunk
     pipeline), warm-started from the shortest of the `candidates` (name, schedule), each re-simulated on this
     pipeline (its cut may not be theirs), that fits the cap, or the greedy list schedule when that is shorter; a
@@ -583,10 +596,13 @@ def _solve_opplan(placement, p, m, costs, scales, candidates: list[tuple[str, Sc
             warm = (times, fig.makespan_tick)
             warm_name = n
     greedy_t0 = time.monotonic()
-    greedy = best_greedy(pipe, [cap if cap is not None else 2**40] * p)
+    if listed is not None and dataclasses.replace(listed[0], name="") == dataclasses.replace(pipe, name=""):
+        greedy = listed[1]  # the auto choice's list schedule of this very pipeline (same cut)
+    else:
+        greedy = best_greedy(pipe, [cap if cap is not None else 2**40] * p)
     if greedy is not None and (warm is None or greedy[1] < warm[1]):
         warm, warm_name = greedy, "greedy"
-    if not fine:  # the list schedules take seconds on the largest pipelines (17,664 tasks: ~15 s): the row's budget
+    if not fine:  # the list schedules take seconds on the largest pipelines (17,664 tasks: ~18 s): the row's budget
         time_limit_s = max(1.0, time_limit_s - (time.monotonic() - greedy_t0))
     else:  # a sub-chunk pipeline: building, validating and replaying its larger model take about what the
         # warm-start simulations took, twice over, outside the solver's own limit (keeps the row in its budget)

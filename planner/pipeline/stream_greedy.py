@@ -28,8 +28,6 @@ Measured on the preset at p = 16, m = 64 (README, "A list schedule for communica
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,9 +44,10 @@ class ListRule:
     """One rule of the list schedule (module docstring).  The in-flight limit of a stage: with `little` set,
     `little` x L_s / I (Little's law: L_s, one micro-batch's ticks from the stage's F start to its W end with no
     queueing; I, the busiest stream's ticks per micro-batch: the in-flight count that keeps the pipeline at that
-    stream's rate), else `share` x the micro-batches of a chain; at least 1.  With `fit` (Little's law only), a
-    device whose limits would hold more activations than its cap leaves after parameters gets a smaller factor, the
-    same for all its stages (`_fitted_limits`), so that memory never refuses a forward."""
+    stream's rate), else `share` x the micro-batches of a chain; at least 1.  With `fit` (Little's law only; ignored
+    with `share`), a device whose limits would hold more activations than its cap leaves after parameters gets a
+    smaller factor, the same for all its stages (`_fitted_limits`), so that with no reserve (`reserve_slots` 0, as
+    every fitted rule of `PORTFOLIO`) memory never refuses a forward."""
 
     backward_first: bool
     reserve_slots: int
@@ -60,7 +59,8 @@ class ListRule:
 # Chosen on the preset at p = 16, m = 64 (stage-level V and DualPipe placements, DualPipe's peak memory as the cap;
 # ZB-V 8122 ms, DualPipe 8867): Little's law with factors 1.25-1.45 gave 7308-7500 ms, a share of the micro-batches
 # 7693 at best (V, backward first, m/2, 3 slots); the factors' landscape is rugged (1.0: 8753-9185, 2.0: 7753-8999),
-# hence several.  One rule takes 0.5-1.5 s there (17,664 tasks); the whole portfolio about 15 s.
+# hence several.  One rule takes 0.3-1.5 s there (17,664 tasks on the V); the whole portfolio (24 rules) 18 s on the
+# V and 6 s on DualPipe's placement (9,088 tasks), timed once each.
 # Above ~1.45 the limits hold more than the cap (activations in flight = the limits: peak / cap 1.13 at 1.6, 1.39 at
 # 2.0 on the V without a cap, where the schedule would be 7036 and 6662 ms), forwards are refused for memory and the
 # schedule stalls (8399, 9000 ms); fitted to the cap per device (`fit`) they give 7175 ms on DualPipe's placement
@@ -239,16 +239,7 @@ def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: List
 
 
 def best_stream_list(pipeline: TrainingPipeline, cap: Sequence[int]) -> tuple[dict[str, int], int] | None:
-    """(times, makespan) of the shortest `stream_list_times` over `PORTFOLIO`, or None when no rule gives one.
-    The last few results are kept (`_best_cached`, by the pipeline's value less its name, and the caps): the
-    planned row's placement choice and its solve ask for the same pipeline (15-25 s at p = 16).  The caller gets
-    its own copy of the times."""
-    got = _best_cached(dataclasses.replace(pipeline, name=""), tuple(int(c) for c in cap))
-    return None if got is None else (dict(got[0]), got[1])
-
-
-@functools.lru_cache(maxsize=4)
-def _best_cached(pipeline: TrainingPipeline, cap: tuple[int, ...]) -> tuple[dict[str, int], int] | None:
+    """(times, makespan) of the shortest `stream_list_times` over `PORTFOLIO`, or None when no rule gives one."""
     prepared = stream_tasks(pipeline)
     if prepared is None:
         return None
@@ -275,12 +266,11 @@ FIT_STEP = 0.02  # factor decrement of `_fitted_limits`
 def _fitted_limits(prepared: StreamTasks, factor: float, cap: Sequence[int]) -> list[int]:
     """`_little_limits` with, per device d, the largest factor g <= `factor` (in steps of `FIT_STEP`) whose limits
     l_s = max(1, round(g x L_s / I)) over d's stages s satisfy params(d) + sum_s l_s x activation(s) <= cap[d]: the
-    activations of the micro-batches in flight then always fit, so memory never refuses a forward (a stage's
-    micro-batch holds its activation from F's start to W's end, the span the limit counts).  Where even g -> 0
-    (every limit 1) does not fit, the limits are 1 and memory refuses as before."""
+    activations of the micro-batches in flight then always fit, so with no reserve memory never refuses a forward (a
+    stage's micro-batch holds its activation from F's start to W's end, the span the limit counts).  Where nothing
+    down to g = `FIT_STEP` fits, the device keeps the limits at that g (1 for every stage whose L_s / I is below 25)
+    and memory refuses forwards as without `fit`."""
     pipeline = prepared.pipeline
-    std = pipeline.stage_to_device
-    assert std is not None
     residence = prepared.residence_per_interval
     limits = [0] * pipeline.num_stages
     for d in range(pipeline.num_devices):
