@@ -40,7 +40,7 @@ from planner.cli_args import (
     positive_seconds,
 )
 from planner.compare.model_costs import ModelCosts, model_costs
-from planner.compare.pipelines import LNS_MODES, LNS_SHARE, PLACEMENTS, compare, write_outputs
+from planner.compare.pipelines import BOUND_TIE, LNS_MODES, LNS_SHARE, PLACEMENTS, compare, write_outputs
 from planner.compare.presets import PRESETS, MicroBatch, PresetCosts, preset_costs
 from planner.cost.training_costs import training_costs
 from planner.errors import InputError
@@ -184,9 +184,9 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         help="stage placement of the planned schedule: dualpipe (two copies, both directions), v "
                         "(2p half stages), fixed (one stage per device); auto (default) solves the one of dualpipe "
                         "and v that has both the shortest warm start within the cap (the list schedule counts where "
-                        "there are communication streams) and the lowest bound (lower by less than 5%% of that warm "
-                        "start's gap does not count) alone, with the time left after that choice, or both when "
-                        "neither has; both tries dualpipe and v, half the time "
+                        "there are communication streams) and the lowest bound (lower by less than "
+                        f"{BOUND_TIE * 100:.0f}%% of that warm start's gap does not count) alone, with the time "
+                        "left after that choice, or both when neither has; both tries dualpipe and v, half the time "
                         "limit each, and keeps the better; warm solves only the one whose baselines run shortest "
                         "within the cap, with the whole time limit")
     parser.add_argument("--granularity", type=_granularity, default=1, metavar="K",
