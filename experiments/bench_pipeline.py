@@ -84,7 +84,8 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
                "time_to_find_s": "", "bound": "", "gap": "", "status": "", "placement": "", "warm_start": "",
                "memory_cap": "", "cut_moves": "", "bound_any_cut": "", "bound_every_cut": "", "granularity": "",
                "subchunk_tasks": "",
-               "stage_level_makespan": "", "stage_level_replayed": ""}
+               "stage_level_makespan": "", "stage_level_replayed": "", "memory_bound": "",
+               "half_bubble_makespan": "", "half_bubble_unreachable": ""}
         if r.name == "opplan":
             n = r.notes
             row.update({"time_to_find_s": round(float(n["time_to_best_s"]), 2),
@@ -99,6 +100,12 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
             every = n.get("every_cut")  # on a model or a preset: `planner.compare.cut_bound`, both placements
             if isinstance(every, dict) and every.get("bound_units") is not None:
                 row["bound_every_cut"] = round(float(every["bound_units"]), 4)
+            mem = n.get("memory_bound")  # `planner.compare.memory_bound_note`: one device at a time, with the cap
+            if isinstance(mem, dict) and "bound_units" in mem:
+                half = mem.get("half_bubble_units")
+                row.update({"memory_bound": round(float(mem["bound_units"]), 4),
+                            "half_bubble_makespan": "" if half is None else round(float(half), 4),
+                            "half_bubble_unreachable": mem["half_bubble_unreachable"]})
             gran = n.get("granularity")
             if isinstance(gran, dict) and "tasks" in gran:  # sub-chunks tried (`planner.compare.subchunks`)
                 row.update({"granularity": gran["k"] if gran["kept"] != "stage level" else f"1 (k={gran['k']} tried)",

@@ -51,6 +51,10 @@ ProgressCallback = Callable[[float, "float | None", "float | None", "float | Non
 _INT_TYPES = (int, np.integer)
 
 
+class UnsupportedConstraint(NotImplementedError):
+    """A backend cannot express a constraint family (e.g. `ModelBuilder.reservoir` on a MILP backend)."""
+
+
 def _check_int(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, _INT_TYPES):
         raise TypeError(f"{what} must be an integer, got {value!r} ({type(value).__name__})")
@@ -402,6 +406,17 @@ class ModelBuilder(ABC):
         self._cumulative(list(intervals), [_check_int(d, "a demand") for d in demands], as_expr(capacity), name,
                          redundant)
 
+    def reservoir(self, times: Sequence[ExprLike], changes: Sequence[int], max_level: int, name: str) -> None:
+        """A level that starts at 0 and moves by `changes[i]` at `times[i]` stays within [0, `max_level`] at every
+        moment (the changes at one moment apply together).  Stronger than a cumulative of variable-length intervals
+        where each holding starts and ends at task boundaries (CP-SAT proves far more with it); backends without it
+        raise `UnsupportedConstraint`."""
+        if len(times) != len(changes):
+            raise ValueError(f"{name}: {len(times)} times but {len(changes)} changes")
+        self._register(name)
+        self._reservoir([as_expr(t) for t in times], [_check_int(c, "a level change") for c in changes],
+                        _check_int(max_level, "a level"), name)
+
     def minimize(self, expr: ExprLike) -> None:
         self._minimize(as_expr(expr))
 
@@ -433,6 +448,9 @@ class ModelBuilder(ABC):
     @abstractmethod
     def _cumulative(self, intervals: list[Interval], demands: list[int], capacity: LinExpr, name: str,
                     redundant: bool) -> None: ...
+
+    def _reservoir(self, times: list[LinExpr], changes: list[int], max_level: int, name: str) -> None:
+        raise UnsupportedConstraint(f"{name}: the {type(self).__name__} backend has no reservoir constraint")
 
     @abstractmethod
     def _minimize(self, expr: LinExpr) -> None: ...

@@ -176,7 +176,8 @@ class PipelineModel:
         return self.tasks.instance
 
 
-def _device_of(inst: SchedulingInstance) -> list[int]:
+def device_of(inst: SchedulingInstance) -> list[int]:
+    """The one device (stream) each task of a pipeline's unrolled instance may run on."""
     out = []
     for t in range(inst.num_tasks):
         ok = [d for d in range(inst.num_devices) if inst.eligible(t, d)]
@@ -380,12 +381,9 @@ def device_bound_tick(inst: SchedulingInstance, device: Sequence[int], *, dur: S
     return max(device_bound_parts(inst, device, dur=dur, work=work), default=0)
 
 
-def device_bound_parts(inst: SchedulingInstance, device: Sequence[int], *, dur: Sequence[int] | None = None,
-                       work: Sequence[int] | None = None) -> list[int]:
-    """Per device (instance device, so communication streams too), earliest head + work + shortest tail of its
-    tasks (0 for a device without tasks): the terms `device_bound_tick` takes the largest of (same arguments)."""
-    if dur is None:
-        dur = [int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks)]
+def heads_and_tails(inst: SchedulingInstance, device: Sequence[int], dur: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Per task, its head (longest path into it from the sources: durations `dur` and, where an edge's ends sit on
+    different devices of `device`, its communication) and its tail (the same, out of it to the sinks)."""
     head = [0] * inst.num_tasks
     for t in inst.topological_order:
         for u, e in inst.predecessors[t]:
@@ -394,6 +392,16 @@ def device_bound_parts(inst: SchedulingInstance, device: Sequence[int], *, dur: 
     for t in reversed(inst.topological_order):
         for v, e in inst.successors[t]:
             tail[t] = max(tail[t], tail[v] + dur[v] + inst.comm(e, device[t], device[v]))
+    return head, tail
+
+
+def device_bound_parts(inst: SchedulingInstance, device: Sequence[int], *, dur: Sequence[int] | None = None,
+                       work: Sequence[int] | None = None) -> list[int]:
+    """Per device (instance device, so communication streams too), earliest head + work + shortest tail of its
+    tasks (0 for a device without tasks): the terms `device_bound_tick` takes the largest of (same arguments)."""
+    if dur is None:
+        dur = [int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks)]
+    head, tail = heads_and_tails(inst, device, dur)
     parts = [0] * inst.num_devices
     for d in range(inst.num_devices):
         on = [t for t in range(inst.num_tasks) if device[t] == d]
@@ -413,7 +421,7 @@ def pipeline_device_bound(pipeline: TrainingPipeline) -> tuple[int, tuple[int, .
         raise OpplanError("the bound without pairs does not hold for a pipeline whose overlapped pairs gain",
                           fix="use prepare_pipeline(...).trivial_tick")
     inst = unroll_actions(pipeline).instance
-    parts = device_bound_parts(inst, _device_of(inst))
+    parts = device_bound_parts(inst, device_of(inst))
     return max(inst.trivial_lower_bound_tick(), max(parts, default=0)), tuple(parts[:pipeline.num_devices])
 
 
@@ -600,7 +608,7 @@ def prepare_pipeline(pipeline: TrainingPipeline, memory_cap_bytes: int | Sequenc
     else:
         cap = [int(c) for c in memory_cap_bytes]
     _check_fits(pipeline, cap)
-    device = _device_of(inst)
+    device = device_of(inst)
     warm = warm_by_action(tasks, warm_start) if warm_start is not None else None
     pairs = pair_candidates(pipeline, tasks, device, warm, pair_window)
     if warm is None and constructive:
@@ -674,7 +682,7 @@ def _placements(pipeline: TrainingPipeline, tasks: Unrolled, device: Sequence[in
     overlap = [q.action for q in used]
     fused = {(o.backward.stage, o.backward.microbatch) for o in overlap if o.backward.kind is BW}
     merged = unroll_actions(pipeline, fused=fused, pairs=overlap)
-    mdev = _device_of(merged.instance)
+    mdev = device_of(merged.instance)
     out = []
     for t, a in enumerate(merged.actions):
         s = starts[tasks.index[a.forward if isinstance(a, OverlapAction) else a]]

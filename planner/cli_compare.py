@@ -19,7 +19,9 @@ figures on the profile's first p devices, cut between layers or between a layer'
 schedule may also run overlapped F&B pairs (`formulations.pipeline`, family 6).  Each solve of the planned
 schedule gives ``--lns-share`` of its time to a large-neighbourhood search after the full model
 (`formulations.pipeline_lns`), which prints a line on stderr at each gain; ``--lns-mode`` says whether it may
-run micro-batches out of order inside a neighbourhood.
+run micro-batches out of order inside a neighbourhood.  When the planned schedule is not proven optimal, the
+memory bound (`formulations.pipeline_memory_bound`: one device at a time, with the memory cap) gets
+``--bound-time`` seconds after the solves and says whether any schedule can reach half of DualPipe's bubble.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from planner.cli_args import (
     positive_int,
     positive_seconds,
 )
+from planner.compare.memory_bound_note import MEMORY_BOUND_S
 from planner.compare.model_costs import ModelCosts, model_costs
 from planner.compare.pipelines import BOUND_TIE, LNS_MODES, LNS_SHARE, PLACEMENTS, compare, write_outputs
 from planner.compare.presets import PRESETS, MicroBatch, PresetCosts, preset_costs
@@ -77,7 +80,7 @@ def _compare(args: argparse.Namespace) -> int:
     cmp = compare(args.stages, args.microbatches, costs, schedules=names, opplan=not args.no_opplan,
                   memory_cap_units=args.memory, opplan_placement=args.placement, time_limit_s=args.time_limit,
                   backend=args.backend, granularity=args.granularity, subchunk_a2a=args.subchunk_a2a,
-                  lns_share=args.lns_share, lns_mode=args.lns_mode,
+                  lns_share=args.lns_share, lns_mode=args.lns_mode, bound_time_s=args.bound_time,
                   progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(cmp.table())
     written = write_outputs(cmp, args.out, pictures=not args.no_pictures)
@@ -208,6 +211,9 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--lns-mode", choices=LNS_MODES, default="in-order",
                         help="reorder: the search may run micro-batches out of order inside a neighbourhood and "
                         "fixes the streams a neighbourhood does not touch; in-order (default): neither")
+    parser.add_argument("--bound-time", type=nonnegative_float, default=MEMORY_BOUND_S, metavar="S",
+                        help="seconds after the solves for the memory bound of a planned schedule not proven optimal "
+                        "(formulations.pipeline_memory_bound; 0: off; default %(default)g)")
     parser.add_argument("--no-opplan", action="store_true", help="baselines only")
     parser.add_argument("--no-pictures", action="store_true", help="skip the PNG files")
     parser.add_argument("--out", default=DEFAULT_OUT,

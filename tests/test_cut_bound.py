@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from instances import make_instance, moe_model_costs
 
-from formulations.pipeline import _device_of
+from formulations.pipeline import device_of
 from planner.compare.cut_bound import (
     REL_TOL,
     every_cut_bound_tick,
@@ -56,7 +56,7 @@ def _head_work_bound(pipeline) -> int:
     (longest path into them, communication included) is at least h; the largest over devices.  A lower bound on
     every schedule of that pipeline, computed here independently of the module under test."""
     inst = unroll_actions(pipeline).instance
-    device = _device_of(inst)
+    device = device_of(inst)
     dur = [int(inst.duration_tick[t, device[t]]) for t in range(inst.num_tasks)]
     head = [0] * inst.num_tasks
     for t in inst.topological_order:

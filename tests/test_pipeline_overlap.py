@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from formulations.pipeline import _device_of, pair_candidates, solve_pipeline, split_start_times
+from formulations.pipeline import device_of, pair_candidates, solve_pipeline, split_start_times
 from planner.compare.pipelines import compare, simulate_baseline
 from planner.pipeline.generators import gpipe
 from planner.pipeline.registry import Scales, UnitCosts
@@ -40,7 +40,7 @@ def test_two_microbatches_each_way_pair_three_times():
     # without a gain (X = 1) there are no candidates and the split optimum (12 ticks of serial work) stands
     plain = uniform_pipeline(2, 2, placement="dualpipe", fb_overlap=1.0)
     inst = unroll(plain)
-    assert pair_candidates(plain, inst, _device_of(inst)) == []
+    assert pair_candidates(plain, inst, device_of(inst)) == []
     assert solve_pipeline(plain, time_limit_s=10).plan.makespan_tick == 12
 
 

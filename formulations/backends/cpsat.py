@@ -163,6 +163,11 @@ class CpSatBuilder(ModelBuilder):
         self.model.add_cumulative([self._interval(iv) for iv in intervals], demands,
                                   self._affine(capacity)).with_name(name)
 
+    def _reservoir(self, times: list[LinExpr], changes: list[int], max_level: int, name: str) -> None:
+        if times:
+            self.model.add_reservoir_constraint([self._affine(t) for t in times], changes, 0,
+                                                max_level).with_name(name)
+
     def _minimize(self, expr: LinExpr) -> None:
         self.model.minimize(self._expr(expr))
 

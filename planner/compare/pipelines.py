@@ -55,6 +55,7 @@ from formulations.pipeline import prepare_pipeline, split_start_times
 from formulations.pipeline_lns import LnsResult, LnsStep, solve_pipeline_lns
 from planner.compare.cut_bound import every_cut_bound_tick
 from planner.compare.cut_search import any_cut_bound_tick, refine_cut
+from planner.compare.memory_bound_note import MEMORY_BOUND_S, note_memory_bound
 from planner.compare.model_costs import ModelCosts
 from planner.compare.plot import plot_schedule, plot_side_by_side
 from planner.compare.presets import PresetCosts
@@ -204,6 +205,7 @@ class Comparison:
                 told = ", ".join(f"{fam} {_figure(v)}" for fam, v in fams.items())
                 cut_text += (f", bound over every cut of the {' and '.join(fams)} placements "
                              f"{_figure(float(every['bound_units']))} {time_unit} (heads + work per device; {told})")
+            cut_text += _memory_bound_text(opp.notes.get("memory_bound"), time_unit)
             gran = opp.notes.get("granularity")
             if isinstance(gran, dict) and "tasks" in gran:
                 fine = gran.get("fine_makespan_units")
@@ -284,6 +286,7 @@ def compare(
     lns_share: float = LNS_SHARE,
     progress: Callable[[str], None] | None = None,
     lns_mode: str = "in-order",
+    bound_time_s: float = MEMORY_BOUND_S,
 ) -> Comparison:
     """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row
     on `opplan_placement` (`PLACEMENTS`; module docstring) within `time_limit_s` (the auto placement choice included).
@@ -295,7 +298,8 @@ def compare(
     placement choice, for each solve's start (its warm start and time), for each better incumbent of the full model
     and for each gain of the search; `lns_mode` (`LNS_MODES`): ``reorder`` lets the search run micro-batches out of
     order inside a neighbourhood and fixes the streams a neighbourhood does not touch, ``in-order`` (the default)
-    keeps the order and models every stream's middle."""
+    keeps the order and models every stream's middle; `bound_time_s`: after the solves, the time the memory bound
+    (`planner.compare.memory_bound_note`) may take on a row not proven optimal (0: none)."""
     costs = costs or UnitCosts()
     scales = scales_of(costs)
     if p < 1 or m < 1:
@@ -359,8 +363,29 @@ def compare(
         rows.append(CompareRow("opplan", skipped="no placement gave a schedule (" + "; ".join(failures) + ")"))
     else:
         _note_every_cut_bound(best, p, m, costs, scales)
+        dualpipe = by_name.get("dualpipe")
+        note_memory_bound(best, None if dualpipe is None else dualpipe.figures, cap, scales, bound_time_s,
+                          None if progress is None else (lambda line: progress(f"   {line}")))
         rows.append(best)
     return cmp
+
+
+def _memory_bound_text(note: object, time_unit: str) -> str:
+    """The table line's words for notes["memory_bound"] (`planner.compare.memory_bound_note`)."""
+    if not isinstance(note, dict):
+        return ""
+    if "skipped" in note:
+        return f", no memory bound ({note['skipped']})"
+    who = f"device {note['device']}'s" if note["device"] is not None else "no device's"
+    text = (f", memory bound {_figure(float(note['bound_units']))} {time_unit} ({who} relaxation with the cap "
+            f"raised it; {note['probes']} probes, {float(note['seconds']):.0f} s"
+            + ("" if note["complete"] else ", stopped by its time limit") + ")")
+    half = note.get("half_bubble_units")
+    if isinstance(half, (int, float)):
+        text += (f"; half DualPipe's bubble needs at most {_figure(float(half))} {time_unit}: "
+                 + ("no schedule of this pipeline under the cap reaches it" if note["half_bubble_unreachable"]
+                    else "not ruled out"))
+    return text
 
 
 def _note_every_cut_bound(row: CompareRow, p: int, m: int, costs, scales: Scales) -> None:

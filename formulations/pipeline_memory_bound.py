@@ -1,0 +1,278 @@
+"""A lower bound on a pipeline's makespan under a memory cap, from one device at a time (issue 11: where a
+planned schedule does not reach half of DualPipe's bubble, "the proven bound shows that no schedule under that
+memory can").
+
+The device bound (`formulations.pipeline.device_bound_parts`: per device, the earliest head + its work + the
+shortest tail) sees no memory, and the full model's bound (`formulations.pipeline`) stays near it.  Yet where the
+cap binds, a device cannot start the forwards that would keep it busy while its first backwards are still on the
+way back, and idles.  This module proves that idle time by relaxing the whole pipeline to one device d:
+
+* d's compute tasks (F, B and W of every stage d hosts, every micro-batch) run on one machine, never two at once;
+* every other stream (the other devices, every communication stream) has unlimited capacity, so what it does
+  becomes a delay: a task starts no earlier than its *head* (the longest path into it from the sources: durations
+  and the instance's transfer times), the makespan is at least its end plus its *tail* (the longest path out of
+  it), and two tasks of d of one micro-batch lie at least the longest path between them apart (from F to B of a
+  stage: the round trip through the later stages);
+* one exception to "unlimited": an earlier stage u of a chain runs its forwards one at a time on its device, so
+  the k-th forward (k = 0, 1, ...) to start on the first stage s of that chain on d waits for k + 1 forwards of u:
+  it starts no earlier than head(F_u) + (k + 1) x F_u + the longest path from F_u's end to F_s's start.  The
+  micro-batches of a chain are identical (the same tasks and durations, and no edge joins two of them: checked),
+  so naming them in the order their forwards start on s loses no schedule;
+* d's memory exactly as the pipeline formulation counts it (family 3): activations taken at F's start, the part
+  B frees at B's end and the rest at W's end, beside d's parameters, within the cap.
+
+Every schedule of the pipeline within the cap is a schedule of each device's relaxation with the same makespan.
+So when CP-SAT proves that a device's relaxation has no schedule ending by C, no schedule of the pipeline ends by
+C: the bound is C + 1.  No micro-batch order is assumed (the bound holds for out-of-order schedules too).
+
+Search.  Devices in decreasing order of their device-bound term, skipping a device whose relaxation is the same
+problem as one searched (DualPipe's mirrored devices).  Per device, a binary search for the largest infeasible C
+between the best bound so far and `upper_tick` (the makespan of a known schedule, where every relaxation is
+feasible), after probing `first_ticks` (makespans the caller wants decided first, e.g. the one at which the bubble
+is half DualPipe's); a device whose relaxation is feasible at the bound so far cannot raise it and costs one probe.
+A probe that CP-SAT neither proves nor solves within its time ends that device's search, and the time limit ends
+the whole search (`MemoryBound.complete` False): the bound keeps what was proven.
+
+Not for pipelines whose overlapped F&B pairs gain (a pair is shorter than its halves, so the work on d is not
+the sum of its tasks): `OpplanError`, as `pipeline_device_bound`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from formulations.backends import get_backend
+from formulations.model_api import SolveParams, SolveStatus, interval
+from formulations.pipeline import device_bound_parts, device_of, heads_and_tails
+from planner.errors import OpplanError
+from planner.pipeline.unroll import TrainingPipeline, unroll_actions
+from planner.schedule.actions import Action, ActionKind
+
+__all__ = ["MemoryBound", "Probe", "memory_bound", "PROBE_S", "RESOLUTION"]
+
+F, B, W = ActionKind.F, ActionKind.B, ActionKind.W
+PROBE_S = 60.0  # CP-SAT's time for one probe (the preset at p = 8 proved its probes in 8-50 s on 2 shared vCPUs)
+RESOLUTION = 0.001  # a device's binary search stops when its interval is within this share of the bound
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One question to one device's relaxation: is there a schedule ending by `makespan_tick`?  `status`:
+    ``infeasible`` (proven: every schedule of the pipeline ends later), ``feasible`` or ``unknown`` (CP-SAT ran out
+    of time)."""
+
+    device: int
+    makespan_tick: int
+    status: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class MemoryBound:
+    """Result of `memory_bound`: `bound_tick`, no schedule of the pipeline within the cap ends earlier (at least
+    `device_bound_tick`, the device bound without memory); `device`, the device whose relaxation raised it (None:
+    none did); every probe; `complete`, every device searched to `RESOLUTION` before the time ran out."""
+
+    bound_tick: int
+    device_bound_tick: int
+    device: int | None
+    probes: tuple[Probe, ...]
+    complete: bool
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Task:
+    """One compute task of the relaxed device: its duration, earliest start, tail, micro-batch and what it does."""
+
+    action: Action
+    duration: int
+    release: int
+    tail: int
+
+
+class _Relaxation:
+    """One device's relaxation (module docstring), built once, probed at several makespans."""
+
+    def __init__(self, pipeline: TrainingPipeline, device: int, cap_bytes: int, tasks: list[_Task],
+                 lags: list[tuple[int, int, int]], ranked: list[list[int]]) -> None:
+        self.pipeline, self.device, self.cap_bytes = pipeline, device, cap_bytes
+        self.tasks = tasks  # every compute task of the device, every micro-batch
+        self.lags = lags  # (i, j, lag): task j starts at least `lag` after task i ends
+        self.ranked = ranked  # task lists whose starts are ordered (the forwards of a chain's first stage on d)
+
+    def signature(self) -> tuple:
+        """Equal for two devices whose relaxations are the same problem up to naming (DualPipe's mirrors)."""
+        key = {i: (t.duration, t.release, t.tail) for i, t in enumerate(self.tasks)}
+        return (self.cap_bytes, tuple(sorted(key.values())),
+                tuple(sorted((key[i], key[j], lag) for i, j, lag in self.lags)),
+                tuple(sorted(tuple(key[i] for i in r) for r in self.ranked)),
+                tuple(sorted(self._memory_key(t) for t in self.tasks)))
+
+    def _memory_key(self, t: _Task) -> tuple[int, int]:
+        cost = self.pipeline.stages[t.action.stage]
+        return (int(cost.activation_bytes), int(cost.activation_freed_by_b_bytes)) if t.action.kind is F else (0, 0)
+
+    def probe(self, makespan_tick: int, time_s: float, threads: int) -> str:
+        """``infeasible``, ``feasible`` or ``unknown``: is there a relaxed schedule ending by `makespan_tick`?"""
+        be = get_backend("cpsat")
+        bld = be.new_builder()
+        start = []
+        for i, t in enumerate(self.tasks):
+            latest = makespan_tick - t.tail - t.duration
+            if latest < t.release:
+                return "infeasible"  # the task alone cannot fit: no solver needed
+            start.append(bld.int_var(t.release, latest, f"S[i={i}]"))
+        bld.no_overlap([interval(start[i], t.duration, start[i] + t.duration, None, f"run[i={i}]")
+                        for i, t in enumerate(self.tasks)], "device")
+        for i, j, lag in self.lags:
+            bld.add(start[j] >= start[i] + self.tasks[i].duration + lag, f"lag[i={i},j={j}]")
+        for r in self.ranked:
+            for a, b in zip(r, r[1:], strict=False):
+                bld.add(start[b] >= start[a], f"rank[i={a},j={b}]")
+        # memory as the pipeline formulation counts it (activation taken at F's start, B's part freed at B's end, the
+        # rest at W's end) as a reservoir: the same level at every moment, and CP-SAT proves far more with it than
+        # with a cumulative of variable-length intervals (the preset at p = 8: infeasible in 45 s against unknown
+        # after 90 s)
+        times, changes = [], []
+        for i, t in enumerate(self.tasks):
+            cost = self.pipeline.stages[t.action.stage]
+            freed_by_b = int(cost.activation_freed_by_b_bytes)
+            change = {F: int(cost.activation_bytes), B: -freed_by_b,
+                      W: freed_by_b - int(cost.activation_bytes)}[t.action.kind]
+            if change:
+                times.append(start[i] if t.action.kind is F else start[i] + t.duration)
+                changes.append(change)
+        params = sum(int(self.pipeline.stages[s].param_bytes) for s in self.pipeline.device_stages(self.device))
+        bld.reservoir(times, changes, self.cap_bytes - params, "memory")
+        got = bld.solve(SolveParams(time_limit_s=time_s, threads=threads, deterministic=False))
+        if got.status is SolveStatus.INFEASIBLE:
+            return "infeasible"
+        return "feasible" if got.has_solution else "unknown"
+
+
+def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int]) -> tuple[list[_Relaxation], list[int]]:
+    """Every device's relaxation (module docstring) and the device bound's term per device."""
+    un = unroll_actions(pipeline)
+    inst = un.instance
+    dev = device_of(inst)
+    dur = [int(inst.duration_tick[t, dev[t]]) for t in range(inst.num_tasks)]
+    for t in range(inst.num_tasks):
+        mb = getattr(un.actions[t], "microbatch", None)
+        if any(getattr(un.actions[u], "microbatch", None) != mb for u, _ in inst.predecessors[t]):
+            raise OpplanError(f"task {inst.task_names[t]} depends on another micro-batch's task: the relaxation "
+                              "needs identical, independent micro-batches")
+    head, tail = heads_and_tails(inst, dev, dur)
+    parts = device_bound_parts(inst, dev, dur=dur)[:pipeline.num_devices]
+    order = inst.topological_order
+    rank = {t: i for i, t in enumerate(order)}
+
+    def longest_from(src: int) -> dict[int, int]:
+        """Longest path from `src`'s end to the start of each task it reaches (micro-batch 0's tasks only)."""
+        dist: dict[int, int] = {}
+        for v, e in inst.successors[src]:
+            dist[v] = max(dist.get(v, 0), inst.comm(e, dev[src], dev[v]))
+        for t in order[rank[src] + 1:]:
+            if t not in dist:
+                continue
+            for v, e in inst.successors[t]:
+                dist[v] = max(dist.get(v, 0), dist[t] + dur[t] + inst.comm(e, dev[t], dev[v]))
+        return dist
+
+    out = []
+    nmb = pipeline.num_microbatches
+    position = {s: (c, i) for c, chain in enumerate(pipeline.chains) for i, s in enumerate(chain)}
+    for d in range(pipeline.num_devices):
+        stages = pipeline.device_stages(d)
+        ones = [Action(s, k, 0) for s in stages for k in (F, B, W)]  # micro-batch 0's tasks on d
+        first: dict[int, int] = {}  # chain -> its first stage on d
+        for s in stages:
+            c, i = position[s]
+            if c not in first or i < position[first[c]][1]:
+                first[c] = s
+        release: dict[Action, list[int]] = {}
+        for c, s in first.items():
+            fs = un.task(s, F, 0)
+            ranks = [head[fs]] * nmb
+            for u in pipeline.chains[c][:position[s][1]]:
+                fu = un.task(u, F, 0)
+                lag = longest_from(fu)[fs]
+                ranks = [max(r, head[fu] + (k + 1) * dur[fu] + lag) for k, r in enumerate(ranks)]
+            release[Action(s, F, 0)] = ranks
+        tasks: list[_Task] = []
+        at: dict[tuple[Action, int], int] = {}
+        for a in ones:
+            t = un.index[a]
+            for k in range(nmb):
+                at[(a, k)] = len(tasks)
+                r = release[a][k] if a in release else head[t]
+                tasks.append(_Task(Action(a.stage, a.kind, k), dur[t], r, tail[t]))
+        lags = []
+        for a in ones:
+            dist = longest_from(un.index[a])
+            for b in ones:
+                if un.index[b] in dist:
+                    lags += [(at[(a, k)], at[(b, k)], dist[un.index[b]]) for k in range(nmb)]
+        ranked = [[at[(Action(s, F, 0), k)] for k in range(nmb)] for s in first.values()]
+        out.append(_Relaxation(pipeline, d, int(caps[d]), tasks, lags, ranked))
+    return out, parts
+
+
+def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, upper_tick: int,
+                 time_limit_s: float, first_ticks: Sequence[int] = (), probe_s: float = PROBE_S,
+                 threads: int = 8, progress: Callable[[str], None] | None = None) -> MemoryBound:
+    """The bound of the module docstring for `pipeline` under `cap_bytes` (per device, or one for all), searched
+    within `time_limit_s`; `upper_tick`: the makespan of a schedule of the pipeline within the cap; `first_ticks`:
+    makespans probed first on each device; `progress` gets a line per probe."""
+    if pipeline.pairs_gain:
+        raise OpplanError("the memory bound does not hold for a pipeline whose overlapped pairs gain",
+                          fix="compare without --fb-overlap, or read the solver's bound")
+    t0 = time.monotonic()
+    caps = [int(cap_bytes)] * pipeline.num_devices if isinstance(cap_bytes, int) else [int(c) for c in cap_bytes]
+    relaxations, parts = _relaxations(pipeline, caps)
+    plain = max(parts, default=0)
+    bound, raised_by, complete = plain, None, True
+    probes: list[Probe] = []
+    seen: set[tuple] = set()
+
+    def ask(r: _Relaxation, tick: int) -> str:
+        left = time_limit_s - (time.monotonic() - t0)
+        began = time.monotonic()
+        status = r.probe(tick, min(probe_s, left), threads)
+        probes.append(Probe(r.device, tick, status, time.monotonic() - began))
+        if progress is not None:
+            progress(f"memory bound: device {r.device}, a schedule ending by {tick} ticks? {status} "
+                     f"({probes[-1].seconds:.1f} s)")
+        return status
+
+    for r in sorted(relaxations, key=lambda x: -parts[x.device]):
+        sig = r.signature()
+        if sig in seen:
+            continue
+        seen.add(sig)
+        lo, hi = bound, upper_tick  # proven: nothing ends before lo; this relaxation has a schedule ending by hi
+        questions = [x for x in first_ticks if lo <= x < hi] + [lo]
+        while hi - lo > max(0, int(RESOLUTION * lo)):
+            if time.monotonic() - t0 >= time_limit_s:
+                complete = False
+                break
+            tick = questions.pop(0) if questions else (lo + hi) // 2
+            if not lo <= tick < hi:
+                continue
+            status = ask(r, tick)
+            if status == "infeasible":
+                lo = tick + 1
+            elif status == "feasible":
+                hi = tick
+                questions = [x for x in questions if x < hi]
+            else:
+                complete = False
+                break
+        if lo > bound:
+            bound, raised_by = lo, r.device
+        if time.monotonic() - t0 >= time_limit_s:
+            break
+    complete = complete and all(x.signature() in seen for x in relaxations)
+    return MemoryBound(bound, plain, raised_by, tuple(probes), complete, time.monotonic() - t0)

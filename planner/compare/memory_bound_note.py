@@ -1,0 +1,62 @@
+"""The planned row's memory bound (`formulations.pipeline_memory_bound`) in `plan-compare`: after the solves, when
+the row is not proven optimal, search each device's relaxation with the cap for a higher bound, asking first
+whether any schedule can reach half of DualPipe's bubble (issue 11's target), and raise the row's bound and gap
+when it proves more than the solver did.  Outside the row's time limit, as the bound over every cut is, with
+its own (`MEMORY_BOUND_S`, ``plan-compare --bound-time``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from formulations.pipeline_memory_bound import memory_bound
+from planner.errors import OpplanError
+from planner.pipeline.metrics import PipelineFigures
+from planner.pipeline.registry import Scales
+from planner.schedule.plan import PlanStatus
+
+if TYPE_CHECKING:
+    from planner.compare.pipelines import CompareRow
+
+__all__ = ["MEMORY_BOUND_S", "half_bubble_tick", "note_memory_bound"]
+
+MEMORY_BOUND_S = 120.0  # plan-compare's default time for the memory bound (the preset at p = 8 needed 171 s, loaded)
+
+
+def half_bubble_tick(row_figures: PipelineFigures, dualpipe: PipelineFigures, num_devices: int) -> int:
+    """The largest makespan at which a schedule of the row's pipeline has at most half DualPipe's bubble: the
+    bubble is p x makespan - work (every compute stream idles from 0 to the makespan but for its work), so
+    2 (p M - work) <= DualPipe's bubble."""
+    work = num_devices * row_figures.makespan_tick - row_figures.bubble_tick
+    return (dualpipe.bubble_tick + 2 * work) // (2 * num_devices)
+
+
+def note_memory_bound(row: CompareRow, dualpipe: PipelineFigures | None, cap_bytes: int | None, scales: Scales,
+                      time_s: float, progress: Callable[[str], None] | None = None) -> None:
+    """Search the memory bound of the planned `row` within `time_s` and note it (notes["memory_bound"]); when it
+    is above the row's bound, it becomes the row's bound (gap and status follow).  Nothing when the row is proven
+    optimal, has no cap or no time; a pipeline the bound does not hold for gets the reason in the note."""
+    fig, pipe = row.figures, row.pipeline
+    if fig is None or pipe is None or cap_bytes is None or time_s <= 0 or row.notes.get("status") is \
+            PlanStatus.OPTIMAL:
+        return
+    half = None if dualpipe is None else half_bubble_tick(fig, dualpipe, pipe.num_devices)
+    try:
+        got = memory_bound(pipe, cap_bytes, upper_tick=fig.makespan_tick, time_limit_s=time_s,
+                           first_ticks=() if half is None else (half,), progress=progress)
+    except OpplanError as exc:
+        row.notes["memory_bound"] = {"skipped": " ".join(str(exc).split())}
+        return
+    per = scales.ticks_per_unit
+    row.notes["memory_bound"] = {
+        "bound_units": got.bound_tick / per, "bound_tick": got.bound_tick, "device": got.device,
+        "complete": got.complete, "probes": len(got.probes), "seconds": got.seconds,
+        "half_bubble_units": None if half is None else half / per,
+        # proven when the bound lies above the makespan that half the bubble needs
+        "half_bubble_unreachable": half is not None and got.bound_tick > half}
+    if got.bound_tick > int(row.notes["bound_tick"]):  # type: ignore[call-overload]
+        bound = min(got.bound_tick, fig.makespan_tick)
+        row.notes["bound_tick"], row.notes["bound_units"] = bound, bound / per
+        row.notes["gap"] = (fig.makespan_tick - bound) / fig.makespan_tick
+        if bound >= fig.makespan_tick:
+            row.notes["status"] = PlanStatus.OPTIMAL
