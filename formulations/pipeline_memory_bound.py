@@ -7,8 +7,10 @@ shortest tail) sees no memory, and the full model's bound (`formulations.pipelin
 cap binds, a device cannot start the forwards that would keep it busy while its first backwards are still on the
 way back, and idles.  This module proves that idle time by relaxing the whole pipeline to one device d:
 
-* d's compute tasks (F, B and W of every stage d hosts, every micro-batch) run on one machine, never two at once;
-* every other stream (the other devices, every communication stream) has unlimited capacity, so what it does
+* d's compute tasks (F, B and W of every stage d hosts, every micro-batch) run on one machine, never two at once,
+  and so do the tasks of d's communication stream (its sends and MoE all-to-alls, where the pipeline has streams:
+  the second machine is what bounds a communication-bound pipeline such as the preset at p = 16);
+* every other stream (the other devices' compute and communication) has unlimited capacity, so what it does
   becomes a delay: a task starts no earlier than its *head* (the longest path into it from the sources: durations
   and the instance's transfer times), the makespan is at least its end plus its *tail* (the longest path out of
   it), and two tasks of d of one micro-batch lie at least the longest path between them apart (from F to B of a
@@ -25,13 +27,13 @@ Every schedule of the pipeline within the cap is a schedule of each device's rel
 So when CP-SAT proves that a device's relaxation has no schedule ending by C, no schedule of the pipeline ends by
 C: the bound is C + 1.  No micro-batch order is assumed (the bound holds for out-of-order schedules too).
 
-Search.  Devices in decreasing order of their device-bound term, skipping a device whose relaxation is the same
-problem as one searched (DualPipe's mirrored devices).  Per device, a binary search for the largest infeasible C
-between the best bound so far and `upper_tick` (the makespan of a known schedule, where every relaxation is
-feasible), after probing `first_ticks` (makespans the caller wants decided first, e.g. the one at which the bubble
-is half DualPipe's); a device whose relaxation is feasible at the bound so far cannot raise it and costs one probe.
-A probe that CP-SAT neither proves nor solves within its time ends that device's search, and the time limit ends
-the whole search (`MemoryBound.complete` False): the bound keeps what was proven.
+Search. Devices in decreasing order of their device-bound term (the larger of their two streams'), skipping a device
+whose relaxation is the same problem as one searched (DualPipe's mirrored devices). Per device, a binary search for
+the largest infeasible C between the best bound so far and `upper_tick` (the makespan of a known schedule, where
+every relaxation is feasible), after probing `first_ticks` (makespans the caller wants decided first, e.g. the one
+at which the bubble is half DualPipe's); a device whose relaxation is feasible at the bound so far cannot raise it
+and costs one probe. A probe that CP-SAT neither proves nor solves within its time ends that device's search, and
+the time limit ends the whole search (`MemoryBound.complete` False): the bound keeps what was proven.
 
 Not for pipelines whose overlapped F&B pairs gain (a pair is shorter than its halves, so the work on d is not
 the sum of its tasks): `OpplanError`, as `pipeline_device_bound`.
@@ -39,6 +41,7 @@ the sum of its tasks): `OpplanError`, as `pipeline_device_bound`.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,7 +50,7 @@ from formulations.backends import get_backend
 from formulations.model_api import SolveParams, SolveStatus, interval
 from formulations.pipeline import device_bound_parts, device_of, heads_and_tails
 from planner.errors import OpplanError
-from planner.pipeline.unroll import TrainingPipeline, unroll_actions
+from planner.pipeline.unroll import AllToAll, TrainingPipeline, unroll_actions
 from planner.schedule.actions import Action, ActionKind
 
 __all__ = ["MemoryBound", "Probe", "memory_bound", "PROBE_S", "RESOLUTION"]
@@ -85,12 +88,14 @@ class MemoryBound:
 
 @dataclass(frozen=True)
 class _Task:
-    """One compute task of the relaxed device: its duration, earliest start, tail, micro-batch and what it does."""
+    """One task of the relaxed device: its duration, earliest start, tail, what it does (micro-batch included)
+    and whether it runs on the communication stream."""
 
-    action: Action
+    action: Action | AllToAll  # never an overlapped pair: pipelines with pairs that gain are refused
     duration: int
     release: int
     tail: int
+    on_comm: bool
 
 
 class _Relaxation:
@@ -99,13 +104,13 @@ class _Relaxation:
     def __init__(self, pipeline: TrainingPipeline, device: int, cap_bytes: int, tasks: list[_Task],
                  lags: list[tuple[int, int, int]], ranked: list[list[int]]) -> None:
         self.pipeline, self.device, self.cap_bytes = pipeline, device, cap_bytes
-        self.tasks = tasks  # every compute task of the device, every micro-batch
+        self.tasks = tasks  # every task of the device's two streams, every micro-batch
         self.lags = lags  # (i, j, lag): task j starts at least `lag` after task i ends
         self.ranked = ranked  # task lists whose starts are ordered (the forwards of a chain's first stage on d)
 
     def signature(self) -> tuple:
         """Equal for two devices whose relaxations are the same problem up to naming (DualPipe's mirrors)."""
-        key = {i: (t.duration, t.release, t.tail) for i, t in enumerate(self.tasks)}
+        key = {i: (t.duration, t.release, t.tail, t.on_comm) for i, t in enumerate(self.tasks)}
         return (self.cap_bytes, tuple(sorted(key.values())),
                 tuple(sorted((key[i], key[j], lag) for i, j, lag in self.lags)),
                 tuple(sorted(tuple(key[i] for i in r) for r in self.ranked)),
@@ -114,6 +119,15 @@ class _Relaxation:
     def _memory_key(self, t: _Task) -> tuple[int, int]:
         cost = self.pipeline.stages[t.action.stage]
         return (int(cost.activation_bytes), int(cost.activation_freed_by_b_bytes)) if t.action.kind is F else (0, 0)
+
+    def _memory_change(self, t: _Task) -> int:
+        """Bytes the task takes (> 0, at its start: F) or frees (< 0, at its end: B, W) on the device."""
+        if not isinstance(t.action, Action) or t.action.kind not in (F, B, W):
+            return 0  # a send or an all-to-all
+        cost = self.pipeline.stages[t.action.stage]
+        freed_by_b = int(cost.activation_freed_by_b_bytes)
+        return {F: int(cost.activation_bytes), B: -freed_by_b,
+                W: freed_by_b - int(cost.activation_bytes)}[t.action.kind]
 
     def probe(self, makespan_tick: int, time_s: float, threads: int) -> str:
         """``infeasible``, ``feasible`` or ``unknown``: is there a relaxed schedule ending by `makespan_tick`?"""
@@ -125,8 +139,9 @@ class _Relaxation:
             if latest < t.release:
                 return "infeasible"  # the task alone cannot fit: no solver needed
             start.append(bld.int_var(t.release, latest, f"S[i={i}]"))
-        bld.no_overlap([interval(start[i], t.duration, start[i] + t.duration, None, f"run[i={i}]")
-                        for i, t in enumerate(self.tasks)], "device")
+        for on_comm, stream in ((False, "compute"), (True, "comm")):
+            bld.no_overlap([interval(start[i], t.duration, start[i] + t.duration, None, f"run[i={i}]")
+                            for i, t in enumerate(self.tasks) if t.on_comm is on_comm], stream)
         for i, j, lag in self.lags:
             bld.add(start[j] >= start[i] + self.tasks[i].duration + lag, f"lag[i={i},j={j}]")
         for r in self.ranked:
@@ -138,10 +153,7 @@ class _Relaxation:
         # after 90 s)
         times, changes = [], []
         for i, t in enumerate(self.tasks):
-            cost = self.pipeline.stages[t.action.stage]
-            freed_by_b = int(cost.activation_freed_by_b_bytes)
-            change = {F: int(cost.activation_bytes), B: -freed_by_b,
-                      W: freed_by_b - int(cost.activation_bytes)}[t.action.kind]
+            change = self._memory_change(t)
             if change:
                 times.append(start[i] if t.action.kind is F else start[i] + t.duration)
                 changes.append(change)
@@ -165,7 +177,11 @@ def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int]) -> tuple[list[
             raise OpplanError(f"task {inst.task_names[t]} depends on another micro-batch's task: the relaxation "
                               "needs identical, independent micro-batches")
     head, tail = heads_and_tails(inst, dev, dur)
-    parts = device_bound_parts(inst, dev, dur=dur)[:pipeline.num_devices]
+    p = pipeline.num_devices
+    streams = {d: (d, p + d) if pipeline.streams_on else (d,) for d in range(p)}
+    by_stream = device_bound_parts(inst, dev, dur=dur)
+    parts = [max(by_stream[x] for x in streams[d]) for d in range(p)]
+    first_mb = [t for t in range(inst.num_tasks) if getattr(un.actions[t], "microbatch", None) == 0]
     order = inst.topological_order
     rank = {t: i for i, t in enumerate(order)}
 
@@ -186,7 +202,12 @@ def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int]) -> tuple[list[
     position = {s: (c, i) for c, chain in enumerate(pipeline.chains) for i, s in enumerate(chain)}
     for d in range(pipeline.num_devices):
         stages = pipeline.device_stages(d)
-        ones = [Action(s, k, 0) for s in stages for k in (F, B, W)]  # micro-batch 0's tasks on d
+        ones: list[Action | AllToAll] = []  # micro-batch 0's tasks on d's streams
+        for t in first_mb:
+            a = un.actions[t]
+            if dev[t] in streams[d]:
+                assert isinstance(a, (Action, AllToAll)), "unrolled without pairs"
+                ones.append(a)
         first: dict[int, int] = {}  # chain -> its first stage on d
         for s in stages:
             c, i = position[s]
@@ -202,13 +223,13 @@ def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int]) -> tuple[list[
                 ranks = [max(r, head[fu] + (k + 1) * dur[fu] + lag) for k, r in enumerate(ranks)]
             release[Action(s, F, 0)] = ranks
         tasks: list[_Task] = []
-        at: dict[tuple[Action, int], int] = {}
+        at: dict[tuple[Action | AllToAll, int], int] = {}
         for a in ones:
             t = un.index[a]
             for k in range(nmb):
                 at[(a, k)] = len(tasks)
                 r = release[a][k] if a in release else head[t]
-                tasks.append(_Task(Action(a.stage, a.kind, k), dur[t], r, tail[t]))
+                tasks.append(_Task(dataclasses.replace(a, microbatch=k), dur[t], r, tail[t], dev[t] >= p))
         lags = []
         for a in ones:
             dist = longest_from(un.index[a])
