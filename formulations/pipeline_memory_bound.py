@@ -114,11 +114,7 @@ class _Relaxation:
         return (self.cap_bytes, tuple(sorted(key.values())),
                 tuple(sorted((key[i], key[j], lag) for i, j, lag in self.lags)),
                 tuple(sorted(tuple(key[i] for i in r) for r in self.ranked)),
-                tuple(sorted(self._memory_key(t) for t in self.tasks)))
-
-    def _memory_key(self, t: _Task) -> tuple[int, int]:
-        cost = self.pipeline.stages[t.action.stage]
-        return (int(cost.activation_bytes), int(cost.activation_freed_by_b_bytes)) if t.action.kind is F else (0, 0)
+                tuple(sorted((key[i], self._memory_change(t)) for i, t in enumerate(self.tasks))))
 
     def _memory_change(self, t: _Task) -> int:
         """Bytes the task takes (> 0, at its start: F) or frees (< 0, at its end: B, W) on the device."""
