@@ -29,7 +29,9 @@ not beat the stage level), subchunk_tasks (its compute tasks), stage_level_makes
 stage-level schedule's order replayed as the baselines are).
 The MoE case runs the planned row twice: at k = 1 (row ``opplan``) and at the automatic k (row
 ``opplan (sub-chunks)``; DualPipe simulated again for its memory cap, the same figures).
-Rerun: ``python -m experiments.bench --only pipeline`` (writes bench/results/pipeline.csv).
+Rerun: ``python -m experiments.bench --only pipeline`` (writes bench/results/pipeline.csv); some rows only:
+``python -m experiments.bench_pipeline --rows preset:8,hf_gpt2:8`` (writes bench/results/pipeline_rows.csv; names in
+`bench_pipeline`).  The memory bound gets `BOUND_S` on the model and preset rows.
 Each solve of the planned row gives `planner.compare.pipelines.LNS_SHARE` of its time to the large-neighbourhood
 search (`formulations.pipeline_lns`); `bench_lns` measures it against the same budget without it
 (``python -m experiments.bench_pipeline``, bench/results/pipeline_lns.csv).
@@ -40,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,10 @@ EXPORT_LIMIT_S = {4: 60.0, 8: 600.0}
 # schedule as warm start and no first full solve above 10,000 tasks: 7341 ms, 0.676, at 120 s; 7246 ms, 0.655, at
 # 600 s)
 PRESET_LIMIT_S = {8: 600.0, 16: 600.0}
+# The memory bound's time on the model and preset rows (`plan-compare --bound-time`; its default is 120 s): it first
+# asks every distinct device whether half of DualPipe's bubble is reachable, up to `FIRST_PROBE_S` (150 s) each,
+# and the preset at p = 8 needed 46-63 s for its proof on device 3 (two runs, 2026-12-03)
+BOUND_S = 300.0
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
 HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
 
@@ -85,7 +91,7 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
                "memory_cap": "", "cut_moves": "", "bound_any_cut": "", "bound_every_cut": "", "granularity": "",
                "subchunk_tasks": "",
                "stage_level_makespan": "", "stage_level_replayed": "", "memory_bound": "",
-               "half_bubble_makespan": "", "half_bubble_unreachable": ""}
+               "half_bubble_makespan": "", "half_bubble_unreachable": "", "half_bubble_answers": ""}
         if r.name == "opplan":
             n = r.notes
             row.update({"time_to_find_s": round(float(n["time_to_best_s"]), 2),
@@ -105,7 +111,8 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
                 half = mem.get("half_bubble_units")
                 row.update({"memory_bound": round(float(mem["bound_units"]), 4),
                             "half_bubble_makespan": "" if half is None else round(float(half), 4),
-                            "half_bubble_unreachable": mem["half_bubble_unreachable"]})
+                            "half_bubble_unreachable": mem["half_bubble_unreachable"],
+                            "half_bubble_answers": mem.get("half_bubble_answers", "")})
             gran = n.get("granularity")
             if isinstance(gran, dict) and "tasks" in gran:  # sub-chunks tried (`planner.compare.subchunks`)
                 row.update({"granularity": gran["k"] if gran["kept"] != "stage level" else f"1 (k={gran['k']} tried)",
@@ -118,27 +125,49 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
     return out
 
 
-def bench_pipeline(quick: bool) -> list[dict]:
+def bench_pipeline(quick: bool, only: Sequence[str] = ()) -> list[dict]:
+    """The rows of the module docstring; `only`: just the rows named ``CASE:P`` (CASE one of unit, unit-overlap,
+    moe, hf_mixtral, hf_qwen2_moe, hf_gpt2, preset; e.g. ``preset:8``), every row when empty."""
     from planner.compare.pipelines import compare
     from planner.pipeline.registry import UnitCosts
+
+    def wanted(case: str, p: int) -> bool:
+        return not only or f"{case}:{p}" in only
 
     limit = 10.0 if quick else 120.0
     rows: list[dict] = []
     for p, m in ((4, 8), (8, 16)) if quick else ((4, 8), (8, 20), (16, 32)):
+        if not wanted("unit", p):
+            continue
         cmp = compare(p, m, UnitCosts(f=1, b=1, w=1), time_limit_s=limit)
         rows += _rows("unit F=B=W=1", p, m, cmp, "F", "activation of one stage")
         print(f"   unit p={p} m={m}\n{cmp.table()}", flush=True)
     # DualPipe's own setting: overlapped F&B pairs (X = 0.5) and MoE all-to-alls (0.5 F each) on the comm streams
     p, m = 4, 8
-    cmp = compare(p, m, UnitCosts(f=1, b=1, w=1, fb_overlap=0.5, a2a=0.5), time_limit_s=limit)
-    rows += _rows("unit F=B=W=1, fb-overlap 0.5, a2a 0.5", p, m, cmp, "F", "activation of one stage")
-    print(f"   unit overlap+a2a p={p} m={m}\n{cmp.table()}", flush=True)
+    if wanted("unit-overlap", p):
+        cmp = compare(p, m, UnitCosts(f=1, b=1, w=1, fb_overlap=0.5, a2a=0.5), time_limit_s=limit)
+        rows += _rows("unit F=B=W=1, fb-overlap 0.5, a2a 0.5", p, m, cmp, "F", "activation of one stage")
+        print(f"   unit overlap+a2a p={p} m={m}\n{cmp.table()}", flush=True)
+    rows += _moe_rows(quick, wanted)
+    rows += _exported_rows(quick, wanted)
+    rows += _preset_rows(quick, wanted)
+    return rows
+
+
+def _moe_rows(quick: bool, wanted: Callable[[str, int], bool]) -> list[dict]:
+    """The bundled MoE at 8 stages, m = 16 (quick: 4, 8), the planned row at stage granularity and with
+    sub-chunks."""
+    from planner.compare.pipelines import compare
+
     p, m = (4, 8) if quick else (8, 16)
+    if not wanted("moe", p):
+        return []
+    rows: list[dict] = []
     # per-operator backward costs; the all-to-all needs the MoE layers, found from the graph (as plan-compare does)
     costs = _model_costs_of(MOE, p)
     limit = 10.0 if quick else MOE_LIMIT_S
     # the planned row at stage granularity (k = 1) and with sub-chunks (k chosen by `auto_granularity`), one run
-    cmp = compare(p, m, costs, time_limit_s=limit, granularity=1)
+    cmp = compare(p, m, costs, time_limit_s=limit, granularity=1, bound_time_s=_bound_s(quick))
     rows += _rows("moe.onnx on h100-8-nvlink", p, m, cmp, costs.time_unit, costs.memory_unit)
     print(f"   moe p={p} m={m}, granularity 1\n{cmp.table()}", flush=True)
     fine = compare(p, m, costs, schedules=("dualpipe",), time_limit_s=limit, granularity=None)
@@ -146,9 +175,12 @@ def bench_pipeline(quick: bool) -> list[dict]:
                                                                       costs.time_unit, costs.memory_unit)
              if r["schedule"] == "opplan"]
     print(f"   moe p={p} m={m}, granularity auto\n{fine.table()}", flush=True)
-    rows += _exported_rows(quick)
-    rows += _preset_rows(quick)
     return rows
+
+
+def _bound_s(quick: bool) -> float:
+    """The memory bound's time on a model or preset row (`BOUND_S`; 10 s quick)."""
+    return 10.0 if quick else BOUND_S
 
 
 def _model_costs_of(path: Path, p: int):
@@ -165,7 +197,7 @@ def _model_costs_of(path: Path, p: int):
                                moe=find_moe_layers(prepared.graph))
 
 
-def _exported_rows(quick: bool) -> list[dict]:
+def _exported_rows(quick: bool, wanted: Callable[[str, int], bool]) -> list[dict]:
     """transformers' own Mixtral, Qwen2-MoE and GPT-2 (tiny configs, random weights, dynamo-exported:
     `experiments.hf_models`) at 4 and 8 stages, m = 2p, `EXPORT_LIMIT_S` for the planned row (60 s at 4 stages,
     600 s at 8); skipped without transformers."""
@@ -179,22 +211,26 @@ def _exported_rows(quick: bool) -> list[dict]:
         return []
     from experiments.hf_models import HF_MODELS, export_hf_model
 
-    wanted = ("hf_mixtral",) if quick else ("hf_mixtral", "hf_qwen2_moe", "hf_gpt2")
+    names = ("hf_mixtral",) if quick else ("hf_mixtral", "hf_qwen2_moe", "hf_gpt2")
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for model in (m for m in HF_MODELS if m.name in wanted):
+        for model in (m for m in HF_MODELS if m.name in names):
+            stages = [p for p in ((4,) if quick else (4, 8)) if wanted(model.name, p)]
+            if not stages:
+                continue
             path = export_hf_model(model, Path(tmp) / f"{model.name}.onnx")
-            for p in (4,) if quick else (4, 8):
+            for p in stages:
                 m = 2 * p
                 costs = _model_costs_of(path, p)
-                cmp = compare(p, m, costs, time_limit_s=10.0 if quick else EXPORT_LIMIT_S[p])
+                cmp = compare(p, m, costs, time_limit_s=10.0 if quick else EXPORT_LIMIT_S[p],
+                              bound_time_s=_bound_s(quick))
                 rows += _rows(f"{model.name} (transformers, dynamo) on h100-8-nvlink", p, m, cmp, costs.time_unit,
                               costs.memory_unit)
                 print(f"   {model.name} p={p} m={m}\n{cmp.table()}", flush=True)
     return rows
 
 
-def _preset_rows(quick: bool) -> list[dict]:
+def _preset_rows(quick: bool, wanted: Callable[[str, int], bool]) -> list[dict]:
     """The DeepSeek-V3-like preset (61 layers, 4096 tokens per micro-batch) on h100-2x8-ib at p = 8, m = 20 and
     p = 16, m = 64 (`plan-compare --preset deepseek-v3`), `PRESET_LIMIT_S` for the planned row (600 s at p = 8
     and at p = 16); 8 layers, p = 4, m = 8 quick."""
@@ -205,8 +241,10 @@ def _preset_rows(quick: bool) -> list[dict]:
     topology = load_topology(HW.parent / "h100-2x8-ib.yaml")
     rows: list[dict] = []
     for p, m, layers in ((4, 8, 8),) if quick else ((8, 20, None), (16, 64, None)):
+        if not wanted("preset", p):
+            continue
         costs = preset_costs("deepseek-v3", topology, p, num_layers=layers)
-        cmp = compare(p, m, costs, time_limit_s=10.0 if quick else PRESET_LIMIT_S[p])
+        cmp = compare(p, m, costs, time_limit_s=10.0 if quick else PRESET_LIMIT_S[p], bound_time_s=_bound_s(quick))
         rows += _rows(f"deepseek-v3 preset ({costs.num_layers} layers) on h100-2x8-ib", p, m, cmp, costs.time_unit,
                       costs.memory_unit)
         print(f"   deepseek-v3 p={p} m={m}\n{cmp.table()}", flush=True)
@@ -429,14 +467,17 @@ if __name__ == "__main__":
 
     mode, cut, place = "--mode" in sys.argv, "--cut" in sys.argv, "--placement" in sys.argv
     quick = "--quick" in sys.argv
-    if place:
+    only = sys.argv[sys.argv.index("--rows") + 1].split(",") if "--rows" in sys.argv else []
+    if only:
+        found = bench_pipeline(quick, only)
+    elif place:
         reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 1
         found = bench_placement(quick=quick, reps=reps)
     else:
         run = bench_cut_moves if cut else bench_lns_mode if mode else bench_lns
         found = run(quick=quick)
-    name = "pipeline_placement.csv" if place else "pipeline_cut_moves.csv" if cut else \
-        "pipeline_lns_mode.csv" if mode else "pipeline_lns.csv"
+    name = "pipeline_rows.csv" if only else "pipeline_placement.csv" if place else \
+        "pipeline_cut_moves.csv" if cut else "pipeline_lns_mode.csv" if mode else "pipeline_lns.csv"
     out = REPO / "bench" / "results" / name
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as fh:
@@ -444,6 +485,12 @@ if __name__ == "__main__":
         writer.writeheader()
         writer.writerows(found)
     for r in found:
+        if only:
+            print(f"{r['case']:<52} p={r['p']:<3} m={r['m']:<3} {r['schedule']:<17} makespan {r['makespan']:<10} "
+                  f"bubble/dp {r['bubble_vs_dualpipe']:<7} bound {r['bound']:<10} memory bound {r['memory_bound']:<10} "
+                  f"half-bubble makespan {r['half_bubble_makespan']:<10} unreachable {r['half_bubble_unreachable']} "
+                  f"({r['half_bubble_answers']})")
+            continue
         if place:
             print(f"{r['case']:<52} p={r['p']:<3} m={r['m']:<3} rep {r['rep']} {r['setting']:<4} makespan "
                   f"{r['makespan']:<10} bubble/dp {r['bubble_vs_dualpipe']:<7} bound {r['bound']:<10} gap "

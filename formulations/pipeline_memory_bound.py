@@ -28,12 +28,15 @@ So when CP-SAT proves that a device's relaxation has no schedule ending by C, no
 C: the bound is C + 1.  No micro-batch order is assumed (the bound holds for out-of-order schedules too).
 
 Search. Devices in decreasing order of their device-bound term (the larger of their two streams'), skipping a device
-whose relaxation is the same problem as one searched (DualPipe's mirrored devices). Per device, a binary search for
-the largest infeasible C between the best bound so far and `upper_tick` (the makespan of a known schedule, where
-every relaxation is feasible), after probing `first_ticks` (makespans the caller wants decided first, e.g. the one
-at which the bubble is half DualPipe's); a device whose relaxation is feasible at the bound so far cannot raise it
-and costs one probe. A probe that CP-SAT neither proves nor solves within its time ends that device's search, and
-the time limit ends the whole search (`MemoryBound.complete` False): the bound keeps what was proven.
+whose relaxation is the same problem as one searched (DualPipe's mirrored devices).  First `first_ticks` (makespans
+the caller wants decided, e.g. the one at which the bubble is half DualPipe's), largest first, each asked of every
+device in turn until one proves it (`first_probe_s` per probe): asked inside one device's binary search, the
+question waited for that search and could miss the device that proves it (the bench of 2026-12-03 on the preset at
+p = 8).  Then per device, a binary search for the largest infeasible C between the best bound so far and
+`upper_tick` (the makespan of a known schedule, where every relaxation is feasible) or the first tick the device
+was found feasible at; a device whose relaxation is feasible at the bound so far cannot raise it and costs one
+probe.  A probe that CP-SAT neither proves nor solves within its time ends that device's search, and the time limit
+ends the whole search (`MemoryBound.complete` False): the bound keeps what was proven.
 
 Not for pipelines whose overlapped F&B pairs gain (a pair is shorter than its halves, so the work on d is not
 the sum of its tasks): `OpplanError`, as `pipeline_device_bound`.
@@ -53,10 +56,14 @@ from planner.errors import OpplanError
 from planner.pipeline.unroll import AllToAll, TrainingPipeline, unroll_actions
 from planner.schedule.actions import Action, ActionKind
 
-__all__ = ["MemoryBound", "Probe", "memory_bound", "PROBE_S", "RESOLUTION"]
+__all__ = ["FIRST_PROBE_S", "MemoryBound", "Probe", "memory_bound", "PROBE_S", "RESOLUTION"]
 
 F, B, W = ActionKind.F, ActionKind.B, ActionKind.W
 PROBE_S = 60.0  # CP-SAT's time for one probe (the preset at p = 8 proved its probes in 8-50 s on 2 shared vCPUs)
+# CP-SAT's time for a probe at one of the caller's first ticks (the question the bound is asked for: the preset at
+# p = 8 proved device 3 infeasible at its half-bubble makespan in 46 s and in 63 s, two runs; the 60 s of a search
+# probe missed it once, in the bench of 2026-12-03)
+FIRST_PROBE_S = 150.0
 RESOLUTION = 0.001  # a device's binary search stops when its interval is within this share of the bound
 
 
@@ -239,10 +246,12 @@ def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int]) -> tuple[list[
 
 def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, upper_tick: int,
                  time_limit_s: float, first_ticks: Sequence[int] = (), probe_s: float = PROBE_S,
-                 threads: int = 8, progress: Callable[[str], None] | None = None) -> MemoryBound:
+                 first_probe_s: float = FIRST_PROBE_S, threads: int = 8,
+                 progress: Callable[[str], None] | None = None) -> MemoryBound:
     """The bound of the module docstring for `pipeline` under `cap_bytes` (per device, or one for all), searched
     within `time_limit_s`; `upper_tick`: the makespan of a schedule of the pipeline within the cap; `first_ticks`:
-    makespans probed first on each device; `progress` gets a line per probe."""
+    makespans probed first, on every device before any binary search, `first_probe_s` each (`probe_s` for the
+    search's probes); `progress` gets a line per probe."""
     if pipeline.pairs_gain:
         raise OpplanError("the memory bound does not hold for a pipeline whose overlapped pairs gain",
                           fix="compare without --fb-overlap, or read the solver's bound")
@@ -252,44 +261,55 @@ def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, 
     plain = max(parts, default=0)
     bound, raised_by, complete = plain, None, True
     probes: list[Probe] = []
-    seen: set[tuple] = set()
 
-    def ask(r: _Relaxation, tick: int) -> str:
+    def ask(r: _Relaxation, tick: int, seconds: float) -> str:
         left = time_limit_s - (time.monotonic() - t0)
         began = time.monotonic()
-        status = r.probe(tick, min(probe_s, left), threads)
+        status = r.probe(tick, min(seconds, left), threads)
         probes.append(Probe(r.device, tick, status, time.monotonic() - began))
         if progress is not None:
             progress(f"memory bound: device {r.device}, a schedule ending by {tick} ticks? {status} "
                      f"({probes[-1].seconds:.1f} s)")
         return status
 
+    distinct: list[_Relaxation] = []  # one relaxation per problem (DualPipe's mirrored devices once)
     for r in sorted(relaxations, key=lambda x: -parts[x.device]):
-        sig = r.signature()
-        if sig in seen:
-            continue
-        seen.add(sig)
-        lo, hi = bound, upper_tick  # proven: nothing ends before lo; this relaxation has a schedule ending by hi
-        questions = [x for x in first_ticks if lo <= x < hi] + [lo]
+        if r.signature() not in {x.signature() for x in distinct}:
+            distinct.append(r)
+    # first the caller's questions, on every device before any binary search: one device proving a first tick
+    # settles it, and a search on the first device must not spend the time another device needs for that proof
+    feasible_at: dict[int, int] = {}  # device -> a makespan its relaxation has a schedule by
+    for tick in sorted(first_ticks, reverse=True):
+        for r in distinct:
+            if not bound <= tick < min(upper_tick, feasible_at.get(r.device, upper_tick)):
+                continue
+            if time.monotonic() - t0 >= time_limit_s:
+                break
+            status = ask(r, tick, first_probe_s)
+            if status == "infeasible":
+                bound, raised_by = tick + 1, r.device
+                break
+            if status == "feasible":
+                feasible_at[r.device] = tick
+    for r in distinct:
+        if time.monotonic() - t0 >= time_limit_s:
+            complete = False
+            break
+        lo, hi = bound, feasible_at.get(r.device, upper_tick)  # proven: nothing ends before lo; r fits by hi
+        questions = [lo]  # a relaxation with a schedule by the bound so far cannot raise it: one probe
         while hi - lo > max(0, int(RESOLUTION * lo)):
             if time.monotonic() - t0 >= time_limit_s:
                 complete = False
                 break
-            tick = questions.pop(0) if questions else (lo + hi) // 2
-            if not lo <= tick < hi:
-                continue
-            status = ask(r, tick)
+            tick = questions.pop() if questions else (lo + hi) // 2
+            status = ask(r, tick, probe_s)
             if status == "infeasible":
                 lo = tick + 1
             elif status == "feasible":
                 hi = tick
-                questions = [x for x in questions if x < hi]
             else:
                 complete = False
                 break
         if lo > bound:
             bound, raised_by = lo, r.device
-        if time.monotonic() - t0 >= time_limit_s:
-            break
-    complete = complete and all(x.signature() in seen for x in relaxations)
     return MemoryBound(bound, plain, raised_by, tuple(probes), complete, time.monotonic() - t0)

@@ -1,7 +1,7 @@
 """The pipeline bench gives the transformers exports' and the preset's planned rows their budget by stage count
 (`experiments.bench_pipeline.EXPORT_LIMIT_S`: 60 s at 4 stages, the issue's 10 minutes at 8, where time moved the
-rows; `PRESET_LIMIT_S`: 10 minutes at p = 8 and 16), checked without exporting or solving: `compare`, the export and the
-costs are stood in for."""
+rows; `PRESET_LIMIT_S`: 10 minutes at p = 8 and 16) and the memory bound its `BOUND_S`, checked without exporting or
+solving: `compare`, the export and the costs are stood in for."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ def test_the_eight_stage_exports_get_the_issues_ten_minutes(monkeypatch, tmp_pat
 
     asked: list[tuple[str, int, float]] = []
 
-    def fake_compare(p, m, costs, *, time_limit_s):
+    def fake_compare(p, m, costs, *, time_limit_s, bound_time_s):
+        assert bound_time_s == bench_pipeline.BOUND_S
         asked.append((costs.name, p, time_limit_s))
         return SimpleNamespace(table=lambda: "")
 
@@ -28,7 +29,7 @@ def test_the_eight_stage_exports_get_the_issues_ten_minutes(monkeypatch, tmp_pat
     monkeypatch.setattr(bench_pipeline, "_model_costs_of",
                         lambda path, p: SimpleNamespace(name=path.stem, time_unit="us", memory_unit="MiB"))
     monkeypatch.setattr(bench_pipeline, "_rows", lambda *a, **k: [])
-    bench_pipeline._exported_rows(quick=False)
+    bench_pipeline._exported_rows(quick=False, wanted=lambda case, p: True)
     by_stages = {(name, p): s for name, p, s in asked}
     assert {name for name, _ in by_stages} == {"hf_mixtral", "hf_qwen2_moe", "hf_gpt2"}
     for name in ("hf_mixtral", "hf_qwen2_moe", "hf_gpt2"):
@@ -40,15 +41,19 @@ def test_the_preset_at_eight_stages_gets_the_issues_ten_minutes(monkeypatch):
     import planner.compare.pipelines as pipelines
     import planner.compare.presets as presets
 
-    asked: list[tuple[int, float]] = []
+    asked: list[tuple[int, float, float]] = []
 
-    def fake_compare(p, m, costs, *, time_limit_s):
-        asked.append((p, time_limit_s))
+    def fake_compare(p, m, costs, *, time_limit_s, bound_time_s):
+        asked.append((p, time_limit_s, bound_time_s))
         return SimpleNamespace(table=lambda: "")
 
     monkeypatch.setattr(pipelines, "compare", fake_compare)
     monkeypatch.setattr(presets, "preset_costs", lambda preset, topology, p, num_layers=None: SimpleNamespace(
         num_layers=61, time_unit="ms", memory_unit="MiB"))
     monkeypatch.setattr(bench_pipeline, "_rows", lambda *a, **k: [])
-    bench_pipeline._preset_rows(quick=False)
-    assert asked == [(8, 600.0), (16, 600.0)]
+    bench_pipeline._preset_rows(quick=False, wanted=lambda case, p: True)
+    assert asked == [(8, 600.0, bench_pipeline.BOUND_S), (16, 600.0, bench_pipeline.BOUND_S)]
+    # `--rows preset:8` runs that row alone
+    asked.clear()
+    bench_pipeline._preset_rows(quick=False, wanted=lambda case, p: f"{case}:{p}" in ("preset:8",))
+    assert asked == [(8, 600.0, bench_pipeline.BOUND_S)]

@@ -124,12 +124,11 @@ def test_no_time_keeps_the_device_bound_and_says_incomplete() -> None:
 def test_first_ticks_are_probed_first() -> None:
     pipe = _one_in_flight()
     got = memory_bound(pipe, 10, upper_tick=40, time_limit_s=30, first_ticks=(17,))
-    # device 1 (device-bound term 13 against device 0's 12) goes first, and by 17 its own relaxation fits; device
-    # 0's first question is 17 too
+    # device 1 (device-bound term 13 against device 0's 12) goes first, and by 17 its own relaxation fits; 17 is
+    # then asked of device 0, which proves it, before any binary search (device 1's would ask 13 next)
     asked = [(x.device, x.makespan_tick, x.status) for x in got.probes]
-    assert asked[0] == (1, 17, "feasible")
-    assert next(a for a in asked if a[0] == 0) == (0, 17, "infeasible")
-    assert got.bound_tick == 20
+    assert asked[:2] == [(1, 17, "feasible"), (0, 17, "infeasible")]
+    assert got.bound_tick == 20 and got.device == 0 and got.complete
 
 
 def test_pairs_that_gain_are_refused() -> None:

@@ -53,7 +53,10 @@ def note_memory_bound(row: CompareRow, dualpipe: PipelineFigures | None, cap_byt
         "complete": got.complete, "probes": len(got.probes), "seconds": got.seconds,
         "half_bubble_units": None if half is None else half / per,
         # proven when the bound lies above the makespan that half the bubble needs
-        "half_bubble_unreachable": half is not None and got.bound_tick > half}
+        "half_bubble_unreachable": half is not None and got.bound_tick > half,
+        # each device's answer to that question, e.g. "d3 infeasible" or "d0 feasible, d3 unknown": where the
+        # question stays open, whether a relaxation fits (this bound cannot settle it) or time ran out
+        "half_bubble_answers": ", ".join(f"d{x.device} {x.status}" for x in got.probes if x.makespan_tick == half)}
     if got.bound_tick > int(row.notes["bound_tick"]):  # type: ignore[call-overload]
         bound = min(got.bound_tick, fig.makespan_tick)
         row.notes["bound_tick"], row.notes["bound_units"] = bound, bound / per

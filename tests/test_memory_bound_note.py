@@ -1,0 +1,39 @@
+"""`plan-compare`'s memory-bound note (planner/compare/memory_bound_note.py, issue 11): the half-bubble makespan it
+asks about, each device's answer, and the row's bound, gap and status raised when the relaxation proves more than
+the solver did."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from formulations.pipeline import solve_pipeline
+from planner.compare.memory_bound_note import half_bubble_tick, note_memory_bound
+from planner.compare.pipelines import CompareRow, _memory_bound_text
+from planner.pipeline.metrics import figures
+from planner.pipeline.registry import Scales
+from planner.pipeline.unroll import StageCost, TrainingPipeline
+from planner.schedule.plan import PlanStatus
+
+
+def test_the_note_says_which_device_rules_out_half_the_bubble() -> None:
+    # two stages, F = B = W = 1, 4 micro-batches, a cap of one activation on device 0: 20 is optimal (5 ticks per
+    # round trip); with DualPipe's bubble taken as 20, half of it needs 2 x 20 - work 24 <= 10, a makespan <= 17
+    c = StageCost(1, 1, 1, activation_bytes=10)
+    pipe = TrainingPipeline((c, c), 4, 2, (0, 1), ((0, 1),))
+    solved = solve_pipeline(pipe, 10, fifo=False, time_limit_s=30)
+    fig = figures(pipe, solved.timeline)
+    assert fig.makespan_tick == 20 and fig.bubble_tick == 16
+    dualpipe = dataclasses.replace(fig, bubble_tick=20)
+    assert half_bubble_tick(fig, dualpipe, 2) == 17
+    # the solver's bound as if it had stopped at the device bound (13)
+    row = CompareRow("opplan", pipe, None, solved.timeline, fig,
+                     notes={"status": PlanStatus.FEASIBLE, "bound_tick": 13, "bound_units": 13, "gap": 0.35})
+    note_memory_bound(row, dualpipe, 10, Scales(1, 1), time_s=60)
+    note = row.notes["memory_bound"]
+    assert isinstance(note, dict)
+    # device 1 goes first (its device-bound term is larger) and fits by 17; device 0, holding one activation, cannot
+    assert note["half_bubble_answers"] == "d1 feasible, d0 infeasible"
+    assert note["half_bubble_unreachable"] is True and note["bound_tick"] == 20 and note["device"] == 0
+    assert row.notes["bound_tick"] == 20 and row.notes["gap"] == 0 and row.notes["status"] is PlanStatus.OPTIMAL
+    text = _memory_bound_text(note, "ticks")
+    assert "no schedule of this pipeline under the cap reaches it (d1 feasible, d0 infeasible)" in text
