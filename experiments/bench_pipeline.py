@@ -26,7 +26,11 @@ devices, a bound for every cut) and bound_every_cut (per device heads + work, mi
 placements the planned row solves, `planner.compare.cut_bound`: also a bound for every cut), granularity
 (sub-chunks per piece of the planned row, `planner.compare.subchunks`; "1 (k=3 tried)" when the sub-chunk solve did
 not beat the stage level), subchunk_tasks (its compute tasks), stage_level_makespan and stage_level_replayed (the
-stage-level schedule's order replayed as the baselines are).
+stage-level schedule's order replayed as the baselines are); where the row is not proven optimal, the memory
+bound (`planner.compare.memory_bound_note`: memory_bound, any order; half_bubble_makespan, the largest makespan with
+half DualPipe's bubble; half_bubble_unreachable, True when the memory bound is above it; half_bubble_answers, each
+device's answer to that question; other_placements_bound, where it is ruled out, the other placement's bound on its
+own cut).
 The MoE case runs the planned row twice: at k = 1 (row ``opplan``) and at the automatic k (row
 ``opplan (sub-chunks)``; DualPipe simulated again for its memory cap, the same figures).
 Rerun: ``python -m experiments.bench --only pipeline`` (writes bench/results/pipeline.csv); some rows only:
@@ -91,7 +95,8 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
                "memory_cap": "", "cut_moves": "", "bound_any_cut": "", "bound_every_cut": "", "granularity": "",
                "subchunk_tasks": "",
                "stage_level_makespan": "", "stage_level_replayed": "", "memory_bound": "",
-               "half_bubble_makespan": "", "half_bubble_unreachable": "", "half_bubble_answers": ""}
+               "half_bubble_makespan": "", "half_bubble_unreachable": "", "half_bubble_answers": "",
+               "other_placements_bound": ""}
         if r.name == "opplan":
             n = r.notes
             row.update({"time_to_find_s": round(float(n["time_to_best_s"]), 2),
@@ -112,7 +117,10 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
                 row.update({"memory_bound": round(float(mem["bound_units"]), 4),
                             "half_bubble_makespan": "" if half is None else round(float(half), 4),
                             "half_bubble_unreachable": mem["half_bubble_unreachable"],
-                            "half_bubble_answers": mem.get("half_bubble_answers", "")})
+                            "half_bubble_answers": mem.get("half_bubble_answers", ""),
+                            # where 0.5 is ruled out on the row's placement: the other placement's bound
+                            "other_placements_bound": "; ".join(
+                                f"{pl} {round(v, 4)}" for pl, v in mem.get("other_placements_units", {}).items())})
             gran = n.get("granularity")
             if isinstance(gran, dict) and "tasks" in gran:  # sub-chunks tried (`planner.compare.subchunks`)
                 row.update({"granularity": gran["k"] if gran["kept"] != "stage level" else f"1 (k={gran['k']} tried)",
@@ -489,7 +497,7 @@ if __name__ == "__main__":
             print(f"{r['case']:<52} p={r['p']:<3} m={r['m']:<3} {r['schedule']:<17} makespan {r['makespan']:<10} "
                   f"bubble/dp {r['bubble_vs_dualpipe']:<7} bound {r['bound']:<10} memory bound {r['memory_bound']:<10} "
                   f"half-bubble makespan {r['half_bubble_makespan']:<10} unreachable {r['half_bubble_unreachable']} "
-                  f"({r['half_bubble_answers']})")
+                  f"({r['half_bubble_answers']}) other placements {r['other_placements_bound']}")
             continue
         if place:
             print(f"{r['case']:<52} p={r['p']:<3} m={r['m']:<3} rep {r['rep']} {r['setting']:<4} makespan "

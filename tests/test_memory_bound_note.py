@@ -1,6 +1,6 @@
 """`plan-compare`'s memory-bound note (planner/compare/memory_bound_note.py, issue 11): the half-bubble makespan it
 asks about, each device's answer, and the row's bound, gap and status raised when the relaxation proves more than
-the solver did."""
+the solver did, and the other placement's bound beside it."""
 
 from __future__ import annotations
 
@@ -8,9 +8,15 @@ import dataclasses
 
 from formulations.pipeline import solve_pipeline
 from planner.compare.memory_bound_note import half_bubble_tick, note_memory_bound
-from planner.compare.pipelines import CompareRow, _memory_bound_text
+from planner.compare.pipelines import (
+    CompareRow,
+    _memory_bound_text,
+    _note_other_placements,
+    scales_of,
+    simulate_baseline,
+)
 from planner.pipeline.metrics import figures
-from planner.pipeline.registry import Scales
+from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.unroll import StageCost, TrainingPipeline
 from planner.schedule.plan import PlanStatus
 
@@ -37,3 +43,28 @@ def test_the_note_says_which_device_rules_out_half_the_bubble() -> None:
     assert row.notes["bound_tick"] == 20 and row.notes["gap"] == 0 and row.notes["status"] is PlanStatus.OPTIMAL
     text = _memory_bound_text(note, "ticks")
     assert "no schedule of this pipeline under the cap reaches it (d1 feasible, d0 infeasible)" in text
+
+
+def test_the_other_placement_gets_its_own_bound_where_half_the_bubble_is_ruled_out() -> None:
+    # unit costs, p = 4, m = 8: the V's bound is ZB-V's makespan (25.5, so tight: a schedule meets it), above
+    # work / devices (24); DualPipe's placement's is 25, the unit row's proven optimum (the bench's first row)
+    costs = UnitCosts(f=1, b=1, w=1)
+    scales = scales_of(costs)
+    zbv = simulate_baseline("zb-v", 4, 8, costs, scales).figures
+    assert zbv is not None
+    row = CompareRow("opplan", notes={"placement": "dualpipe", "memory_bound": {"half_bubble_unreachable": True}})
+    _note_other_placements(row, 4, 8, costs, scales, None)
+    note = row.notes["memory_bound"]
+    assert isinstance(note, dict)
+    assert note["other_placements_units"] == {"v": zbv.makespan_tick / scales.ticks_per_unit} == {"v": 25.5}
+    row = CompareRow("opplan", notes={"placement": "v", "memory_bound": {"half_bubble_unreachable": True}})
+    _note_other_placements(row, 4, 8, costs, scales, None)
+    assert row.notes["memory_bound"] == {"half_bubble_unreachable": True, "other_placements_units": {"dualpipe": 25.0}}
+    text = _memory_bound_text({"device": 0, "bound_units": 26, "probes": 1, "seconds": 1, "complete": True,
+                               "half_bubble_units": 25.2, "half_bubble_unreachable": True,
+                               "other_placements_units": {"v": 25.5}}, "F")
+    assert text.endswith("reaches it; on its own cut, the v placement's bound 25.5 F (above it)")
+    # not asked where the planned placement's question stayed open
+    row = CompareRow("opplan", notes={"placement": "dualpipe", "memory_bound": {"half_bubble_unreachable": False}})
+    _note_other_placements(row, 4, 8, costs, scales, None)
+    assert "other_placements_units" not in row.notes["memory_bound"]  # type: ignore[operator]

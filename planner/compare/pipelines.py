@@ -366,6 +366,7 @@ def compare(
         dualpipe = by_name.get("dualpipe")
         note_memory_bound(best, None if dualpipe is None else dualpipe.figures, cap, scales, bound_time_s,
                           None if progress is None else (lambda line: progress(f"   {line}")))
+        _note_other_placements(best, p, m, costs, scales, cap)
         rows.append(best)
     return cmp
 
@@ -386,7 +387,34 @@ def _memory_bound_text(note: object, time_unit: str) -> str:
                  + ("no schedule of this pipeline under the cap reaches it" if note["half_bubble_unreachable"]
                     else "not ruled out")
                  + (f" ({note['half_bubble_answers']})" if note.get("half_bubble_answers") else ""))
+        others = note.get("other_placements_units")
+        if isinstance(others, dict) and others:
+            text += "; on its own cut, " + ", ".join(
+                f"the {pl} placement's bound {_figure(v) if v < float('inf') else 'none within the cap'}"
+                f" {time_unit if v < float('inf') else ''}".rstrip()
+                + (" (above it)" if v > float(half) else " (below it)") for pl, v in others.items())
     return text
+
+
+def _note_other_placements(row: CompareRow, p: int, m: int, costs, scales: Scales, cap: int | None) -> None:
+    """Where the memory bound proved half of DualPipe's bubble out of reach on the planned row's placement, the
+    other placements' bounds on their own cut (`prepare_pipeline`'s trivial bound: critical path, work / devices,
+    device bound; no order or memory assumed), so the note says whether they could reach it
+    (notes["memory_bound"]["other_placements_units"]; inf: one micro-batch does not fit the cap there)."""
+    note = row.notes.get("memory_bound")
+    if not isinstance(note, dict) or not note.get("half_bubble_unreachable"):
+        return
+    others: dict[str, float] = {}
+    for pl in ("dualpipe", "v"):
+        if pl == row.notes.get("placement") or (pl == "dualpipe" and (p % 2 or m % 2)):
+            continue
+        try:
+            tick = prepare_pipeline(_pipeline(_SPLIT[pl], p, m, costs, scales), cap, constructive=False).trivial_tick
+        except OpplanError:
+            others[pl] = float("inf")
+            continue
+        others[pl] = tick / scales.ticks_per_unit
+    note["other_placements_units"] = others
 
 
 def _note_every_cut_bound(row: CompareRow, p: int, m: int, costs, scales: Scales) -> None:
