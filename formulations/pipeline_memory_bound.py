@@ -30,9 +30,10 @@ C: the bound is C + 1.  No micro-batch order is assumed (the bound holds for out
 Search. Devices in decreasing order of their device-bound term (the larger of their two streams'), skipping a device
 whose relaxation is the same problem as one searched (DualPipe's mirrored devices).  First `first_ticks` (makespans
 the caller wants decided, e.g. the one at which the bubble is half DualPipe's), largest first, each asked of every
-device in turn until one proves it (`first_probe_s` per probe): asked inside one device's binary search, the
-question waited for that search and could miss the device that proves it (the bench of 2026-12-03 on the preset at
-p = 8).  Then per device, a binary search for the largest infeasible C between the best bound so far and
+device in turn until one proves it (`first_probe_s` per probe, longer than a search probe: the preset at p = 8
+needs 46-63 s on device 3, and with a search probe's 60 s the bench of 2026-12-03 missed it); asked inside each
+device's binary search, as before, the answer of a later device waited for the whole search of a device that fits
+by then.  Then per device, a binary search for the largest infeasible C between the best bound so far and
 `upper_tick` (the makespan of a known schedule, where every relaxation is feasible) or the first tick the device
 was found feasible at; a device whose relaxation is feasible at the bound so far cannot raise it and costs one
 probe.  A probe that CP-SAT neither proves nor solves within its time ends that device's search, and the time limit
