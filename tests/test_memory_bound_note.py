@@ -43,6 +43,26 @@ def test_the_note_says_which_device_rules_out_half_the_bubble() -> None:
     assert row.notes["bound_tick"] == 20 and row.notes["gap"] == 0 and row.notes["status"] is PlanStatus.OPTIMAL
     text = _memory_bound_text(note, "ticks")
     assert "no schedule of this pipeline under the cap reaches it (d1 feasible, d0 infeasible)" in text
+    assert note["half_bubble_reached"] is False
+
+
+def test_a_row_that_reaches_half_the_bubble_says_so() -> None:
+    # the same pipeline with a cap that binds nothing: the device bound 13 is optimal, below the half-bubble
+    # makespan 17 (DualPipe's bubble taken as 20 again, the same work 24), so nothing is probed at it
+    c = StageCost(1, 1, 1, activation_bytes=10)
+    pipe = TrainingPipeline((c, c), 4, 2, (0, 1), ((0, 1),))
+    solved = solve_pipeline(pipe, 80, fifo=False, time_limit_s=30)
+    fig = figures(pipe, solved.timeline)
+    assert fig.makespan_tick == 13
+    dualpipe = dataclasses.replace(fig, bubble_tick=20)
+    row = CompareRow("opplan", pipe, None, solved.timeline, fig,
+                     notes={"status": PlanStatus.FEASIBLE, "bound_tick": 12, "bound_units": 12, "gap": 0.08})
+    note_memory_bound(row, dualpipe, 80, Scales(1, 1), time_s=30)
+    note = row.notes["memory_bound"]
+    assert isinstance(note, dict)
+    assert note["half_bubble_reached"] is True and note["half_bubble_unreachable"] is False
+    assert note["half_bubble_answers"] == ""
+    assert _memory_bound_text(note, "ticks").endswith("needs at most 17 ticks: this schedule reaches it")
 
 
 def test_the_other_placement_gets_its_own_bound_where_half_the_bubble_is_ruled_out() -> None:

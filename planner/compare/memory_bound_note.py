@@ -54,6 +54,7 @@ def note_memory_bound(row: CompareRow, dualpipe: PipelineFigures | None, cap_byt
         "half_bubble_units": None if half is None else half / per,
         # proven when the bound lies above the makespan that half the bubble needs
         "half_bubble_unreachable": half is not None and got.bound_tick > half,
+        "half_bubble_reached": half is not None and fig.makespan_tick <= half,  # by the row's own schedule
         # each device's answer to that question, e.g. "d3 infeasible" or "d0 feasible, d3 unknown": where the
         # question stays open, whether a relaxation fits (this bound cannot settle it) or time ran out
         "half_bubble_answers": ", ".join(f"d{x.device} {x.status}" for x in got.probes if x.makespan_tick == half)}

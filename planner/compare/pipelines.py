@@ -385,7 +385,7 @@ def _memory_bound_text(note: object, time_unit: str) -> str:
     if isinstance(half, (int, float)):
         text += (f"; half DualPipe's bubble needs at most {_figure(float(half))} {time_unit}: "
                  + ("no schedule of this pipeline under the cap reaches it" if note["half_bubble_unreachable"]
-                    else "not ruled out")
+                    else "this schedule reaches it" if note.get("half_bubble_reached") else "not ruled out")
                  + (f" ({note['half_bubble_answers']})" if note.get("half_bubble_answers") else ""))
         others = note.get("other_placements_units")
         if isinstance(others, dict) and others:
