@@ -70,6 +70,9 @@ PRESET_LIMIT_S = {8: 600.0, 16: 600.0}
 # asks every distinct device whether half of DualPipe's bubble is reachable, up to `FIRST_PROBE_S` (150 s) each,
 # and the preset at p = 8 needed 46-63 s for its proof on device 3 (two runs, 2026-12-03)
 BOUND_S = 300.0
+# the rows `bench_pipeline(only=...)` knows, as CASE:P (without --quick)
+ROW_NAMES = ("unit:4", "unit:8", "unit:16", "unit-overlap:4", "moe:8", "hf_mixtral:4", "hf_mixtral:8",
+             "hf_qwen2_moe:4", "hf_qwen2_moe:8", "hf_gpt2:4", "hf_gpt2:8", "preset:8", "preset:16")
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
 HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
 
@@ -476,6 +479,9 @@ if __name__ == "__main__":
     mode, cut, place = "--mode" in sys.argv, "--cut" in sys.argv, "--placement" in sys.argv
     quick = "--quick" in sys.argv
     only = sys.argv[sys.argv.index("--rows") + 1].split(",") if "--rows" in sys.argv else []
+    unknown = [x for x in only if x not in ROW_NAMES]
+    if unknown:
+        sys.exit(f"bench_pipeline --rows: unknown row {', '.join(unknown)}; choose from {', '.join(ROW_NAMES)}")
     if only:
         found = bench_pipeline(quick, only)
     elif place:

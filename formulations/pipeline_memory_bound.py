@@ -274,8 +274,11 @@ def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, 
         return status
 
     distinct: list[_Relaxation] = []  # one relaxation per problem (DualPipe's mirrored devices once)
+    seen: set[tuple] = set()
     for r in sorted(relaxations, key=lambda x: -parts[x.device]):
-        if r.signature() not in {x.signature() for x in distinct}:
+        sig = r.signature()
+        if sig not in seen:
+            seen.add(sig)
             distinct.append(r)
     # first the caller's questions, on every device before any binary search: one device proving a first tick
     # settles it, and a search on the first device must not spend the time another device needs for that proof

@@ -326,7 +326,7 @@ def compare(
     listed: dict[str, tuple[TrainingPipeline, tuple[dict[str, int], int] | None]] = {}  # auto's list schedules
     t0 = time.monotonic()
     if opplan_placement in ("auto", "both", "warm"):
-        placements = [pl for pl in ("dualpipe", "v") if pl != "dualpipe" or (p % 2 == 0 and m % 2 == 0)]
+        placements = _free_placements(p, m)
         if opplan_placement == "warm" and len(placements) > 1:
             placements = [_warmest(placements, p, m, costs, scales, by_name, cap)]
         elif opplan_placement == "auto" and len(placements) > 1:
@@ -396,6 +396,12 @@ def _memory_bound_text(note: object, time_unit: str) -> str:
     return text
 
 
+def _free_placements(p: int, m: int) -> list[str]:
+    """The placements ``auto``, ``both`` and ``warm`` choose from: DualPipe's two directions (an even number of
+    devices and of micro-batches) and the V."""
+    return [pl for pl in ("dualpipe", "v") if pl != "dualpipe" or (p % 2 == 0 and m % 2 == 0)]
+
+
 def _note_other_placements(row: CompareRow, p: int, m: int, costs, scales: Scales, cap: int | None) -> None:
     """Where the memory bound proved half of DualPipe's bubble out of reach on the planned row's placement, the
     other placements' bounds on their own cut (`prepare_pipeline`'s trivial bound: critical path, work / devices,
@@ -405,8 +411,8 @@ def _note_other_placements(row: CompareRow, p: int, m: int, costs, scales: Scale
     if not isinstance(note, dict) or not note.get("half_bubble_unreachable"):
         return
     others: dict[str, float] = {}
-    for pl in ("dualpipe", "v"):
-        if pl == row.notes.get("placement") or (pl == "dualpipe" and (p % 2 or m % 2)):
+    for pl in _free_placements(p, m):
+        if pl == row.notes.get("placement"):
             continue
         try:
             tick = prepare_pipeline(_pipeline(_SPLIT[pl], p, m, costs, scales), cap, constructive=False).trivial_tick
