@@ -73,6 +73,7 @@ naming the device and how much memory the parameters and one micro-batch need.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -106,6 +107,7 @@ from planner.schedule.timeline import Timeline, timeline_of_plan
 from planner.schedule.validate import validate_plan
 
 F, B, W, BW = ActionKind.F, ActionKind.B, ActionKind.W, ActionKind.BW
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -576,6 +578,7 @@ class PipelineSetup:
     horizon: int
     trivial_tick: int
     fifo: bool
+    warm_rejected: str | None = None  # why the caller's warm start was not taken as `known` (it broke a cap)
 
     def formulation(self) -> PipelineFormulation:
         """The full formulation (module docstring) of this setup."""
@@ -588,6 +591,36 @@ class PipelineSetup:
 
     def makespan_tick(self, times: PipelineTimes) -> int:
         return max(self.ends(times), default=0) - min(times.start, default=0)
+
+    def peak_bytes(self, times: PipelineTimes) -> list[int]:
+        """Per device, the most memory `times` holds at once (parameters + activations) under family 3's
+        accounting (`_memory`: a stage's activation from its F's start, the part B frees until B's end, the rest
+        until W's end; an interval [start, end) gives its memory back at its end tick)."""
+        pl, task, ends = self.pipeline, self.tasks.task, self.ends(times)
+        peaks = []
+        for d in range(pl.num_devices):
+            events: list[tuple[int, int]] = []  # (tick, +bytes / -bytes): a release sorts before a take at one tick
+            for s in pl.device_stages(d):
+                cost = pl.stages[s]
+                a_b = int(cost.activation_freed_by_b_bytes)
+                for k in range(pl.num_microbatches):
+                    f = task(s, F, k)
+                    for demand, until in ((int(cost.activation_bytes) - a_b, task(s, W, k)), (a_b, task(s, B, k))):
+                        if demand > 0:
+                            events += [(times.start[f], demand), (ends[until], -demand)]
+            held = peak = 0
+            for _, change in sorted(events):
+                held += change
+                peak = max(peak, held)
+            peaks.append(peak + sum(int(pl.stages[s].param_bytes) for s in pl.device_stages(d)))
+        return peaks
+
+    def over_cap(self, times: PipelineTimes) -> str | None:
+        """None when `times` fits every device's cap (`peak_bytes`), else which device it breaks, by how much."""
+        for d, (peak, cap) in enumerate(zip(self.peak_bytes(times), self.cap, strict=True)):
+            if peak > cap:
+                return f"device {d} holds {peak} bytes at its peak, {peak - cap} more than its memory cap {cap}"
+        return None
 
 
 def prepare_pipeline(pipeline: TrainingPipeline, memory_cap_bytes: int | Sequence[int] | None = None, *,
@@ -611,6 +644,17 @@ def prepare_pipeline(pipeline: TrainingPipeline, memory_cap_bytes: int | Sequenc
     device = device_of(inst)
     warm = warm_by_action(tasks, warm_start) if warm_start is not None else None
     pairs = pair_candidates(pipeline, tasks, device, warm, pair_window)
+    rejected = None
+    if warm is not None:
+        # The warm start becomes the solve's known schedule, which the driver returns when the solver finds
+        # nothing better, and its hint: one over a cap would come back over it (nothing else checks memory), and
+        # CP-SAT 9.15 has aborted the process on such a hint ("Check failed: heuristics.fixed_search != nullptr",
+        # GPT-2 export at p = 8, cap 1.1x DualPipe's peak, hint 1.41x).  So it is dropped, and the reason kept.
+        probe = PipelineSetup(pipeline, tasks, device, cap, pairs, None, 0, 0, fifo)
+        rejected = probe.over_cap(_warm_times(tasks, pairs, warm))
+        if rejected is not None:
+            log.warning("%s: the warm start was not used: %s", pipeline.name, rejected)
+            warm = None
     if warm is None and constructive:
         # Always start from a valid schedule (DESIGN 6): without one, a solve cut short by its time limit (a loaded
         # machine) ends with no schedule at all.  The constructive list schedule is valid under the cap; it only
@@ -625,7 +669,8 @@ def prepare_pipeline(pipeline: TrainingPipeline, memory_cap_bytes: int | Sequenc
             int(sum(int(x) for x in inst.edge_fixed_tick))
     trivial = _pair_bound(inst, device, pairs) if pairs else \
         max(inst.trivial_lower_bound_tick(), device_bound_tick(inst, device))
-    return PipelineSetup(pipeline, tasks, device, cap, pairs, known, horizon, trivial, fifo)
+    return PipelineSetup(pipeline, tasks, device, cap, pairs, known, horizon, trivial, fifo,
+                         None if rejected is None else f"the warm start was not used: {rejected}")
 
 
 def solve_pipeline(
@@ -663,6 +708,9 @@ def finish_pipeline(setup: PipelineSetup, times: PipelineTimes, lower_bound_tick
                 status, PlanMethod.PIPELINE_MILP, solver=solver, solver_version=solver_version,
                 solve_time_s=time.monotonic() - started_s)
     validate_plan(plan_inst, plan)
+    over = setup.over_cap(times)
+    if over is not None:  # the validator sees no memory: the caps are checked here, on family 3's own accounting
+        raise RuntimeError(f"the schedule of {pipeline.name!r} breaks a memory cap: {over} (a formulation bug)")
     timeline = timeline_of_plan(plan_inst, plan)
     compute_plan = dataclasses.replace(plan, placements=tuple(x for x in placements if x.device < p),
                                        device_names=tuple(plan_inst.device_names[:p]))
