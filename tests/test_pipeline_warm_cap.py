@@ -11,7 +11,6 @@ import pytest
 
 from formulations.pipeline import PipelineTimes, finish_pipeline, prepare_pipeline, solve_pipeline, split_start_times
 from planner.compare.pipelines import scales_of, simulate_baseline
-from planner.pipeline.metrics import figures
 from planner.pipeline.registry import UnitCosts
 from planner.pipeline.unroll import uniform_pipeline
 from planner.schedule.plan import PlanStatus
