@@ -30,7 +30,7 @@ stage-level schedule's order replayed as the baselines are); where the row is no
 bound (`planner.compare.memory_bound_note`: memory_bound, any order; half_bubble_makespan, the largest makespan with
 half DualPipe's bubble; half_bubble_unreachable, True when the memory bound is above it; half_bubble_answers, each
 device's answer to that question; other_placements_bound, where it is ruled out, the other placement's bound on its
-own cut).
+own cut); devices_at_cap, the devices whose peak is within 1 % of the cap (`pipelines.devices_at_cap`).
 The MoE case runs the planned row twice: at k = 1 (row ``opplan``) and at the automatic k (row
 ``opplan (sub-chunks)``; DualPipe simulated again for its memory cap, the same figures).
 Rerun: ``python -m experiments.bench --only pipeline`` (writes bench/results/pipeline.csv); some rows only:
@@ -99,13 +99,14 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
                "subchunk_tasks": "",
                "stage_level_makespan": "", "stage_level_replayed": "", "memory_bound": "",
                "half_bubble_makespan": "", "half_bubble_unreachable": "", "half_bubble_answers": "",
-               "other_placements_bound": ""}
+               "other_placements_bound": "", "devices_at_cap": ""}
         if r.name == "opplan":
             n = r.notes
             row.update({"time_to_find_s": round(float(n["time_to_best_s"]), 2),
                         "bound": round(float(n["bound_units"]), 4), "gap": round(float(n["gap"]), 4),
                         "status": n["status"], "placement": n["placement"], "warm_start": n["warm_start"],
-                        "memory_cap": round(cmp.memory_cap_units, 6) if cmp.memory_cap_units is not None else ""})
+                        "memory_cap": round(cmp.memory_cap_units, 6) if cmp.memory_cap_units is not None else "",
+                        "devices_at_cap": " ".join(str(d) for d in n.get("devices_at_cap", ()))})
             cut = n.get("cut")
             if isinstance(cut, dict):  # on a model: the planned row's own cut (`planner.compare.cut_search`)
                 any_cut = cut.get("any_cut_bound_units")
@@ -503,7 +504,8 @@ if __name__ == "__main__":
             print(f"{r['case']:<52} p={r['p']:<3} m={r['m']:<3} {r['schedule']:<17} makespan {r['makespan']:<10} "
                   f"bubble/dp {r['bubble_vs_dualpipe']:<7} bound {r['bound']:<10} memory bound {r['memory_bound']:<10} "
                   f"half-bubble makespan {r['half_bubble_makespan']:<10} unreachable {r['half_bubble_unreachable']} "
-                  f"({r['half_bubble_answers']}) other placements {r['other_placements_bound']}")
+                  f"({r['half_bubble_answers']}) other placements {r['other_placements_bound']} "
+                  f"at the cap: {r['devices_at_cap'] or '-'}")
             continue
         if place:
             print(f"{r['case']:<52} p={r['p']:<3} m={r['m']:<3} rep {r['rep']} {r['setting']:<4} makespan "
