@@ -27,13 +27,23 @@ Every schedule of the pipeline within the cap is a schedule of each device's rel
 So when CP-SAT proves that a device's relaxation has no schedule ending by C, no schedule of the pipeline ends by
 C: the bound is C + 1.  No micro-batch order is assumed (the bound holds for out-of-order schedules too).
 
-Search. Devices in decreasing order of their device-bound term (the larger of their two streams'), skipping a device
-whose relaxation is the same problem as one searched (DualPipe's mirrored devices).  First `first_ticks` (makespans
-the caller wants decided, e.g. the one at which the bubble is half DualPipe's), largest first, each asked of every
-device in turn until one proves it (`first_probe_s` per probe, longer than a search probe: the preset at p = 8
-needs 46-63 s on device 3, and with a search probe's 60 s the bench of 2026-12-03 missed it); asked inside each
-device's binary search, as before, the answer of a later device waited for the whole search of a device that fits
-by then.  Then per device, a binary search for the largest infeasible C between the best bound so far and
+**Pairs.**  The same relaxation of two devices at once (`neighbour_pairs`: devices that run consecutive stages of
+a chain): both devices' streams are machines, each device has its own memory, the lags join any two of the
+pair's tasks of one micro-batch, and the ranked releases apply to each chain's first stage on the pair (the stages
+before it run elsewhere).  It sees what one device cannot: in the single relaxation the neighbour runs the round
+trip at once, in the pair it is busy with its own stages and its own memory.  Every schedule is still a schedule
+of it, so the argument above holds.  Measured (a `/tmp` scratch call of `memory_bound` on the Mixtral export at
+p = 8, DualPipe's placement, the cut `refine_cut(score="bound")` finds, cap = DualPipe's peak): every device
+alone fits by half DualPipe's bubble (3724.608 us); devices 3 and 4 together do not (11.8 s).
+
+Search. Devices in decreasing order of their device-bound term (the larger of their two streams'), then the pairs
+(by their larger term; `pairs=False`: none), skipping a relaxation that is the same problem as one searched
+(DualPipe's mirrored devices; a mirrored pair whose devices come in the other order is searched twice).
+First `first_ticks` (makespans the caller wants decided, e.g. the one at which the bubble is half DualPipe's),
+largest first, each asked of every relaxation in turn until one proves it (`first_probe_s` per probe, longer than
+a search probe: the preset at p = 8 needs 46-63 s on device 3, and with a search probe's 60 s the bench of
+2026-12-03 missed it); asked inside each device's binary search, as before, the answer of a later device waited for
+the whole search of a device that fits by then.  Then per relaxation, a binary search for the largest infeasible C between the best bound so far and
 `upper_tick` (the makespan of a known schedule, where every relaxation is feasible) or the first tick the device
 was found feasible at; a device whose relaxation is feasible at the bound so far cannot raise it and costs one
 probe.  A probe that CP-SAT neither proves nor solves within its time ends that device's search, and the time limit
@@ -57,7 +67,7 @@ from planner.errors import OpplanError
 from planner.pipeline.unroll import AllToAll, TrainingPipeline, unroll_actions
 from planner.schedule.actions import Action, ActionKind
 
-__all__ = ["FIRST_PROBE_S", "MemoryBound", "Probe", "memory_bound", "PROBE_S", "RESOLUTION"]
+__all__ = ["FIRST_PROBE_S", "MemoryBound", "Probe", "memory_bound", "neighbour_pairs", "PROBE_S", "RESOLUTION"]
 
 F, B, W = ActionKind.F, ActionKind.B, ActionKind.W
 PROBE_S = 60.0  # CP-SAT's time for one probe (the preset at p = 8 proved its probes in 8-50 s on 2 shared vCPUs)
@@ -78,6 +88,12 @@ class Probe:
     makespan_tick: int
     status: str
     seconds: float
+    devices: tuple[int, ...] = ()  # every device of the relaxation (`device` is the first): two for a pair
+
+    @property
+    def label(self) -> str:
+        """``d3``, or ``d3+d4`` for a pair's relaxation."""
+        return "+".join(f"d{d}" for d in (self.devices or (self.device,)))
 
 
 @dataclass(frozen=True)
@@ -92,6 +108,7 @@ class MemoryBound:
     probes: tuple[Probe, ...]
     complete: bool
     seconds: float
+    devices: tuple[int, ...] = ()  # every device of the relaxation that raised it (two for a pair)
 
 
 @dataclass(frozen=True)
@@ -104,22 +121,25 @@ class _Task:
     release: int
     tail: int
     on_comm: bool
+    device: int = 0  # the pipeline device whose compute or communication stream runs it
 
 
 class _Relaxation:
     """One device's relaxation (module docstring), built once, probed at several makespans."""
 
-    def __init__(self, pipeline: TrainingPipeline, device: int, cap_bytes: int, tasks: list[_Task],
+    def __init__(self, pipeline: TrainingPipeline, devices: tuple[int, ...], caps: Sequence[int], tasks: list[_Task],
                  lags: list[tuple[int, int, int]], ranked: list[list[int]]) -> None:
-        self.pipeline, self.device, self.cap_bytes = pipeline, device, cap_bytes
+        self.pipeline, self.devices, self.caps = pipeline, devices, [int(caps[d]) for d in devices]
+        self.device = devices[0]
         self.tasks = tasks  # every task of the device's two streams, every micro-batch
         self.lags = lags  # (i, j, lag): task j starts at least `lag` after task i ends
         self.ranked = ranked  # task lists whose starts are ordered (the forwards of a chain's first stage on d)
 
     def signature(self) -> tuple:
         """Equal for two devices whose relaxations are the same problem up to naming (DualPipe's mirrors)."""
-        key = {i: (t.duration, t.release, t.tail, t.on_comm) for i, t in enumerate(self.tasks)}
-        return (self.cap_bytes, tuple(sorted(key.values())),
+        key = {i: (t.duration, t.release, t.tail, t.on_comm, self.devices.index(t.device))
+               for i, t in enumerate(self.tasks)}
+        return (tuple(self.caps), tuple(sorted(key.values())),
                 tuple(sorted((key[i], key[j], lag) for i, j, lag in self.lags)),
                 tuple(sorted(tuple(key[i] for i in r) for r in self.ranked)),
                 tuple(sorted((key[i], self._memory_change(t)) for i, t in enumerate(self.tasks))))
@@ -143,9 +163,11 @@ class _Relaxation:
             if latest < t.release:
                 return "infeasible"  # the task alone cannot fit: no solver needed
             start.append(bld.int_var(t.release, latest, f"S[i={i}]"))
-        for on_comm, stream in ((False, "compute"), (True, "comm")):
-            bld.no_overlap([interval(start[i], t.duration, start[i] + t.duration, None, f"run[i={i}]")
-                            for i, t in enumerate(self.tasks) if t.on_comm is on_comm], stream)
+        for d in self.devices:
+            for on_comm, stream in ((False, "compute"), (True, "comm")):
+                bld.no_overlap([interval(start[i], t.duration, start[i] + t.duration, None, f"run[i={i}]")
+                                for i, t in enumerate(self.tasks) if t.on_comm is on_comm and t.device == d],
+                               f"{stream}[d={d}]")
         for i, j, lag in self.lags:
             bld.add(start[j] >= start[i] + self.tasks[i].duration + lag, f"lag[i={i},j={j}]")
         for r in self.ranked:
@@ -155,22 +177,33 @@ class _Relaxation:
         # rest at W's end) as a reservoir: the same level at every moment, and CP-SAT proves far more with it than
         # with a cumulative of variable-length intervals (the preset at p = 8: infeasible in 45 s against unknown
         # after 90 s)
-        times, changes = [], []
-        for i, t in enumerate(self.tasks):
-            change = self._memory_change(t)
-            if change:
-                times.append(start[i] if t.action.kind is F else start[i] + t.duration)
-                changes.append(change)
-        params = sum(int(self.pipeline.stages[s].param_bytes) for s in self.pipeline.device_stages(self.device))
-        bld.reservoir(times, changes, self.cap_bytes - params, "memory")
+        for d, cap in zip(self.devices, self.caps, strict=True):
+            times, changes = [], []
+            for i, t in enumerate(self.tasks):
+                change = self._memory_change(t) if t.device == d else 0
+                if change:
+                    times.append(start[i] if t.action.kind is F else start[i] + t.duration)
+                    changes.append(change)
+            params = sum(int(self.pipeline.stages[s].param_bytes) for s in self.pipeline.device_stages(d))
+            bld.reservoir(times, changes, cap - params, f"memory[d={d}]")
         got = bld.solve(SolveParams(time_limit_s=time_s, threads=threads, deterministic=False))
         if got.status is SolveStatus.INFEASIBLE:
             return "infeasible"
         return "feasible" if got.has_solution else "unknown"
 
 
-def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int]) -> tuple[list[_Relaxation], list[int]]:
-    """Every device's relaxation (module docstring) and the device bound's term per device."""
+def neighbour_pairs(pipeline: TrainingPipeline) -> list[tuple[int, int]]:
+    """The pairs of devices that run two consecutive stages of some chain (the pairs `memory_bound` relaxes
+    together), in increasing order."""
+    std = pipeline.stage_to_device or ()
+    return sorted({(min(std[s], std[t]), max(std[s], std[t])) for chain in pipeline.chains
+                   for s, t in zip(chain, chain[1:], strict=False) if std[s] != std[t]})
+
+
+def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int],
+                 sets: Sequence[tuple[int, ...]] | None = None) -> tuple[list[_Relaxation], list[int]]:
+    """The relaxation (module docstring) of every device set in `sets` (default: each device alone) and the
+    device bound's term per device."""
     un = unroll_actions(pipeline)
     inst = un.instance
     dev = device_of(inst)
@@ -204,15 +237,18 @@ def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int]) -> tuple[list[
     out = []
     nmb = pipeline.num_microbatches
     position = {s: (c, i) for c, chain in enumerate(pipeline.chains) for i, s in enumerate(chain)}
-    for d in range(pipeline.num_devices):
-        stages = pipeline.device_stages(d)
-        ones: list[Action | AllToAll] = []  # micro-batch 0's tasks on d's streams
+    for group in (sets if sets is not None else [(d,) for d in range(p)]):
+        on = {x for d in group for x in streams[d]}  # the group's streams
+        stages = [s for d in group for s in pipeline.device_stages(d)]
+        ones: list[Action | AllToAll] = []  # micro-batch 0's tasks on the group's streams
         for t in first_mb:
             a = un.actions[t]
-            if dev[t] in streams[d]:
+            if dev[t] in on:
                 assert isinstance(a, (Action, AllToAll)), "unrolled without pairs"
                 ones.append(a)
-        first: dict[int, int] = {}  # chain -> its first stage on d
+        # chain -> its first stage on the group: the stages before it run elsewhere, so the ranked releases below
+        # hold; the group's later stages of the chain follow by the lags
+        first: dict[int, int] = {}
         for s in stages:
             c, i = position[s]
             if c not in first or i < position[first[c]][1]:
@@ -233,7 +269,8 @@ def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int]) -> tuple[list[
             for k in range(nmb):
                 at[(a, k)] = len(tasks)
                 r = release[a][k] if a in release else head[t]
-                tasks.append(_Task(dataclasses.replace(a, microbatch=k), dur[t], r, tail[t], dev[t] >= p))
+                tasks.append(_Task(dataclasses.replace(a, microbatch=k), dur[t], r, tail[t], dev[t] >= p,
+                                   dev[t] % p))
         lags = []
         for a in ones:
             dist = longest_from(un.index[a])
@@ -241,65 +278,71 @@ def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int]) -> tuple[list[
                 if un.index[b] in dist:
                     lags += [(at[(a, k)], at[(b, k)], dist[un.index[b]]) for k in range(nmb)]
         ranked = [[at[(Action(s, F, 0), k)] for k in range(nmb)] for s in first.values()]
-        out.append(_Relaxation(pipeline, d, int(caps[d]), tasks, lags, ranked))
+        out.append(_Relaxation(pipeline, tuple(group), caps, tasks, lags, ranked))
     return out, parts
 
 
 def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, upper_tick: int,
                  time_limit_s: float, first_ticks: Sequence[int] = (), probe_s: float = PROBE_S,
                  first_probe_s: float = FIRST_PROBE_S, threads: int = 8,
-                 progress: Callable[[str], None] | None = None) -> MemoryBound:
+                 progress: Callable[[str], None] | None = None, pairs: bool = True) -> MemoryBound:
     """The bound of the module docstring for `pipeline` under `cap_bytes` (per device, or one for all), searched
     within `time_limit_s`; `upper_tick`: the makespan of a schedule of the pipeline within the cap; `first_ticks`:
     makespans probed first, on every device before any binary search, `first_probe_s` each (`probe_s` for the
-    search's probes); `progress` gets a line per probe."""
+    search's probes); `progress` gets a line per probe; `pairs`: after the single devices, the neighbour pairs
+    (`neighbour_pairs`) too, in every step of the search."""
     if pipeline.pairs_gain:
         raise OpplanError("the memory bound does not hold for a pipeline whose overlapped pairs gain",
                           fix="compare without --fb-overlap, or read the solver's bound")
     t0 = time.monotonic()
     caps = [int(cap_bytes)] * pipeline.num_devices if isinstance(cap_bytes, int) else [int(c) for c in cap_bytes]
     relaxations, parts = _relaxations(pipeline, caps)
+    together = _relaxations(pipeline, caps, neighbour_pairs(pipeline))[0] if pairs else []
     plain = max(parts, default=0)
     bound, raised_by, complete = plain, None, True
+    raised_devices: tuple[int, ...] = ()
     probes: list[Probe] = []
 
     def ask(r: _Relaxation, tick: int, seconds: float) -> str:
         left = time_limit_s - (time.monotonic() - t0)
         began = time.monotonic()
         status = r.probe(tick, min(seconds, left), threads)
-        probes.append(Probe(r.device, tick, status, time.monotonic() - began))
+        probes.append(Probe(r.device, tick, status, time.monotonic() - began, r.devices))
         if progress is not None:
-            progress(f"memory bound: device {r.device}, a schedule ending by {tick} ticks? {status} "
+            who = f"devices {r.devices[0]} and {r.devices[1]}" if len(r.devices) > 1 else f"device {r.device}"
+            progress(f"memory bound: {who}, a schedule ending by {tick} ticks? {status} "
                      f"({probes[-1].seconds:.1f} s)")
         return status
 
     distinct: list[_Relaxation] = []  # one relaxation per problem (DualPipe's mirrored devices once)
     seen: set[tuple] = set()
-    for r in sorted(relaxations, key=lambda x: -parts[x.device]):
+    # single devices first (each is quick), then pairs; each by its largest device-bound term
+    for r in [*sorted(relaxations, key=lambda x: -parts[x.device]),
+              *sorted(together, key=lambda x: -max(parts[d] for d in x.devices))]:
         sig = r.signature()
         if sig not in seen:
             seen.add(sig)
             distinct.append(r)
     # first the caller's questions, on every device before any binary search: one device proving a first tick
     # settles it, and a search on the first device must not spend the time another device needs for that proof
-    feasible_at: dict[int, int] = {}  # device -> a makespan its relaxation has a schedule by
+    feasible_at: dict[tuple[int, ...], int] = {}  # devices -> a makespan their relaxation has a schedule by
     for tick in sorted(first_ticks, reverse=True):
         for r in distinct:
-            if not bound <= tick < min(upper_tick, feasible_at.get(r.device, upper_tick)):
+            if not bound <= tick < min(upper_tick, feasible_at.get(r.devices, upper_tick)):
                 continue
             if time.monotonic() - t0 >= time_limit_s:
                 break
             status = ask(r, tick, first_probe_s)
             if status == "infeasible":
-                bound, raised_by = tick + 1, r.device
+                bound, raised_by, raised_devices = tick + 1, r.device, r.devices
                 break
             if status == "feasible":
-                feasible_at[r.device] = tick
+                feasible_at[r.devices] = tick
     for r in distinct:
         if time.monotonic() - t0 >= time_limit_s:
             complete = False
             break
-        lo, hi = bound, feasible_at.get(r.device, upper_tick)  # proven: nothing ends before lo; r fits by hi
+        lo, hi = bound, feasible_at.get(r.devices, upper_tick)  # proven: nothing ends before lo; r fits by hi
         questions = [lo]  # a relaxation with a schedule by the bound so far cannot raise it: one probe
         while hi - lo > max(0, int(RESOLUTION * lo)):
             if time.monotonic() - t0 >= time_limit_s:
@@ -315,5 +358,5 @@ def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, 
                 complete = False
                 break
         if lo > bound:
-            bound, raised_by = lo, r.device
-    return MemoryBound(bound, plain, raised_by, tuple(probes), complete, time.monotonic() - t0)
+            bound, raised_by, raised_devices = lo, r.device, r.devices
+    return MemoryBound(bound, plain, raised_by, tuple(probes), complete, time.monotonic() - t0, raised_devices)

@@ -13,7 +13,7 @@ import pytest
 from formulations.backends import get_backend
 from formulations.model_api import UnsupportedConstraint
 from formulations.pipeline import pipeline_device_bound, solve_pipeline
-from formulations.pipeline_memory_bound import memory_bound
+from formulations.pipeline_memory_bound import memory_bound, neighbour_pairs
 from planner.errors import OpplanError
 from planner.pipeline.unroll import StageCost, TrainingPipeline
 from planner.schedule.plan import PlanStatus
@@ -143,3 +143,27 @@ def test_a_milp_backend_says_it_has_no_reservoir() -> None:
     x = builder.int_var(0, 5, "x")
     with pytest.raises(UnsupportedConstraint, match="reservoir"):
         builder.reservoir([x], [1], 1, "memory")
+
+
+def test_neighbour_pairs_are_the_devices_of_consecutive_stages() -> None:
+    c = StageCost(1, 1, 1, activation_bytes=1)
+    dualpipe = TrainingPipeline((c,) * 8, 4, 4, (0, 1, 2, 3, 3, 2, 1, 0), ((0, 1, 2, 3), (4, 5, 6, 7)))
+    assert neighbour_pairs(dualpipe) == [(0, 1), (1, 2), (2, 3)]
+    v = TrainingPipeline((c,) * 4, 2, 2, (0, 1, 1, 0), ((0, 1, 2, 3),))
+    assert neighbour_pairs(v) == [(0, 1)]
+
+
+def test_a_pair_proves_what_single_devices_cannot() -> None:
+    # random pipeline 2 of the soundness test (a fixed chain of two stages): each device alone fits by 39, the two
+    # together (device 1 busy with its own stage while device 0's activations wait for its backward) do not, and
+    # 40 is the full model's proven optimum, out of order allowed
+    rng = random.Random(2)
+    pipe = _random_pipeline(rng)
+    cap = _random_cap(pipe, rng)
+    full = solve_pipeline(pipe, cap, fifo=False, time_limit_s=20, threads=2)
+    assert full.status is PlanStatus.OPTIMAL and full.timeline.makespan_tick == 40
+    alone = memory_bound(pipe, cap, upper_tick=40, time_limit_s=60, pairs=False)
+    together = memory_bound(pipe, cap, upper_tick=40, time_limit_s=60)
+    assert alone.bound_tick == 39 and together.bound_tick == 40
+    assert together.devices == (0, 1) and together.device == 0
+    assert any(x.label == "d0+d1" and x.status == "infeasible" and x.makespan_tick == 39 for x in together.probes)

@@ -1,8 +1,8 @@
 """The planned row's memory bound (`formulations.pipeline_memory_bound`) in `plan-compare`: after the solves, when
-the row is not proven optimal, search each device's relaxation with the cap for a higher bound, asking first
-whether any schedule can reach half of DualPipe's bubble (issue 11's target), and raise the row's bound and gap
-when it proves more than the solver did.  Outside the row's time limit, as the bound over every cut is, with
-its own (`MEMORY_BOUND_S`, ``plan-compare --bound-time``)."""
+the row is not proven optimal, search each device's relaxation with the cap, then each pair of neighbouring
+devices, for a higher bound, asking first whether any schedule can reach half of DualPipe's bubble (issue 11's
+target), and raise the row's bound and gap when it proves more than the solver did.  Outside the row's time
+limit, as the bound over every cut is, with its own (`MEMORY_BOUND_S`, ``plan-compare --bound-time``)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def note_memory_bound(row: CompareRow, dualpipe: PipelineFigures | None, cap_byt
         return
     per = scales.ticks_per_unit
     row.notes["memory_bound"] = {
-        "bound_units": got.bound_tick / per, "bound_tick": got.bound_tick, "device": got.device,
+        "bound_units": got.bound_tick / per, "bound_tick": got.bound_tick, "device": got.device, "devices": got.devices,
         "complete": got.complete, "probes": len(got.probes), "seconds": got.seconds,
         "half_bubble_units": None if half is None else half / per,
         # proven when the bound lies above the makespan that half the bubble needs
@@ -57,7 +57,7 @@ def note_memory_bound(row: CompareRow, dualpipe: PipelineFigures | None, cap_byt
         "half_bubble_reached": half is not None and fig.makespan_tick <= half,  # by the row's own schedule
         # each device's answer to that question, e.g. "d3 infeasible" or "d0 feasible, d3 unknown": where the
         # question stays open, whether a relaxation fits (this bound cannot settle it) or time ran out
-        "half_bubble_answers": ", ".join(f"d{x.device} {x.status}" for x in got.probes if x.makespan_tick == half)}
+        "half_bubble_answers": ", ".join(f"{x.label} {x.status}" for x in got.probes if x.makespan_tick == half)}
     if got.bound_tick > int(row.notes["bound_tick"]):  # type: ignore[call-overload]
         bound = min(got.bound_tick, fig.makespan_tick)
         row.notes["bound_tick"], row.notes["bound_units"] = bound, bound / per
