@@ -38,16 +38,16 @@ alone fits by half DualPipe's bubble (3724.608 us); devices 3 and 4 together do 
 
 Search. Devices in decreasing order of their device-bound term (the larger of their two streams'), then the pairs
 (by their larger term; `pairs=False`: none), skipping a relaxation that is the same problem as one searched
-(DualPipe's mirrored devices; a mirrored pair whose devices come in the other order is searched twice).
-First `first_ticks` (makespans the caller wants decided, e.g. the one at which the bubble is half DualPipe's),
-largest first, each asked of every relaxation in turn until one proves it (`first_probe_s` per probe, longer than
-a search probe: the preset at p = 8 needs 46-63 s on device 3, and with a search probe's 60 s the bench of
-2026-12-03 missed it); asked inside each device's binary search, as before, the answer of a later device waited for
-the whole search of a device that fits by then.  Then per relaxation, a binary search for the largest infeasible C between the best bound so far and
-`upper_tick` (the makespan of a known schedule, where every relaxation is feasible) or the first tick the device
-was found feasible at; a device whose relaxation is feasible at the bound so far cannot raise it and costs one
-probe.  A probe that CP-SAT neither proves nor solves within its time ends that device's search, and the time limit
-ends the whole search (`MemoryBound.complete` False): the bound keeps what was proven.
+(DualPipe's mirrored devices; a mirrored pair whose devices come in the other order is searched twice). First
+`first_ticks` (makespans the caller wants decided, e.g. the one at which the bubble is half DualPipe's), largest
+first, each asked of every relaxation in turn until one proves it (`first_probe_s` per probe, longer than a search
+probe: the preset at p = 8 needs 46-63 s on device 3, and with a search probe's 60 s the bench of 2026-12-03 missed
+it); asked inside each device's binary search, as before, the answer of a later device waited for the whole search
+of a device that fits by then. Then per relaxation, a binary search for the largest infeasible C between the best
+bound so far and `upper_tick` (the makespan of a known schedule, where every relaxation is feasible) or the first
+tick the device was found feasible at; a device whose relaxation is feasible at the bound so far cannot raise it and
+costs one probe. A probe that CP-SAT neither proves nor solves within its time ends that device's search, and the
+time limit ends the whole search (`MemoryBound.complete` False): the bound keeps what was proven.
 
 Not for pipelines whose overlapped F&B pairs gain (a pair is shorter than its halves, so the work on d is not
 the sum of its tasks): `OpplanError`, as `pipeline_device_bound`.

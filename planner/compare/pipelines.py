@@ -396,7 +396,7 @@ def _memory_bound_text(note: object, time_unit: str) -> str:
         return ""
     if "skipped" in note:
         return f", no memory bound ({note['skipped']})"
-    pair = note.get("devices") or ()
+    pair = list(note.get("devices") or ())
     who = (f"devices {pair[0]} and {pair[1]} together: their" if len(pair) > 1 else
            f"device {note['device']}'s" if note["device"] is not None else "no device's")
     text = (f", memory bound {_figure(float(note['bound_units']))} {time_unit} ({who} relaxation with the cap "
