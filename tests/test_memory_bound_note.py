@@ -88,3 +88,14 @@ def test_the_other_placement_gets_its_own_bound_where_half_the_bubble_is_ruled_o
     row = CompareRow("opplan", notes={"placement": "dualpipe", "memory_bound": {"half_bubble_unreachable": False}})
     _note_other_placements(row, 4, 8, costs, scales, None)
     assert "other_placements_units" not in row.notes["memory_bound"]  # type: ignore[operator]
+
+
+def test_the_line_names_a_pair_that_raised_the_bound() -> None:
+    note = {"bound_units": 40.0, "device": 0, "devices": (0, 1), "complete": True, "probes": 5, "seconds": 2.0,
+            "half_bubble_units": 39.0, "half_bubble_unreachable": True, "half_bubble_answers": "d0 feasible, "
+            "d1 feasible, d0+d1 infeasible"}
+    text = _memory_bound_text(note, "us")
+    assert "(devices 0 and 1 together: their relaxation with the cap raised it;" in text
+    assert "no schedule of this pipeline under the cap reaches it (d0 feasible, d1 feasible, d0+d1 infeasible)" in text
+    alone = _memory_bound_text({**note, "devices": (1,), "device": 1}, "us")
+    assert "(device 1's relaxation with the cap raised it;" in alone
