@@ -38,7 +38,7 @@ alone fits by half DualPipe's bubble (3724.608 us); devices 3 and 4 together do 
 
 Search. Devices in decreasing order of their device-bound term (the larger of their two streams'), then the pairs
 (by their larger term; `pairs=False`: none), skipping a relaxation that is the same problem as one searched
-(DualPipe's mirrored devices; a mirrored pair whose devices come in the other order is searched twice). First
+(DualPipe's mirrored devices and mirrored pairs). First
 `first_ticks` (makespans the caller wants decided, e.g. the one at which the bubble is half DualPipe's), largest
 first, each asked of every relaxation in turn until one proves it (`first_probe_s` per probe, longer than a search
 probe: the preset at p = 8 needs 46-63 s on device 3, and with a search probe's 60 s the bench of 2026-12-03 missed
@@ -136,10 +136,15 @@ class _Relaxation:
         self.ranked = ranked  # task lists whose starts are ordered (the forwards of a chain's first stage on d)
 
     def signature(self) -> tuple:
-        """Equal for two devices whose relaxations are the same problem up to naming (DualPipe's mirrors)."""
-        key = {i: (t.duration, t.release, t.tail, t.on_comm, self.devices.index(t.device))
+        """Equal for two relaxations that are the same problem up to naming (DualPipe's mirrored devices, and its
+        mirrored pairs, whose devices come in the other order: the smaller of the two namings is the signature)."""
+        return min(self._signature(order) for order in (self.devices, self.devices[::-1]))
+
+    def _signature(self, order: tuple[int, ...]) -> tuple:
+        """The signature with the relaxation's devices named by their position in `order`."""
+        key = {i: (t.duration, t.release, t.tail, t.on_comm, order.index(t.device))
                for i, t in enumerate(self.tasks)}
-        return (tuple(self.caps), tuple(sorted(key.values())),
+        return (tuple(self.caps[self.devices.index(d)] for d in order), tuple(sorted(key.values())),
                 tuple(sorted((key[i], key[j], lag) for i, j, lag in self.lags)),
                 tuple(sorted(tuple(key[i] for i in r) for r in self.ranked)),
                 tuple(sorted((key[i], self._memory_change(t)) for i, t in enumerate(self.tasks))))

@@ -167,3 +167,13 @@ def test_a_pair_proves_what_single_devices_cannot() -> None:
     assert alone.bound_tick == 39 and together.bound_tick == 40
     assert together.devices == (0, 1) and together.device == 0
     assert any(x.label == "d0+d1" and x.status == "infeasible" and x.makespan_tick == 39 for x in together.probes)
+
+
+def test_mirrored_pairs_are_searched_once() -> None:
+    # DualPipe's placement on 4 devices, one cost for every stage: pairs (0, 1) and (2, 3) are mirrors (device 0 is
+    # device 3's mirror, 1 is 2's), so only (0, 1) or (2, 3) is asked, beside (1, 2); no device alone settles it
+    c = StageCost(2, 2, 1, activation_bytes=10)
+    pipe = TrainingPipeline((c,) * 8, 4, 4, (0, 1, 2, 3, 3, 2, 1, 0), ((0, 1, 2, 3), (4, 5, 6, 7)), comm_tick=1)
+    got = memory_bound(pipe, 30, upper_tick=10_000, time_limit_s=60, first_ticks=(40,))
+    pairs_asked = {x.devices for x in got.probes if len(x.devices) == 2}
+    assert (1, 2) in pairs_asked and len(pairs_asked & {(0, 1), (2, 3)}) == 1
