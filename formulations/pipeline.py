@@ -593,34 +593,44 @@ class PipelineSetup:
         return max(self.ends(times), default=0) - min(times.start, default=0)
 
     def peak_bytes(self, times: PipelineTimes) -> list[int]:
-        """Per device, the most memory `times` holds at once (parameters + activations) under family 3's
-        accounting (`_memory`: a stage's activation from its F's start, the part B frees until B's end, the rest
-        until W's end; an interval [start, end) gives its memory back at its end tick)."""
-        pl, task, ends = self.pipeline, self.tasks.task, self.ends(times)
-        peaks = []
-        for d in range(pl.num_devices):
-            events: list[tuple[int, int]] = []  # (tick, +bytes / -bytes): a release sorts before a take at one tick
-            for s in pl.device_stages(d):
-                cost = pl.stages[s]
-                a_b = int(cost.activation_freed_by_b_bytes)
-                for k in range(pl.num_microbatches):
-                    f = task(s, F, k)
-                    for demand, until in ((int(cost.activation_bytes) - a_b, task(s, W, k)), (a_b, task(s, B, k))):
-                        if demand > 0:
-                            events += [(times.start[f], demand), (ends[until], -demand)]
-            held = peak = 0
-            for _, change in sorted(events):
-                held += change
-                peak = max(peak, held)
-            peaks.append(peak + sum(int(pl.stages[s].param_bytes) for s in pl.device_stages(d)))
-        return peaks
+        """Per device, the most memory `times` holds at once (`_peak_bytes`)."""
+        return _peak_bytes(self.pipeline, self.tasks, self.ends(times), times)
 
     def over_cap(self, times: PipelineTimes) -> str | None:
-        """None when `times` fits every device's cap (`peak_bytes`), else which device it breaks, by how much."""
-        for d, (peak, cap) in enumerate(zip(self.peak_bytes(times), self.cap, strict=True)):
-            if peak > cap:
-                return f"device {d} holds {peak} bytes at its peak, {peak - cap} more than its memory cap {cap}"
-        return None
+        """None when `times` fits every device's cap, else which device it breaks, by how much (`_over_cap`)."""
+        return _over_cap(self.peak_bytes(times), self.cap)
+
+
+def _peak_bytes(pipeline: TrainingPipeline, tasks: Unrolled, ends: Sequence[int], times: PipelineTimes) -> list[int]:
+    """Per device, the most memory a schedule (`times`, its tasks' `ends`) holds at once (parameters +
+    activations) under family 3's accounting (`_memory`: a stage's activation from its F's start, the part B frees
+    until B's end, the rest until W's end; an interval [start, end) gives its memory back at its end tick)."""
+    peaks = []
+    for d in range(pipeline.num_devices):
+        events: list[tuple[int, int]] = []  # (tick, +bytes / -bytes): a release sorts before a take at one tick
+        for s in pipeline.device_stages(d):
+            cost = pipeline.stages[s]
+            a_b = int(cost.activation_freed_by_b_bytes)
+            for k in range(pipeline.num_microbatches):
+                f = tasks.task(s, F, k)
+                for demand, until in ((int(cost.activation_bytes) - a_b, tasks.task(s, W, k)),
+                                      (a_b, tasks.task(s, B, k))):
+                    if demand > 0:
+                        events += [(times.start[f], demand), (ends[until], -demand)]
+        held = peak = 0
+        for _, change in sorted(events):
+            held += change
+            peak = max(peak, held)
+        peaks.append(peak + sum(int(pipeline.stages[s].param_bytes) for s in pipeline.device_stages(d)))
+    return peaks
+
+
+def _over_cap(peaks: Sequence[int], cap: Sequence[int]) -> str | None:
+    """None when every device's peak fits its cap, else the first device over it and by how much."""
+    for d, (peak, limit) in enumerate(zip(peaks, cap, strict=True)):
+        if peak > limit:
+            return f"device {d} holds {peak} bytes at its peak, {peak - limit} more than its memory cap {limit}"
+    return None
 
 
 def prepare_pipeline(pipeline: TrainingPipeline, memory_cap_bytes: int | Sequence[int] | None = None, *,
@@ -650,8 +660,8 @@ def prepare_pipeline(pipeline: TrainingPipeline, memory_cap_bytes: int | Sequenc
         # nothing better, and its hint: one over a cap would come back over it (nothing else checks memory), and
         # CP-SAT 9.15 has aborted the process on such a hint ("Check failed: heuristics.fixed_search != nullptr",
         # GPT-2 export at p = 8, cap 1.1x DualPipe's peak, hint 1.41x).  So it is dropped, and the reason kept.
-        probe = PipelineSetup(pipeline, tasks, device, cap, pairs, None, 0, 0, fifo)
-        rejected = probe.over_cap(_warm_times(tasks, pairs, warm))
+        times = _warm_times(tasks, pairs, warm)
+        rejected = _over_cap(_peak_bytes(pipeline, tasks, _ends(tasks, device, pairs, times), times), cap)
         if rejected is not None:
             log.warning("%s: the warm start was not used: %s", pipeline.name, rejected)
             warm = None

@@ -301,8 +301,9 @@ def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, 
                           fix="compare without --fb-overlap, or read the solver's bound")
     t0 = time.monotonic()
     caps = [int(cap_bytes)] * pipeline.num_devices if isinstance(cap_bytes, int) else [int(c) for c in cap_bytes]
-    relaxations, parts = _relaxations(pipeline, caps)
-    together = _relaxations(pipeline, caps, neighbour_pairs(pipeline))[0] if pairs else []
+    # one build for single devices and pairs: the unrolling, heads and tails are shared
+    sets = [(d,) for d in range(pipeline.num_devices)] + (list(neighbour_pairs(pipeline)) if pairs else [])
+    relaxations, parts = _relaxations(pipeline, caps, sets)
     plain = max(parts, default=0)
     bound, raised_by, complete = plain, None, True
     raised_devices: tuple[int, ...] = ()
@@ -322,8 +323,7 @@ def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, 
     distinct: list[_Relaxation] = []  # one relaxation per problem (DualPipe's mirrored devices once)
     seen: set[tuple] = set()
     # single devices first (each is quick), then pairs; each by its largest device-bound term
-    for r in [*sorted(relaxations, key=lambda x: -parts[x.device]),
-              *sorted(together, key=lambda x: -max(parts[d] for d in x.devices))]:
+    for r in sorted(relaxations, key=lambda x: (len(x.devices), -max(parts[d] for d in x.devices))):
         sig = r.signature()
         if sig not in seen:
             seen.add(sig)
