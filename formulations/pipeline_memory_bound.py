@@ -36,9 +36,10 @@ of it, so the argument above holds.  Measured (a `/tmp` scratch call of `memory_
 p = 8, DualPipe's placement, the cut `refine_cut(score="bound")` finds, cap = DualPipe's peak): every device
 alone fits by half DualPipe's bubble (3724.608 us); devices 3 and 4 together do not (11.8 s).
 
-Search. Devices in decreasing order of their device-bound term (the larger of their two streams'), then the pairs
-(by their larger term; `pairs=False`: none), skipping a relaxation that is the same problem as one searched
-(DualPipe's mirrored devices and mirrored pairs). First
+Search. Single devices, then the pairs (`pairs=False`: none); within each, those holding more of the caller's
+`first_devices` first (where memory binds in the caller's schedule), then in decreasing order of their device-bound
+term (the larger of their streams'); a relaxation that is the same problem as one searched is skipped (DualPipe's
+mirrored devices and mirrored pairs). First
 `first_ticks` (makespans the caller wants decided, e.g. the one at which the bubble is half DualPipe's), largest
 first, each asked of every relaxation in turn until one proves it (`first_probe_s` per probe, longer than a search
 probe: the preset at p = 8 needs 46-63 s on device 3, and with a search probe's 60 s the bench of 2026-12-03 missed
@@ -73,8 +74,9 @@ F, B, W = ActionKind.F, ActionKind.B, ActionKind.W
 PROBE_S = 60.0  # CP-SAT's time for one probe (the preset at p = 8 proved its probes in 8-50 s on 2 shared vCPUs)
 # CP-SAT's time for a probe at one of the caller's first ticks (the question the bound is asked for: the preset at
 # p = 8 proved device 3 infeasible at its half-bubble makespan in 46 s and in 63 s, two runs; the 60 s of a search
-# probe missed it once, in the bench of 2026-12-03)
-FIRST_PROBE_S = 150.0
+# probe missed it once, in the bench of 2026-12-03; GPT-2's export at p = 8 proved its pair at the cap, devices 1 and
+# 2, in 207 s and 226 s, two scratch runs, where 150 s left it unknown in the bench)
+FIRST_PROBE_S = 300.0
 RESOLUTION = 0.001  # a device's binary search stops when its interval is within this share of the bound
 
 
@@ -290,12 +292,15 @@ def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int],
 def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, upper_tick: int,
                  time_limit_s: float, first_ticks: Sequence[int] = (), probe_s: float = PROBE_S,
                  first_probe_s: float = FIRST_PROBE_S, threads: int = 8,
-                 progress: Callable[[str], None] | None = None, pairs: bool = True) -> MemoryBound:
+                 progress: Callable[[str], None] | None = None, pairs: bool = True,
+                 first_devices: Sequence[int] = ()) -> MemoryBound:
     """The bound of the module docstring for `pipeline` under `cap_bytes` (per device, or one for all), searched
     within `time_limit_s`; `upper_tick`: the makespan of a schedule of the pipeline within the cap; `first_ticks`:
     makespans probed first, on every device before any binary search, `first_probe_s` each (`probe_s` for the
     search's probes); `progress` gets a line per probe; `pairs`: after the single devices, the neighbour pairs
-    (`neighbour_pairs`) too, in every step of the search."""
+    (`neighbour_pairs`) too, in every step of the search; `first_devices`: devices where memory is known to bind
+    (plan-compare passes the devices its schedule holds at the cap): among single devices, and among pairs, the
+    relaxations holding more of them are asked first."""
     if pipeline.pairs_gain:
         raise OpplanError("the memory bound does not hold for a pipeline whose overlapped pairs gain",
                           fix="compare without --fb-overlap, or read the solver's bound")
@@ -322,8 +327,12 @@ def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, 
 
     distinct: list[_Relaxation] = []  # one relaxation per problem (DualPipe's mirrored devices once)
     seen: set[tuple] = set()
-    # single devices first (each is quick), then pairs; each by its largest device-bound term
-    for r in sorted(relaxations, key=lambda x: (len(x.devices), -max(parts[d] for d in x.devices))):
+    # single devices first (each is quick), then pairs; each by how many of `first_devices` it holds (a relaxation
+    # can rise above the device bound only where memory binds: on GPT-2's export at p = 8 the pair at the cap is
+    # proven in 226 s, while a pair away from it stayed unknown after 300 s), then by its largest device-bound term
+    binding = set(first_devices)
+    for r in sorted(relaxations, key=lambda x: (len(x.devices), -len(binding.intersection(x.devices)),
+                                                -max(parts[d] for d in x.devices))):
         sig = r.signature()
         if sig not in seen:
             seen.add(sig)

@@ -46,6 +46,23 @@ def test_the_note_says_which_device_rules_out_half_the_bubble() -> None:
     assert note["half_bubble_reached"] is False
 
 
+
+def test_the_devices_at_the_cap_are_asked_first() -> None:
+    # the same row, its schedule holding device 0 at the cap (compare notes it before the bound): device 0 is asked
+    # first and settles the question alone
+    c = StageCost(1, 1, 1, activation_bytes=10)
+    pipe = TrainingPipeline((c, c), 4, 2, (0, 1), ((0, 1),))
+    solved = solve_pipeline(pipe, 10, fifo=False, time_limit_s=30)
+    fig = figures(pipe, solved.timeline)
+    dualpipe = dataclasses.replace(fig, bubble_tick=20)
+    row = CompareRow("opplan", pipe, None, solved.timeline, fig,
+                     notes={"status": PlanStatus.FEASIBLE, "bound_tick": 13, "bound_units": 13, "gap": 0.35,
+                            "devices_at_cap": (0,)})
+    note_memory_bound(row, dualpipe, 10, Scales(1, 1), time_s=60)
+    note = row.notes["memory_bound"]
+    assert isinstance(note, dict)
+    assert note["half_bubble_answers"] == "d0 infeasible" and note["bound_tick"] == 20
+
 def test_a_row_that_reaches_half_the_bubble_says_so() -> None:
     # the same pipeline with a cap that binds nothing: the device bound 13 is optimal, below the half-bubble
     # makespan 17 (DualPipe's bubble taken as 20 again, the same work 24), so nothing is probed at it

@@ -131,6 +131,16 @@ def test_first_ticks_are_probed_first() -> None:
     assert got.bound_tick == 20 and got.device == 0 and got.complete
 
 
+
+def test_first_devices_are_asked_before_the_device_bound_order() -> None:
+    # the same question with device 0 named as where memory binds (plan-compare passes the devices its schedule holds
+    # at the cap): device 0 is asked first and settles 17 with one probe; device 1's relaxation is never asked it
+    pipe = _one_in_flight()
+    got = memory_bound(pipe, 10, upper_tick=40, time_limit_s=30, first_ticks=(17,), first_devices=(0,))
+    assert [(x.device, x.makespan_tick, x.status) for x in got.probes if x.makespan_tick == 17] == [
+        (0, 17, "infeasible")]
+    assert got.bound_tick == 20 and got.device == 0 and got.complete
+
 def test_pairs_that_gain_are_refused() -> None:
     c = StageCost(2, 2, 1, activation_bytes=10)
     pipe = TrainingPipeline((c, c), 2, 2, (0, 1), ((0, 1),), fb_overlap=0.5)

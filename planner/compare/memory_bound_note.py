@@ -1,8 +1,9 @@
 """The planned row's memory bound (`formulations.pipeline_memory_bound`) in `plan-compare`: after the solves, when
 the row is not proven optimal, search each device's relaxation with the cap, then each pair of neighbouring
 devices, for a higher bound, asking first whether any schedule can reach half of DualPipe's bubble (issue 11's
-target), and raise the row's bound and gap when it proves more than the solver did.  Outside the row's time
-limit, as the bound over every cut is, with its own (`MEMORY_BOUND_S`, ``plan-compare --bound-time``)."""
+target; the devices the row's schedule holds at the cap are asked first, where memory binds), and raise the row's
+bound and gap when it proves more than the solver did.  Outside the row's time limit, as the bound over every cut
+is, with its own (`MEMORY_BOUND_S`, ``plan-compare --bound-time``)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def note_memory_bound(row: CompareRow, dualpipe: PipelineFigures | None, cap_byt
     half = None if dualpipe is None else half_bubble_tick(fig, dualpipe, pipe.num_devices)
     try:
         got = memory_bound(pipe, cap_bytes, upper_tick=fig.makespan_tick, time_limit_s=time_s,
-                           first_ticks=() if half is None else (half,), progress=progress)
+                           first_ticks=() if half is None else (half,), progress=progress,
+                           first_devices=tuple(row.notes.get("devices_at_cap") or ()))  # type: ignore[arg-type]
     except OpplanError as exc:
         row.notes["memory_bound"] = {"skipped": " ".join(str(exc).split())}
         return
