@@ -401,7 +401,8 @@ def _memory_bound_text(note: object, time_unit: str) -> str:
            f"device {note['device']}'s" if note["device"] is not None else "no device's")
     text = (f", memory bound {_figure(float(note['bound_units']))} {time_unit} ({who} relaxation with the cap "
             f"raised it; {note['probes']} probes, {float(note['seconds']):.0f} s"
-            + ("" if note["complete"] else ", stopped by its time limit") + ")")
+            # incomplete: the search's time ran out, or a probe's did (an unknown ends that relaxation's search)
+            + ("" if note["complete"] else ", not searched to the end: out of time") + ")")
     half = note.get("half_bubble_units")
     if isinstance(half, (int, float)):
         text += (f"; half DualPipe's bubble needs at most {_figure(float(half))} {time_unit}: "
