@@ -46,7 +46,6 @@ def test_the_note_says_which_device_rules_out_half_the_bubble() -> None:
     assert note["half_bubble_reached"] is False
 
 
-
 def test_the_devices_at_the_cap_are_asked_first() -> None:
     # the same row, its schedule holding device 0 at the cap (compare notes it before the bound): device 0 is asked
     # first and settles the question alone
@@ -62,6 +61,7 @@ def test_the_devices_at_the_cap_are_asked_first() -> None:
     note = row.notes["memory_bound"]
     assert isinstance(note, dict)
     assert note["half_bubble_answers"] == "d0 infeasible" and note["bound_tick"] == 20
+
 
 def test_a_row_that_reaches_half_the_bubble_says_so() -> None:
     # the same pipeline with a cap that binds nothing: the device bound 13 is optimal, below the half-bubble

@@ -131,7 +131,6 @@ def test_first_ticks_are_probed_first() -> None:
     assert got.bound_tick == 20 and got.device == 0 and got.complete
 
 
-
 def test_first_devices_are_asked_before_the_device_bound_order() -> None:
     # the same question with device 0 named as where memory binds (plan-compare passes the devices its schedule holds
     # at the cap): device 0 is asked first and settles 17 with one probe; device 1's relaxation is never asked it
@@ -140,6 +139,7 @@ def test_first_devices_are_asked_before_the_device_bound_order() -> None:
     assert [(x.device, x.makespan_tick, x.status) for x in got.probes if x.makespan_tick == 17] == [
         (0, 17, "infeasible")]
     assert got.bound_tick == 20 and got.device == 0 and got.complete
+
 
 def test_pairs_that_gain_are_refused() -> None:
     c = StageCost(2, 2, 1, activation_bytes=10)
