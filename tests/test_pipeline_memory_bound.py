@@ -6,6 +6,7 @@ that the cap keeps from overlapping the compute."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from formulations.backends import get_backend
 from formulations.model_api import UnsupportedConstraint
 from formulations.pipeline import pipeline_device_bound, solve_pipeline
-from formulations.pipeline_memory_bound import memory_bound, neighbour_pairs
+from formulations.pipeline_memory_bound import _relaxations, memory_bound, neighbour_pairs
 from planner.errors import OpplanError
 from planner.pipeline.unroll import StageCost, TrainingPipeline
 from planner.schedule.plan import PlanStatus
@@ -187,3 +188,20 @@ def test_mirrored_pairs_are_searched_once() -> None:
     got = memory_bound(pipe, 30, upper_tick=10_000, time_limit_s=60, first_ticks=(40,))
     pairs_asked = {x.devices for x in got.probes if len(x.devices) == 2}
     assert (1, 2) in pairs_asked and len(pairs_asked & {(0, 1), (2, 3)}) == 1
+
+
+def test_every_task_s_copies_start_in_micro_batch_order() -> None:
+    # the relaxation names micro-batches by the order their copies of each task start (module docstring): every task
+    # of every relaxation is in exactly one ordered list, of that task's copies for micro-batches 0, 1, ... in turn
+    c = StageCost(2, 2, 1, activation_bytes=10, a2a_tick=1)
+    pipe = TrainingPipeline((c,) * 8, 4, 4, (0, 1, 2, 3, 3, 2, 1, 0), ((0, 1, 2, 3), (4, 5, 6, 7)), comm_tick=1,
+                            comm_stream=True)
+    relaxations, _ = _relaxations(pipe, [60] * 4, [(1,), (1, 2)])
+    for r in relaxations:
+        listed = sorted(i for r_list in r.ranked for i in r_list)
+        assert listed == list(range(len(r.tasks)))
+        for r_list in r.ranked:
+            copies = [r.tasks[i] for i in r_list]
+            assert [t.action.microbatch for t in copies] == list(range(pipe.num_microbatches))
+            assert len({(dataclasses.replace(t.action, microbatch=0), t.duration, t.tail, t.device, t.on_comm)
+                         for t in copies}) == 1
