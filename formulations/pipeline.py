@@ -40,9 +40,16 @@ Constraints (family name, building function):
    its backward frees at the pair's end).
 4. ``makespan[t=..]`` (`_makespan`): C >= E_t for every task without successors.
 5. ``fifo[s=..,k=..,m=..]`` (`_fifo`, optional, on by default): on every stage, F's, B's and W's run in micro-batch
-   order: S_{k,m+1} >= E_{k,m}.  Micro-batches are identical, and every baseline keeps this order, so this keeps
-   the warm start while cutting the micro-batch permutations; the bound reported is then the bound *among
-   in-order schedules*.
+   order: S_{k,m+1} >= E_{k,m}.  Every baseline keeps this order, so this keeps the warm start while cutting the
+   micro-batch permutations.  Without candidate pairs it loses no schedule, so the bound holds for every order.
+   The micro-batches are identical and independent: the same tasks, durations and delays, and no edge joins two.
+   So from any schedule, give micro-batch k of each task (F, B, W of a stage, a send, an all-to-all) the k-th
+   smallest start among that task's copies (`formulations.pipeline_lns.renamed_in_order`).  Each stream runs the
+   same intervals (family 2).  Memory takes and frees the same bytes at the same ticks (family 3).  An edge's
+   S_v >= E_u + c_e, which holds for every micro-batch, holds between the sorted lists too: the k-th smallest S_v
+   is at least the k-th smallest E_u + c_e (family 1).  So the renamed schedule is in order, with the same
+   makespan.  Checked on random pipelines: the optimum is the same with and without family 5 (tests).  With
+   pairs (a pair joins two micro-batches) the bound is the bound *among in-order schedules*.
 6. Pairs (`_pairs`, only with P):
    ``pair_one[t=..]``: a_t + sum_{q : t in T_q} x_q = 1 — every half runs alone or in exactly one pair;
    ``alone[t=..]``: a_t => E_t = S_t + d_t;

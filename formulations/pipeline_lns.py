@@ -47,9 +47,11 @@ step stops at that proof, the secondary term within half a makespan tick's weigh
 cut by its time limit (`step_s`) without a gain; a kind's weight grows by one with each gain and decays by `DECAY`
 with each step without one.
 
-The bound.  Never from a step (a restricted model bounds nothing): the caller's — the full solve's, which with
-family 5 holds for in-order schedules — while the schedule stays in micro-batch order per stage, else the setup's
-trivial bound (device bound, critical path, work / devices: no order assumed).
+The bound.  Never from a step (a restricted model bounds nothing): the caller's, the full solve's.  Without
+candidate pairs it holds for every order (`formulations.pipeline`, family 5), and a schedule the search leaves out
+of micro-batch order is renamed into order (`renamed_in_order`: the same schedule).  With pairs, the full solve's
+bound holds only while the schedule stays in micro-batch order per stage, else the setup's trivial bound (device
+bound, critical path, work / devices: no order assumed).
 
 Deterministic for a seed as far as CP-SAT is: the draws are seeded, and each step's CP-SAT solve runs in the
 driver's deterministic mode with seed `seed + step`; a step cut by its wall-clock limit can still differ.
@@ -84,8 +86,8 @@ from formulations.pipeline import (
     finish_pipeline,
     prepare_pipeline,
 )
-from planner.pipeline.unroll import TrainingPipeline
-from planner.schedule.actions import ActionKind
+from planner.pipeline.unroll import AllToAll, TrainingPipeline
+from planner.schedule.actions import Action, ActionKind, OverlapAction
 from planner.schedule.plan import PlanStatus
 
 KINDS = ("window", "microbatches", "devices", "critical")
@@ -367,6 +369,26 @@ def in_order(setup: PipelineSetup, times: PipelineTimes) -> bool:
                for k in range(pl.num_microbatches - 1))
 
 
+def renamed_in_order(setup: PipelineSetup, times: PipelineTimes) -> PipelineTimes:
+    """`times` with its micro-batches renamed so that every task's copies start in micro-batch order (`in_order`
+    holds): micro-batch k of a task (F, B, W of a stage, a send, an all-to-all) gets the k-th smallest start among
+    that task's copies.  The same schedule under other names, for a pipeline without candidate pairs
+    (`formulations.pipeline`, family 5: why it is still a schedule, with the same makespan and memory); with pairs
+    (a pair joins two micro-batches) `times` comes back unchanged."""
+    if setup.pairs:
+        return times
+    copies: dict[Action | AllToAll, list[tuple[int, int]]] = {}  # task of micro-batch 0 -> (micro-batch, task)
+    for t, action in enumerate(setup.tasks.actions):
+        assert not isinstance(action, OverlapAction), "the split instance has no pairs"
+        copies.setdefault(dataclasses.replace(action, microbatch=0), []).append((action.microbatch, t))
+    start = list(times.start)
+    for listed in copies.values():
+        ticks = sorted(times.start[t] for _, t in listed)
+        for (_, t), tick in zip(sorted(listed), ticks, strict=True):
+            start[t] = tick
+    return PipelineTimes(tuple(start), times.pairs)
+
+
 def _nearest(pool: Sequence[int], start: Sequence[int], tick: int, size: int) -> set[int]:
     return set(sorted(pool, key=lambda t: (abs(start[t] - tick), t))[:size])
 
@@ -530,7 +552,8 @@ def solve_pipeline_lns(
     without a gain: small pipelines, where the full model was close) hands the time left back to the full model,
     solved again warm-started from the search's schedule, so that the split costs no proof the full budget would
     have given (the unit pipeline with pairs and all-to-alls at p = 4: optimal in the full 60 s, not in 30 s);
-    skipped when the search left micro-batch order (the full model keeps it). The bound is the larger of the full
+    a schedule the search left out of micro-batch order is first renamed into order (`renamed_in_order`), and the
+    second solve is skipped only where that cannot be done (pairs). The bound is the larger of the full
     solves' (module docstring, "The bound"; the trivial bound when no full solve ran); the `LnsResult` (None when
     the search did not run) says what the search and the second solve gained.  `progress` gets every step of the
     search, `full_progress` the full solves' solver progress (incumbent and bound in ticks, as they improve)."""
@@ -564,8 +587,13 @@ def solve_pipeline_lns(
         if lns.best_tick < setup.makespan_tick(times):
             to_best = began + lns.time_to_best_s
         times = lns.times
+        if fifo and not lns.in_order and not setup.pairs:
+            # the same schedule with micro-batches renamed: in order, so the full solve's bound holds for it and the
+            # second solve below can start from it (family 5 loses no schedule without pairs)
+            times = renamed_in_order(setup, times)
+            lns = dataclasses.replace(lns, times=times, in_order=True)
         if fifo and not lns.in_order:
-            bound = setup.trivial_tick  # the full solve's bound holds for in-order schedules only
+            bound = setup.trivial_tick  # with pairs, the full solve's bound holds for in-order schedules only
         left = time_limit_s - (time.monotonic() - t0)
         if left >= MIN_RESOLVE_S and lns.best_tick > bound and (lns.in_order or not fifo):
             again_t0 = time.monotonic()

@@ -10,6 +10,7 @@ import dataclasses
 import random
 
 import pytest
+from random_pipelines import random_cap, random_pipeline
 
 from formulations.backends import get_backend
 from formulations.model_api import UnsupportedConstraint
@@ -56,38 +57,11 @@ def test_the_communication_stream_is_a_second_machine() -> None:
     assert got.bound_tick == 21 and got.complete
 
 
-def _random_pipeline(rng: random.Random) -> TrainingPipeline:
-    shape = rng.choice(["fixed", "v", "two chains"])
-    p = 2
-    n = {"fixed": 2, "v": 4, "two chains": 4}[shape]
-    comm = rng.random() < 0.5
-    stages = tuple(StageCost(rng.randint(1, 3), rng.randint(1, 3), rng.randint(0, 2),
-                             activation_bytes=rng.randint(2, 6), param_bytes=rng.randint(0, 3),
-                             activation_freed_by_b_bytes=rng.randint(0, 2),
-                             a2a_tick=rng.randint(0, 2) if comm else 0) for _ in range(n))
-    if shape == "fixed":
-        std, chains, mb = (0, 1), ((0, 1),), rng.randint(2, 4)
-    elif shape == "v":
-        std, chains, mb = (0, 1, 1, 0), ((0, 1, 2, 3),), rng.randint(2, 3)
-    else:  # DualPipe's two directions
-        stages = stages[:2] + stages[:2]
-        std, chains, mb = (0, 1, 1, 0), ((0, 1), (2, 3)), rng.randint(2, 3)
-    return TrainingPipeline(stages, mb, p, std, chains, comm_tick=rng.randint(0, 2), name=shape, comm_stream=comm)
-
-
-def _random_cap(pipe: TrainingPipeline, rng: random.Random) -> int:
-    """A cap that fits one micro-batch on every device (its parameters and every activation of its stages) and
-    up to two more of the largest activation: often binding."""
-    need = max(sum(int(pipe.stages[s].param_bytes) + int(pipe.stages[s].activation_bytes)
-                   for s in pipe.device_stages(d)) for d in range(pipe.num_devices))
-    return need + max(int(s.activation_bytes) for s in pipe.stages) * rng.randint(0, 2)
-
-
 @pytest.mark.parametrize("seed", range(12))
 def test_never_above_a_schedule_of_the_full_model(seed: int) -> None:
     rng = random.Random(seed)
-    pipe = _random_pipeline(rng)
-    cap = _random_cap(pipe, rng)
+    pipe = random_pipeline(rng)
+    cap = random_cap(pipe, rng)
     full = solve_pipeline(pipe, cap, fifo=False, time_limit_s=20, threads=2)
     got = memory_bound(pipe, cap, upper_tick=full.timeline.makespan_tick, time_limit_s=60)
     assert got.device_bound_tick <= got.bound_tick <= full.timeline.makespan_tick
@@ -100,8 +74,8 @@ def test_the_bound_rises_above_the_device_bound_on_some_random_pipelines() -> No
     raised = 0
     for seed in range(12):
         rng = random.Random(seed)
-        pipe = _random_pipeline(rng)
-        cap = _random_cap(pipe, rng)
+        pipe = random_pipeline(rng)
+        cap = random_cap(pipe, rng)
         got = memory_bound(pipe, cap, upper_tick=10_000, time_limit_s=60)
         raised += got.bound_tick > got.device_bound_tick
     assert raised >= 3
@@ -169,8 +143,8 @@ def test_a_pair_proves_what_single_devices_cannot() -> None:
     # together (device 1 busy with its own stage while device 0's activations wait for its backward) do not, and
     # 40 is the full model's proven optimum, out of order allowed
     rng = random.Random(2)
-    pipe = _random_pipeline(rng)
-    cap = _random_cap(pipe, rng)
+    pipe = random_pipeline(rng)
+    cap = random_cap(pipe, rng)
     full = solve_pipeline(pipe, cap, fifo=False, time_limit_s=20, threads=2)
     assert full.status is PlanStatus.OPTIMAL and full.timeline.makespan_tick == 40
     alone = memory_bound(pipe, cap, upper_tick=40, time_limit_s=60, pairs=False)
