@@ -100,6 +100,7 @@ from formulations.placement import descendants
 from planner.cost.instance import SchedulingInstance
 from planner.errors import InfeasibleError, OpplanError
 from planner.pipeline.greedy import best_greedy
+from planner.pipeline.metrics import peak_level
 from planner.pipeline.unroll import (
     TrainingPipeline,
     Unrolled,
@@ -614,7 +615,7 @@ def _peak_bytes(pipeline: TrainingPipeline, tasks: Unrolled, ends: Sequence[int]
     until B's end, the rest until W's end; an interval [start, end) gives its memory back at its end tick)."""
     peaks = []
     for d in range(pipeline.num_devices):
-        events: list[tuple[int, int]] = []  # (tick, +bytes / -bytes): a release sorts before a take at one tick
+        events: list[tuple[int, int]] = []  # (tick, +bytes / -bytes)
         for s in pipeline.device_stages(d):
             cost = pipeline.stages[s]
             a_b = int(cost.activation_freed_by_b_bytes)
@@ -624,11 +625,7 @@ def _peak_bytes(pipeline: TrainingPipeline, tasks: Unrolled, ends: Sequence[int]
                                       (a_b, tasks.task(s, B, k))):
                     if demand > 0:
                         events += [(times.start[f], demand), (ends[until], -demand)]
-        held = peak = 0
-        for _, change in sorted(events):
-            held += change
-            peak = max(peak, held)
-        peaks.append(peak + sum(int(pipeline.stages[s].param_bytes) for s in pipeline.device_stages(d)))
+        peaks.append(peak_level(events) + sum(int(pipeline.stages[s].param_bytes) for s in pipeline.device_stages(d)))
     return peaks
 
 

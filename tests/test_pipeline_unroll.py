@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planner.errors import InputError
-from planner.pipeline.metrics import figures, pipeline_memory
+from planner.pipeline.metrics import figures, peak_level, pipeline_memory
 from planner.pipeline.unroll import (
     StageCost,
     TrainingPipeline,
@@ -95,6 +95,16 @@ def test_two_microbatches_in_flight_count_twice():
     sch = Schedule.build([["0F0", "0F1", "0B0", "0B1", "0W0", "0W1"]])
     tl = simulate_schedule(instance_for_schedule(pipe, sch), sch)
     assert pipeline_memory(pipe, tl)[0] == (2,)
+
+
+def test_a_free_and_a_take_at_one_tick_net_out_in_either_order():
+    # [0, 3) holds 5 and [3, 6) holds 4: the first gives its memory back at tick 3, so the peak is 5, not 9, in
+    # whichever order the events come
+    events = [(0, 5), (3, -5), (3, 4), (6, -4)]
+    assert peak_level(events) == 5
+    assert peak_level(reversed(events)) == 5
+    assert peak_level([(0, 5), (2, 4), (3, -5), (6, -4)]) == 9  # overlapping on [2, 3): both held
+    assert peak_level([]) == 0
 
 
 def test_bad_inputs_are_input_errors():

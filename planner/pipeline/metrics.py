@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from planner.pipeline.unroll import TrainingPipeline, action_of
@@ -77,17 +78,26 @@ def activation_events(pipeline: TrainingPipeline, timeline: Timeline) -> tuple[d
 def pipeline_memory(pipeline: TrainingPipeline, timeline: Timeline) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(peak activation bytes per device, parameter bytes per device) under the pipeline accounting."""
     stage_dev, events = activation_events(pipeline, timeline)
-    per_dev: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    per_dev: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for d, t, b in events:
-        per_dev[d][t] += b
-    peaks = []
-    for d in range(pipeline.num_devices):
-        level = peak = 0
-        for t in sorted(per_dev[d]):  # frees and allocations at the same tick net out (half-open intervals)
-            level += per_dev[d][t]
-            peak = max(peak, level)
-        peaks.append(peak)
-    return tuple(peaks), tuple(device_params(pipeline, stage_dev))
+        per_dev[d].append((t, b))
+    return (tuple(peak_level(per_dev[d]) for d in range(pipeline.num_devices)),
+            tuple(device_params(pipeline, stage_dev)))
+
+
+def peak_level(events: Iterable[tuple[int, int]]) -> int:
+    """The highest running sum of (tick, +/- bytes) events, 0 at least.  Frees and allocations at the same tick net
+    out before the level is read (an interval [start, end) gives its memory back at its end tick, so a stage that
+    frees at t and one that takes at t never hold both).  The one place this rule lives: the simulator's figures
+    (`pipeline_memory`) and the formulation's cap check (`formulations.pipeline`) both read peaks through it."""
+    per_tick: dict[int, int] = defaultdict(int)
+    for tick, change in events:
+        per_tick[tick] += change
+    level = peak = 0
+    for tick in sorted(per_tick):
+        level += per_tick[tick]
+        peak = max(peak, level)
+    return peak
 
 
 def figures(pipeline: TrainingPipeline, timeline: Timeline) -> PipelineFigures:
