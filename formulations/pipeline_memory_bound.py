@@ -302,14 +302,15 @@ def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, 
                  time_limit_s: float, first_ticks: Sequence[int] = (), probe_s: float = PROBE_S,
                  first_probe_s: float = FIRST_PROBE_S, threads: int = 8,
                  progress: Callable[[str], None] | None = None, pairs: bool = True,
-                 first_devices: Sequence[int] = ()) -> MemoryBound:
+                 first_devices: Sequence[int] = (), search: bool = True) -> MemoryBound:
     """The bound of the module docstring for `pipeline` under `cap_bytes` (per device, or one for all), searched
     within `time_limit_s`; `upper_tick`: the makespan of a schedule of the pipeline within the cap; `first_ticks`:
     makespans probed first, on every device before any binary search, `first_probe_s` each (`probe_s` for the
     search's probes); `progress` gets a line per probe; `pairs`: after the single devices, the neighbour pairs
     (`neighbour_pairs`) too, in every step of the search; `first_devices`: devices where memory is known to bind
     (plan-compare passes the devices its schedule holds at the cap): among single devices, and among pairs, the
-    relaxations holding more of them are asked first."""
+    relaxations holding more of them are asked first; `search` False: only the `first_ticks` are asked, no binary
+    search follows (`complete` False), for a caller that wants one question answered on many pipelines."""
     if pipeline.pairs_gain:
         raise OpplanError("the memory bound does not hold for a pipeline whose overlapped pairs gain",
                           fix="compare without --fb-overlap, or read the solver's bound")
@@ -361,6 +362,8 @@ def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, 
                 break
             if status == "feasible":
                 feasible_at[r.devices] = tick
+    if not search:
+        return MemoryBound(bound, plain, raised_by, tuple(probes), False, time.monotonic() - t0, raised_devices)
     for r in distinct:
         if time.monotonic() - t0 >= time_limit_s:
             complete = False

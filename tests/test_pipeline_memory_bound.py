@@ -106,6 +106,15 @@ def test_first_ticks_are_probed_first() -> None:
     assert got.bound_tick == 20 and got.device == 0 and got.complete
 
 
+def test_without_search_only_the_first_ticks_are_asked() -> None:
+    # the question of test_first_ticks_are_probed_first, answered the same way, and then nothing more: the search
+    # would ask device 1 13 next and raise the bound to 20
+    pipe = _one_in_flight()
+    got = memory_bound(pipe, 10, upper_tick=40, time_limit_s=30, first_ticks=(17,), search=False)
+    assert [(x.device, x.makespan_tick, x.status) for x in got.probes] == [(1, 17, "feasible"), (0, 17, "infeasible")]
+    assert got.bound_tick == 18 and got.device == 0 and not got.complete
+
+
 def test_first_devices_are_asked_before_the_device_bound_order() -> None:
     # the same question with device 0 named as where memory binds (plan-compare passes the devices its schedule holds
     # at the cap): device 0 is asked first and settles 17 with one probe; device 1's relaxation is never asked it
