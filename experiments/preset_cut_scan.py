@@ -6,9 +6,10 @@ minimises the largest piece's F + B + W) is what DualPipe and the planned row ru
 scan asks the same question of the cuts next to it: every cut that moves one boundary between two pieces by 1 ..
 `radius` units (an attention or an FFN half-layer), the other boundaries kept, no piece empty.
 
-Per cut, on DualPipe's placement (the one the planned row takes at p = 8), under the cap of the question (DualPipe's
-peak memory on the preset's own cut) and against its target (the largest makespan at which the cut's total bubble is
-at most half DualPipe's on the preset's own cut; each cut's own work, which its rounding moves by a few ticks):
+Per cut, on DualPipe's placement (the one the planned row takes at p = 8; its p stages, `PresetCosts.stage_units`),
+under the cap of the question (DualPipe's peak memory on the preset's own cut) and against its target (the largest
+makespan at which the cut's total bubble is at most half DualPipe's on the preset's own cut; each cut's own work,
+which its rounding moves by a few ticks):
 
 * ``list``: the list schedule's makespan (`planner.pipeline.stream_greedy.best_stream_list`): a schedule of that cut
   within the cap, so the question is settled ("reached") when it is at most the target;
@@ -18,9 +19,10 @@ at most half DualPipe's on the preset's own cut; each cut's own work, which its 
   answer.  Single devices only, in `memory_bound`'s order, `probe_s` each, stopping at the first proof
   (`memory_bound(search=False)`).
 
-Only DualPipe's placement: the V's bound on the preset's cut at p = 8 is 2859 ms, above the 2818 ms target (README,
-"Benchmarks"), but on other cuts it is not asked here.  Cuts further away than `radius` are not asked either, so
-"every cut here is out of reach" is a statement about this neighbourhood, not about every cut.
+`placement` "v": the same for the planned V (`opplan-v`: 2p chunks, `PresetCosts.chunk_units`, its cut moved
+instead).  The two placements the planned row chooses between; not the others (a plain chain of p stages).  Cuts
+further away than `radius` are not asked, so "every cut here is out of reach" is a statement about this
+neighbourhood, not about every cut.
 
 Run: ``python -m experiments.preset_cut_scan --stages 8 --microbatches 20`` (writes
 bench/results/preset_cut_scan.csv; about 5 minutes at p = 8 on the 2-vCPU machine).
@@ -86,12 +88,16 @@ def target_tick(pipe: TrainingPipeline, dualpipe_bubble_tick: int) -> int:
     return (dualpipe_bubble_tick + 2 * work_tick(pipe)) // (2 * pipe.num_devices)
 
 
+PLACEMENTS = {"dualpipe": ("dualpipe", "stage_units"), "v": ("opplan-v", "chunk_units")}  # pipeline name, cut
+
+
 def ask_cut(costs: PresetCosts, cut: tuple[tuple[int, ...], ...], p: int, m: int, cap_bytes: int,
-            dualpipe_bubble_tick: int, probe_s: float = PROBE_S) -> CutAnswer:
-    """The row of `cut` (module docstring)."""
+            dualpipe_bubble_tick: int, probe_s: float = PROBE_S, placement: str = "dualpipe") -> CutAnswer:
+    """The row of `cut` (module docstring) on `placement` (a key of `PLACEMENTS`)."""
     began = time.monotonic()
-    at = dataclasses.replace(costs, stage_units=cut)
-    pipe = at.pipeline("dualpipe", p, m)
+    name, field = PLACEMENTS[placement]
+    at = dataclasses.replace(costs, **{field: cut})
+    pipe = at.pipeline(name, p, m)
     target = target_tick(pipe, dualpipe_bubble_tick)
     listed = best_stream_list(pipe, [cap_bytes] * p)
     upper = listed[1] if listed is not None else 2 ** 62
@@ -112,15 +118,16 @@ def ask_cut(costs: PresetCosts, cut: tuple[tuple[int, ...], ...], p: int, m: int
 
 
 def scan(p: int, m: int, radius: int = 1, probe_s: float = PROBE_S, num_layers: int | None = None,
-         ) -> tuple[PresetCosts, list[CutAnswer]]:
-    """(the preset's costs, the rows): the preset's own cut first, then `neighbour_cuts`."""
+         placement: str = "dualpipe") -> tuple[PresetCosts, list[CutAnswer]]:
+    """(the preset's costs, the rows): the preset's own cut of `placement` first, then `neighbour_cuts`."""
     costs = preset_costs("deepseek-v3", load_topology(HW), p, num_layers=num_layers)
     dualpipe = simulate_baseline("dualpipe", p, m, costs, scales_of(costs))
     assert dualpipe.figures is not None
     cap = dualpipe.figures.max_peak_memory_bytes
     rows = []
-    for cut in (tuple(costs.stage_units), *neighbour_cuts(costs.stage_units, radius)):
-        r = ask_cut(costs, cut, p, m, cap, dualpipe.figures.bubble_tick, probe_s)
+    own = getattr(costs, PLACEMENTS[placement][1])
+    for cut in (tuple(own), *neighbour_cuts(own, radius)):
+        r = ask_cut(costs, cut, p, m, cap, dualpipe.figures.bubble_tick, probe_s, placement)
         rows.append(r)
         listed = f"{r.list_makespan:.1f}" if r.list_makespan is not None else "none"
         print(f"{r.layers:28s} list {listed:>8s}  device bound {r.device_bound:8.1f}  target {r.target:.2f}  "
@@ -135,9 +142,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--radius", type=int, default=1, help="units a boundary moves, at most")
     ap.add_argument("--probe-s", type=float, default=PROBE_S, help="seconds per device relaxation")
     ap.add_argument("--layers", type=int, default=None, help="layers of the preset (default: the published 61)")
+    ap.add_argument("--placement", choices=sorted(PLACEMENTS), default="dualpipe",
+                    help="dualpipe: its p stages' cut; v: the planned V's 2p chunks' cut")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    costs, rows = scan(args.stages, args.microbatches, args.radius, args.probe_s, args.layers)
+    costs, rows = scan(args.stages, args.microbatches, args.radius, args.probe_s, args.layers, args.placement)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as f:
         w = csv.writer(f)

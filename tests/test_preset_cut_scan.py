@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from experiments.preset_cut_scan import neighbour_cuts, scan, target_tick, work_tick
 from planner.compare.memory_bound_note import half_bubble_tick
 from planner.compare.pipelines import scales_of, simulate_baseline
@@ -26,10 +28,12 @@ def test_the_target_on_the_preset_s_own_cut_is_the_half_bubble_makespan() -> Non
     assert target_tick(dualpipe.pipeline, fig.bubble_tick) == half_bubble_tick(fig, fig, 4)
 
 
-def test_every_answer_agrees_with_the_cut_s_figures() -> None:
-    costs, rows = scan(4, 8, radius=1, probe_s=5.0, num_layers=8)
-    assert rows[0].layers == costs.layers_per_piece(costs.stage_units)  # the preset's own cut first
-    assert len(rows) == 1 + len(list(neighbour_cuts(costs.stage_units, 1)))
+@pytest.mark.parametrize(("placement", "field"), [("dualpipe", "stage_units"), ("v", "chunk_units")])
+def test_every_answer_agrees_with_the_cut_s_figures(placement: str, field: str) -> None:
+    costs, rows = scan(4, 8, radius=1, probe_s=5.0, num_layers=8, placement=placement)
+    own = getattr(costs, field)
+    assert rows[0].layers == costs.layers_per_piece(own)  # the preset's own cut first
+    assert len(rows) == 1 + len(list(neighbour_cuts(own, 1)))
     assert len({r.layers for r in rows}) == len(rows)
     for r in rows:
         assert r.list_makespan is not None and r.device_bound <= r.list_makespan
