@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from formulations.pipeline_memory_bound import memory_bound
+from planner.compare.memory_bound_note import half_bubble_tick_of_work
 from planner.compare.pipelines import scales_of, simulate_baseline
 from planner.compare.presets import PresetCosts, preset_costs
 from planner.ir.hardware import load_topology
@@ -83,9 +84,9 @@ def work_tick(pipe: TrainingPipeline) -> int:
 
 
 def target_tick(pipe: TrainingPipeline, dualpipe_bubble_tick: int) -> int:
-    """The largest makespan at which a schedule of `pipe` has at most `dualpipe_bubble_tick` / 2 of bubble
-    (`memory_bound_note.half_bubble_tick` with `pipe`'s own work)."""
-    return (dualpipe_bubble_tick + 2 * work_tick(pipe)) // (2 * pipe.num_devices)
+    """The largest makespan at which a schedule of `pipe` has at most `dualpipe_bubble_tick` / 2 of bubble, with
+    `pipe`'s own work."""
+    return half_bubble_tick_of_work(work_tick(pipe), dualpipe_bubble_tick, pipe.num_devices)
 
 
 PLACEMENTS = {"dualpipe": ("dualpipe", "stage_units"), "v": ("opplan-v", "chunk_units")}  # pipeline name, cut

@@ -19,17 +19,23 @@ from planner.schedule.plan import PlanStatus
 if TYPE_CHECKING:
     from planner.compare.pipelines import CompareRow
 
-__all__ = ["MEMORY_BOUND_S", "half_bubble_tick", "note_memory_bound"]
+__all__ = ["MEMORY_BOUND_S", "half_bubble_tick", "half_bubble_tick_of_work", "note_memory_bound"]
 
 MEMORY_BOUND_S = 120.0  # plan-compare's default time for the memory bound (the preset at p = 8 needed 171 s, loaded)
 
 
 def half_bubble_tick(row_figures: PipelineFigures, dualpipe: PipelineFigures, num_devices: int) -> int:
-    """The largest makespan at which a schedule of the row's pipeline has at most half DualPipe's bubble: the
-    bubble is p x makespan - work (every compute stream idles from 0 to the makespan but for its work), so
-    2 (p M - work) <= DualPipe's bubble."""
+    """The largest makespan at which a schedule of the row's pipeline has at most half DualPipe's bubble
+    (`half_bubble_tick_of_work`, with the row's work: p x makespan - bubble)."""
     work = num_devices * row_figures.makespan_tick - row_figures.bubble_tick
-    return (dualpipe.bubble_tick + 2 * work) // (2 * num_devices)
+    return half_bubble_tick_of_work(work, dualpipe.bubble_tick, num_devices)
+
+
+def half_bubble_tick_of_work(work_tick: int, dualpipe_bubble_tick: int, num_devices: int) -> int:
+    """The largest makespan M at which a pipeline with `work_tick` of compute on `num_devices` devices has at most
+    half of `dualpipe_bubble_tick` as bubble: the bubble is p x M - work (every compute stream idles from 0 to the
+    makespan but for its work), so 2 (p M - work) <= DualPipe's bubble."""
+    return (dualpipe_bubble_tick + 2 * work_tick) // (2 * num_devices)
 
 
 def note_memory_bound(row: CompareRow, dualpipe: PipelineFigures | None, cap_bytes: int | None, scales: Scales,
