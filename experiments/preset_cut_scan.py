@@ -42,6 +42,7 @@ from formulations.pipeline_memory_bound import memory_bound
 from planner.compare.memory_bound_note import half_bubble_tick_of_work
 from planner.compare.pipelines import scales_of, simulate_baseline
 from planner.compare.presets import PresetCosts, preset_costs
+from planner.errors import OpplanError
 from planner.ir.hardware import load_topology
 from planner.pipeline.stream_greedy import best_stream_list
 from planner.pipeline.unroll import TrainingPipeline
@@ -147,7 +148,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="dualpipe: its p stages' cut; v: the planned V's 2p chunks' cut")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    costs, rows = scan(args.stages, args.microbatches, args.radius, args.probe_s, args.layers, args.placement)
+    for flag, value, least in (("--stages", args.stages, 2), ("--microbatches", args.microbatches, 2),
+                               ("--radius", args.radius, 1)):
+        if value < least:
+            raise SystemExit(f"error: {flag} must be >= {least}, got {value}")
+    if args.probe_s <= 0:
+        raise SystemExit(f"error: --probe-s must be > 0, got {args.probe_s}")
+    try:
+        costs, rows = scan(args.stages, args.microbatches, args.radius, args.probe_s, args.layers, args.placement)
+    except OpplanError as exc:  # a preset or pipeline size it cannot price: one line, no traceback
+        raise SystemExit(f"error: {exc}") from None
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as f:
         w = csv.writer(f)

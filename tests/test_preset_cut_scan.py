@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.preset_cut_scan import neighbour_cuts, scan, target_tick, work_tick
+from experiments.preset_cut_scan import main, neighbour_cuts, scan, target_tick, work_tick
 from planner.compare.memory_bound_note import half_bubble_tick
 from planner.compare.pipelines import scales_of, simulate_baseline
 from planner.compare.presets import preset_costs
@@ -45,3 +45,12 @@ def test_every_answer_agrees_with_the_cut_s_figures(placement: str, field: str) 
             assert r.list_makespan > r.target >= r.device_bound
             assert r.answer.startswith("open (") or r.answer.endswith(" infeasible")
     assert any(r.answer == "device bound above" for r in rows)  # some moves load a device past the target
+
+
+@pytest.mark.parametrize("argv", [["--layers", "0"], ["--radius", "0"], ["--stages", "0"], ["--probe-s", "0"]])
+def test_bad_sizes_are_one_line_errors(argv: list[str], tmp_path) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--out", str(tmp_path / "scan.csv")])
+    assert str(exc.value).startswith(f"error: {argv[0]} must be")  # names the flag
+    assert "\n" not in str(exc.value)
+    assert not (tmp_path / "scan.csv").exists()
