@@ -30,6 +30,18 @@ way back, and idles.  This module proves that idle time by relaxing the whole pi
 * d's memory exactly as the pipeline formulation counts it (family 3): activations taken at F's start, the part
   B frees at B's end and the rest at W's end, beside d's parameters, within the cap.
 
+**Memory upstream and downstream.**  The other devices' streams are unlimited, but their memory still paces the
+micro-batches the relaxed device sees.  In an in-order schedule within the caps, stage v holds a micro-batch's
+whole activation a_v from F's start to B's end, so at most A_v = floor(room / a_v) micro-batches (room: its
+device's cap less the parameters of every stage there) are between those two events; with B's in order, F(v, k)
+starts no earlier than B(v, k - A_v) ends, which is at least F(v, k - A_v)'s start + L_v (one micro-batch's path
+from F(v)'s start to B(v)'s end).  With F's in order on v's stream and the paths between stages, this gives a
+lower bound on every F(v, k)'s start (`_StageMemoryLimits.first`), and the same argument in reverse time a lower
+bound on the time from F(v, k)'s start, and from B(v, k)'s end, to the makespan; each relaxed task takes the
+largest release and tail these imply through the paths to and from it.  At p = 16 on the preset the first stage
+holds 21 micro-batches and one round trip is 1825 ms, so dir 1's micro-batch 21 cannot start before 1.83 s
+(measured: no decided answer changed on the bench's rows; two of the tests' 24 random pipelines gain a tick).
+
 Every schedule of the pipeline within the cap is a schedule of each device's relaxation with the same makespan.
 So when CP-SAT proves that a device's relaxation has no schedule ending by C, no schedule of the pipeline ends by
 C: the bound is C + 1.  No micro-batch order is assumed (the bound holds for out-of-order schedules too).
@@ -72,7 +84,7 @@ from formulations.backends import get_backend
 from formulations.model_api import SolveParams, SolveStatus, interval
 from formulations.pipeline import device_bound_parts, device_of, heads_and_tails
 from planner.errors import OpplanError
-from planner.pipeline.unroll import AllToAll, TrainingPipeline, unroll_actions
+from planner.pipeline.unroll import AllToAll, TrainingPipeline, Unrolled, unroll_actions
 from planner.schedule.actions import Action, ActionKind
 
 __all__ = ["FIRST_PROBE_S", "MemoryBound", "Probe", "memory_bound", "neighbour_pairs", "PROBE_S", "RESOLUTION"]
@@ -214,6 +226,101 @@ def neighbour_pairs(pipeline: TrainingPipeline) -> list[tuple[int, int]]:
                    for s, t in zip(chain, chain[1:], strict=False) if std[s] != std[t]})
 
 
+class _StageMemoryLimits:
+    """Every stage's memory, seen from another device (module docstring, "Memory upstream and downstream"): per
+    stage v and micro-batch k, `first[v][k]` <= the start of F(v, k), `after_f[v][k]` <= the makespan less that
+    start and `after_b[v][k]` <= the makespan less the end of B(v, k), in every in-order schedule within the caps."""
+
+    def __init__(self, pipeline: TrainingPipeline, un: Unrolled, dur: Sequence[int], head: Sequence[int],
+                 tail: Sequence[int], caps: Sequence[int], longest_from: Callable[[int], dict[int, int]],
+                 rank: dict[int, int]) -> None:
+        m, n_st = pipeline.num_microbatches, pipeline.num_stages
+        self.longest_from, self.dur = longest_from, dur
+        self._into: dict[int, list[tuple[int, int]]] = {}  # task -> (stage, lag from F(stage)'s start)
+        self._out: dict[int, tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
+        self.f = [un.task(s, F, 0) for s in range(n_st)]
+        # stage -> its B of micro-batch 0 (absent: a fused backward, no B alone)
+        self.b = {s: un.index[Action(s, B, 0)] for s in range(n_st) if Action(s, B, 0) in un.index}
+        held: list[int | None] = []  # A_v: micro-batches of stage v that fit between F's start and B's end
+        trip: list[int] = []  # L_v: one micro-batch's path from F(v)'s start to B(v)'s end
+        for s in range(n_st):
+            d = pipeline.stage_to_device[s] if pipeline.stage_to_device else 0
+            room = int(caps[d]) - sum(int(pipeline.stages[x].param_bytes) for x in pipeline.device_stages(d))
+            act = int(pipeline.stages[s].activation_bytes)
+            b = self.b.get(s, -1)
+            ok = act > 0 and b in longest_from(self.f[s])
+            held.append(max(1, room // act) if ok else None)
+            trip.append(dur[self.f[s]] + longest_from(self.f[s])[b] + dur[b] if ok else 0)
+        by_f = sorted(range(n_st), key=lambda s: rank[self.f[s]])
+        self.first = [[0] * m for _ in range(n_st)]
+        for k in range(m):
+            for v in by_f:
+                x = head[self.f[v]]
+                if k > 0:  # the stage's forwards, in order on one stream
+                    x = max(x, self.first[v][k - 1] + dur[self.f[v]])
+                a = held[v]
+                if a is not None and k >= a:  # F(v, k) waits for B(v, k - A_v) to free its activation
+                    x = max(x, self.first[v][k - a] + trip[v])
+                for u in by_f:
+                    if u == v or rank[self.f[u]] >= rank[self.f[v]]:
+                        continue
+                    path = longest_from(self.f[u]).get(self.f[v])
+                    if path is not None:
+                        x = max(x, self.first[u][k] + dur[self.f[u]] + path)
+                self.first[v][k] = x
+        # the same in reverse time
+        self.after_f = [[0] * m for _ in range(n_st)]
+        self.after_b = [[0] * m for _ in range(n_st)]
+        with_b = sorted(self.b, key=lambda s: -rank[self.b[s]])
+        for k in range(m - 1, -1, -1):
+            for w in with_b:
+                bw = self.b[w]
+                x = tail[bw]
+                if k + 1 < m:  # the stage's B's, in order on one stream
+                    x = max(x, self.after_b[w][k + 1] + dur[bw])
+                a = held[w]
+                if a is not None and k + a < m:  # B(w, k) ends by F(w, k + A_w)'s start
+                    x = max(x, self.after_f[w][k + a])
+                for w2 in with_b:
+                    path = longest_from(bw).get(self.b[w2]) if w2 != w else None
+                    if path is not None:
+                        x = max(x, path + dur[self.b[w2]] + self.after_b[w2][k])
+                self.after_b[w][k] = x
+            for v in reversed(by_f):
+                fv = self.f[v]
+                x = dur[fv] + tail[fv]
+                if k + 1 < m:
+                    x = max(x, self.after_f[v][k + 1] + dur[fv])
+                reach = longest_from(fv)
+                for v2 in range(n_st):
+                    if v2 != v and self.f[v2] in reach:
+                        x = max(x, dur[fv] + reach[self.f[v2]] + self.after_f[v2][k])
+                    b2 = self.b.get(v2, -1)
+                    if b2 in reach:
+                        x = max(x, dur[fv] + reach[b2] + dur[b2] + self.after_b[v2][k])
+                self.after_f[v][k] = x
+
+    def release(self, t: int, k: int) -> int:
+        """A lower bound on the start of micro-batch k's copy of task t (a micro-batch-0 task)."""
+        if t not in self._into:
+            self._into[t] = [(v, 0 if t == fv else self.dur[fv] + self.longest_from(fv)[t])
+                             for v, fv in enumerate(self.f) if t == fv or t in self.longest_from(fv)]
+        return max((self.first[v][k] + lag for v, lag in self._into[t]), default=0)
+
+    def tail(self, t: int, k: int) -> int:
+        """A lower bound on the makespan less the end of micro-batch k's copy of task t."""
+        if t not in self._out:
+            reach = self.longest_from(t)
+            via_f = [(v, -self.dur[t] if t == fv else reach[fv]) for v, fv in enumerate(self.f)
+                     if t == fv or fv in reach]
+            via_b = [(v, 0 if t == bv else reach[bv] + self.dur[bv]) for v, bv in self.b.items()
+                     if t == bv or bv in reach]
+            self._out[t] = (via_f, via_b)
+        via_f, via_b = self._out[t]
+        return max(max((self.after_f[v][k] + lag for v, lag in via_f), default=0),
+                   max((self.after_b[v][k] + lag for v, lag in via_b), default=0))
+
+
 def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int],
                  sets: Sequence[tuple[int, ...]] | None = None) -> tuple[list[_Relaxation], list[int]]:
     """The relaxation (module docstring) of every device set in `sets` (default: each device alone) and the
@@ -236,8 +343,15 @@ def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int],
     order = inst.topological_order
     rank = {t: i for i, t in enumerate(order)}
 
+    paths: dict[int, dict[int, int]] = {}
+
     def longest_from(src: int) -> dict[int, int]:
         """Longest path from `src`'s end to the start of each task it reaches (micro-batch 0's tasks only)."""
+        if src not in paths:
+            paths[src] = _longest_from(src)
+        return paths[src]
+
+    def _longest_from(src: int) -> dict[int, int]:
         dist: dict[int, int] = {}
         for v, e in inst.successors[src]:
             dist[v] = max(dist.get(v, 0), inst.comm(e, dev[src], dev[v]))
@@ -251,6 +365,7 @@ def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int],
     out = []
     nmb = pipeline.num_microbatches
     position = {s: (c, i) for c, chain in enumerate(pipeline.chains) for i, s in enumerate(chain)}
+    limits = _StageMemoryLimits(pipeline, un, dur, head, tail, caps, longest_from, rank)
     for group in (sets if sets is not None else [(d,) for d in range(p)]):
         on = {x for d in group for x in streams[d]}  # the group's streams
         stages = [s for d in group for s in pipeline.device_stages(d)]
@@ -282,9 +397,9 @@ def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int],
             t = un.index[a]
             for k in range(nmb):
                 at[(a, k)] = len(tasks)
-                r = release[a][k] if a in release else head[t]
-                tasks.append(_Task(dataclasses.replace(a, microbatch=k), dur[t], r, tail[t], dev[t] >= p,
-                                   dev[t] % p))
+                r = max(release[a][k] if a in release else head[t], limits.release(t, k))
+                tasks.append(_Task(dataclasses.replace(a, microbatch=k), dur[t], r, max(tail[t], limits.tail(t, k)),
+                                   dev[t] >= p, dev[t] % p))
         lags = []
         for a in ones:
             dist = longest_from(un.index[a])

@@ -18,6 +18,7 @@ from formulations.pipeline import pipeline_device_bound, solve_pipeline
 from formulations.pipeline_memory_bound import _relaxations, memory_bound, neighbour_pairs
 from planner.errors import OpplanError
 from planner.pipeline.unroll import StageCost, TrainingPipeline
+from planner.schedule.actions import Action, ActionKind
 from planner.schedule.plan import PlanStatus
 
 
@@ -186,5 +187,22 @@ def test_every_task_s_copies_start_in_micro_batch_order() -> None:
         for r_list in r.ranked:
             copies = [r.tasks[i] for i in r_list]
             assert [t.action.microbatch for t in copies] == list(range(pipe.num_microbatches))
-            assert len({(dataclasses.replace(t.action, microbatch=0), t.duration, t.tail, t.device, t.on_comm)
+            # the same task on the same stream; releases and tails may differ by micro-batch (the other stages'
+            # memory paces later micro-batches: module docstring, "Memory upstream and downstream")
+            assert len({(dataclasses.replace(t.action, microbatch=0), t.duration, t.device, t.on_comm)
                          for t in copies}) == 1
+            assert [t.release for t in copies] == sorted(t.release for t in copies)
+
+
+def test_the_memory_upstream_paces_the_forwards_a_device_sees() -> None:
+    # device 0 holds one activation, so F0 of micro-batch k waits for B0 of k - 1: each round trip F0 F1 B1 B0 is 4
+    # ticks, and F1 of micro-batch 3 starts no earlier than 4 x 3 + 1 = 13.  Device 1 has room for all four, so
+    # without device 0's memory its relaxation sees head 1 + work 12 = 13; with it, F1, B1 of micro-batch 3 and
+    # then B0, W0 of it end no earlier than 17.  The full model proves 20 (device 0's own relaxation).
+    pipe = _one_in_flight()
+    (r,), _ = _relaxations(pipe, [10, 40], [(1,)])
+    f3 = next(t for t in r.tasks if t.action == Action(1, ActionKind.F, 3))
+    assert f3.release == 13
+    assert r.probe(16, 30, 2) == "infeasible" and r.probe(17, 30, 2) == "feasible"
+    full = solve_pipeline(pipe, [10, 40], fifo=False, time_limit_s=30)
+    assert full.status is PlanStatus.OPTIMAL and full.timeline.makespan_tick == 20
