@@ -43,6 +43,7 @@ search (`formulations.pipeline_lns`); `bench_lns` measures it against the same b
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import time
@@ -474,21 +475,38 @@ def bench_placement(quick: bool = False, reps: int = 1) -> list[dict]:
     return rows
 
 
-if __name__ == "__main__":
-    import csv
-    import sys
-
-    mode, cut, place = "--mode" in sys.argv, "--cut" in sys.argv, "--placement" in sys.argv
-    quick = "--quick" in sys.argv
-    only = sys.argv[sys.argv.index("--rows") + 1].split(",") if "--rows" in sys.argv else []
-    unknown = [x for x in only if x not in ROW_NAMES]
+def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line, parsed before anything runs: `--help` prints it, an unknown flag or row is an error (exit
+    2), never a bench run (`--help` used to start the 70-minute default run)."""
+    ap = argparse.ArgumentParser(prog="python -m experiments.bench_pipeline",
+                                 description="Pipeline benchmarks (issue 11); default: the search against the same "
+                                             "budget without it (bench/results/pipeline_lns.csv).")
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--rows", type=lambda x: x.split(","), default=[],
+                      help=f"some rows of `make bench`'s pipeline section, comma-separated: {', '.join(ROW_NAMES)}")
+    what.add_argument("--placement", action="store_true", help="the placement choice (pipeline_placement.csv)")
+    what.add_argument("--cut", action="store_true", help="the cut moves with and without chains")
+    what.add_argument("--mode", action="store_true", help="the search's in-order and reorder modes")
+    ap.add_argument("--reps", type=int, default=1, help="repetitions (--placement only)")
+    ap.add_argument("--quick", action="store_true", help="small sizes and budgets (tests, smoke runs)")
+    args = ap.parse_args(argv)
+    unknown = [x for x in args.rows if x not in ROW_NAMES]
     if unknown:
-        sys.exit(f"bench_pipeline --rows: unknown row {', '.join(unknown)}; choose from {', '.join(ROW_NAMES)}")
+        ap.error(f"--rows: unknown row {', '.join(unknown)}; choose from {', '.join(ROW_NAMES)}")
+    if args.reps < 1:
+        ap.error(f"--reps must be >= 1, got {args.reps}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import csv
+
+    args = _arguments(argv)
+    mode, cut, place, quick, only = args.mode, args.cut, args.placement, args.quick, args.rows
     if only:
         found = bench_pipeline(quick, only)
     elif place:
-        reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 1
-        found = bench_placement(quick=quick, reps=reps)
+        found = bench_placement(quick=quick, reps=args.reps)
     else:
         run = bench_cut_moves if cut else bench_lns_mode if mode else bench_lns
         found = run(quick=quick)
@@ -524,3 +542,7 @@ if __name__ == "__main__":
         print(f"{r['case']:<52} p={r['p']:<3} m={r['m']:<3} {setting} makespan {r['makespan']:<10} "
               f"bubble/dp {r['bubble_vs_dualpipe']:<7} bound {r['bound']:<10} gap {r['gap']:<7} {r['lns']}")
     print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
