@@ -27,8 +27,9 @@ out-edges; one cross-device link class with latency and bandwidth.
 
 from __future__ import annotations
 
+import argparse
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from unittest import mock
 
@@ -204,6 +205,14 @@ def bench_parallelism(quick: bool = False, *, round_s: float | None = None, plan
     return rows
 
 
-if __name__ == "__main__":  # python -m experiments.bench_coarsen
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m experiments.bench_coarsen`: no options; `--help` prints what it measures, an unknown flag is an error
+    (exit 2), before anything runs."""
+    about = (__doc__ or "").split("\n\n")[0]
+    argparse.ArgumentParser(prog="python -m experiments.bench_coarsen", description=about).parse_args(argv)
     for row in bench_coarsen(tolerances=(None, DEFAULT_CP_TOLERANCE)) + bench_parallelism():
         print(row)
+
+
+if __name__ == "__main__":
+    main()

@@ -3,8 +3,9 @@ pass/fail test)."""
 
 from __future__ import annotations
 
+import argparse
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -102,6 +103,14 @@ def bench_heft(sizes: Iterable[int] = (1_000, 10_000, 100_000), *, num_devices: 
     return rows
 
 
-if __name__ == "__main__":  # python -m experiments.bench_heft
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m experiments.bench_heft`: no options; `--help` prints what it measures, an unknown flag is an error
+    (exit 2), before anything runs."""
+    about = (__doc__ or "").split("\n\n")[0]
+    argparse.ArgumentParser(prog="python -m experiments.bench_heft", description=about).parse_args(argv)
     for row in bench_heft((1_000, 10_000)):
         print(row)
+
+
+if __name__ == "__main__":
+    main()
