@@ -1,6 +1,7 @@
-"""`python -m experiments.bench_pipeline` parses its command line before anything runs: `--help` prints the usage
-and an unknown flag or row is an error, never a bench run (`--help` once started the 70-minute default run).  Every
-bench function is replaced by one that fails the test if called."""
+"""The bench modules parse their command lines before anything runs: `--help` prints the usage and an unknown flag
+(or, for `experiments.bench_pipeline`, an unknown row) is an error, never a bench run (`bench_pipeline --help` once
+started its 70-minute default run; `bench_heft` and `bench_coarsen` ran whatever they were given).  Every bench
+function is replaced by one that fails the test if called."""
 
 from __future__ import annotations
 
@@ -53,3 +54,20 @@ def test_rows_reach_the_row_bench(monkeypatch, tmp_path) -> None:
     bench_pipeline.main(["--rows", "preset:8,hf_gpt2:8", "--quick"])
     assert asked == [(True, ["preset:8", "hf_gpt2:8"])]
     assert (tmp_path / "bench" / "results" / "pipeline_rows.csv").exists()
+
+
+@pytest.mark.parametrize("module", ["bench_heft", "bench_coarsen"])
+def test_the_other_benches_read_help_and_refuse_unknown_flags(module, monkeypatch, capsys) -> None:
+    # they have no options, and used to run their benches (minutes) whatever the command line said
+    import importlib
+
+    bench = importlib.import_module(f"experiments.{module}")
+    for name in ("bench_heft", "bench_coarsen", "bench_parallelism"):
+        if hasattr(bench, name):
+            monkeypatch.setattr(bench, name, lambda *a, **k: pytest.fail("a bench ran"))
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--help"])
+    assert exc.value.code == 0 and "usage:" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--quick"])
+    assert exc.value.code == 2 and "unrecognized arguments: --quick" in capsys.readouterr().err
