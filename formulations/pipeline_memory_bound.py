@@ -17,7 +17,8 @@ way back, and idles.  This module proves that idle time by relaxing the whole pi
   stage: the round trip through the later stages);
 * one exception to "unlimited": an earlier stage u of a chain runs its forwards one at a time on its device, so
   the k-th forward (k = 0, 1, ...) to start on the first stage s of that chain on d waits for k + 1 forwards of u:
-  it starts no earlier than head(F_u) + (k + 1) x F_u + the longest path from F_u's end to F_s's start;
+  it starts no earlier than head(F_u) + (k + 1) x F_u + the longest path from F_u's end to F_s's start (one of
+  the terms of `_StageMemoryLimits.first`, below, which every relaxed task's release reads);
 * **micro-batch order**: the copies of each task (F, B, W of a stage, a send, an all-to-all) start in micro-batch
   order.  This loses no schedule.  The micro-batches are identical (the same tasks, durations, heads, tails and
   lags, and no edge joins two of them: checked), so from any schedule, give micro-batch k of every task the k-th
@@ -253,6 +254,16 @@ class _StageMemoryLimits:
             held.append(max(1, room // act) if ok else None)
             trip.append(dur[self.f[s]] + longest_from(self.f[s])[b] + dur[b] if ok else 0)
         by_f = sorted(range(n_st), key=lambda s: rank[self.f[s]])
+        # the paths between stages, once: into F(v) from each earlier F(u) (u's duration included), from B(w) to
+        # each later B, from F(v)'s start to each later F's start and to each B's end
+        f_into = {v: [(u, dur[self.f[u]] + longest_from(self.f[u])[self.f[v]]) for u in by_f
+                      if u != v and self.f[v] in longest_from(self.f[u])] for v in range(n_st)}
+        b_onto = {w: [(w2, longest_from(bw)[b2] + dur[b2]) for w2, b2 in self.b.items()
+                      if w2 != w and b2 in longest_from(bw)] for w, bw in self.b.items()}
+        f_onto_f = {v: [(v2, dur[self.f[v]] + longest_from(self.f[v])[self.f[v2]]) for v2 in range(n_st)
+                        if v2 != v and self.f[v2] in longest_from(self.f[v])] for v in range(n_st)}
+        f_onto_b = {v: [(w, dur[self.f[v]] + longest_from(self.f[v])[bw] + dur[bw]) for w, bw in self.b.items()
+                        if bw in longest_from(self.f[v])] for v in range(n_st)}
         self.first = [[0] * m for _ in range(n_st)]
         for k in range(m):
             for v in by_f:
@@ -262,13 +273,7 @@ class _StageMemoryLimits:
                 a = held[v]
                 if a is not None and k >= a:  # F(v, k) waits for B(v, k - A_v) to free its activation
                     x = max(x, self.first[v][k - a] + trip[v])
-                for u in by_f:
-                    if u == v or rank[self.f[u]] >= rank[self.f[v]]:
-                        continue
-                    path = longest_from(self.f[u]).get(self.f[v])
-                    if path is not None:
-                        x = max(x, self.first[u][k] + dur[self.f[u]] + path)
-                self.first[v][k] = x
+                self.first[v][k] = max([x, *(self.first[u][k] + lag for u, lag in f_into[v])])
         # the same in reverse time
         self.after_f = [[0] * m for _ in range(n_st)]
         self.after_b = [[0] * m for _ in range(n_st)]
@@ -282,24 +287,14 @@ class _StageMemoryLimits:
                 a = held[w]
                 if a is not None and k + a < m:  # B(w, k) ends by F(w, k + A_w)'s start
                     x = max(x, self.after_f[w][k + a])
-                for w2 in with_b:
-                    path = longest_from(bw).get(self.b[w2]) if w2 != w else None
-                    if path is not None:
-                        x = max(x, path + dur[self.b[w2]] + self.after_b[w2][k])
-                self.after_b[w][k] = x
+                self.after_b[w][k] = max([x, *(self.after_b[w2][k] + lag for w2, lag in b_onto[w])])
             for v in reversed(by_f):
                 fv = self.f[v]
                 x = dur[fv] + tail[fv]
                 if k + 1 < m:
                     x = max(x, self.after_f[v][k + 1] + dur[fv])
-                reach = longest_from(fv)
-                for v2 in range(n_st):
-                    if v2 != v and self.f[v2] in reach:
-                        x = max(x, dur[fv] + reach[self.f[v2]] + self.after_f[v2][k])
-                    b2 = self.b.get(v2, -1)
-                    if b2 in reach:
-                        x = max(x, dur[fv] + reach[b2] + dur[b2] + self.after_b[v2][k])
-                self.after_f[v][k] = x
+                self.after_f[v][k] = max([x, *(self.after_f[v2][k] + lag for v2, lag in f_onto_f[v]),
+                                          *(self.after_b[w][k] + lag for w, lag in f_onto_b[v])])
 
     def release(self, t: int, k: int) -> int:
         """A lower bound on the start of micro-batch k's copy of task t (a micro-batch-0 task)."""
@@ -365,40 +360,22 @@ def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int],
 
     out = []
     nmb = pipeline.num_microbatches
-    position = {s: (c, i) for c, chain in enumerate(pipeline.chains) for i, s in enumerate(chain)}
     limits = _StageMemoryLimits(pipeline, un, dur, head, tail, caps, longest_from, rank)
     for group in (sets if sets is not None else [(d,) for d in range(p)]):
         on = {x for d in group for x in streams[d]}  # the group's streams
-        stages = [s for d in group for s in pipeline.device_stages(d)]
         ones: list[Action | AllToAll] = []  # micro-batch 0's tasks on the group's streams
         for t in first_mb:
             a = un.actions[t]
             if dev[t] in on:
                 assert isinstance(a, (Action, AllToAll)), "unrolled without pairs"
                 ones.append(a)
-        # chain -> its first stage on the group: the stages before it run elsewhere, so the ranked releases below
-        # hold; the group's later stages of the chain follow by the lags
-        first: dict[int, int] = {}
-        for s in stages:
-            c, i = position[s]
-            if c not in first or i < position[first[c]][1]:
-                first[c] = s
-        release: dict[Action, list[int]] = {}
-        for c, s in first.items():
-            fs = un.task(s, F, 0)
-            ranks = [head[fs]] * nmb
-            for u in pipeline.chains[c][:position[s][1]]:
-                fu = un.task(u, F, 0)
-                lag = longest_from(fu)[fs]
-                ranks = [max(r, head[fu] + (k + 1) * dur[fu] + lag) for k, r in enumerate(ranks)]
-            release[Action(s, F, 0)] = ranks
         tasks: list[_Task] = []
         at: dict[tuple[Action | AllToAll, int], int] = {}
         for a in ones:
             t = un.index[a]
             for k in range(nmb):
                 at[(a, k)] = len(tasks)
-                r = max(release[a][k] if a in release else head[t], limits.release(t, k))
+                r = max(head[t], limits.release(t, k))
                 tasks.append(_Task(dataclasses.replace(a, microbatch=k), dur[t], r, max(tail[t], limits.tail(t, k)),
                                    dev[t] >= p, dev[t] % p))
         lags = []
