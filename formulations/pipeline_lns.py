@@ -60,6 +60,7 @@ driver's deterministic mode with seed `seed + step`; a step cut by its wall-cloc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import random
 import time
@@ -86,6 +87,7 @@ from formulations.pipeline import (
     finish_pipeline,
     prepare_pipeline,
 )
+from planner.pipeline.mirror import Fold, fold
 from planner.pipeline.unroll import AllToAll, TrainingPipeline
 from planner.schedule.actions import Action, ActionKind, OverlapAction
 from planner.schedule.plan import PlanStatus
@@ -142,6 +144,7 @@ class LnsResult:
     replayed_tick: int = 0
     resolve: tuple[float, int] | None = None  # the full model solved again after a stall: (seconds, makespan tick)
     after_full_solve: bool = True  # False: started from the warm start (`FULL_SOLVE_MAX_TASKS`)
+    folded: bool = False  # True: searched on the mirror half (`improve_folded`), the schedule unfolded
 
     @property
     def gains(self) -> int:
@@ -527,6 +530,27 @@ def improve_pipeline(setup: PipelineSetup, incumbent: PipelineTimes, *, time_lim
     return LnsResult(best, start_tick, best_tick, tuple(steps), in_order(setup, best), to_best, replayed)
 
 
+def improve_folded(setup: PipelineSetup, fold: Fold, incumbent: PipelineTimes,
+                   search: Callable[[PipelineSetup, PipelineTimes], LnsResult]) -> LnsResult | None:
+    """`search` (`improve_pipeline` with its limits bound) on the mirror half of `setup`'s pipeline
+    (`planner.pipeline.mirror`: `fold` is its `Fold` under `setup.cap`), from `incumbent` folded, with the best
+    schedule unfolded: a schedule of `setup` within its caps (the fold is exact), symmetric, never longer than
+    `incumbent`.  None when `incumbent` is not symmetric (it has no half to start from)."""
+    names = setup.tasks.instance.task_names
+    folded = fold.fold_times(dict(zip(names, incumbent.start, strict=True)))
+    if folded is None:
+        return None
+    half = prepare_pipeline(fold.half, fold.half_caps(setup.cap), warm_start=folded, fifo=setup.fifo,
+                            pair_window=None, constructive=False)
+    if half.known is None:  # the half's caps refused the folded schedule: cannot happen for an exact fold
+        return None
+    found = search(half, half.known)
+    unfolded = fold.unfold_times(dict(zip(half.tasks.instance.task_names, found.times.start, strict=True)))
+    times = PipelineTimes(tuple(unfolded[n] for n in names))
+    return dataclasses.replace(found, times=times, best_tick=setup.makespan_tick(times),
+                               in_order=in_order(setup, times), folded=True)
+
+
 def solve_pipeline_lns(
     pipeline: TrainingPipeline,
     memory_cap_bytes: int | Sequence[int] | None = None,
@@ -579,9 +603,16 @@ def solve_pipeline_lns(
     left = time_limit_s - (time.monotonic() - t0)
     if lns_share > 0 and not optimal and left >= MIN_STEP_S:
         began = time.monotonic() - t0
-        lns = improve_pipeline(setup, times, time_limit_s=left, bound_tick=bound, backend=backend, step_s=step_s,
-                               fifo_inside=fifo_inside, threads=threads, seed=seed, progress=progress,
-                               stall_steps=STALL_STEPS, fix_untouched=fix_untouched)
+        search = functools.partial(improve_pipeline, time_limit_s=left, bound_tick=bound, backend=backend,
+                                   step_s=step_s, fifo_inside=fifo_inside, threads=threads, seed=seed,
+                                   progress=progress, stall_steps=STALL_STEPS, fix_untouched=fix_untouched)
+        # a pipeline too large for the full model that is its own mirror image is searched on its half (half the
+        # tasks: the neighbourhoods cover the schedule twice as often); the symmetric schedules are a subset, so
+        # only where no full solve would prove anything anyway
+        mirror = fold(pipeline, setup.cap) if skip_full else None
+        lns = improve_folded(setup, mirror, times, search) if mirror is not None else None
+        if lns is None:
+            lns = search(setup, times)
         if skip_full:
             lns = dataclasses.replace(lns, after_full_solve=False)
         if lns.best_tick < setup.makespan_tick(times):

@@ -222,6 +222,9 @@ class Comparison:
             if isinstance(lns, dict):
                 start = ("the full solve's order replayed" if lns.get("after_full_solve", True) else
                          "no full solve first, the pipeline is that large; the warm start replayed")
+                if lns.get("folded"):
+                    start = ("searched on the pipeline's mirror half: symmetric schedules, half the tasks; "
+                             + start)
                 cut_text += (f", neighbourhood search {_figure(float(lns['from_units']))} -> "
                              f"{_figure(float(lns['to_units']))} {time_unit} ({start} "
                              f"{_figure(float(lns['replayed_units']))}; {lns['gains']} gains in {lns['steps']} "
@@ -728,6 +731,7 @@ def _lns_note(lns: LnsResult | None, scales: Scales) -> dict[str, object] | None
             "replayed_units": lns.replayed_tick / scales.ticks_per_unit,
             "steps": len(lns.steps), "gains": lns.gains, "in_order": lns.in_order,
             "after_full_solve": lns.after_full_solve,
+            "folded": lns.folded,
             "seconds": lns.steps[-1].wall_s if lns.steps else 0.0,
             "resolve_s": None if lns.resolve is None else lns.resolve[0],
             "resolve_units": None if lns.resolve is None else lns.resolve[1] / scales.ticks_per_unit}

@@ -12,6 +12,7 @@ Modules (import them directly; this package imports nothing eagerly):
 * `dualpipe` — DualPipe (bidirectional) and DualPipeV
 * `registry` — every generator by name, with the pipeline (stage split, placement) it runs on; `UnitCosts`
 * `streams` — simulate a baseline with per-device communication streams (sends first come, first served)
+* `mirror` — the fold of a symmetric DualPipe placement onto half its devices (symmetric schedules, half the tasks)
 * `greedy` — the constructive list schedule that warm-starts the planned schedule
 * `stream_greedy` — its twin for pipelines with communication streams (sends, all-to-alls), in-flight limits by
   Little's law

@@ -150,6 +150,9 @@ class TrainingPipeline:
     stage_comm_tick: tuple[int, ...] | None = None  # per stage, its hop to the next stage (None: comm_tick)
     comm_stream: bool = False  # cross-device hops as send tasks on the sender's communication stream
     fb_overlap: float | None = None  # X: an overlapped pair lasts X * (its halves); None: `overlap_tick` only
+    # stages whose hop to the next stage of their chain is a send task although both stages sit on one device: the
+    # turn of a folded pipeline (`planner.pipeline.mirror`), whose one device there stands for two
+    turn_sends: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         s = len(self.stages)
@@ -169,6 +172,9 @@ class TrainingPipeline:
             raise InputError(f"pipeline {self.name!r}: stage_comm_tick needs one tick >= 0 per stage")
         if self.fb_overlap is not None and not 0 < self.fb_overlap <= 1:
             raise InputError(f"pipeline {self.name!r}: fb_overlap must be in (0, 1], got {self.fb_overlap}")
+        if any(not 0 <= x < s or self.chain_of(x)[-1] == x for x in self.turn_sends):
+            raise InputError(f"pipeline {self.name!r}: turn_sends {self.turn_sends} must name stages with a next "
+                             f"stage in their chain")
 
     def pair_tick(self, fwd_stage: int, bwd_stage: int, full: bool) -> int | None:
         """Duration of the overlapped pair F(fwd_stage) & B(bwd_stage) (BW when `full`): with `fb_overlap` X,
@@ -205,9 +211,11 @@ class TrainingPipeline:
         return 2 * self.num_devices if self.streams_on else self.num_devices
 
     def sends_on_stream(self, stage: int, nxt: int) -> bool:
-        """Whether the hop stage -> nxt is a send task (comm stream on, different devices, nonzero delay)."""
+        """Whether the hop stage -> nxt is a send task (comm stream on, different devices or a turn send,
+        nonzero delay)."""
         std = self.stage_to_device
-        return (self.comm_stream and std is not None and std[stage] != std[nxt] and self.hop_tick(stage) > 0)
+        return (self.comm_stream and std is not None and (std[stage] != std[nxt] or stage in self.turn_sends)
+                and self.hop_tick(stage) > 0)
 
     def hop_tick(self, stage: int) -> int:
         """Delay of the transfer from `stage` to the next stage of its chain (activation), and of the gradient
