@@ -37,10 +37,9 @@ from planner.schedule.actions import Action
 
 @dataclass(frozen=True)
 class Fold:
-    """A symmetric pipeline (`full`) and its `half` (module docstring).  `copies[j]`: the two stages of `full`
+    """The `half` of a symmetric pipeline (module docstring).  `copies[j]`: the two stages of the whole pipeline
     that stage j of `half` stands for (chain 0's first)."""
 
-    full: TrainingPipeline
     half: TrainingPipeline
     copies: tuple[tuple[int, int], ...]
 
@@ -53,8 +52,8 @@ class Fold:
         return [int(c) for c in caps[: self.half.num_devices]]
 
     def unfold_times(self, times: Mapping[str, int]) -> dict[str, int]:
-        """Start tick of every task of `full` from a schedule of `half` (task name -> start tick): each task of
-        the half gives its start to both its copies."""
+        """Start tick of every task of the whole pipeline from a schedule of `half` (task name -> start tick):
+        each task of the half gives its start to both its copies."""
         out: dict[str, int] = {}
         for action in self._half_actions:
             tick = int(times[str(action)])
@@ -63,8 +62,8 @@ class Fold:
         return out
 
     def fold_times(self, times: Mapping[str, int]) -> dict[str, int] | None:
-        """The schedule of `half` that a symmetric schedule of `full` unfolds from, or None when `times` is not
-        symmetric (some task and its mirror image start at different ticks)."""
+        """The schedule of `half` that a symmetric schedule of the whole pipeline unfolds from, or None when
+        `times` is not symmetric (some task and its mirror image start at different ticks)."""
         out: dict[str, int] = {}
         for action in self._half_actions:
             first, second = _copies_of(action, self.copies)
@@ -126,4 +125,4 @@ def fold(pipeline: TrainingPipeline, caps: Sequence[int]) -> Fold | None:
         fb_overlap=pipeline.fb_overlap,
         turn_sends=turns,
     )
-    return Fold(pipeline, half, tuple((c0[j], c1[j]) for j in range(k)))
+    return Fold(half, tuple((c0[j], c1[j]) for j in range(k)))
