@@ -48,12 +48,12 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.model is not None and not args.model.is_file():
         raise InputError("model not found", path=str(args.model), fix="pass an ONNX model file")
     # here, not at the top: torch stays optional (module docstring)
-    from planner.execute.calibrate import QUICK_SIZES, SIZES, CalibrationSpec, calibrate
+    from planner.execute.calibrate import CalibrationSpec, calibrate, default_sizes
     from planner.execute.calibrate_profile import op_csv, profile_document, profile_yaml, summary_lines
 
     repeats = args.repeats or (3 if args.quick else 5)
     spec = CalibrationSpec(nproc=args.nproc, threads=args.threads, repeats=repeats,
-                           sizes=QUICK_SIZES if args.quick else SIZES,
+                           sizes=default_sizes(args.device, args.quick),
                            model_path=str(args.model) if args.model else None, timeout_s=args.timeout,
                            progress=not args.quiet, device=args.device, op_factors=not args.no_op_factors,
                            runtime_probe=not args.no_runtime_probe, sharing=not args.no_sharing)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Calibrate, plan and re-plan on a GPU machine (prepared for the day one is lent; the project never needs it).
+# Calibrate, plan and re-plan on a GPU machine (ran through on one H200, 2026-12-04; the project never needs it).
 #
 #   scripts/calibrate_gpu.sh [NGPU] [MODEL] [OUT]      (from the repository root; defaults: all GPUs, the bundled
 #                                                       MoE, out/gpu)
@@ -37,6 +37,8 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$OUT/gpus
     --out "$OUT/plan-measured.json" --no-pictures
 for plan in plan plan-measured; do
     echo "== $plan"
-    "$BIN/plan-simulate" --plan "$OUT/$plan.json" --hw "$OUT/calibrated-gpu.yaml" | head -3
+    # to a file, then its head: `| head` would close the pipe on plan-simulate, which then fails (and set -e stops)
+    "$BIN/plan-simulate" --plan "$OUT/$plan.json" --hw "$OUT/calibrated-gpu.yaml" > "$OUT/$plan-simulate.txt"
+    head -3 "$OUT/$plan-simulate.txt"
 done
 echo "wrote $OUT/calibrated-gpu.yaml, $OUT/op_times.csv, $OUT/plan.json, $OUT/plan-measured.json"

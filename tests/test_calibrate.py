@@ -130,3 +130,29 @@ def test_the_gpu_script_parses_and_calls_our_commands():
     scripts = (REPO / "pyproject.toml").read_text()
     for command in ("plan-calibrate", "plan-solve", "plan-simulate"):
         assert f"$BIN/{command}" in text and f"{command} = " in scripts
+
+
+def test_a_gpu_is_calibrated_with_sizes_past_its_launches_and_its_cache():
+    from planner.execute.calibrate import GPU_SIZES, QUICK_SIZES, SIZES, default_sizes
+
+    assert default_sizes("cpu") is SIZES and default_sizes("cuda") is GPU_SIZES
+    assert default_sizes("cuda", quick=True) is QUICK_SIZES
+    # the CPU sizes measured an H200's launches (8 TFLOP/s) and its 60 MB L2 (7.1 TB/s from 4.8 TB/s HBM)
+    assert min(m * k * n for m, k, n in GPU_SIZES.matmul) >= 2048**3
+    assert GPU_SIZES.vector_elems * 4 >= 2**30
+
+
+def test_default_feeds_are_made_on_the_cpu_whatever_the_default_device():
+    # a calibrating rank's default device is its GPU; the feeds are numpy arrays made on the host all the same
+    # ("meta" stands in for the GPU: it too has no numpy view, as the first run on an H200 failed)
+    torch = pytest.importorskip("torch")
+    from planner.execute.program import default_feeds
+
+    graph = load_model(REPO / "planner" / "data" / "models" / "moe.onnx")
+    before = torch.get_default_device()
+    torch.set_default_device("meta")
+    try:
+        feeds = default_feeds(graph)
+    finally:
+        torch.set_default_device(before)
+    assert feeds and all(f.shape == tuple(graph.tensors[k].shape) for k, f in feeds.items())

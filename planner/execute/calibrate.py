@@ -43,7 +43,8 @@ divides by the number of calls.  A figure's value is the median over repeats and
   rank computing alone (a pipeline's fill, a dependency, a transfer) may run up to twice as fast as the figures
   above say.
 * `--device cuda` (for GPU hosts; never needed by the tests): rank r measures GPU r (`torch.set_default_device`),
-  the clock is read after `torch.cuda.synchronize()`, and the point-to-point figures are NCCL's.
+  the clock is read after `torch.cuda.synchronize()`, the point-to-point figures are NCCL's, and the sizes are
+  `GPU_SIZES` (products up to 8192^3, vectors of 1 GiB: the CPU sizes measure a GPU's launches and its L2).
 * `--model M`: every rank runs the whole model's ops in topological order (one rank's program of all ops), each op
   timed alone; the op's time is the mean over repeats and ranks (preemption on a loaded machine is part of what a
   plan must budget for; a run report spreads it over a rank's ops instead, `planner.execute.run_report`).
@@ -85,8 +86,8 @@ from planner.ir.graph import Op, OpGraph
 from planner.ir.onnx_values import NodeSpec
 from planner.ir.topology import Device
 
-__all__ = ["CalibrationFailed", "CalibrationSpec", "Figure", "Calibration", "calibrate", "SIZES", "QUICK_SIZES",
-           "Sizes", "per_call_s", "rate_samples", "tiny_program", "p2p_samples"]
+__all__ = ["CalibrationFailed", "CalibrationSpec", "Figure", "Calibration", "calibrate", "default_sizes", "SIZES", "GPU_SIZES",
+           "QUICK_SIZES", "Sizes", "per_call_s", "rate_samples", "tiny_program", "p2p_samples"]
 
 
 class CalibrationFailed(OpplanError):
@@ -113,9 +114,20 @@ SIZES = Sizes(matmul=((128, 128, 128), (256, 256, 256), (512, 512, 512), (32, 76
               conv=((64, 56, 64, 3), (128, 28, 128, 3), (256, 14, 256, 1), (96, 28, 16, 1)),
               vector_elems=8 * 2**20, message_bytes=(256, 1024, 16 * 1024, 256 * 1024, 2**20, 4 * 2**20),
               block_s=0.02)
+# A GPU's sizes (`--device cuda`): the CPU sizes above are launch-bound there (measured on one H200, 2026-12-04:
+# their float matmul median 8 TFLOP/s against 51 at 8192^3) and their vectors fit its 60 MB L2 (7.1 TB/s from a
+# 4.8 TB/s HBM), so products big enough to reach the tensor pipes' rate and vectors of 1 GiB.
+GPU_SIZES = Sizes(matmul=((2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (8192, 1024, 4096)),
+                  conv=((256, 112, 256, 3), (512, 56, 512, 3), (1024, 28, 1024, 1), (256, 56, 64, 1)),
+                  vector_elems=2**28, message_bytes=(256, 4096, 2**16, 2**20, 2**24, 2**26), block_s=0.05)
 QUICK_SIZES = Sizes(matmul=((32, 32, 32), (64, 64, 64)), conv=((8, 16, 8, 3),), vector_elems=2**16,
                     message_bytes=(256, 4096, 65536), block_s=0.002, op_suite=QUICK_SUITE, probe_ops=24,
                     probe_work_rows=256)
+
+
+def default_sizes(device: str, quick: bool = False) -> Sizes:
+    """The sizes `plan-calibrate` measures with: `QUICK_SIZES` when quick, else `GPU_SIZES` on "cuda", else `SIZES`."""
+    return QUICK_SIZES if quick else GPU_SIZES if device == "cuda" else SIZES
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,12 @@ def run_ops(order: Sequence[str], env: dict[str, torch.Tensor], program: Program
         run_node(program.nodes[name], env, program)
 
 
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    """numpy's dtype for a torch dtype; the probe tensor is made on the CPU, since a calibrating rank's default
+    device is its GPU (`--device cuda`) and a GPU tensor has no numpy view."""
+    return torch.empty(0, dtype=dtype, device="cpu").numpy().dtype
+
+
 def default_feeds(graph: OpGraph, seed: int = 0) -> dict[str, np.ndarray]:
     """Deterministic inputs: floats are arange(n) / n (what the onnx backend tests feed the light models, so their
     shipped reference outputs apply); integers are seeded random values below the size of the axis they index
@@ -99,7 +105,7 @@ def default_feeds(graph: OpGraph, seed: int = 0) -> dict[str, np.ndarray]:
         n = int(np.prod(info.shape, dtype=np.int64))
         dtype = torch_dtype(info.dtype)
         if dtype.is_floating_point:
-            arr = (np.arange(n).reshape(info.shape) / max(n, 1)).astype(torch.empty(0, dtype=dtype).numpy().dtype)
+            arr = (np.arange(n).reshape(info.shape) / max(n, 1)).astype(_numpy_dtype(dtype))
         elif dtype == torch.bool:
             arr = (np.arange(n) % 2 == 1).reshape(info.shape)
         else:
@@ -109,8 +115,7 @@ def default_feeds(graph: OpGraph, seed: int = 0) -> dict[str, np.ndarray]:
                     data = graph.tensors.get(op.inputs[0])
                     if data is not None:
                         bound = data.shape[0]
-            np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
-            arr = rng.integers(0, bound, size=info.shape).astype(np_dtype)
+            arr = rng.integers(0, bound, size=info.shape).astype(_numpy_dtype(dtype))
         feeds[name] = arr
     return feeds
 
@@ -127,4 +132,4 @@ def execute(graph: OpGraph, model_path: str | Path, feeds: Mapping[str, np.ndarr
     with torch.inference_mode():
         run_ops(order if order is not None else [op.name for op in graph.ops], env, program)
     wanted = list(dict.fromkeys([*graph.graph_outputs, *keep]))
-    return {k: env[k].contiguous().numpy() for k in wanted}
+    return {k: env[k].contiguous().cpu().numpy() for k in wanted}
