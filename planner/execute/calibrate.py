@@ -86,8 +86,8 @@ from planner.ir.graph import Op, OpGraph
 from planner.ir.onnx_values import NodeSpec
 from planner.ir.topology import Device
 
-__all__ = ["CalibrationFailed", "CalibrationSpec", "Figure", "Calibration", "calibrate", "default_sizes", "SIZES", "GPU_SIZES",
-           "QUICK_SIZES", "Sizes", "per_call_s", "rate_samples", "tiny_program", "p2p_samples"]
+__all__ = ["CalibrationFailed", "CalibrationSpec", "Figure", "Calibration", "calibrate", "default_sizes", "SIZES",
+           "GPU_SIZES", "QUICK_SIZES", "Sizes", "per_call_s", "rate_samples", "tiny_program", "p2p_samples"]
 
 
 class CalibrationFailed(OpplanError):
