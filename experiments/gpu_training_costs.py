@@ -47,14 +47,18 @@ class Sizes:
     batch: int
     experts: int
     expert_hidden: int
+    capacity: int  # tokens per expert (expert choice)
 
 
-FULL = Sizes(d=1024, heads=16, seq=1024, batch=8, experts=8, expert_hidden=2048)
-SMALL = Sizes(d=32, heads=4, seq=16, batch=2, experts=4, expert_hidden=64)
+FULL = Sizes(d=1024, heads=16, seq=1024, batch=8, experts=8, expert_hidden=2048, capacity=2048)  # 2 experts a token
+SMALL = Sizes(d=32, heads=4, seq=16, batch=2, experts=4, expert_hidden=64, capacity=8)  # also the FLOP-count test's
 
 
-def _modules(torch, sizes: Sizes):
-    """(name, module factory, input shape) of the two cases."""
+def modules(torch, sizes: Sizes):
+    """(name, module class, input shape) of the two cases: a pre-norm transformer block (attention written out:
+    scores, softmax, context; then a GELU MLP) and an MoE block (router softmax in float32, then per expert a top-k
+    over the tokens, the chosen tokens gathered, a ReLU MLP, weighted by the gate and scatter-added back).  Shared
+    with `tests/test_training_costs.py`, which counts their FLOPs at `SMALL` sizes."""
     nn = torch.nn
     d, heads, s, batch = sizes.d, sizes.heads, sizes.seq, sizes.batch
 
@@ -72,7 +76,7 @@ def _modules(torch, sizes: Sizes):
             x = x + self.proj(a.transpose(1, 2).reshape(batch, s, d))
             return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
 
-    capacity = 2 * batch * s // sizes.experts  # expert choice, two experts per token on average
+    capacity = sizes.capacity
 
     class MoE(nn.Module):
         def __init__(self):
@@ -207,7 +211,7 @@ def main(argv=None) -> int:
             onnx_type = {"float32": "float", "float16": "float16", "bfloat16": "bfloat16"}[dtype_name]
             measured = _profile(tmpdir / f"measured-{dtype_name}.yaml", flops={onnx_type: peak},
                                 bandwidth=f"{bandwidth / 1e9:.0f}GB/s", memory=H200_MEMORY)
-            for name, factory, shape in _modules(torch, sizes):
+            for name, factory, shape in modules(torch, sizes):
                 torch.manual_seed(0)
                 module = factory().to(dtype)
                 onnx_path = tmpdir / f"{name}-{dtype_name}.onnx"

@@ -144,7 +144,7 @@ def test_cli_uses_the_per_op_backward_unless_told_otherwise(tmp_path):
 
 # --------------------------------------------------------------------------- against torch's FlopCounterMode
 torch = pytest.importorskip("torch")
-nn = torch.nn
+from experiments.gpu_training_costs import SMALL, modules  # noqa: E402  (after the torch skip)
 
 TOLERANCE = 0.01
 """Relative tolerance of the matrix-product FLOPs against FlopCounterMode.  The counter counts only matrix
@@ -155,45 +155,11 @@ every op, the old stage rule: 7 % on the block's input gradients, 35 % on the Mo
 no gradient).  The elementwise share (norms, softmax, activations, bias sums, routing), which the counter does not
 see, is reported beside: 6.8 % of the block's forward + backward FLOPs, 3.0 % of the MoE's."""
 
-D, HEADS, S, BATCH = 32, 4, 16, 2
-
-
-class Block(nn.Module):
-    """A pre-norm transformer block: attention written out (scores, softmax, context) + a GELU MLP."""
-
-    def __init__(self):
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
-        self.qkv, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
-        self.fc1, self.fc2 = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
-
-    def forward(self, x):
-        q, k, v = (t.view(BATCH, S, HEADS, D // HEADS).transpose(1, 2) for t in self.qkv(self.ln1(x)).split(D, -1))
-        a = torch.softmax(q @ k.transpose(-1, -2) * (D // HEADS) ** -0.5, dim=-1) @ v
-        x = x + self.proj(a.transpose(1, 2).reshape(BATCH, S, D))
-        return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
-
-
-class MoE(nn.Module):
-    """Router softmax, then per expert a top-k over the tokens (expert choice: static shapes), the chosen tokens
-    gathered, a ReLU MLP, weighted by the gate and scatter-added back."""
-
-    def __init__(self, experts=4, capacity=8):
-        super().__init__()
-        self.capacity = capacity
-        self.router = nn.Linear(D, experts, bias=False)
-        self.w1 = nn.ModuleList(nn.Linear(D, 2 * D) for _ in range(experts))
-        self.w2 = nn.ModuleList(nn.Linear(2 * D, D) for _ in range(experts))
-
-    def forward(self, x):
-        t = x.reshape(-1, D)
-        p = torch.softmax(self.router(t), dim=-1)
-        out = torch.zeros_like(t)
-        for e, (w1, w2) in enumerate(zip(self.w1, self.w2, strict=True)):
-            gate, idx = torch.topk(p[:, e], self.capacity)
-            y = w2(torch.relu(w1(t[idx]))) * gate[:, None]
-            out = out + torch.zeros_like(t).scatter_add(0, idx[:, None].expand(-1, D), y)
-        return out.reshape(x.shape)
+SIZES = SMALL  # hidden 32, 4 heads, 2 x 16 tokens; MoE: 4 experts of 32 -> 64 -> 32, 8 tokens each
+BATCH, S, D = SIZES.batch, SIZES.seq, SIZES.d
+# A pre-norm transformer block (attention written out) and an expert-choice MoE block: the modules the GPU check
+# (`experiments/gpu_training_costs.py`) times at realistic sizes.
+(_, Block, _), (_, MoE, _) = modules(torch, SIZES)
 
 
 def _torch_counts(module, x_requires_grad):
