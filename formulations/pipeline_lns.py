@@ -100,6 +100,10 @@ MIN_SIZE = 8  # tasks
 MICROBATCHES = 4  # consecutive micro-batches a ``microbatches`` neighbourhood draws from
 INITIAL_SIZE = 64  # tasks
 STEP_S = 4.0  # solver time of one step, besides its build
+# On a mirror half (`improve_folded`) the steps get half that.  The preset at p = 16, 300 s from its list schedule
+# (7175 ms), one run each (2026-12-04): seed 0: 2 s 6859, 4 s 6952, 8 s 7008 ms; seed 1: 1 s 6855, 2 s 6893, 4 s
+# 6910 ms.  On the whole pipeline 2 s had been worse than 4 s (7047 against 7000, 2026-12-03).
+HALF_STEP_SHARE = 0.5
 MIN_STEP_S = 1.0  # no step starts with less time left than this
 STALL_STEPS = 40  # steps in a row without a gain after which the search hands its time back to the full model
 MIN_RESOLVE_S = 2.0  # the full model is solved again only with at least this much time left
@@ -610,7 +614,9 @@ def solve_pipeline_lns(
         # tasks: the neighbourhoods cover the schedule twice as often); the symmetric schedules are a subset, so
         # only where no full solve would prove anything anyway
         mirror = fold(pipeline, setup.cap) if skip_full else None
-        lns = improve_folded(setup, mirror, times, search) if mirror is not None else None
+        lns = None
+        if mirror is not None:
+            lns = improve_folded(setup, mirror, times, functools.partial(search, step_s=step_s * HALF_STEP_SHARE))
         if lns is None:
             lns = search(setup, times)
         if skip_full:
