@@ -100,10 +100,13 @@ MIN_SIZE = 8  # tasks
 MICROBATCHES = 4  # consecutive micro-batches a ``microbatches`` neighbourhood draws from
 INITIAL_SIZE = 64  # tasks
 STEP_S = 4.0  # solver time of one step, besides its build
-# On a mirror half (`improve_folded`) the steps get half that.  The preset at p = 16, 300 s from its list schedule
-# (7175 ms), one run each (2026-12-04): seed 0: 2 s 6859, 4 s 6952, 8 s 7008 ms; seed 1: 1 s 6855, 2 s 6893, 4 s
-# 6910 ms.  On the whole pipeline 2 s had been worse than 4 s (7047 against 7000, 2026-12-03).
-HALF_STEP_SHARE = 0.5
+# On a mirror half (`improve_folded`) the steps are shorter and CP-SAT runs one worker: more, smaller steps.  The
+# preset at p = 16, 300 s from its list schedule (7175 ms), one run each, 2 shared vCPUs (README, "The step limit
+# on the half"): 8 workers: 1 s 6855, 2 s 6859-6893, 4 s 6910-6952, 8 s 7008 ms; 4 workers, 2 s: 6911; 2 workers,
+# 0.5 s: 6833; 1 worker, 0.5 s: 6775 and 6776 (seeds 0 and 1, 690-720 steps against ~180).  On the whole pipeline
+# 2 s had been worse than 4 s (7047 against 7000, 2026-12-03).
+HALF_STEP_S = 0.5
+HALF_THREADS = 1  # at most; a caller's smaller `threads` stays
 MIN_STEP_S = 1.0  # no step starts with less time left than this
 STALL_STEPS = 40  # steps in a row without a gain after which the search hands its time back to the full model
 MIN_RESOLVE_S = 2.0  # the full model is solved again only with at least this much time left
@@ -576,12 +579,13 @@ def solve_pipeline_lns(
     """`formulations.pipeline.solve_pipeline` (same arguments), then the search on its schedule: the full solve gets (1
     - `lns_share`) of `time_limit_s`, the search the rest (none when the full solve proved its schedule optimal, or
     `lns_share` is 0); above `FULL_SOLVE_MAX_TASKS` tasks with a warm start, the search starts at once from it with
-    all the time, and the bound is the setup's trivial bound. A search that stalls (`STALL_STEPS` steps in a row
-    without a gain: small pipelines, where the full model was close) hands the time left back to the full model,
-    solved again warm-started from the search's schedule, so that the split costs no proof the full budget would
-    have given (the unit pipeline with pairs and all-to-alls at p = 4: optimal in the full 60 s, not in 30 s);
-    a schedule the search left out of micro-batch order is first renamed into order (`renamed_in_order`), and the
-    second solve is skipped only where that cannot be done (pairs). The bound is the larger of the full
+    all the time, and the bound is the setup's trivial bound (and a pipeline that is its own mirror image is searched
+    on its half, `improve_folded`, in `HALF_STEP_S` steps). Below that size, a search that stalls (`STALL_STEPS`
+    steps in a row without a gain: small pipelines, where the full model was close) hands the time left back to the
+    full model, solved again warm-started from the search's schedule, so that the split costs no proof the full
+    budget would have given (the unit pipeline with pairs and all-to-alls at p = 4: optimal in the full 60 s, not in
+    30 s); a schedule the search left out of micro-batch order is first renamed into order (`renamed_in_order`), and
+    the second solve is skipped only where that cannot be done (pairs). The bound is the larger of the full
     solves' (module docstring, "The bound"; the trivial bound when no full solve ran); the `LnsResult` (None when
     the search did not run) says what the search and the second solve gained.  `progress` gets every step of the
     search, `full_progress` the full solves' solver progress (incumbent and bound in ticks, as they improve)."""
@@ -607,16 +611,20 @@ def solve_pipeline_lns(
     left = time_limit_s - (time.monotonic() - t0)
     if lns_share > 0 and not optimal and left >= MIN_STEP_S:
         began = time.monotonic() - t0
+        # no stall limit where the full model was skipped: the time it would hand back is too short for a model
+        # that large to gain anything (FULL_SOLVE_MAX_TASKS), and the search was still gaining at its end
         search = functools.partial(improve_pipeline, time_limit_s=left, bound_tick=bound, backend=backend,
                                    step_s=step_s, fifo_inside=fifo_inside, threads=threads, seed=seed,
-                                   progress=progress, stall_steps=STALL_STEPS, fix_untouched=fix_untouched)
+                                   progress=progress, stall_steps=None if skip_full else STALL_STEPS,
+                                   fix_untouched=fix_untouched)
         # a pipeline too large for the full model that is its own mirror image is searched on its half (half the
         # tasks: the neighbourhoods cover the schedule twice as often); the symmetric schedules are a subset, so
         # only where no full solve would prove anything anyway
         mirror = fold(pipeline, setup.cap) if skip_full else None
         lns = None
         if mirror is not None:
-            lns = improve_folded(setup, mirror, times, functools.partial(search, step_s=step_s * HALF_STEP_SHARE))
+            lns = improve_folded(setup, mirror, times, functools.partial(
+                search, step_s=min(step_s, HALF_STEP_S), threads=min(threads, HALF_THREADS)))
         if lns is None:
             lns = search(setup, times)
         if skip_full:

@@ -149,6 +149,29 @@ def test_a_pipeline_too_large_for_the_full_model_is_searched_on_its_half(monkeyp
     assert lns is not None and not lns.folded
 
 
+def test_the_half_is_searched_in_short_single_worker_steps_without_a_stall_limit(monkeypatch):
+    """The search on a half takes `HALF_STEP_S` steps on at most `HALF_THREADS` CP-SAT workers (measured faster
+    on the preset at p = 16: module constants' comment), and no stall limit: above `FULL_SOLVE_MAX_TASKS` there is
+    no full model to hand the time back to."""
+    pipe, cap = _dualpipe()
+    folded = fold(pipe, [cap] * P)
+    assert folded is not None
+    half_times, _ = best_stream_list(folded.half, [cap] * (P // 2))
+    seen: list[dict] = []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs)
+        return improve_pipeline(*args, **kwargs)
+
+    monkeypatch.setattr(lns_module, "improve_pipeline", spy)
+    monkeypatch.setattr(lns_module, "FULL_SOLVE_MAX_TASKS", 10)
+    _, lns = solve_pipeline_lns(pipe, cap, warm_start=folded.unfold_times(half_times), time_limit_s=3, threads=8,
+                                step_s=4.0)
+    assert lns is not None and lns.folded and lns.resolve is None
+    assert [(k["step_s"], k["threads"], k["stall_steps"]) for k in seen] == \
+        [(lns_module.HALF_STEP_S, lns_module.HALF_THREADS, None)]
+
+
 def test_a_turn_send_must_name_a_stage_with_a_next_stage():
     pipe, _ = _dualpipe()
     with pytest.raises(InputError, match="turn_sends"):
