@@ -105,8 +105,13 @@ STEP_S = 4.0  # solver time of one step, besides its build
 # on the half"): 8 workers: 1 s 6855, 2 s 6859-6893, 4 s 6910-6952, 8 s 7008 ms; 4 workers, 2 s: 6911; 2 workers,
 # 0.5 s: 6833; 1 worker, 0.5 s: 6775 and 6776 (seeds 0 and 1, 690-720 steps against ~180).  On the whole pipeline
 # 2 s had been worse than 4 s (7047 against 7000, 2026-12-03).
+# 600 s from there, one run each: 8 workers, 2 s: 6693 ms (6867 at 300 s); 1 worker, 0.5 s: 6728 (6798 at 300 s):
+# short steps gain sooner, long steps later.  Both in turn, half the time each (`HALF_FIRST_SHARE`): 6673 ms
+# (7015 at 60 s, 6796 at 300 s).  So the half is searched in short steps first, then in half the step limit.
 HALF_STEP_S = 0.5
 HALF_THREADS = 1  # at most; a caller's smaller `threads` stays
+HALF_FIRST_SHARE = 0.5  # of the search's time, in short steps
+HALF_STEP_SHARE = 0.5  # of the step limit, the steps of the rest of the time
 MIN_STEP_S = 1.0  # no step starts with less time left than this
 STALL_STEPS = 40  # steps in a row without a gain after which the search hands its time back to the full model
 MIN_RESOLVE_S = 2.0  # the full model is solved again only with at least this much time left
@@ -558,6 +563,33 @@ def improve_folded(setup: PipelineSetup, fold: Fold, incumbent: PipelineTimes,
                                in_order=in_order(setup, times), folded=True)
 
 
+def _search_half(setup: PipelineSetup, mirror: Fold, incumbent: PipelineTimes, search: Callable[..., LnsResult],
+                 time_limit_s: float, step_s: float, threads: int,
+                 progress: Callable[[LnsStep], None] | None) -> LnsResult | None:
+    """`improve_folded` in two phases: `HALF_FIRST_SHARE` of `time_limit_s` in `HALF_STEP_S` steps on at most
+    `HALF_THREADS` workers, the rest from its schedule in steps of `HALF_STEP_SHARE` x `step_s` on `threads`
+    (constants' comment).  One `LnsResult` for both: its steps numbered and timed from the first phase's start,
+    as `progress` sees them.  None when `incumbent` is not symmetric."""
+    t0 = time.monotonic()
+    first = improve_folded(setup, mirror, incumbent, functools.partial(
+        search, time_limit_s=time_limit_s * HALF_FIRST_SHARE, step_s=min(step_s, HALF_STEP_S),
+        threads=min(threads, HALF_THREADS)))
+    if first is None:
+        return None
+    offset_s, offset_steps = time.monotonic() - t0, len(first.steps)
+
+    def shifted(s: LnsStep) -> LnsStep:
+        return dataclasses.replace(s, step=s.step + offset_steps, wall_s=s.wall_s + offset_s)
+
+    second = improve_folded(setup, mirror, first.times, functools.partial(
+        search, time_limit_s=max(0.0, time_limit_s - offset_s), step_s=step_s * HALF_STEP_SHARE, threads=threads,
+        progress=None if progress is None else (lambda s: progress(shifted(s)))))
+    assert second is not None  # the first phase's schedule is symmetric: it came from the half
+    to_best = offset_s + second.time_to_best_s if second.best_tick < first.best_tick else first.time_to_best_s
+    return dataclasses.replace(second, start_tick=first.start_tick, replayed_tick=first.replayed_tick,
+                               steps=first.steps + tuple(shifted(s) for s in second.steps), time_to_best_s=to_best)
+
+
 def solve_pipeline_lns(
     pipeline: TrainingPipeline,
     memory_cap_bytes: int | Sequence[int] | None = None,
@@ -623,8 +655,7 @@ def solve_pipeline_lns(
         mirror = fold(pipeline, setup.cap) if skip_full else None
         lns = None
         if mirror is not None:
-            lns = improve_folded(setup, mirror, times, functools.partial(
-                search, step_s=min(step_s, HALF_STEP_S), threads=min(threads, HALF_THREADS)))
+            lns = _search_half(setup, mirror, times, search, left, step_s, threads, progress)
         if lns is None:
             lns = search(setup, times)
         if skip_full:

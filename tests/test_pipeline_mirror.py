@@ -149,10 +149,12 @@ def test_a_pipeline_too_large_for_the_full_model_is_searched_on_its_half(monkeyp
     assert lns is not None and not lns.folded
 
 
-def test_the_half_is_searched_in_short_single_worker_steps_without_a_stall_limit(monkeypatch):
-    """The search on a half takes `HALF_STEP_S` steps on at most `HALF_THREADS` CP-SAT workers (measured faster
-    on the preset at p = 16: module constants' comment), and no stall limit: above `FULL_SOLVE_MAX_TASKS` there is
-    no full model to hand the time back to."""
+def test_the_half_is_searched_in_short_steps_then_long_ones_without_a_stall_limit(monkeypatch):
+    """The search on a half runs `HALF_FIRST_SHARE` of its time in `HALF_STEP_S` steps on at most `HALF_THREADS`
+    CP-SAT workers, then the rest from that schedule in half the step limit on the caller's workers (measured
+    better on the preset at p = 16: the module constants' comment), with no stall limit (above
+    `FULL_SOLVE_MAX_TASKS` there is no full model to hand the time back to); the steps of both phases reach
+    `progress` and the result numbered in one sequence, timed from the search's start."""
     pipe, cap = _dualpipe()
     folded = fold(pipe, [cap] * P)
     assert folded is not None
@@ -165,11 +167,19 @@ def test_the_half_is_searched_in_short_single_worker_steps_without_a_stall_limit
 
     monkeypatch.setattr(lns_module, "improve_pipeline", spy)
     monkeypatch.setattr(lns_module, "FULL_SOLVE_MAX_TASKS", 10)
-    _, lns = solve_pipeline_lns(pipe, cap, warm_start=folded.unfold_times(half_times), time_limit_s=3, threads=8,
-                                step_s=4.0)
+    monkeypatch.setattr(lns_module, "MIN_STEP_S", 0.2)  # steps in both phases of this short run
+    reported = []
+    sol, lns = solve_pipeline_lns(pipe, cap, warm_start=folded.unfold_times(half_times), time_limit_s=4, threads=8,
+                                  step_s=1.0, progress=reported.append)
     assert lns is not None and lns.folded and lns.resolve is None
     assert [(k["step_s"], k["threads"], k["stall_steps"]) for k in seen] == \
-        [(lns_module.HALF_STEP_S, lns_module.HALF_THREADS, None)]
+        [(lns_module.HALF_STEP_S, lns_module.HALF_THREADS, None), (1.0 * lns_module.HALF_STEP_SHARE, 8, None)]
+    assert seen[0]["time_limit_s"] <= 4 * lns_module.HALF_FIRST_SHARE + 1e-9
+    assert list(lns.steps) == reported and [s.step for s in lns.steps] == list(range(len(lns.steps)))
+    walls = [s.wall_s for s in lns.steps]
+    assert walls == sorted(walls)
+    # the second phase stepped, unless the first reached the bound
+    assert walls[-1] > seen[0]["time_limit_s"] or sol.plan.status is PlanStatus.OPTIMAL
 
 
 def test_a_turn_send_must_name_a_stage_with_a_next_stage():
