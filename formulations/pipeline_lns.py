@@ -568,12 +568,14 @@ def _search_half(setup: PipelineSetup, mirror: Fold, incumbent: PipelineTimes, s
                  progress: Callable[[LnsStep], None] | None) -> LnsResult | None:
     """`improve_folded` in two phases: `HALF_FIRST_SHARE` of `time_limit_s` in `HALF_STEP_S` steps on at most
     `HALF_THREADS` workers, the rest from its schedule in steps of `HALF_STEP_SHARE` x `step_s` on `threads`
-    (constants' comment).  One `LnsResult` for both: its steps numbered and timed from the first phase's start,
-    as `progress` sees them.  None when `incumbent` is not symmetric."""
+    (constants' comment).  Neither phase has a stall limit: the full model it would hand the time back to is the
+    whole pipeline, too large to gain anything in that time (`FULL_SOLVE_MAX_TASKS`), and with short steps a
+    streak of gainless steps is likely while the search still gains.  One `LnsResult` for both: its steps numbered
+    and timed from the first phase's start, as `progress` sees them.  None when `incumbent` is not symmetric."""
     t0 = time.monotonic()
     first = improve_folded(setup, mirror, incumbent, functools.partial(
         search, time_limit_s=time_limit_s * HALF_FIRST_SHARE, step_s=min(step_s, HALF_STEP_S),
-        threads=min(threads, HALF_THREADS)))
+        threads=min(threads, HALF_THREADS), stall_steps=None))
     if first is None:
         return None
     offset_s, offset_steps = time.monotonic() - t0, len(first.steps)
@@ -583,7 +585,7 @@ def _search_half(setup: PipelineSetup, mirror: Fold, incumbent: PipelineTimes, s
 
     second = improve_folded(setup, mirror, first.times, functools.partial(
         search, time_limit_s=max(0.0, time_limit_s - offset_s), step_s=step_s * HALF_STEP_SHARE, threads=threads,
-        progress=None if progress is None else (lambda s: progress(shifted(s)))))
+        stall_steps=None, progress=None if progress is None else (lambda s: progress(shifted(s)))))
     assert second is not None  # the first phase's schedule is symmetric: it came from the half
     to_best = offset_s + second.time_to_best_s if second.best_tick < first.best_tick else first.time_to_best_s
     return dataclasses.replace(second, start_tick=first.start_tick, replayed_tick=first.replayed_tick,
@@ -643,12 +645,9 @@ def solve_pipeline_lns(
     left = time_limit_s - (time.monotonic() - t0)
     if lns_share > 0 and not optimal and left >= MIN_STEP_S:
         began = time.monotonic() - t0
-        # no stall limit where the full model was skipped: the time it would hand back is too short for a model
-        # that large to gain anything (FULL_SOLVE_MAX_TASKS), and the search was still gaining at its end
         search = functools.partial(improve_pipeline, time_limit_s=left, bound_tick=bound, backend=backend,
                                    step_s=step_s, fifo_inside=fifo_inside, threads=threads, seed=seed,
-                                   progress=progress, stall_steps=None if skip_full else STALL_STEPS,
-                                   fix_untouched=fix_untouched)
+                                   progress=progress, stall_steps=STALL_STEPS, fix_untouched=fix_untouched)
         # a pipeline too large for the full model that is its own mirror image is searched on its half (half the
         # tasks: the neighbourhoods cover the schedule twice as often); the symmetric schedules are a subset, so
         # only where no full solve would prove anything anyway
