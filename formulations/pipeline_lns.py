@@ -563,33 +563,33 @@ def improve_folded(setup: PipelineSetup, fold: Fold, incumbent: PipelineTimes,
                                in_order=in_order(setup, times), folded=True)
 
 
-def _search_half(setup: PipelineSetup, mirror: Fold, incumbent: PipelineTimes, search: Callable[..., LnsResult],
-                 time_limit_s: float, step_s: float, threads: int,
-                 progress: Callable[[LnsStep], None] | None) -> LnsResult | None:
-    """`improve_folded` in two phases: `HALF_FIRST_SHARE` of `time_limit_s` in `HALF_STEP_S` steps on at most
-    `HALF_THREADS` workers, the rest from its schedule in steps of `HALF_STEP_SHARE` x `step_s` on `threads`
-    (constants' comment).  Neither phase has a stall limit: the full model it would hand the time back to is the
-    whole pipeline, too large to gain anything in that time (`FULL_SOLVE_MAX_TASKS`), and with short steps a
-    streak of gainless steps is likely while the search still gains.  One `LnsResult` for both: its steps numbered
-    and timed from the first phase's start, as `progress` sees them.  None when `incumbent` is not symmetric."""
-    t0 = time.monotonic()
-    first = improve_folded(setup, mirror, incumbent, functools.partial(
-        search, time_limit_s=time_limit_s * HALF_FIRST_SHARE, step_s=min(step_s, HALF_STEP_S),
-        threads=min(threads, HALF_THREADS), stall_steps=None))
-    if first is None:
-        return None
-    offset_s, offset_steps = time.monotonic() - t0, len(first.steps)
+def _two_phases(search: Callable[..., LnsResult], time_limit_s: float, step_s: float, threads: int,
+                progress: Callable[[LnsStep], None] | None) -> Callable[[PipelineSetup, PipelineTimes], LnsResult]:
+    """The search on a mirror half (for `improve_folded`), in two phases: `HALF_FIRST_SHARE` of `time_limit_s` in
+    `HALF_STEP_S` steps on at most `HALF_THREADS` workers, the rest from its schedule in steps of `HALF_STEP_SHARE`
+    x `step_s` on `threads` (constants' comment).  Neither phase has a stall limit: the full model it would hand
+    the time back to is the whole pipeline, too large to gain anything in that time (`FULL_SOLVE_MAX_TASKS`), and
+    with short steps a streak of gainless steps is likely while the search still gains.  One `LnsResult` for
+    both: its steps numbered and timed from the first phase's start, as `progress` sees them."""
 
-    def shifted(s: LnsStep) -> LnsStep:
-        return dataclasses.replace(s, step=s.step + offset_steps, wall_s=s.wall_s + offset_s)
+    def run(half: PipelineSetup, incumbent: PipelineTimes) -> LnsResult:
+        t0 = time.monotonic()
+        first = search(half, incumbent, time_limit_s=time_limit_s * HALF_FIRST_SHARE,
+                       step_s=min(step_s, HALF_STEP_S), threads=min(threads, HALF_THREADS), stall_steps=None)
+        offset_s, offset_steps = time.monotonic() - t0, len(first.steps)
 
-    second = improve_folded(setup, mirror, first.times, functools.partial(
-        search, time_limit_s=max(0.0, time_limit_s - offset_s), step_s=step_s * HALF_STEP_SHARE, threads=threads,
-        stall_steps=None, progress=None if progress is None else (lambda s: progress(shifted(s)))))
-    assert second is not None  # the first phase's schedule is symmetric: it came from the half
-    to_best = offset_s + second.time_to_best_s if second.best_tick < first.best_tick else first.time_to_best_s
-    return dataclasses.replace(second, start_tick=first.start_tick, replayed_tick=first.replayed_tick,
-                               steps=first.steps + tuple(shifted(s) for s in second.steps), time_to_best_s=to_best)
+        def shifted(s: LnsStep) -> LnsStep:
+            return dataclasses.replace(s, step=s.step + offset_steps, wall_s=s.wall_s + offset_s)
+
+        second = search(half, first.times, time_limit_s=max(0.0, time_limit_s - offset_s),
+                        step_s=step_s * HALF_STEP_SHARE, threads=threads, stall_steps=None,
+                        progress=None if progress is None else (lambda s: progress(shifted(s))))
+        to_best = offset_s + second.time_to_best_s if second.best_tick < first.best_tick else first.time_to_best_s
+        return dataclasses.replace(second, start_tick=first.start_tick, replayed_tick=first.replayed_tick,
+                                   steps=first.steps + tuple(shifted(s) for s in second.steps),
+                                   time_to_best_s=to_best)
+
+    return run
 
 
 def solve_pipeline_lns(
@@ -654,7 +654,7 @@ def solve_pipeline_lns(
         mirror = fold(pipeline, setup.cap) if skip_full else None
         lns = None
         if mirror is not None:
-            lns = _search_half(setup, mirror, times, search, left, step_s, threads, progress)
+            lns = improve_folded(setup, mirror, times, _two_phases(search, left, step_s, threads, progress))
         if lns is None:
             lns = search(setup, times)
         if skip_full:
