@@ -1,0 +1,158 @@
+"""The search on a mirror half measured under named settings, side by side in one run (issue 11, the preset at
+p = 16): the figures behind the README's sections "Workers and step size on the half" and "The step's second term",
+which earlier came from scratch scripts.
+
+The case is the bench row ``preset:16`` without the rest of `plan-compare`: the DeepSeek-V3-like preset (61 layers)
+on h100-2x8-ib, p = 16, m = 64, DualPipe's placement, DualPipe's peak memory per device as the cap, warm-started
+from the stream list schedule (`planner.pipeline.stream_greedy.best_stream_list`, 7175 ms), searched by
+`formulations.pipeline_lns.solve_pipeline_lns` (which folds this pipeline and searches its half) for `--seconds`
+each.  A setting is a set of values for the search's module constants (`SETTINGS`); each runs with them patched for
+its run only, so ``two-phase`` is exactly what `plan-compare` runs.
+
+Columns: setting, seed, seconds, the warm start's and the final makespan (ms), the makespan at each checkpoint of
+`CHECKPOINTS_S` before its end (``ms_at_60s`` ...), bubble / DualPipe's (total idle over the devices against
+DualPipe's, at the same cap), the search's steps and gains (also per neighbourhood kind), wall time and the load
+average at the end (the machine is shared: read ratios of runs side by side, never one time alone).  ``--quick``:
+8 layers, p = 4, m = 8, 10 s each (a smoke run: the preset at p = 4 is small enough for the full model, so the
+search runs on the whole pipeline there, not the half).
+
+Rerun: ``python -m experiments.bench_half --seconds 600 --settings two-phase,short,long --seeds 0``
+(writes bench/results/pipeline_half.csv).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import time
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CHECKPOINTS_S = (60, 120, 300, 600, 900, 1200, 1800, 2400, 3600)
+# name -> (what it is, the values of `formulations.pipeline_lns`'s constants it runs with)
+SETTINGS: dict[str, tuple[str, dict[str, object]]] = {
+    "two-phase": ("the default: half the time in 0.5 s steps on 1 worker, then 2 s steps on 8", {}),
+    "short": ("0.5 s steps on 1 worker all the time", {"HALF_FIRST_SHARE": 1.0}),
+    "long": ("2 s steps on 8 workers all the time (the default before 2026-12-04)", {"HALF_FIRST_SHARE": 0.0}),
+}
+
+
+@contextmanager
+def _patched(values: dict[str, object]):
+    """`formulations.pipeline_lns`'s constants set to `values` inside the block, restored after it."""
+    from formulations import pipeline_lns
+
+    old = {k: getattr(pipeline_lns, k) for k in values}
+    for k, v in values.items():
+        setattr(pipeline_lns, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(pipeline_lns, k, v)
+
+
+def _case(quick: bool):
+    """(pipeline, cap, warm start, its makespan tick, DualPipe's total bubble tick, ticks per ms) of the case."""
+    from planner.compare.pipelines import scales_of, simulate_baseline
+    from planner.compare.presets import preset_costs
+    from planner.ir.hardware import load_topology
+    from planner.pipeline.stream_greedy import best_stream_list
+
+    p, m, layers = (4, 8, 8) if quick else (16, 64, None)
+    topology = load_topology(REPO / "planner" / "data" / "hardware_profiles" / "h100-2x8-ib.yaml")
+    costs = preset_costs("deepseek-v3", topology, p, num_layers=layers)
+    dualpipe = simulate_baseline("dualpipe", p, m, costs, scales_of(costs))
+    assert dualpipe.figures is not None, f"DualPipe did not simulate on the case: {dualpipe}"
+    cap = dualpipe.figures.max_peak_memory_bytes
+    pipeline = costs.pipeline("dualpipe", p, m)
+    listed = best_stream_list(pipeline, [cap] * p)
+    assert listed is not None, "the preset's pipeline has communication streams: the list schedule applies"
+    warm, span = listed
+    return pipeline, cap, warm, span, dualpipe.figures.bubble_tick, costs.ticks_per_unit
+
+
+def bench_half(settings: Sequence[str], seeds: Sequence[int], seconds: float, quick: bool = False) -> list[dict]:
+    """Each setting of `settings` (names of `SETTINGS`) with each seed, `seconds` each, one after another: one row
+    each (module docstring)."""
+    from formulations.pipeline_lns import solve_pipeline_lns
+    from planner.pipeline.metrics import figures
+
+    pipeline, cap, warm, span, dp_bubble, tpu = _case(quick)
+    rows: list[dict] = []
+    for name in settings:
+        for seed in seeds:
+            marks: dict[int, float] = {}
+
+            def progress(step, marks=marks) -> None:
+                for t in CHECKPOINTS_S:
+                    if step.wall_s >= t and t not in marks:
+                        marks[t] = step.after_tick / tpu
+
+            t0 = time.monotonic()
+            with _patched(SETTINGS[name][1]):
+                sol, lns = solve_pipeline_lns(pipeline, cap, warm_start=warm, time_limit_s=seconds, seed=seed,
+                                              progress=progress)
+            found = figures(pipeline, sol.timeline)
+            row = {"setting": name, "seed": seed, "seconds": seconds, "start_ms": round(span / tpu, 2),
+                   "makespan_ms": round(found.makespan_tick / tpu, 2),
+                   "bubble_vs_dualpipe": round(found.bubble_tick / dp_bubble, 4)}
+            row.update({f"ms_at_{t}s": round(marks[t], 2) if t in marks else "" for t in CHECKPOINTS_S
+                        if t < seconds})  # the run's end is makespan_ms
+            row.update({"steps": 0 if lns is None else len(lns.steps), "gains": 0 if lns is None else lns.gains,
+                        "gains_by_kind": "" if lns is None else _by_kind(lns.steps),
+                        "folded": bool(lns is not None and lns.folded), "wall_s": round(time.monotonic() - t0, 1),
+                        "load": round(os.getloadavg()[0], 2), "what": SETTINGS[name][0]})
+            rows.append(row)
+            print(row, flush=True)
+    return rows
+
+
+def _by_kind(steps) -> str:
+    """'kind gains/steps' for each neighbourhood kind the steps drew."""
+    tally: dict[str, list[int]] = {}
+    for s in steps:
+        tally.setdefault(s.kind, [0, 0])
+        tally[s.kind][0] += int(s.gained)
+        tally[s.kind][1] += 1
+    return " ".join(f"{k} {g}/{n}" for k, (g, n) in sorted(tally.items()))
+
+
+def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line, checked before anything runs (an unknown setting is an error, exit 2)."""
+    ap = argparse.ArgumentParser(prog="python -m experiments.bench_half", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--settings", type=lambda x: x.split(","), default=list(SETTINGS),
+                    help="comma-separated, run in this order: "
+                    + "; ".join(f"{k}: {v[0]}" for k, v in SETTINGS.items()))
+    ap.add_argument("--seeds", type=lambda x: [int(v) for v in x.split(",")], default=[0],
+                    help="comma-separated seeds, each setting runs once per seed (default 0)")
+    ap.add_argument("--seconds", type=float, default=600.0, help="the search's time per run (default 600)")
+    ap.add_argument("--quick", action="store_true", help="8 layers, p = 4, m = 8 (a smoke run)")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "pipeline_half.csv",
+                    help="the CSV written (default bench/results/pipeline_half.csv)")
+    args = ap.parse_args(argv)
+    unknown = [x for x in args.settings if x not in SETTINGS]
+    if unknown:
+        ap.error(f"--settings: unknown setting {', '.join(unknown)}; choose from {', '.join(SETTINGS)}")
+    if args.seconds <= 0:
+        ap.error(f"--seconds must be positive, got {args.seconds:g}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _arguments(argv)
+    rows = bench_half(args.settings, args.seeds, args.seconds, quick=args.quick)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    with args.out.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
