@@ -108,9 +108,9 @@ STEP_S = 4.0  # solver time of one step, besides its build
 # 600 s from there, one run each: 8 workers, 2 s: 6693 ms (6867 at 300 s); 1 worker, 0.5 s: 6728 (6798 at 300 s):
 # short steps gain sooner, long steps later.  Both in turn, half the time each (`HALF_FIRST_SHARE`): 6673 ms
 # (7015 at 60 s, 6796 at 300 s).  So the half is searched in short steps first, then in half the step limit.
-# Rerun side by side (`experiments.bench_half`, 600 s, one run each): long steps 6737, both in turn 6770, short
-# steps 6808 ms.  A setting moves ~100 ms from run to run, so long steps and both in turn cannot be told apart;
-# both in turn stays, as it gains sooner (60-300 s in both runs) and short steps alone were last both times.
+# Rerun side by side (`experiments.bench_half`, 600 s): long steps 6737 / 6792 (seeds 0 / 1), both in turn
+# 6770 / 6709, short steps 6808 ms.  A setting moves ~100 ms from run to run; both in turn stays, ahead at 60-300 s
+# in every pair and at 600 s in two pairs of three (README, "The half's settings as a command").
 HALF_STEP_S = 0.5
 HALF_THREADS = 1  # at most; a caller's smaller `threads` stays
 HALF_FIRST_SHARE = 0.5  # of the search's time, in short steps
