@@ -1,6 +1,6 @@
 """The search on a mirror half measured under named settings, side by side in one run (issue 11, the preset at
-p = 16): the figures behind the README's sections "Workers and step size on the half" and "The step's second term",
-which earlier came from scratch scripts.
+p = 16): the figures behind the README's sections "Workers and step size on the half" and "The half's settings as a
+command", which earlier came from scratch scripts.
 
 The case is the bench row ``preset:16`` without the rest of `plan-compare`: the DeepSeek-V3-like preset (61 layers)
 on h100-2x8-ib, p = 16, m = 64, DualPipe's placement, DualPipe's peak memory per device as the cap, warm-started
@@ -13,8 +13,8 @@ Columns: setting, seed, seconds, the warm start's and the final makespan (ms), t
 `CHECKPOINTS_S` before its end (``ms_at_60s`` ...), bubble / DualPipe's (total idle over the devices against
 DualPipe's, at the same cap), the search's steps and gains (also per neighbourhood kind), wall time and the load
 average at the end (the machine is shared: read ratios of runs side by side, never one time alone).  ``--quick``:
-8 layers, p = 4, m = 8, 10 s each (a smoke run: the preset at p = 4 is small enough for the full model, so the
-search runs on the whole pipeline there, not the half).
+8 layers, p = 4, m = 8, still `--seconds` each (a smoke run: the preset at p = 4 is small enough for the full
+model, so the search runs on the whole pipeline there, not the half).
 
 Rerun: ``python -m experiments.bench_half --seconds 600 --settings two-phase,short,long --seeds 0``
 (writes bench/results/pipeline_half.csv).
@@ -27,8 +27,9 @@ import csv
 import os
 import time
 from collections.abc import Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack
 from pathlib import Path
+from unittest import mock
 
 REPO = Path(__file__).resolve().parents[1]
 CHECKPOINTS_S = (60, 120, 300, 600, 900, 1200, 1800, 2400, 3600)
@@ -38,21 +39,6 @@ SETTINGS: dict[str, tuple[str, dict[str, object]]] = {
     "short": ("0.5 s steps on 1 worker all the time", {"HALF_FIRST_SHARE": 1.0}),
     "long": ("2 s steps on 8 workers all the time (the default before 2026-12-04)", {"HALF_FIRST_SHARE": 0.0}),
 }
-
-
-@contextmanager
-def _patched(values: dict[str, object]):
-    """`formulations.pipeline_lns`'s constants set to `values` inside the block, restored after it."""
-    from formulations import pipeline_lns
-
-    old = {k: getattr(pipeline_lns, k) for k in values}
-    for k, v in values.items():
-        setattr(pipeline_lns, k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            setattr(pipeline_lns, k, v)
 
 
 def _case(quick: bool):
@@ -78,7 +64,7 @@ def _case(quick: bool):
 def bench_half(settings: Sequence[str], seeds: Sequence[int], seconds: float, quick: bool = False) -> list[dict]:
     """Each setting of `settings` (names of `SETTINGS`) with each seed, `seconds` each, one after another: one row
     each (module docstring)."""
-    from formulations.pipeline_lns import solve_pipeline_lns
+    from formulations import pipeline_lns
     from planner.pipeline.metrics import figures
 
     pipeline, cap, warm, span, dp_bubble, tpu = _case(quick)
@@ -93,9 +79,11 @@ def bench_half(settings: Sequence[str], seeds: Sequence[int], seconds: float, qu
                         marks[t] = step.after_tick / tpu
 
             t0 = time.monotonic()
-            with _patched(SETTINGS[name][1]):
-                sol, lns = solve_pipeline_lns(pipeline, cap, warm_start=warm, time_limit_s=seconds, seed=seed,
-                                              progress=progress)
+            with ExitStack() as patched:  # the setting's constants, restored after its run
+                for constant, value in SETTINGS[name][1].items():
+                    patched.enter_context(mock.patch.object(pipeline_lns, constant, value))
+                sol, lns = pipeline_lns.solve_pipeline_lns(pipeline, cap, warm_start=warm, time_limit_s=seconds,
+                                                           seed=seed, progress=progress)
             found = figures(pipeline, sol.timeline)
             row = {"setting": name, "seed": seed, "seconds": seconds, "start_ms": round(span / tpu, 2),
                    "makespan_ms": round(found.makespan_tick / tpu, 2),

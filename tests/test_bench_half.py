@@ -36,11 +36,13 @@ def test_each_setting_runs_with_its_constants_and_restores_them(monkeypatch, tmp
     monkeypatch.setattr(pipeline_lns, "solve_pipeline_lns", spy)
     before = pipeline_lns.HALF_FIRST_SHARE
     out = tmp_path / "half.csv"
-    bench_half.main(["--quick", "--seconds", "2", "--settings", "short,long", "--seeds", "0,1", "--out", str(out)])
-    assert seen == [(1.0, 0, 2.0), (1.0, 1, 2.0), (0.0, 0, 2.0), (0.0, 1, 2.0)]
+    bench_half.main(["--quick", "--seconds", "2", "--settings", "two-phase,short,long", "--seeds", "0,1",
+                     "--out", str(out)])
+    assert seen == [(before, 0, 2.0), (before, 1, 2.0), (1.0, 0, 2.0), (1.0, 1, 2.0), (0.0, 0, 2.0), (0.0, 1, 2.0)]
     assert pipeline_lns.HALF_FIRST_SHARE == before
     rows = list(csv.DictReader(out.open()))
-    assert [(r["setting"], r["seed"]) for r in rows] == [("short", "0"), ("short", "1"), ("long", "0"), ("long", "1")]
+    assert [(r["setting"], r["seed"]) for r in rows] == [(name, seed) for name in ("two-phase", "short", "long")
+                                                         for seed in ("0", "1")]
     for r in rows:
         assert 0 < float(r["makespan_ms"]) <= float(r["start_ms"])
         assert 0 < float(r["bubble_vs_dualpipe"])
