@@ -2,9 +2,14 @@
 ONNX with torch's dynamo exporter (`dynamo=True, external_data=False`) exactly as a user would export them.
 
 Each entry is the library's own model class (`MixtralForCausalLM`, `Qwen2MoeForCausalLM`, `DeepseekV3ForCausalLM`,
-`GPT2LMHeadModel`) built from a config with the published architecture's structure at toy sizes (64 hidden, 2-4
-layers, 4-8 experts, top-2), weights from the library's own seeded random init, one input `input_ids` (batch 2 x
-16 tokens) and one output `logits`.  Nothing of the model is re-written here; only the config is chosen.
+`OlmoeForCausalLM`, `Qwen3MoeForCausalLM`, `GraniteMoeForCausalLM`, `Glm4MoeForCausalLM`, `GPT2LMHeadModel`) built
+from a config with the published architecture's structure at toy sizes (64 hidden, 2-4 layers, 4-8 experts, top-2),
+weights from the library's own seeded random init, one input `input_ids` (batch 2 x 16 tokens) and one output
+`logits`.  Nothing of the model is re-written here; only the config is chosen.  Tried and left out (2026-12-04):
+`JetMoeForCausalLM` exports, but its experts split the tokens by per-expert counts computed from the routing, so
+the file's shapes depend on the input's values (plan-solve refuses it and says so); `DbrxForCausalLM` with a tiny
+config fails inside transformers before the export (``'DbrxAttentionConfig' object has no attribute
+'rope_theta'``).
 
 **Experts implementation.**  transformers 5 runs MoE experts through a selectable kernel
 (`config._experts_implementation`).  Its default on CPU, `grouped_mm`, calls the custom op
@@ -17,7 +22,7 @@ model has, per layer, TopK over a softmax (Mixtral, Qwen2-MoE) or over sigmoid s
 (DeepSeek-V3: three TopKs), tokens repeated k times, weight gathers by expert id, batched products, a multiply by
 the routing weights and a sum over the k slots — the pattern `planner.ir.moe_structure` must find.
 
-Measured (transformers 5.24.0, torch 2.13.0 CPU): each export takes 8-17 s here.
+Measured (transformers 5.24.0, torch 2.13.0 CPU): each export takes 3-17 s here.
 """
 
 from __future__ import annotations
@@ -82,6 +87,43 @@ def _deepseek_v3():
     return tf.DeepseekV3ForCausalLM(cfg)
 
 
+def _olmoe():
+    import transformers as tf  # optional (see _mixtral)
+
+    # q/k normalised over the whole projection, no shared expert
+    cfg = tf.OlmoeConfig(**_common(), num_key_value_heads=2, intermediate_size=64, num_experts=4,
+                         num_experts_per_tok=2)
+    return tf.OlmoeForCausalLM(cfg)
+
+
+def _qwen3_moe():
+    import transformers as tf  # optional (see _mixtral)
+
+    # q/k normalised per head, every layer sparse, no shared expert
+    cfg = tf.Qwen3MoeConfig(**_common(), num_key_value_heads=2, head_dim=16, intermediate_size=128,
+                            moe_intermediate_size=64, num_experts=4, num_experts_per_tok=2, decoder_sparse_step=1)
+    return tf.Qwen3MoeForCausalLM(cfg)
+
+
+def _granite_moe():
+    import transformers as tf  # optional (see _mixtral)
+
+    # Granite's embedding, attention, residual and logits multipliers around the same top-k MoE
+    cfg = tf.GraniteMoeConfig(**_common(), num_key_value_heads=2, intermediate_size=64, num_local_experts=4,
+                              num_experts_per_tok=2)
+    return tf.GraniteMoeForCausalLM(cfg)
+
+
+def _glm4_moe():
+    import transformers as tf  # optional (see _mixtral)
+
+    # first layer dense, second MoE: sigmoid scores with a correction bias, one shared expert
+    cfg = tf.Glm4MoeConfig(**_common(), num_key_value_heads=2, head_dim=16, intermediate_size=128,
+                           moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
+                           first_k_dense_replace=1, n_group=1, topk_group=1)
+    return tf.Glm4MoeForCausalLM(cfg)
+
+
 def _gpt2():
     import transformers as tf  # optional (see _mixtral)
 
@@ -93,6 +135,12 @@ HF_MODELS = (
     HFModel("hf_qwen2_moe", "MoE LM with shared expert (transformers Qwen2MoeForCausalLM)", 2, 4, 2, _qwen2_moe),
     HFModel("hf_deepseek_v3", "MoE LM, group-limited routing, MLA (transformers DeepseekV3ForCausalLM)", 1, 8, 2,
             _deepseek_v3),
+    HFModel("hf_olmoe", "MoE LM, q/k norms (transformers OlmoeForCausalLM)", 2, 4, 2, _olmoe),
+    HFModel("hf_qwen3_moe", "MoE LM, per-head q/k norms (transformers Qwen3MoeForCausalLM)", 2, 4, 2, _qwen3_moe),
+    HFModel("hf_granite_moe", "MoE LM with Granite's multipliers (transformers GraniteMoeForCausalLM)", 2, 4, 2,
+            _granite_moe),
+    HFModel("hf_glm4_moe", "MoE LM, sigmoid routing, shared expert (transformers Glm4MoeForCausalLM)", 1, 4, 2,
+            _glm4_moe),
     HFModel("hf_gpt2", "dense LM (transformers GPT2LMHeadModel)", 0, 0, 0, _gpt2),
 )
 

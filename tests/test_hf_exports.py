@@ -1,10 +1,13 @@
-"""Models nobody here wrote: transformers' own Mixtral, Qwen2-MoE, DeepSeek-V3 and GPT-2 classes with tiny configs
-and random weights, dynamo-exported (`experiments/hf_models.py`), through the corpus (`experiments/corpus.py`).
+"""Models nobody here wrote: transformers' own Mixtral, Qwen2-MoE, DeepSeek-V3, OLMoE, Qwen3-MoE, GraniteMoE,
+GLM-4-MoE and GPT-2 classes with tiny configs and random weights, dynamo-exported (`experiments/hf_models.py`), through
+the corpus (`experiments/corpus.py`).
 
 * The MoE structure (`planner.ir.moe_structure`) is found in each MoE export with the library's layer, expert and
   top-k counts, though the experts run as `batched_mm` (weights gathered per token by the routed expert id, no
   per-expert subgraph) and DeepSeek-V3 routes in groups (three TopKs per layer; the layer's is the one over all
-  experts); none in GPT-2.  Before issue 11's fix none of the three MoE models was found.
+  experts); none in GPT-2.  Before issue 11's fix none of the three MoE models was found.  OLMoE, Qwen3-MoE,
+  GraniteMoE and GLM-4-MoE were added after the detector was written (2026-12-04) and were found unchanged; GLM-4-MoE
+  routes by sigmoid scores with a correction bias and has a shared expert.
 * Each model imports, plans (HEFT on cpu-4) and runs on 3-4 gloo ranks with outputs matching onnxruntime (the
   corpus's tolerance: max relative error 1e-4).
 
@@ -64,7 +67,7 @@ def test_moe_structure_matches_the_config(exported, name):
 
 def test_shared_experts_are_reported_apart(exported):
     _, entries = exported
-    for name in ("hf_qwen2_moe", "hf_deepseek_v3"):
+    for name in ("hf_qwen2_moe", "hf_deepseek_v3", "hf_glm4_moe"):
         graph = prepare(entries[name].path, load_topology(CPU4)).graph
         layers = find_moe_layers(graph).layers
         assert layers and all(layer.shared_ops for layer in layers), name
