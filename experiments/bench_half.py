@@ -35,9 +35,13 @@ REPO = Path(__file__).resolve().parents[1]
 CHECKPOINTS_S = (60, 120, 300, 600, 900, 1200, 1800, 2400, 3600)
 # name -> (what it is, the values of `formulations.pipeline_lns`'s constants it runs with)
 SETTINGS: dict[str, tuple[str, dict[str, object]]] = {
-    "two-phase": ("the default: half the time in 0.5 s steps on 1 worker, then 2 s steps on 8", {}),
-    "short": ("0.5 s steps on 1 worker all the time", {"HALF_FIRST_SHARE": 1.0}),
-    "long": ("2 s steps on 8 workers all the time (the default before 2026-12-04)", {"HALF_FIRST_SHARE": 0.0}),
+    "two-phase": ("the default: half the time in 0.5 s steps on 1 worker, then 2 s steps on 8, then one step on "
+                  "each end (fill, drain)", {}),
+    "no-ends": ("the two phases without the steps on the ends (the default before 2026-12-04 17:00 UTC)",
+                {"HALF_ENDS": False}),
+    "short": ("0.5 s steps on 1 worker all the time", {"HALF_FIRST_SHARE": 1.0, "HALF_ENDS": False}),
+    "long": ("2 s steps on 8 workers all the time (the default before 2026-12-04)",
+             {"HALF_FIRST_SHARE": 0.0, "HALF_ENDS": False}),
 }
 
 

@@ -40,7 +40,9 @@ Neighbourhoods (`KINDS`), about `size` tasks each, around a point drawn by a see
 consecutive micro-batches from a random one that start nearest the start of a random one of them; ``devices`` the
 tasks of two adjacent devices (compute and communication streams) starting nearest a random tick; ``critical`` a
 stretch of the incumbent's critical chain (tight predecessors, in the graph or on the stream, back from the last
-end) and the tasks starting nearest its middle on the streams it crosses.
+end) and the tasks starting nearest its middle on the streams it crosses.  Besides them, drawn never but run as
+steps of their own (`ENDS_KINDS`, `_two_phases`): ``head`` the `ENDS_SHARE` of the tasks that start first (the
+fill), ``tail`` the share that start last (the drain), hundreds of tasks where the drawn kinds free 64-200.
 
 Adaptation.  The size grows by `GROW` after a step that proved its neighbourhood's makespan optimal (too easy; a
 step stops at that proof, the secondary term within half a makespan tick's weight) and shrinks by `SHRINK` after one
@@ -115,6 +117,19 @@ HALF_STEP_S = 0.5
 HALF_THREADS = 1  # at most; a caller's smaller `threads` stays
 HALF_FIRST_SHARE = 0.5  # of the search's time, in short steps
 HALF_STEP_SHARE = 0.5  # of the step limit, the steps of the rest of the time
+# The ends of the schedule as neighbourhoods (`ENDS_KINDS`, `_two_phases`): the `ENDS_SHARE` of the tasks that start
+# first (``head``: the fill) or last (``tail``: the drain), one step each of at most `ENDS_STEP_S` on every worker.
+# Measured on the preset at p = 16's half (4,544 tasks; README, "The ends as neighbourhoods"): from the search's
+# 6793 ms after 400 s, the last ~16 % of the tasks (720) re-solved in 9 s to 6650 ms, proven optimal for the
+# step, then the first ~18 % (814) in 47 s to 6613, proven; windows of the same size in the middle gained 0-7 ms
+# in 60 s each, unproven.  The search's own steps (64-300 tasks) never grow that large.  At the end of the search,
+# not between its phases: there the drain step gained 3.5 ms (seed 1, final 6727 ms), at the end 100 ms (final
+# 6656); a drain the search has just built leaves the most to repack.
+HALF_ENDS = True  # the ends after the half's two phases (False: the two phases alone, as before 2026-12-04)
+ENDS_KINDS = ("head", "tail")
+ENDS_SHARE = 0.17
+ENDS_STEP_S = 60.0
+ENDS_TIME_SHARE = 0.1  # of the search's time, at most, for each end's step (a short search keeps time for the rest)
 MIN_STEP_S = 1.0  # no step starts with less time left than this
 STALL_STEPS = 40  # steps in a row without a gain after which the search hands its time back to the full model
 MIN_RESOLVE_S = 2.0  # the full model is solved again only with at least this much time left
@@ -465,8 +480,12 @@ def neighbourhood(kind: str, setup: PipelineSetup, times: PipelineTimes, size: i
         middle = start[stretch[len(stretch) // 2]]
         free = set(stretch) | _nearest([t for t in range(n) if setup.device[t] in streams], start, middle,
                                        max(0, size - len(stretch)))
+    elif kind in ENDS_KINDS:
+        ranked = sorted(range(n), key=lambda t: (start[t], t))
+        count = max(size, math.ceil(ENDS_SHARE * n))
+        free = set(ranked[:count] if kind == "head" else ranked[-count:])
     else:
-        raise ValueError(f"unknown neighbourhood kind {kind!r} (one of {KINDS})")
+        raise ValueError(f"unknown neighbourhood kind {kind!r} (one of {KINDS + ENDS_KINDS})")
     for i in times.pairs:  # a chosen pair is freed whole or kept whole
         q = setup.pairs[i]
         if any(t in free for t in q.tasks):
@@ -568,29 +587,46 @@ def improve_folded(setup: PipelineSetup, fold: Fold, incumbent: PipelineTimes,
 
 def _two_phases(search: Callable[..., LnsResult], time_limit_s: float, step_s: float, threads: int,
                 progress: Callable[[LnsStep], None] | None) -> Callable[[PipelineSetup, PipelineTimes], LnsResult]:
-    """The search on a mirror half (for `improve_folded`), in two phases: `HALF_FIRST_SHARE` of `time_limit_s` in
-    `HALF_STEP_S` steps on at most `HALF_THREADS` workers, the rest from its schedule in steps of `HALF_STEP_SHARE`
-    x `step_s` on `threads` (constants' comment).  Neither phase has a stall limit: the full model it would hand
-    the time back to is the whole pipeline, too large to gain anything in that time (`FULL_SOLVE_MAX_TASKS`), and
-    with short steps a streak of gainless steps is likely while the search still gains.  One `LnsResult` for
-    both: its steps numbered and timed from the first phase's start, as `progress` sees them."""
+    """The search on a mirror half (for `improve_folded`), in two phases and then the ends: `HALF_FIRST_SHARE` of
+    the time in `HALF_STEP_S` steps on at most `HALF_THREADS` workers, the rest in steps of `HALF_STEP_SHARE` x
+    `step_s` on `threads` (constants' comment), then one step on each end of the schedule (``head``, then ``tail``:
+    `ENDS_KINDS`, each within `ENDS_STEP_S` and `ENDS_TIME_SHARE` of `time_limit_s`, kept back from the phases;
+    with `HALF_ENDS`), then more of the second phase's steps in whatever time the ends left.  No phase has a stall
+    limit: the full model it would hand the time back to is the whole pipeline, too large to gain anything in that
+    time (`FULL_SOLVE_MAX_TASKS`), and with short steps a streak of gainless steps is likely while the search still
+    gains.  One `LnsResult` for all: its steps numbered and timed from the first phase's start, as `progress` sees
+    them."""
 
     def run(half: PipelineSetup, incumbent: PipelineTimes) -> LnsResult:
         t0 = time.monotonic()
-        first = search(half, incumbent, time_limit_s=time_limit_s * HALF_FIRST_SHARE,
-                       step_s=min(step_s, HALF_STEP_S), threads=min(threads, HALF_THREADS), stall_steps=None)
-        offset_s, offset_steps = time.monotonic() - t0, len(first.steps)
+        parts: list[LnsResult] = []
+        ends_s = min(ENDS_STEP_S, ENDS_TIME_SHARE * time_limit_s) if HALF_ENDS else 0.0
+        kept_s = ends_s * len(ENDS_KINDS) if HALF_ENDS else 0.0
 
-        def shifted(s: LnsStep) -> LnsStep:
-            return dataclasses.replace(s, step=s.step + offset_steps, wall_s=s.wall_s + offset_s)
+        def left_s(keep_s: float = 0.0) -> float:
+            return max(0.0, time_limit_s - keep_s - (time.monotonic() - t0))
 
-        second = search(half, first.times, time_limit_s=max(0.0, time_limit_s - offset_s),
-                        step_s=step_s * HALF_STEP_SHARE, threads=threads, stall_steps=None,
-                        progress=None if progress is None else (lambda s: progress(shifted(s))))
-        to_best = offset_s + second.time_to_best_s if second.best_tick < first.best_tick else first.time_to_best_s
-        return dataclasses.replace(second, start_tick=first.start_tick, replayed_tick=first.replayed_tick,
-                                   steps=first.steps + tuple(shifted(s) for s in second.steps),
-                                   time_to_best_s=to_best)
+        def part(**limits) -> None:
+            offset_s, offset_steps = time.monotonic() - t0, sum(len(r.steps) for r in parts)
+
+            def shifted(s: LnsStep) -> LnsStep:
+                return dataclasses.replace(s, step=s.step + offset_steps, wall_s=s.wall_s + offset_s)
+
+            found = search(half, parts[-1].times if parts else incumbent, stall_steps=None,
+                           progress=None if progress is None else (lambda s: progress(shifted(s))), **limits)
+            parts.append(dataclasses.replace(found, steps=tuple(shifted(s) for s in found.steps),
+                                             time_to_best_s=offset_s + found.time_to_best_s))
+
+        part(time_limit_s=(time_limit_s - kept_s) * HALF_FIRST_SHARE, step_s=min(step_s, HALF_STEP_S),
+             threads=min(threads, HALF_THREADS))
+        part(time_limit_s=left_s(kept_s), step_s=step_s * HALF_STEP_SHARE, threads=threads)
+        if HALF_ENDS:
+            for kind in ENDS_KINDS:
+                part(time_limit_s=min(ends_s, left_s()), step_s=ends_s, threads=threads, kinds=(kind,), max_steps=1)
+            part(time_limit_s=left_s(), step_s=step_s * HALF_STEP_SHARE, threads=threads)
+        to_best = next((r.time_to_best_s for r in parts if r.gains and r.best_tick == parts[-1].best_tick), 0.0)
+        return dataclasses.replace(parts[-1], start_tick=parts[0].start_tick, replayed_tick=parts[0].replayed_tick,
+                                   steps=tuple(s for r in parts for s in r.steps), time_to_best_s=to_best)
 
     return run
 

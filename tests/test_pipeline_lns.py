@@ -5,6 +5,7 @@ communication streams, and is wired into plan-compare.  Small cases only; nothin
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 
 import pytest
@@ -15,6 +16,7 @@ import planner.compare.pipelines as pipelines_module
 from formulations.backends import get_backend
 from formulations.pipeline import finish_pipeline, prepare_pipeline, split_start_times
 from formulations.pipeline_lns import (
+    ENDS_SHARE,
     KINDS,
     Units,
     critical_chain,
@@ -169,6 +171,11 @@ def test_neighbourhoods_have_their_size_and_the_critical_chain_is_tight():
     ends = setup.ends(times)
     assert ends[chain[-1]] == setup.makespan_tick(times)
     assert all(ends[a] <= times.start[b] for a, b in zip(chain, chain[1:]))
+    by_start = sorted(range(len(times.start)), key=lambda t: (times.start[t], t))
+    count = math.ceil(ENDS_SHARE * len(by_start))
+    assert count > 10  # the ends are larger than the drawn kinds' size
+    assert neighbourhood("head", setup, times, 10, rng) == frozenset(by_start[:count])  # the fill
+    assert neighbourhood("tail", setup, times, 10, rng) == frozenset(by_start[-count:])  # the drain
     with pytest.raises(ValueError):
         neighbourhood("nowhere", setup, times, 10, rng)
 
