@@ -42,7 +42,7 @@ tasks of two adjacent devices (compute and communication streams) starting neare
 stretch of the incumbent's critical chain (tight predecessors, in the graph or on the stream, back from the last
 end) and the tasks starting nearest its middle on the streams it crosses.  Besides them, drawn never but run as
 steps of their own (`ENDS_KINDS`, `_two_phases`): ``head`` the `ENDS_SHARE` of the tasks that start first (the
-fill), ``tail`` the share that start last (the drain), hundreds of tasks where the drawn kinds free 64-200.
+fill), ``tail`` the share that start last (the drain), hundreds of tasks where the drawn kinds free 64-300.
 
 Adaptation.  The size grows by `GROW` after a step that proved its neighbourhood's makespan optimal (too easy; a
 step stops at that proof, the secondary term within half a makespan tick's weight) and shrinks by `SHRINK` after one
@@ -601,7 +601,8 @@ def _two_phases(search: Callable[..., LnsResult], time_limit_s: float, step_s: f
         t0 = time.monotonic()
         parts: list[LnsResult] = []
         ends_s = min(ENDS_STEP_S, ENDS_TIME_SHARE * time_limit_s) if HALF_ENDS else 0.0
-        kept_s = ends_s * len(ENDS_KINDS) if HALF_ENDS else 0.0
+        kept_s = ends_s * len(ENDS_KINDS)
+        second = {"step_s": step_s * HALF_STEP_SHARE, "threads": threads}
 
         def left_s(keep_s: float = 0.0) -> float:
             return max(0.0, time_limit_s - keep_s - (time.monotonic() - t0))
@@ -619,11 +620,11 @@ def _two_phases(search: Callable[..., LnsResult], time_limit_s: float, step_s: f
 
         part(time_limit_s=(time_limit_s - kept_s) * HALF_FIRST_SHARE, step_s=min(step_s, HALF_STEP_S),
              threads=min(threads, HALF_THREADS))
-        part(time_limit_s=left_s(kept_s), step_s=step_s * HALF_STEP_SHARE, threads=threads)
+        part(time_limit_s=left_s(kept_s), **second)
         if HALF_ENDS:
             for kind in ENDS_KINDS:
                 part(time_limit_s=min(ends_s, left_s()), step_s=ends_s, threads=threads, kinds=(kind,), max_steps=1)
-            part(time_limit_s=left_s(), step_s=step_s * HALF_STEP_SHARE, threads=threads)
+            part(time_limit_s=left_s(), **second)
         to_best = next((r.time_to_best_s for r in parts if r.gains and r.best_tick == parts[-1].best_tick), 0.0)
         return dataclasses.replace(parts[-1], start_tick=parts[0].start_tick, replayed_tick=parts[0].replayed_tick,
                                    steps=tuple(s for r in parts for s in r.steps), time_to_best_s=to_best)
