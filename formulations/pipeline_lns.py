@@ -130,6 +130,7 @@ ENDS_KINDS = ("head", "tail")
 ENDS_SHARE = 0.17
 ENDS_STEP_S = 60.0
 ENDS_TIME_SHARE = 0.1  # of the search's time, at most, for each end's step (a short search keeps time for the rest)
+ENDS_ROUNDS = 1  # rounds of the two ends' steps, the second phase's time split evenly before them
 MIN_STEP_S = 1.0  # no step starts with less time left than this
 STALL_STEPS = 40  # steps in a row without a gain after which the search hands its time back to the full model
 MIN_RESOLVE_S = 2.0  # the full model is solved again only with at least this much time left
@@ -601,7 +602,8 @@ def _two_phases(search: Callable[..., LnsResult], time_limit_s: float, step_s: f
         t0 = time.monotonic()
         parts: list[LnsResult] = []
         ends_s = min(ENDS_STEP_S, ENDS_TIME_SHARE * time_limit_s) if HALF_ENDS else 0.0
-        kept_s = ends_s * len(ENDS_KINDS)
+        rounds = ENDS_ROUNDS if HALF_ENDS else 0
+        kept_s = ends_s * len(ENDS_KINDS) * rounds
         second = {"step_s": step_s * HALF_STEP_SHARE, "threads": threads}
 
         def left_s(keep_s: float = 0.0) -> float:
@@ -620,11 +622,13 @@ def _two_phases(search: Callable[..., LnsResult], time_limit_s: float, step_s: f
 
         part(time_limit_s=(time_limit_s - kept_s) * HALF_FIRST_SHARE, step_s=min(step_s, HALF_STEP_S),
              threads=min(threads, HALF_THREADS))
-        part(time_limit_s=left_s(kept_s), **second)
-        if HALF_ENDS:
+        for r in range(rounds):
+            still_kept_s = ends_s * len(ENDS_KINDS) * (rounds - r)
+            part(time_limit_s=left_s(still_kept_s) / (rounds - r), **second)
             for kind in ENDS_KINDS:
-                part(time_limit_s=min(ends_s, left_s()), step_s=ends_s, threads=threads, kinds=(kind,), max_steps=1)
-            part(time_limit_s=left_s(), **second)
+                part(time_limit_s=min(ends_s, left_s(still_kept_s - ends_s * (1 + ENDS_KINDS.index(kind)))),
+                     step_s=ends_s, threads=threads, kinds=(kind,), max_steps=1)
+        part(time_limit_s=left_s(), **second)
         to_best = next((r.time_to_best_s for r in parts if r.gains and r.best_tick == parts[-1].best_tick), 0.0)
         return dataclasses.replace(parts[-1], start_tick=parts[0].start_tick, replayed_tick=parts[0].replayed_tick,
                                    steps=tuple(s for r in parts for s in r.steps), time_to_best_s=to_best)

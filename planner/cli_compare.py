@@ -30,6 +30,7 @@ import argparse
 import dataclasses
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from planner.cli import _run
 from planner.cli_args import (
@@ -44,7 +45,7 @@ from planner.cli_args import (
 from planner.compare.memory_bound_note import MEMORY_BOUND_S
 from planner.compare.model_costs import ModelCosts, model_costs
 from planner.compare.pipelines import BOUND_TIE, LNS_MODES, LNS_SHARE, PLACEMENTS, compare, write_outputs
-from planner.compare.presets import PRESETS, MicroBatch, PresetCosts, preset_costs
+from planner.compare.presets import PRESETS, MicroBatch, PresetCosts, load_op_times, op_key, preset_costs
 from planner.cost.training_costs import training_costs
 from planner.errors import InputError
 from planner.ir.hardware import load_topology
@@ -67,8 +68,9 @@ def _compare(args: argparse.Namespace) -> int:
         fb_overlap=args.fb_overlap, comm_stream=args.comm_stream, a2a=args.a2a)
     if args.preset is not None:
         costs = dataclasses.replace(_preset_costs(args), fb_overlap=args.fb_overlap, a2a=not args.no_a2a)
-    elif args.layers is not None or args.seq_len is not None or args.microbatch_seqs is not None:
-        raise InputError("--layers, --seq-len and --microbatch-seqs apply only with --preset",
+    elif args.layers is not None or args.seq_len is not None or args.microbatch_seqs is not None \
+            or args.preset_times is not None:
+        raise InputError("--layers, --seq-len, --microbatch-seqs and --preset-times apply only with --preset",
                          fix=f"add --preset {next(iter(PRESETS))} --hw H.yaml")
     if args.model is not None:
         costs = dataclasses.replace(_model_costs(args), fb_overlap=args.fb_overlap, a2a=not args.no_a2a)
@@ -105,12 +107,19 @@ def _preset_costs(args: argparse.Namespace) -> PresetCosts:
         raise InputError("--preset needs --hw (the hardware profile the stages run on)")
     mb = MicroBatch(args.seq_len or MicroBatch.seq_len, args.microbatch_seqs or MicroBatch.seqs)
     # --expert-parallel is the MoE-structure work's flag (issue 11); without it the EP degree is the stage count
+    op_times = load_op_times(args.preset_times) if args.preset_times is not None else None
     costs = preset_costs(args.preset, load_topology(args.hw), args.stages, num_layers=args.layers, microbatch=mb,
-                         expert_parallel=args.expert_parallel, comm_stream=not args.no_comm_stream)
+                         expert_parallel=args.expert_parallel, comm_stream=not args.no_comm_stream,
+                         op_times=op_times)
     print(f"preset {args.preset}: {costs.num_layers} layers, {mb.seqs} x {mb.seq_len} tokens per micro-batch, "
           f"expert parallel {costs.expert_parallel}, on {costs.num_devices} devices of {costs.topology.name}; "
           f"layers per stage {costs.layers_per_piece(costs.stage_units)}; times in {costs.time_unit}, memory in "
           f"{costs.memory_unit}")
+    if op_times is not None:
+        used = sorted({key for u in costs.units for op in u for key in op_key(op, costs.expert_parallel)[:1]
+                       if any(k in op_times for k in op_key(op, costs.expert_parallel))})
+        print(f"op times measured ({args.preset_times}): {', '.join(used) or 'none of this model'}; the rest "
+              "(embedding, all-to-alls, hops) from the profile")
     return costs
 
 
@@ -149,6 +158,10 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--microbatch-seqs", type=positive_int, default=None,
                         help=f"preset mode: sequences per micro-batch (default {MicroBatch.seqs}); a micro-batch is "
                         "seq-len x microbatch-seqs tokens")
+    parser.add_argument("--preset-times", type=Path, default=None, metavar="CSV",
+                        help="preset mode: F, B, W milliseconds per op measured on a GPU (the preset_fbw.csv of "
+                        "python -m experiments.gpu_preset_costs, or columns op,f_ms,b_ms,w_ms) instead of the "
+                        "roofline; the embedding, all-to-alls and hops stay priced by the profile")
     parser.add_argument("--stage-time-limit", type=positive_seconds, default=20.0,
                         help="time limit of the stage formulation in model mode (seconds)")
     parser.add_argument("--f", type=nonnegative_float, default=1.0, help="forward time of one stage")

@@ -24,6 +24,7 @@ from planner.compare.presets import (
     experts_op,
     head_op,
     layer_ops,
+    load_op_times,
     mlp_op,
     model_units,
     pass_seconds,
@@ -181,3 +182,78 @@ def test_library_refuses_nonsense(ib16):
         preset_costs("gpt-5", ib16, 2)
     with pytest.raises(InputError, match="--expert-parallel must be >= 1"):
         preset_costs("deepseek-v3", ib16, 2, expert_parallel=0)
+
+
+def _times_csv(path, rows, header="op,f_ms,b_ms,w_ms"):
+    path.write_text(header + "\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
+    return path
+
+
+def test_measured_op_times_replace_the_roofline_of_their_ops_only(ib16, tmp_path):
+    """Attention, experts (the EP-specific row before the generic one), mlp and head take the file's milliseconds;
+    the embedding keeps the roofline, the all-to-alls the links; the cut is balanced on the times used."""
+    times = load_op_times(_times_csv(tmp_path / "t.csv", [
+        ("attention", 4, 7, 2), ("experts", 9, 9, 9), ("experts_ep4", 6, 8, 4), ("mlp", 5, 6, 5),
+        ("head", 60, 60, 60), ("attention_core", 1, 3, 0)]))
+    assert "attention_core" not in times  # the GPU script's diagnostic row is skipped
+    roof = preset_costs("deepseek-v3", ib16, 4, num_layers=8)
+    costs = preset_costs("deepseek-v3", ib16, 4, num_layers=8, op_times=times)
+    ms = {"attention": (4, 7, 2), "experts": (6, 8, 4), "mlp": (5, 6, 5), "head": (60, 60, 60)}
+    dev = ib16.devices[0]
+    for s, units in enumerate(costs.stage_units):
+        ops = [op for u in units for op in costs.units[u]]
+        want = [sum(ms[op.name.rsplit("/", 1)[-1]][i] if op.name.rsplit("/", 1)[-1] in ms
+                    else pass_seconds(op, dev)[i] * 1e3 for op in ops) for i in range(3)]
+        got = costs.stage_cost(units, s)
+        assert [got.forward_tick, got.input_grad_tick, got.weight_grad_tick] == [
+            math.ceil(w * costs.ticks_per_unit - 1e-6) for w in want]
+        # the same all-to-all, rounded up to this pricing's tick (coarser: the measured work is longer)
+        a2a_ms = roof.stage_cost(units, s).a2a_tick / roof.ticks_per_unit
+        assert got.a2a_tick == math.ceil(a2a_ms * costs.ticks_per_unit - 1e-6)
+    assert any(costs.stage_cost(u, s).a2a_tick for s, u in enumerate(costs.stage_units))  # still there
+    # a head measured at 180 ms against ~20 ms a layer: the cut (balanced on the times used) leaves it with its
+    # layer's FFN alone, where the roofline's last stage held that layer's attention too
+    assert costs.stage_units[-1] == (15,) and roof.stage_units[-1] == (14, 15)
+    # an EP the file did not measure falls back to the generic experts row
+    ep2 = preset_costs("deepseek-v3", ib16, 4, num_layers=8, op_times=times, expert_parallel=2)
+    moe = next(u for u in ep2.units if any(op.name.endswith("/experts") for op in u))
+    assert ep2.stage_cost([ep2.units.index(moe)], 0).forward_tick == 9 * ep2.ticks_per_unit
+
+
+def test_measured_op_times_read_the_gpu_scripts_csv(tmp_path):
+    header = "op,device,tokens,measured_f_ms,measured_b_ms,measured_w_ms,predicted_f_ms"
+    path = _times_csv(tmp_path / "g.csv", [("attention", "h100", 4096, 3.9, 7.1, 2.3, 2.2),
+                                           ("attention", "measured", 4096, 3.9, 7.1, 2.3, 2.9),
+                                           ("attention_core", "-", 4096, 1.2, 4.2, 0, "")], header)
+    assert load_op_times(path) == {"attention": (3.9, 7.1, 2.3)}
+
+
+@pytest.mark.parametrize("rows, header, message", [
+    ([("attention", 1, 1, 1)], "op,f,b,w", "lacks the columns op and f_ms,b_ms,w_ms"),
+    ([("attn", 1, 1, 1)], "op,f_ms,b_ms,w_ms", ":2: unknown op 'attn'"),
+    ([("mlp", 1, "x", 1)], "op,f_ms,b_ms,w_ms", ":2: mlp: f_ms, b_ms, w_ms must be numbers"),
+    ([("mlp", 1, -0.2, 1)], "op,f_ms,b_ms,w_ms", "F must be > 0 and B, W >= 0"),
+    ([("head", 0, 1, 1)], "op,f_ms,b_ms,w_ms", "F must be > 0"),
+    ([("head", 1, 1, 1), ("head", 2, 1, 1)], "op,f_ms,b_ms,w_ms", ":3: head has two different times"),
+    ([], "op,f_ms,b_ms,w_ms", "no op times"),
+])
+def test_measured_op_times_refuse_bad_files(tmp_path, rows, header, message):
+    path = _times_csv(tmp_path / "bad.csv", rows, header)
+    with pytest.raises(InputError, match=message.replace("(", r"\(")) as err:
+        load_op_times(path)
+    assert str(path) in str(err.value)
+    with pytest.raises(InputError, match="no such file"):
+        load_op_times(tmp_path / "missing.csv")
+
+
+def test_cli_preset_times(tmp_path, capsys):
+    times = _times_csv(tmp_path / "t.csv", [("attention", 4, 7, 2), ("experts", 6, 8, 4)])
+    out = tmp_path / "cmp"
+    rc = compare_main(["--preset", "deepseek-v3", "--layers", "4", "--stages", "4", "--microbatches", "8",
+                       "--hw", H100_8, "--no-opplan", "--no-pictures", "--out", str(out), "--preset-times",
+                       str(times)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert f"op times measured ({times}): attention, experts_ep4; the rest" in printed
+    rc = compare_main(["--stages", "4", "--microbatches", "8", "--no-opplan", "--preset-times", str(times)])
+    assert rc != 0 and "--preset-times apply only with --preset" in capsys.readouterr().err

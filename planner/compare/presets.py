@@ -50,6 +50,14 @@ optimizer states are not counted.
 max(FLOPs / bf16 peak, bytes / memory bandwidth) + the launch overhead) on the stage's device, with bytes = the op's
 parameters + its activations; a pass with no work costs nothing.  A piece's F (B, W) is the sum over its ops.
 
+**Measured op times** (`load_op_times`, ``plan-compare --preset-times CSV``).  Instead of the roofline, F, B and W
+of the attention, experts, mlp and head ops can be the milliseconds a GPU measured for them, one micro-batch each:
+a CSV with a column ``op`` (``attention``, ``mlp``, ``head``, ``experts``, or ``experts_ep<N>`` for one
+expert-parallel degree) and either ``f_ms,b_ms,w_ms`` or the ``measured_f_ms,measured_b_ms,measured_w_ms`` that
+``python -m experiments.gpu_preset_costs`` writes.  Ops the file lacks (the embedding, an expert-parallel degree it
+did not measure) keep the roofline; the all-to-alls and hops stay priced by the profile's links, and the cut is
+balanced on the times actually used.
+
 **All-to-all** (`StageCost.a2a_tick`: one dispatch, or one combine, of every MoE layer of the piece).  A dispatch
 sends T k h x 2 bytes; with expert-parallel degree EP (default: the number of stages) the experts of a layer sit on
 EP devices (the profile's devices 0..EP-1, then as many beyond it as EP asks, reached over its slowest link) and
@@ -75,6 +83,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 from planner.cost.compute import compute_time_s
 from planner.errors import InputError
@@ -221,6 +230,68 @@ def model_units(a: DeepSeekV3, mb: MicroBatch, num_layers: int, expert_parallel:
     return tuple(units)
 
 
+OpTimes = dict[str, tuple[float, float, float]]  # op key (`op_key`) -> F, B, W milliseconds of one micro-batch
+_TIME_COLUMNS = (("f_ms", "b_ms", "w_ms"), ("measured_f_ms", "measured_b_ms", "measured_w_ms"))
+
+
+def op_key(op: OpWork, expert_parallel: int) -> tuple[str, ...]:
+    """The keys of `op` in an `OpTimes` table, the most specific first: ``experts_ep<N>`` before ``experts``."""
+    kind = op.name.rsplit("/", 1)[-1]
+    return (f"experts_ep{expert_parallel}", "experts") if kind == "experts" else (kind,)
+
+
+def load_op_times(path: Path | str) -> OpTimes:
+    """Measured F, B, W milliseconds per op kind from the CSV at `path` (module docstring, "Measured op times").
+    Rows repeating an op (one per priced device, as `experiments.gpu_preset_costs` writes) must agree; an unknown
+    op, a missing column, a value that is not a number >= 0, or an F of 0 is an `InputError` naming the row."""
+    import csv
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file", fix="give the CSV that python -m experiments.gpu_preset_costs "
+                         "wrote (preset_fbw.csv), or one with columns op,f_ms,b_ms,w_ms")
+    with path.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames or []
+        columns = next((c for c in _TIME_COLUMNS if set(c) <= set(header)), None)
+        if "op" not in header or columns is None:
+            raise InputError(f"{path}: the header {','.join(header) or '(empty)'} lacks the columns op and "
+                             f"{' or '.join(','.join(c) for c in _TIME_COLUMNS)}")
+        times: OpTimes = {}
+        for line, row in enumerate(reader, start=2):
+            key = (row["op"] or "").strip()
+            if key not in ("attention", "mlp", "head", "experts") and not (
+                    key.startswith("experts_ep") and key[len("experts_ep"):].isdigit()):
+                if key == "attention_core":  # the core alone, a diagnostic row of the GPU script
+                    continue
+                raise InputError(f"{path}:{line}: unknown op {key!r}",
+                                 fix="use attention, mlp, head, experts or experts_ep<N>")
+            try:
+                values = tuple(float(row[c]) for c in columns)
+            except (TypeError, ValueError):
+                raise InputError(f"{path}:{line}: {key}: {', '.join(columns)} must be numbers, got "
+                                 f"{', '.join(repr(row[c]) for c in columns)}") from None
+            if any(not math.isfinite(v) or v < 0 for v in values) or values[0] == 0:
+                raise InputError(f"{path}:{line}: {key}: F must be > 0 and B, W >= 0 milliseconds, got {values}",
+                                 fix="measure again (a B or W below 0 is a difference of two noisy timings)")
+            ms = (values[0], values[1], values[2])
+            if times.setdefault(key, ms) != ms:
+                raise InputError(f"{path}:{line}: {key} has two different times, {times[key]} and {ms}")
+    if not times:
+        raise InputError(f"{path}: no op times", fix="one row per op: attention, mlp, head, experts")
+    return times
+
+
+def op_seconds(op: OpWork, device: Device, op_times: OpTimes | None, expert_parallel: int) -> tuple[float, ...]:
+    """F, B, W seconds of `op`: from `op_times` where it has the op (`op_key`), else the roofline's
+    (`pass_seconds`)."""
+    if op_times is not None:
+        for key in op_key(op, expert_parallel):
+            if key in op_times:
+                return tuple(ms * 1e-3 for ms in op_times[key])
+    return pass_seconds(op, device)
+
+
 def pass_seconds(op: OpWork, device: Device) -> tuple[float, float, float]:
     """Seconds of F, B, W of `op` on `device` (`planner.cost.compute` rule, bf16); 0 for a pass without work."""
     moved = (op.moved_bytes, op.moved_bytes if op.has_input_grad else 0, op.moved_bytes)
@@ -317,6 +388,7 @@ class PresetCosts:
     comm_stream: bool = True
     a2a: bool = True
     fb_overlap: float = 1.0
+    op_times: OpTimes | None = None  # measured F, B, W ms per op kind (`load_op_times`); None: the roofline
 
     @property
     def num_layers(self) -> int:
@@ -349,7 +421,7 @@ class PresetCosts:
         """F, B, W ticks (each the sum of its ops' seconds, rounded up once), memory and all-to-all of a piece."""
         dev = self.topology.devices[device]
         ops = [op for u in units for op in self.units[u]]
-        secs = [pass_seconds(op, dev) for op in ops]
+        secs = [op_seconds(op, dev, self.op_times, self.expert_parallel) for op in ops]
         f, b, w = (self._ticks(sum(s[i] for s in secs)) for i in range(3))
         return StageCost(f, b, w, activation_bytes=sum(op.activation_bytes for op in ops),
                          param_bytes=sum(op.param_bytes for op in ops),
@@ -381,9 +453,9 @@ class PresetCosts:
 
 def preset_costs(preset: str, topology: Topology, num_stages: int, *, num_layers: int | None = None,
                  microbatch: MicroBatch | None = None, expert_parallel: int | None = None,
-                 comm_stream: bool = True) -> PresetCosts:
+                 comm_stream: bool = True, op_times: OpTimes | None = None) -> PresetCosts:
     """Price `preset` with `num_layers` layers (default: the published count) on the first `num_stages` devices of
-    `topology` and cut it into p stages and 2p chunks (module docstring)."""
+    `topology` (its ops at `op_times` where given) and cut it into p stages and 2p chunks (module docstring)."""
     if preset not in PRESETS:
         raise InputError(f"unknown preset {preset!r}", fix=f"use one of {', '.join(PRESETS)}")
     arch = PRESETS[preset]
@@ -405,10 +477,10 @@ def preset_costs(preset: str, topology: Topology, num_stages: int, *, num_layers
                          f"{2 * p} chunks, at most two per layer (attention | FFN)", fix=f"use --layers >= {p}")
     units = model_units(arch, mb, layers, ep)
     first = topology.devices[0]
-    work_s = [sum(sum(pass_seconds(op, first)) for op in u) for u in units]
+    work_s = [sum(sum(op_seconds(op, first, op_times, ep)) for op in u) for u in units]
     total_s = sum(work_s)
     per_ms = next((k for k in _TICK_CHOICES_PER_MS if total_s * 1e3 * k <= _MAX_MICROBATCH_TICKS),
                   _TICK_CHOICES_PER_MS[-1])
     weights = [math.ceil(s * 1e3 * per_ms) for s in work_s]
     return PresetCosts(preset, units, topology, p, mb, ep, balanced_cut(weights, p), balanced_cut(weights, 2 * p),
-                       per_ms, comm_stream=comm_stream)
+                       per_ms, comm_stream=comm_stream, op_times=op_times)
