@@ -74,7 +74,11 @@ PRESET_LIMIT_S = {8: 600.0, 16: 600.0}
 BOUND_S = 600.0
 # the rows `bench_pipeline(only=...)` knows, as CASE:P (without --quick)
 ROW_NAMES = ("unit:4", "unit:8", "unit:16", "unit-overlap:4", "moe:8", "hf_mixtral:4", "hf_mixtral:8",
-             "hf_qwen2_moe:4", "hf_qwen2_moe:8", "hf_gpt2:4", "hf_gpt2:8", "preset:8", "preset:16")
+             "hf_qwen2_moe:4", "hf_qwen2_moe:8", "hf_gpt2:4", "hf_gpt2:8", "preset:8", "preset:16", "preset-h200:8",
+             "preset-h200:16")
+# The preset's attention, experts, mlp and head as one H200 timed them (`python -m experiments.gpu_preset_costs`,
+# 2026-12-04; README, "The preset's costs on a GPU"): the ``preset-h200`` rows price the preset on these
+H200_OP_TIMES = REPO / "experiments" / "measured" / "h200_preset_fbw.csv"
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
 HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
 
@@ -247,21 +251,25 @@ def _exported_rows(quick: bool, wanted: Callable[[str, int], bool]) -> list[dict
 def _preset_rows(quick: bool, wanted: Callable[[str, int], bool]) -> list[dict]:
     """The DeepSeek-V3-like preset (61 layers, 4096 tokens per micro-batch) on h100-2x8-ib at p = 8, m = 20 and
     p = 16, m = 64 (`plan-compare --preset deepseek-v3`), `PRESET_LIMIT_S` for the planned row (600 s at p = 8
-    and at p = 16); 8 layers, p = 4, m = 8 quick."""
+    and at p = 16); 8 layers, p = 4, m = 8 quick.  Then the same on the op times one H200 measured
+    (`H200_OP_TIMES`; rows ``preset-h200``, not in quick mode)."""
     from planner.compare.pipelines import compare
-    from planner.compare.presets import preset_costs
+    from planner.compare.presets import load_op_times, preset_costs
     from planner.ir.hardware import load_topology
 
     topology = load_topology(HW.parent / "h100-2x8-ib.yaml")
     rows: list[dict] = []
-    for p, m, layers in ((4, 8, 8),) if quick else ((8, 20, None), (16, 64, None)):
-        if not wanted("preset", p):
-            continue
-        costs = preset_costs("deepseek-v3", topology, p, num_layers=layers)
-        cmp = compare(p, m, costs, time_limit_s=10.0 if quick else PRESET_LIMIT_S[p], bound_time_s=_bound_s(quick))
-        rows += _rows(f"deepseek-v3 preset ({costs.num_layers} layers) on h100-2x8-ib", p, m, cmp, costs.time_unit,
-                      costs.memory_unit)
-        print(f"   deepseek-v3 p={p} m={m}\n{cmp.table()}", flush=True)
+    for case, op_times, what in (("preset", None, ""),
+                                 ("preset-h200", load_op_times(H200_OP_TIMES), ", op times measured on an H200")):
+        for p, m, layers in ((4, 8, 8),) if quick else ((8, 20, None), (16, 64, None)):
+            if not wanted(case, p) or (quick and op_times is not None):
+                continue
+            costs = preset_costs("deepseek-v3", topology, p, num_layers=layers, op_times=op_times)
+            cmp = compare(p, m, costs, time_limit_s=10.0 if quick else PRESET_LIMIT_S[p],
+                          bound_time_s=_bound_s(quick))
+            rows += _rows(f"deepseek-v3 preset ({costs.num_layers} layers{what}) on h100-2x8-ib", p, m, cmp,
+                          costs.time_unit, costs.memory_unit)
+            print(f"   {case} p={p} m={m}\n{cmp.table()}", flush=True)
     return rows
 
 

@@ -37,12 +37,18 @@ Writes `preset_fbw.csv` (one row per op and device) to `--out` and prints each r
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import tempfile
 from pathlib import Path
 
-from experiments.gpu_training_costs import H200_MEMORY, _profile, _timed_ms, measure_fbw_ms, measured_roofline
+from experiments.gpu_training_costs import (
+    H200_MEMORY,
+    _profile,
+    _timed_ms,
+    measure_fbw_ms,
+    measured_roofline,
+    write_rows,
+)
 from planner.compare.presets import (
     DeepSeekV3,
     MicroBatch,
@@ -226,11 +232,7 @@ def main(argv=None) -> int:
     rows.append({"op": "attention_core", "device": "-", "tokens": mb.tokens, "measured_f_ms": round(core[0], 4),
                  "measured_b_ms": round(core[1], 4), "measured_w_ms": 0.0,
                  "measured_b_over_f": round(core[1] / core[0], 3), "predicted_b_over_f": 2.0})
-    with open(args.out / "preset_fbw.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {args.out / 'preset_fbw.csv'}")
+    write_rows(args.out / "preset_fbw.csv", rows)
     return 0
 
 

@@ -229,12 +229,17 @@ def main(argv=None) -> int:
                                  "predicted_over_measured_f": round(pf / f, 3),
                                  "predicted_over_measured_fbw": round((pf + pb + pw) / (f + b + w), 3)})
                     print(rows[-1], flush=True)
-    with open(args.out / "fbw.csv", "w", newline="") as fh:
+    write_rows(args.out / "fbw.csv", rows)
+    return 0
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    """`rows` as a CSV at `path`, the first row's keys as the header (a later row's missing keys left empty)."""
+    with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    print(f"wrote {args.out / 'fbw.csv'}")
-    return 0
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

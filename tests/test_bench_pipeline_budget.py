@@ -41,19 +41,25 @@ def test_the_preset_at_eight_stages_gets_the_issues_ten_minutes(monkeypatch):
     import planner.compare.pipelines as pipelines
     import planner.compare.presets as presets
 
-    asked: list[tuple[int, float, float]] = []
+    asked: list[tuple[int, float, float, bool]] = []
 
     def fake_compare(p, m, costs, *, time_limit_s, bound_time_s):
-        asked.append((p, time_limit_s, bound_time_s))
+        asked.append((p, time_limit_s, bound_time_s, costs.measured))
         return SimpleNamespace(table=lambda: "")
 
     monkeypatch.setattr(pipelines, "compare", fake_compare)
-    monkeypatch.setattr(presets, "preset_costs", lambda preset, topology, p, num_layers=None: SimpleNamespace(
-        num_layers=61, time_unit="ms", memory_unit="MiB"))
+    monkeypatch.setattr(presets, "preset_costs", lambda preset, topology, p, num_layers=None, op_times=None:
+                        SimpleNamespace(num_layers=61, time_unit="ms", memory_unit="MiB", measured=bool(op_times)))
     monkeypatch.setattr(bench_pipeline, "_rows", lambda *a, **k: [])
     bench_pipeline._preset_rows(quick=False, wanted=lambda case, p: True)
-    assert asked == [(8, 600.0, bench_pipeline.BOUND_S), (16, 600.0, bench_pipeline.BOUND_S)]
+    bound = bench_pipeline.BOUND_S
+    # the roofline's rows, then the same on the op times measured on an H200 (the committed CSV, read for real)
+    assert asked == [(8, 600.0, bound, False), (16, 600.0, bound, False), (8, 600.0, bound, True),
+                     (16, 600.0, bound, True)]
     # `--rows preset:8` runs that row alone
     asked.clear()
     bench_pipeline._preset_rows(quick=False, wanted=lambda case, p: f"{case}:{p}" in ("preset:8",))
-    assert asked == [(8, 600.0, bench_pipeline.BOUND_S)]
+    assert asked == [(8, 600.0, bound, False)]
+    asked.clear()
+    bench_pipeline._preset_rows(quick=True, wanted=lambda case, p: True)  # quick: the roofline's small row alone
+    assert asked == [(4, 10.0, 10.0, False)]
