@@ -35,13 +35,13 @@ REPO = Path(__file__).resolve().parents[1]
 CHECKPOINTS_S = (60, 120, 300, 600, 900, 1200, 1800, 2400, 3600)
 # name -> (what it is, the values of `formulations.pipeline_lns`'s constants it runs with)
 SETTINGS: dict[str, tuple[str, dict[str, object]]] = {
-    "two-phase": ("the default: half the time in 0.5 s steps on 1 worker, then 2 s steps on 8, then one step on "
-                  "each end (fill, drain)", {}),
+    "two-phase": ("the default: half the time in 0.5 s steps on 1 worker, then 2 s steps on 8 with one step on "
+                  "each end (fill, drain) halfway through them and one at their end", {}),
     "no-ends": ("the two phases without the steps on the ends (the default before 2026-12-04 17:00 UTC)",
                 {"HALF_ENDS": False}),
-    "ends-twice": ("the default with two rounds of the ends' steps, one halfway through the second phase",
-                   {"ENDS_ROUNDS": 2}),
-    "ends-thrice": ("the default with three rounds of the ends' steps, the second phase split in three before them",
+    "ends-once": ("one round of the ends' steps, at the end of the second phase (the default on 2026-12-04 from "
+                  "17:00 UTC)", {"ENDS_ROUNDS": 1}),
+    "ends-thrice": ("three rounds of the ends' steps, the second phase split in three before them",
                     {"ENDS_ROUNDS": 3}),
     "short": ("0.5 s steps on 1 worker all the time", {"HALF_FIRST_SHARE": 1.0, "HALF_ENDS": False}),
     "long": ("2 s steps on 8 workers all the time (the default before 2026-12-04)",

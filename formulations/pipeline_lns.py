@@ -130,7 +130,10 @@ ENDS_KINDS = ("head", "tail")
 ENDS_SHARE = 0.17
 ENDS_STEP_S = 60.0
 ENDS_TIME_SHARE = 0.1  # of the search's time, at most, for each end's step (a short search keeps time for the rest)
-ENDS_ROUNDS = 1  # rounds of the two ends' steps, the second phase's time split evenly before them
+# Rounds of the two ends' steps, the second phase's time split evenly before them.  Measured side by side
+# (`experiments.bench_half`, 600 s, seeds 0 / 1; README, "The ends in rounds"): one round (at the end) 6688 / 6656 ms,
+# two rounds 6576 / 6529, three 6584 (seed 0): a drain repacked halfway is built on by the steps after it.
+ENDS_ROUNDS = 2
 MIN_STEP_S = 1.0  # no step starts with less time left than this
 STALL_STEPS = 40  # steps in a row without a gain after which the search hands its time back to the full model
 MIN_RESOLVE_S = 2.0  # the full model is solved again only with at least this much time left
@@ -588,11 +591,12 @@ def improve_folded(setup: PipelineSetup, fold: Fold, incumbent: PipelineTimes,
 
 def _two_phases(search: Callable[..., LnsResult], time_limit_s: float, step_s: float, threads: int,
                 progress: Callable[[LnsStep], None] | None) -> Callable[[PipelineSetup, PipelineTimes], LnsResult]:
-    """The search on a mirror half (for `improve_folded`), in two phases and then the ends: `HALF_FIRST_SHARE` of
+    """The search on a mirror half (for `improve_folded`), in two phases and the ends: `HALF_FIRST_SHARE` of
     the time in `HALF_STEP_S` steps on at most `HALF_THREADS` workers, the rest in steps of `HALF_STEP_SHARE` x
-    `step_s` on `threads` (constants' comment), then one step on each end of the schedule (``head``, then ``tail``:
-    `ENDS_KINDS`, each within `ENDS_STEP_S` and `ENDS_TIME_SHARE` of `time_limit_s`, kept back from the phases;
-    with `HALF_ENDS`), then more of the second phase's steps in whatever time the ends left.  No phase has a stall
+    `step_s` on `threads` (constants' comment), split evenly into `ENDS_ROUNDS` parts, each followed by one step on
+    each end of the schedule (``head``, then ``tail``: `ENDS_KINDS`, each within `ENDS_STEP_S` and `ENDS_TIME_SHARE`
+    of `time_limit_s`, kept back from the phases; with `HALF_ENDS`), then more of the second phase's steps in
+    whatever time the ends left.  No phase has a stall
     limit: the full model it would hand the time back to is the whole pipeline, too large to gain anything in that
     time (`FULL_SOLVE_MAX_TASKS`), and with short steps a streak of gainless steps is likely while the search still
     gains.  One `LnsResult` for all: its steps numbered and timed from the first phase's start, as `progress` sees

@@ -30,21 +30,24 @@ def test_each_setting_runs_with_its_constants_and_restores_them(monkeypatch, tmp
     real = pipeline_lns.solve_pipeline_lns
 
     def spy(*args, **kwargs):
-        seen.append((pipeline_lns.HALF_FIRST_SHARE, pipeline_lns.HALF_ENDS, kwargs["seed"], kwargs["time_limit_s"]))
+        seen.append((pipeline_lns.HALF_FIRST_SHARE, pipeline_lns.HALF_ENDS and pipeline_lns.ENDS_ROUNDS,
+                     kwargs["seed"], kwargs["time_limit_s"]))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pipeline_lns, "solve_pipeline_lns", spy)
     before = pipeline_lns.HALF_FIRST_SHARE
     assert pipeline_lns.HALF_ENDS
     out = tmp_path / "half.csv"
-    bench_half.main(["--quick", "--seconds", "2", "--settings", "two-phase,no-ends,short,long", "--seeds", "0,1",
-                     "--out", str(out)])
-    assert seen == [(before, True, 0, 2.0), (before, True, 1, 2.0), (before, False, 0, 2.0), (before, False, 1, 2.0),
-                    (1.0, False, 0, 2.0), (1.0, False, 1, 2.0), (0.0, False, 0, 2.0), (0.0, False, 1, 2.0)]
-    assert pipeline_lns.HALF_FIRST_SHARE == before and pipeline_lns.HALF_ENDS
+    rounds = pipeline_lns.ENDS_ROUNDS
+    names = ("two-phase", "no-ends", "ends-once", "short", "long")
+    bench_half.main(["--quick", "--seconds", "2", "--settings", ",".join(names), "--seeds", "0,1", "--out", str(out)])
+    assert seen == [(before, rounds, 0, 2.0), (before, rounds, 1, 2.0), (before, False, 0, 2.0),
+                    (before, False, 1, 2.0), (before, 1, 0, 2.0), (before, 1, 1, 2.0), (1.0, False, 0, 2.0),
+                    (1.0, False, 1, 2.0), (0.0, False, 0, 2.0), (0.0, False, 1, 2.0)]
+    assert rounds == 2  # the default the README's "The ends in rounds" measured
+    assert pipeline_lns.HALF_FIRST_SHARE == before and pipeline_lns.HALF_ENDS and pipeline_lns.ENDS_ROUNDS == rounds
     rows = list(csv.DictReader(out.open()))
-    assert [(r["setting"], r["seed"]) for r in rows] == [(name, seed) for name in ("two-phase", "no-ends", "short",
-                                                                                    "long") for seed in ("0", "1")]
+    assert [(r["setting"], r["seed"]) for r in rows] == [(name, seed) for name in names for seed in ("0", "1")]
     for r in rows:
         assert 0 < float(r["makespan_ms"]) <= float(r["start_ms"])
         assert 0 < float(r["bubble_vs_dualpipe"])

@@ -149,14 +149,16 @@ def test_a_pipeline_too_large_for_the_full_model_is_searched_on_its_half(monkeyp
     assert lns is not None and not lns.folded
 
 
-def test_the_half_is_searched_in_short_steps_then_long_ones_then_its_ends_without_a_stall_limit(monkeypatch):
+@pytest.mark.parametrize("rounds", [1, 2])
+def test_the_half_is_searched_in_short_steps_then_long_ones_then_its_ends_without_a_stall_limit(monkeypatch, rounds):
     """The search on a half runs `HALF_FIRST_SHARE` of its time in `HALF_STEP_S` steps on at most `HALF_THREADS`
     CP-SAT workers, then the rest from that schedule in half the step limit on the caller's workers (measured
-    better on the preset at p = 16: the module constants' comment), then one step on the fill and one on the drain
-    (``head``, ``tail``, each within `ENDS_TIME_SHARE` of the time, kept back from the phases), then the second
-    phase again in the time they left, with no stall limit (above
-    `FULL_SOLVE_MAX_TASKS` there is no full model to hand the time back to); the steps of both phases reach
+    better on the preset at p = 16: the module constants' comment), split into `ENDS_ROUNDS` parts each followed by
+    one step on the fill and one on the drain (``head``, ``tail``, each within `ENDS_TIME_SHARE` of the time, kept
+    back from the phases), then the second phase again in the time they left, with no stall limit (above
+    `FULL_SOLVE_MAX_TASKS` there is no full model to hand the time back to); the steps of all parts reach
     `progress` and the result numbered in one sequence, timed from the search's start."""
+    monkeypatch.setattr(lns_module, "ENDS_ROUNDS", rounds)
     pipe, cap = _dualpipe()
     folded = fold(pipe, [cap] * P)
     assert folded is not None
@@ -177,14 +179,18 @@ def test_the_half_is_searched_in_short_steps_then_long_ones_then_its_ends_withou
     ends_s = seen[2]["step_s"]  # the share of the time the search got (6 s less what came before it)
     assert 0 < ends_s <= min(lns_module.ENDS_STEP_S, lns_module.ENDS_TIME_SHARE * 6)
     second = (1.0 * lns_module.HALF_STEP_SHARE, 8, None, None, None)
+    ends = [(ends_s, 8, None, ("head",), 1), (ends_s, 8, None, ("tail",), 1)]
     assert [(k["step_s"], k["threads"], k["stall_steps"], k.get("kinds"), k.get("max_steps")) for k in seen] == \
-        [(lns_module.HALF_STEP_S, lns_module.HALF_THREADS, None, None, None), second,
-         (ends_s, 8, None, ("head",), 1), (ends_s, 8, None, ("tail",), 1), second]
-    # the ends' time is kept back from the phases
-    assert seen[0]["time_limit_s"] <= (6 - 2 * ends_s) * lns_module.HALF_FIRST_SHARE + 1e-9
-    assert all(k["time_limit_s"] <= ends_s for k in seen[2:4])
+        [(lns_module.HALF_STEP_S, lns_module.HALF_THREADS, None, None, None)] + [second, *ends] * rounds + [second]
+    # the ends' time is kept back from the phases; the rounds split the second phase's time evenly
+    assert seen[0]["time_limit_s"] <= (6 - 2 * rounds * ends_s) * lns_module.HALF_FIRST_SHARE + 1e-9
+    assert all(seen[i + j]["time_limit_s"] <= ends_s for i in range(2, 3 * rounds + 1, 3) for j in (0, 1))
+    if rounds == 2:  # half of what the first phase and the ends left (it may stop up to MIN_STEP_S early)
+        searched_s = ends_s / lns_module.ENDS_TIME_SHARE  # the half's search's own limit, a little under 6 s
+        left_s = searched_s - 4 * ends_s - seen[0]["time_limit_s"] + lns_module.MIN_STEP_S
+        assert seen[1]["time_limit_s"] <= left_s / 2 + 1e-9
     if sol.plan.status is not PlanStatus.OPTIMAL:  # a search at its bound takes no more steps
-        assert [s.kind for s in lns.steps].count("head") == [s.kind for s in lns.steps].count("tail") == 1
+        assert [s.kind for s in lns.steps].count("head") == [s.kind for s in lns.steps].count("tail") == rounds
     assert list(lns.steps) == reported and [s.step for s in lns.steps] == list(range(len(lns.steps)))
     walls = [s.wall_s for s in lns.steps]
     assert walls == sorted(walls)
