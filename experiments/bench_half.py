@@ -41,6 +41,7 @@ SETTINGS: dict[str, tuple[str, dict[str, object]]] = {
                 {"HALF_ENDS": False}),
     "ends-once": ("one round of the ends' steps, at the end of the second phase (the default on 2026-12-04 from "
                   "17:00 UTC)", {"ENDS_ROUNDS": 1}),
+    "ends-wide": ("the default with each end's step over a quarter of the tasks, not 17 %", {"ENDS_SHARE": 0.25}),
     "ends-thrice": ("three rounds of the ends' steps, the second phase split in three before them",
                     {"ENDS_ROUNDS": 3}),
     "short": ("0.5 s steps on 1 worker all the time", {"HALF_FIRST_SHARE": 1.0, "HALF_ENDS": False}),
