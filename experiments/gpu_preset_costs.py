@@ -172,7 +172,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--small", action="store_true", help="toy sizes (a smoke check on a CPU)")
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--expert-parallel", default="16,8", help="EP degrees of the experts op (default 16,8)")
+    ap.add_argument("--expert-parallel", type=lambda x: [int(v) for v in x.split(",")], default=[16, 8],
+                    help="EP degrees of the experts op, comma-separated (default 16,8)")
     args = ap.parse_args(argv)
 
     import torch
@@ -195,7 +196,7 @@ def main(argv=None) -> int:
         devices = {"h100": load_topology(resolve_profile("h100-8-nvlink.yaml")).devices[0],
                    "measured": load_topology(measured_hw).devices[0]}
     cases, seen = [], set()
-    for ep in (int(v) for v in args.expert_parallel.split(",")):
+    for ep in args.expert_parallel:
         for name, factory, shape in modules(torch, arch, mb, ep):
             if name not in seen:
                 seen.add(name)

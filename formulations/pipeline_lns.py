@@ -122,10 +122,11 @@ HALF_STEP_SHARE = 0.5  # of the step limit, the steps of the rest of the time
 # Measured on the preset at p = 16's half (4,544 tasks; README, "The ends as neighbourhoods"): from the search's
 # 6793 ms after 400 s, the last ~16 % of the tasks (720) re-solved in 9 s to 6650 ms, proven optimal for the
 # step, then the first ~18 % (814) in 47 s to 6613, proven; windows of the same size in the middle gained 0-7 ms
-# in 60 s each, unproven.  The search's own steps (64-300 tasks) never grow that large.  At the end of the search,
-# not between its phases: there the drain step gained 3.5 ms (seed 1, final 6727 ms), at the end 100 ms (final
-# 6656); a drain the search has just built leaves the most to repack.
-HALF_ENDS = True  # the ends after the half's two phases (False: the two phases alone, as before 2026-12-04)
+# in 60 s each, unproven.  The search's own steps (64-300 tasks) never grow that large.  A single round between
+# the two phases had gained 3.5 ms on the drain (seed 1, final 6727 ms), one at the end 100 ms (final 6656): a
+# drain the search has just built leaves the most to repack, hence the rounds (`ENDS_ROUNDS`) each come after
+# second-phase steps.
+HALF_ENDS = True  # the ends' steps in the second phase (False: the two phases alone, as before 2026-12-04)
 ENDS_KINDS = ("head", "tail")
 ENDS_SHARE = 0.17
 ENDS_STEP_S = 60.0
@@ -596,11 +597,10 @@ def _two_phases(search: Callable[..., LnsResult], time_limit_s: float, step_s: f
     `step_s` on `threads` (constants' comment), split evenly into `ENDS_ROUNDS` parts, each followed by one step on
     each end of the schedule (``head``, then ``tail``: `ENDS_KINDS`, each within `ENDS_STEP_S` and `ENDS_TIME_SHARE`
     of `time_limit_s`, kept back from the phases; with `HALF_ENDS`), then more of the second phase's steps in
-    whatever time the ends left.  No phase has a stall
-    limit: the full model it would hand the time back to is the whole pipeline, too large to gain anything in that
-    time (`FULL_SOLVE_MAX_TASKS`), and with short steps a streak of gainless steps is likely while the search still
-    gains.  One `LnsResult` for all: its steps numbered and timed from the first phase's start, as `progress` sees
-    them."""
+    whatever time the ends left.  No phase has a stall limit: the full model it would hand the time back to is the
+    whole pipeline, too large to gain anything in that time (`FULL_SOLVE_MAX_TASKS`), and with short steps a streak
+    of gainless steps is likely while the search still gains.  One `LnsResult` for all: its steps numbered and
+    timed from the first phase's start, as `progress` sees them."""
 
     def run(half: PipelineSetup, incumbent: PipelineTimes) -> LnsResult:
         t0 = time.monotonic()

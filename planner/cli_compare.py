@@ -116,8 +116,8 @@ def _preset_costs(args: argparse.Namespace) -> PresetCosts:
           f"layers per stage {costs.layers_per_piece(costs.stage_units)}; times in {costs.time_unit}, memory in "
           f"{costs.memory_unit}")
     if op_times is not None:
-        used = sorted({key for u in costs.units for op in u for key in op_key(op, costs.expert_parallel)[:1]
-                       if any(k in op_times for k in op_key(op, costs.expert_parallel))})
+        keys = [op_key(op, costs.expert_parallel) for u in costs.units for op in u]
+        used = sorted({k[0] for k in keys if any(key in op_times for key in k)})  # named by the most specific key
         print(f"op times measured ({args.preset_times}): {', '.join(used) or 'none of this model'}; the rest "
               "(embedding, all-to-alls, hops) from the profile")
     return costs

@@ -79,6 +79,7 @@ micro-batch's whole F + B + W within 2 x 10^5 ticks), memory in MiB.
 
 from __future__ import annotations
 
+import csv
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -244,8 +245,6 @@ def load_op_times(path: Path | str) -> OpTimes:
     """Measured F, B, W milliseconds per op kind from the CSV at `path` (module docstring, "Measured op times").
     Rows repeating an op (one per priced device, as `experiments.gpu_preset_costs` writes) must agree; an unknown
     op, a missing column, a value that is not a number >= 0, or an F of 0 is an `InputError` naming the row."""
-    import csv
-
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file", fix="give the CSV that python -m experiments.gpu_preset_costs "
@@ -260,10 +259,10 @@ def load_op_times(path: Path | str) -> OpTimes:
         times: OpTimes = {}
         for line, row in enumerate(reader, start=2):
             key = (row["op"] or "").strip()
+            if key == "attention_core":  # the core alone, a diagnostic row of the GPU script
+                continue
             if key not in ("attention", "mlp", "head", "experts") and not (
                     key.startswith("experts_ep") and key[len("experts_ep"):].isdigit()):
-                if key == "attention_core":  # the core alone, a diagnostic row of the GPU script
-                    continue
                 raise InputError(f"{path}:{line}: unknown op {key!r}",
                                  fix="use attention, mlp, head, experts or experts_ep<N>")
             try:
