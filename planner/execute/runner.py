@@ -6,6 +6,8 @@ Report (`run.json`, written atomically)::
     outputs                {name: {shape, dtype}}
     max_abs_error          max |ours - onnxruntime| over all outputs (null without --check)
     max_rel_error          max_abs_error of each output / max |onnxruntime| of that output, the largest (null ...)
+    reference_model        which model onnxruntime ran for the check: the file, or below opset 7 the model as
+                           upgraded (`planner.ir.onnx_values.reference_outputs`; null without --check)
     measured_makespan_s    median over the measured repetitions of (latest rank end - start barrier)
     measured_makespans_s   every measured repetition
     simulated_makespan_s   the plan's makespan (ticks x tick_s)
@@ -76,7 +78,7 @@ from planner.execute.run_sharing import sharing_report
 from planner.heuristics.list_schedule import heft
 from planner.ir.graph import OpGraph
 from planner.ir.hardware import load_topology
-from planner.ir.onnx_values import bound_input_feeds, run_onnxruntime
+from planner.ir.onnx_values import bound_input_feeds, reference_outputs
 from planner.ir.topology import Topology
 from planner.prepare import prepare
 from planner.schedule.atomic import atomic_write_text
@@ -258,16 +260,17 @@ def build_report(plan_path, plan: Plan, partition: Partition, results: Sequence[
     spans = [max(res.runs[i].end_s for res in results) for i in range(repeat)]
     median = statistics.median(spans)
     mid = min(range(repeat), key=lambda i: (abs(spans[i] - median), i))
-    max_abs = max_rel = None
+    max_abs = max_rel = reference = None
     if check_feeds is not None:
-        ref = run_onnxruntime(plan.model_path, check_feeds, partition.outputs)
+        ref, reference = reference_outputs(plan.model_path, check_feeds, partition.outputs, plan.input_shapes,
+                                           plan.input_values)
         max_abs, max_rel = compare_outputs(outputs, ref)
     report: dict[str, Any] = {
         "plan": str(plan_path), "model_path": plan.model_path, "backend": backend,
         "world_size": partition.world_size, "device_names": list(partition.device_names),
         "rank_of_device": list(partition.rank_of_device), "repeat": repeat, "warmup": warmup,
         "outputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in outputs.items()},
-        "max_abs_error": max_abs, "max_rel_error": max_rel,
+        "max_abs_error": max_abs, "max_rel_error": max_rel, "reference_model": reference,
         "measured_makespan_s": median, "measured_makespans_s": spans,
         "simulated_makespan_s": plan.makespan_tick * (plan.tick_s or 1.0) if plan.time_unit == "s" else None,
         "busy_s": [res.runs[mid].busy_s for res in results],

@@ -66,6 +66,7 @@ from planner.ir.onnx_constants import (
     upgrade_opset,
     with_constants,
 )
+from planner.ir.onnx_legacy import upgrade_legacy
 from planner.ir.op_workload import DATA_DEPENDENT, NodeShapes, op_flops
 
 __all__ = ["load_onnx", "normalized_model", "node_names"]
@@ -535,12 +536,15 @@ def _run_inference(model: ModelProto, consts: ConstantValues, shown: str) -> Mod
 
 def _infer_shapes(model: ModelProto, shown: str) -> tuple[ModelProto, frozenset[str], MutableMapping[str, _Type]]:
     """Shape inference until every needed tensor is static, each round trying, in order: exact shapes onnx leaves
-    out, inlining Ifs with a known condition, the opset upgrade (once, below opset 14), constant evaluation, and
+    out, inlining Ifs with a known condition, the opset upgrade (once, below opset 14; below opset 7 always, first:
+    `onnx_legacy`), constant evaluation, and
     upper bounds for data-dependent outputs.  When nothing helps any more, the error names the node that stops
     propagation and why (`_culprit`)."""
     bounded: set[str] = set()
     consts = ConstantValues()
-    upgraded = False
+    legacy = upgrade_legacy(model, shown)  # below opset 7 ops meant something else: converted first, always
+    upgraded = legacy is not model
+    model = legacy
     unknown: list[tuple[int, str]] = []
     for _ in range(_MAX_ROUNDS):
         model = _run_inference(model, consts, shown)

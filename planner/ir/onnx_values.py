@@ -7,7 +7,8 @@ protobufs into those plain values, so the layering rule (onnx only in `planner/i
 * `model_program(graph, model_path, ops=None)`: the ops (all, or the named subset) as `NodeSpec`s with plain
   attributes (int, float, str, lists of them, numpy arrays for tensor attributes, None for subgraphs), the values
   of every constant they read (folded ones computed by `export_onnx`), and the model's opsets.
-* `run_onnxruntime(model_path, feeds)`: the reference outputs that `plan-run --check` compares against.
+* `run_onnxruntime(model_path, feeds)`: a model's outputs on onnxruntime; `reference_outputs(...)`: the reference
+  that `plan-run --check` compares against (the file, or below opset 7 the model as the importer upgraded it).
 
 Subgraph attributes (If's branches, Loop's and Scan's body) become `GraphSpec`s: their nodes as `NodeSpec`s (nested
 subgraphs in turn), their initializers as numpy arrays, and their input and output names, so a runtime can run a
@@ -16,7 +17,7 @@ body with the same op table as the main graph.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,13 @@ import onnxruntime as ort
 from onnx import AttributeProto, helper, numpy_helper
 
 from planner.ir.graph import OpGraph
-from planner.ir.onnx_constants import bind_input_values
+from planner.ir.onnx_constants import UPGRADE_OPSET, bind_input_values
 from planner.ir.onnx_export import export_onnx
+from planner.ir.onnx_import import normalized_model
+from planner.ir.onnx_legacy import LEGACY_OPSET, default_opset
 
-__all__ = ["GraphSpec", "NodeSpec", "ModelProgram", "model_program", "run_onnxruntime", "plain_attributes",
-           "graph_spec", "bound_input_feeds"]
+__all__ = ["GraphSpec", "NodeSpec", "ModelProgram", "model_program", "run_onnxruntime", "reference_outputs",
+           "plain_attributes", "graph_spec", "bound_input_feeds"]
 
 
 @dataclass(frozen=True)
@@ -108,17 +111,42 @@ def model_program(graph: OpGraph, model_path: str | Path, ops: Iterable[str] | N
     return ModelProgram(nodes, constants, opsets)
 
 
-def run_onnxruntime(model_path: str | Path, feeds: Mapping[str, np.ndarray],
+def run_onnxruntime(model_path: str | Path | bytes, feeds: Mapping[str, np.ndarray],
                     outputs: Iterable[str] | None = None) -> dict[str, np.ndarray]:
-    """Run the original model on onnxruntime's CPU provider (sequential, all graph optimizations)."""
+    """Run a model (a file, or a serialized model) on onnxruntime's CPU provider (sequential, all graph
+    optimizations)."""
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
-    session = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+    source = model_path if isinstance(model_path, bytes) else str(model_path)
+    session = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
     names = list(outputs) if outputs is not None else [o.name for o in session.get_outputs()]
     values = session.run(names, dict(feeds))
     return dict(zip(names, (np.asarray(v) for v in values), strict=True))
+
+
+REFERENCE_FILE = "the model file"
+REFERENCE_UPGRADED = (f"the model upgraded to opset {UPGRADE_OPSET} as opplan planned it (onnxruntime runs no op "
+                      f"version below opset {LEGACY_OPSET}; planner.ir.onnx_legacy)")
+
+
+def reference_outputs(model_path: str | Path, feeds: Mapping[str, np.ndarray], outputs: Iterable[str] | None,
+                      input_shapes: Mapping[str, Sequence[int]], input_values: Mapping[str, Sequence[float]]
+                      ) -> tuple[dict[str, np.ndarray], str]:
+    """onnxruntime's outputs for `--check`, and which model gave them (`REFERENCE_FILE` or `REFERENCE_UPGRADED`):
+    the original file, except below opset 7, whose old op versions onnxruntime refuses; there the model exactly as
+    the importer upgraded it (`onnx_import.normalized_model`, the one the ranks ran), with the inputs it bound as
+    initializers left out of `feeds`.  That still checks the run against an independent runtime, not the
+    upgrade itself (`planner.ir.onnx_legacy` says what the upgrade changes)."""
+    model = onnx.load(str(model_path), load_external_data=False)
+    if (default_opset(model) or LEGACY_OPSET) >= LEGACY_OPSET:
+        return run_onnxruntime(model_path, feeds, outputs), REFERENCE_FILE
+    upgraded = normalized_model(model_path, tuple(sorted((k, tuple(v)) for k, v in input_shapes.items())),
+                                tuple(sorted((k, tuple(v)) for k, v in input_values.items())))
+    bound = {t.name for t in upgraded.graph.initializer}
+    return (run_onnxruntime(upgraded.SerializeToString(), {k: v for k, v in feeds.items() if k not in bound}, outputs),
+            REFERENCE_UPGRADED)
 
 
 def bound_input_feeds(model_path: str | Path, input_values: Mapping[str, Iterable[float]]) -> dict[str, np.ndarray]:
