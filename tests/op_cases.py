@@ -108,6 +108,8 @@ CASES = [
     ("BatchNormalization", [f32(2, 3, 4, 4), f32(3), f32(3), f32(3), np.abs(f32(3)) + 0.1], {"epsilon": 1e-3}, 9),
     ("Relu", [f32(3, 4)], {}, 13),
     ("Sigmoid", [f32(3, 4)], {}, 13),
+    ("Shrink", [f32(3, 4)], {"bias": 0.25, "lambd": 0.5}, 13),  # both sides of the band and inside it
+    ("Shrink", [i64([-3, -1, 0, 1, 3])], {"bias": 1.0, "lambd": 1.0}, 13),  # an integer x stays integer
     ("Tanh", [f32(3, 4)], {}, 13),
     ("Pad", [f32(2, 3), i64([0, 1, 1, 2]), np.float32(1.5)], {}, 13),
     ("Pad", [f32(2, 4), i64([1, 2, 1, 1])], {"mode": "reflect"}, 13),

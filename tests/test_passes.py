@@ -96,6 +96,33 @@ def test_folding_removes_shape_arithmetic_and_constant_math(tmp_path):
     _assert_same_outputs(path, folded)
 
 
+def test_the_shape_of_a_folded_tensor_is_evaluated_on_export(tmp_path):
+    # as in Swin's legacy export (transformers SwinModel, torch.onnx.export dynamo=False): a Shape reads a tensor
+    # that is itself a constant (a Concat of constants), so folding removes it from the op graph; rebuilding the
+    # Reshape's shape input must evaluate that Concat rather than look for its static shape among the graph's
+    # tensors (a KeyError in every rank before 2026-12-04)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 12])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 4])
+    nodes = [
+        helper.make_node("Concat", ["k1", "k2"], ["c"], name="concat_consts", axis=0),
+        helper.make_node("Shape", ["c"], ["s"], name="shape_of_consts"),
+        helper.make_node("Concat", ["minus1", "s"], ["newshape"], name="concat_shape", axis=0),
+        helper.make_node("Reshape", ["x", "newshape"], ["r"], name="reshape"),
+        helper.make_node("Add", ["r", "one"], ["y"], name="add"),
+    ]
+    inits = [numpy_helper.from_array(np.array([1, 2, 3], np.int64), "k1"),
+             numpy_helper.from_array(np.array([4], np.int64), "k2"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus1"),
+             numpy_helper.from_array(np.array(1.0, np.float32), "one")]
+    model = helper.make_model(helper.make_graph(nodes, "shape_of_consts", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "shape_of_consts.onnx"
+    onnx.save(model, path)
+    folded = fold_constants(load_onnx(path))
+    assert {op.name for op in folded.ops} == {"reshape", "add"}
+    _assert_same_outputs(path, folded)
+
+
 def test_dce_drops_ops_that_reach_no_output(tmp_path):
     path = _shape_chain_model(tmp_path)
     graph = eliminate_dead_code(load_onnx(path))

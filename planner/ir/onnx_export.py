@@ -34,7 +34,8 @@ def _shape_value(node: onnx.NodeProto, shape: tuple[int, ...]) -> np.ndarray:
 def _evaluate_constants(model: onnx.ModelProto, names: list[str], wanted: set[str], graph: OpGraph
                         ) -> dict[str, np.ndarray]:
     """Values of `wanted` tensors, which depend on initializers and static shapes only: their producers are
-    evaluated node by node (`onnx_eval.evaluate_node`: onnx's reference evaluator, else onnxruntime)."""
+    evaluated node by node (`onnx_eval.evaluate_node`: onnx's reference evaluator, else onnxruntime); a `Shape` or
+    `Size` of a tensor the graph holds takes its static shape, of one it no longer holds its evaluated input."""
     if not wanted:
         return {}
     producer = {t: i for i, node in enumerate(model.graph.node) for t in node.output}
@@ -53,9 +54,12 @@ def _evaluate_constants(model: onnx.ModelProto, names: list[str], wanted: set[st
             continue
         i = producer[t]
         node = model.graph.node[i]
-        if node.op_type in ("Shape", "Size"):
-            values[node.output[0]] = _shape_value(node, graph.tensors[node.input[0]].shape)
+        known = graph.tensors.get(node.input[0]) if node.op_type in ("Shape", "Size") else None
+        if known is not None and known.shape is not None:
+            values[node.output[0]] = _shape_value(node, known.shape)
             continue
+        # any other node, and a Shape of a tensor the graph no longer holds (itself a constant that folding
+        # removed, e.g. a Concat of constants in Swin's export): evaluated from its inputs
         needed_nodes.add(i)
         stack.extend(node.input)
     opsets = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in model.opset_import}

@@ -207,6 +207,14 @@ def thresholded_relu(ins, attrs, ctx):
     return [torch.where(x > float(attrs.get("alpha", 1.0)), x, torch.zeros_like(x))]
 
 
+@register("Shrink")
+def shrink(ins, attrs, ctx):
+    x = ins[0]
+    bias, lambd = float(attrs.get("bias", 0.0)), float(attrs.get("lambd", 0.5))
+    # the output keeps x's dtype (an integer x with float attributes stays integer, as onnxruntime's does)
+    return [torch.where(x < -lambd, x + bias, torch.where(x > lambd, x - bias, torch.zeros_like(x))).to(x.dtype)]
+
+
 @register("IsInf")
 def is_inf(ins, attrs, ctx):
     x = ins[0]
