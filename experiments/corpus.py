@@ -144,8 +144,15 @@ def _export_torch(out: Path, exporters: Sequence[str], only: set[str] | None) ->
 
 
 def _export_transformers(out: Path, only: set[str] | None) -> list[CorpusEntry]:
-    """The `transformers` source: each `HF_MODELS` entry exported with dynamo (a failed export is a row)."""
-    from experiments.hf_models import HF_MODELS, export_hf_model, input_ids  # needs torch (see _export_torch)
+    """The `transformers` source: each `HF_MODELS` entry exported with dynamo, then each `HF_ARCHITECTURES` entry
+    with its exporter (a failed export is a row)."""
+    from experiments.hf_models import (  # needs torch (see _export_torch)
+        HF_ARCHITECTURES,
+        HF_MODELS,
+        export_hf_architecture,
+        export_hf_model,
+        input_ids,
+    )
 
     entries = []
     for model in HF_MODELS:
@@ -156,6 +163,16 @@ def _export_transformers(out: Path, only: set[str] | None) -> list[CorpusEntry]:
             with _quiet():
                 entry.path = export_hf_model(model, out / f"{entry.key}.onnx")
         except Exception as exc:  # an exporter failure (or transformers missing) is a corpus row
+            entry.error = _one_line(exc)
+        entries.append(entry)
+    for arch in HF_ARCHITECTURES:
+        if only and arch.name not in only:
+            continue
+        entry = CorpusEntry(arch.name, arch.kind, "transformers", arch.exporter)
+        try:
+            with _quiet():
+                entry.path, entry.feeds = export_hf_architecture(arch, out / f"{entry.key}.onnx")
+        except Exception as exc:  # as above
             entry.error = _one_line(exc)
         entries.append(entry)
     return entries
