@@ -13,6 +13,9 @@ writes the models under `DIR` and `DIR/corpus.csv` (one row per model file; colu
   (one `ConstantOfShape` of a single value each, which would make the outputs uniform) replaced by a seeded random
   initializer in a copy, and the final softmax dropped (it saturates on random logits); node names are kept.
 * `package`: `.onnx` files shipped inside installed packages (onnxruntime's `datasets/`), as shipped.
+* `onnx-data`: the 140 small model files the onnx wheel ships beside its node tests (pytorch-converted and
+  pytorch-operator, old PyTorch exports at opset 6, and simple), as shipped, fed their shipped inputs; not in the
+  default sources (`--source onnx-data`).
 * `transformers`: Hugging Face's own Mixtral, Qwen2-MoE, DeepSeek-V3 and GPT-2 model classes with tiny configs and
   random weights, dynamo-exported (`experiments/hf_models.py`, which says why their experts export as
   `batched_mm`); not in the default sources (it needs `transformers`, a test dependency): `--source transformers`.
@@ -54,6 +57,8 @@ EXPORTERS = ("legacy", "dynamo")
 LEGACY_OPSET = 17
 # the light CNNs in the corpus (the others are the same kinds of layers at 100-550 MB of weights)
 LIGHT_MODELS = ("squeezenet", "shufflenet", "inception_v1", "densenet121")
+# the onnx wheel's small model files beside its node tests, with shipped inputs (the `onnx-data` source)
+ONNX_DATA_FOLDERS = ("pytorch-converted", "pytorch-operator", "simple")
 PACKAGE_MODELS = ("onnxruntime/datasets/mul_1.onnx", "onnxruntime/datasets/sigmoid.onnx",
                   "onnxruntime/datasets/logreg_iris.onnx")
 # the check: max relative error (an output's max abs error / its max |onnxruntime value|) at most REL_TOL, or the
@@ -283,6 +288,32 @@ def _package_models(only: set[str] | None) -> list[CorpusEntry]:
     return entries
 
 
+def _onnx_data_models(only: set[str] | None) -> list[CorpusEntry]:
+    """The `onnx-data` source: the small model files the onnx wheel ships beside its node tests
+    (`ONNX_DATA_FOLDERS`; pytorch-converted and pytorch-operator are old PyTorch exports at opset 6), as shipped,
+    each fed the inputs shipped beside it (``test_data_set_0/input_*.pb``)."""
+    from onnx import numpy_helper
+
+    entries = []
+    for folder in ONNX_DATA_FOLDERS:
+        for model_path in sorted((_site_dir("onnx") / "backend" / "test" / "data" / folder).glob("*/model.onnx")):
+            name = model_path.parent.name
+            if only and name not in only:
+                continue
+            model = onnx.load(str(model_path), load_external_data=False)
+            inits = {t.name for t in model.graph.initializer}
+            names = [i.name for i in model.graph.input if i.name not in inits]
+            feeds = {}
+            for k, pb in enumerate(sorted((model_path.parent / "test_data_set_0").glob("input_*.pb"))):
+                tensor = onnx.TensorProto()
+                tensor.ParseFromString(pb.read_bytes())
+                feeds[tensor.name or names[k]] = numpy_helper.to_array(tensor)
+            opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+            entries.append(CorpusEntry(name, f"onnx wheel {folder} (opset {opset})", "onnx-data", path=model_path,
+                                       feeds=feeds or None))
+    return entries
+
+
 def write_corpus(out: str | Path, *, exporters: Sequence[str] = EXPORTERS, only: Sequence[str] = (),
                  sources: Sequence[str] = ("torch", "onnx-light", "package")) -> list[CorpusEntry]:
     """Write the corpus's model files under `out` (package models are used where they are installed)."""
@@ -298,6 +329,8 @@ def write_corpus(out: str | Path, *, exporters: Sequence[str] = EXPORTERS, only:
         entries += _package_models(wanted)
     if "transformers" in sources:
         entries += _export_transformers(out, wanted)
+    if "onnx-data" in sources:
+        entries += _onnx_data_models(wanted)
     return entries
 
 
@@ -392,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for the model files, plans and corpus.csv")
     parser.add_argument("--only", action="append", default=[], help="only this model (repeatable)")
     parser.add_argument("--exporter", action="append", choices=EXPORTERS, default=[], help="default: both")
-    parser.add_argument("--source", action="append", choices=("torch", "onnx-light", "package", "transformers"),
+    parser.add_argument("--source", action="append", choices=("torch", "onnx-light", "package", "transformers", "onnx-data"),
                         default=[], help="default: torch, onnx-light, package")
     parser.add_argument("--skip-run", action="store_true", help="import and plan only")
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
