@@ -425,8 +425,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for the model files, plans and corpus.csv")
     parser.add_argument("--only", action="append", default=[], help="only this model (repeatable)")
     parser.add_argument("--exporter", action="append", choices=EXPORTERS, default=[], help="default: both")
-    parser.add_argument("--source", action="append", choices=("torch", "onnx-light", "package", "transformers", "onnx-data"),
-                        default=[], help="default: torch, onnx-light, package")
+    parser.add_argument("--source", action="append",
+                        choices=("torch", "onnx-light", "package", "transformers", "onnx-data"), default=[],
+                        help="default: torch, onnx-light, package")
     parser.add_argument("--skip-run", action="store_true", help="import and plan only")
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     args = parser.parse_args(argv)
