@@ -14,8 +14,8 @@ writes the models under `DIR` and `DIR/corpus.csv` (one row per model file; colu
   initializer in a copy, and the final softmax dropped (it saturates on random logits); node names are kept.
 * `package`: `.onnx` files shipped inside installed packages (onnxruntime's `datasets/`), as shipped.
 * `onnx-data`: the 140 small model files the onnx wheel ships beside its node tests (pytorch-converted and
-  pytorch-operator, old PyTorch exports at opset 6, and simple), as shipped, fed their shipped inputs; not in the
-  default sources (`--source onnx-data`).
+  pytorch-operator, old PyTorch exports at opset 6, and simple), as shipped, fed their shipped inputs, and checked
+  against their shipped outputs too (column `max_abs_vs_shipped`); not in the default sources (`--source onnx-data`).
 * `transformers`: Hugging Face's own Mixtral, Qwen2-MoE, DeepSeek-V3 and GPT-2 model classes with tiny configs and
   random weights, dynamo-exported (`experiments/hf_models.py`, which says why their experts export as
   `batched_mm`); not in the default sources (it needs `transformers`, a test dependency): `--source transformers`.
@@ -69,7 +69,8 @@ RANKS = {"default": 2, "gpt2": 3, "bert": 3, "mixtral_moe": 4, "qwen2_moe": 4, "
          "hf_deepseek_v3": 4, "hf_gpt2": 3, "light_inception_v1": 3,
          "light_densenet121": 4}
 COLUMNS = ("model", "kind", "source", "exporter", "export", "ops", "op_types", "import", "makespan_s",
-           "lower_bound_s", "run_plan", "ranks", "transfers", "max_abs_error", "max_rel_error", "result")
+           "lower_bound_s", "run_plan", "ranks", "transfers", "max_abs_error", "max_rel_error", "max_abs_vs_shipped",
+           "result")
 
 __all__ = ["CorpusEntry", "write_corpus", "evaluate", "main", "COLUMNS"]
 
@@ -86,6 +87,7 @@ class CorpusEntry:
     feeds: dict[str, np.ndarray] | None = None
     input_values: dict[str, list[float]] = field(default_factory=dict)
     error: str = ""
+    expected: dict[str, np.ndarray] | None = None  # outputs shipped with the model (the onnx-data source)
 
     @property
     def key(self) -> str:
@@ -308,9 +310,15 @@ def _onnx_data_models(only: set[str] | None) -> list[CorpusEntry]:
                 tensor = onnx.TensorProto()
                 tensor.ParseFromString(pb.read_bytes())
                 feeds[tensor.name or names[k]] = numpy_helper.to_array(tensor)
+            outputs = [o.name for o in model.graph.output]
+            expected = {}
+            for k, pb in enumerate(sorted((model_path.parent / "test_data_set_0").glob("output_*.pb"))):
+                tensor = onnx.TensorProto()
+                tensor.ParseFromString(pb.read_bytes())
+                expected[tensor.name or outputs[k]] = numpy_helper.to_array(tensor)
             opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
             entries.append(CorpusEntry(name, f"onnx wheel {folder} (opset {opset})", "onnx-data", path=model_path,
-                                       feeds=feeds or None))
+                                       feeds=feeds or None, expected=expected or None))
     return entries
 
 
@@ -384,6 +392,12 @@ def evaluate(entry: CorpusEntry, out: str | Path, *, run: bool = True, ranks: in
                    max_rel_error=f"{rep['max_rel_error']:.2e}")
         within = rep["max_rel_error"] <= REL_TOL or rep["max_abs_error"] <= ATOL
         row["result"] = "ok" if within else f"mismatch: max rel error {rep['max_rel_error']:.2e} > {REL_TOL:g}"
+        if entry.expected:  # the outputs shipped beside the file: a second reference, independent of onnxruntime
+            off = _shipped_error(outcome.outputs, entry.expected)
+            row["max_abs_vs_shipped"] = f"{off:.2e}"
+            if within and not off <= max(ATOL, REL_TOL * max(float(np.nanmax(np.abs(v), initial=0.0))
+                                                              for v in entry.expected.values())):
+                row["result"] = f"mismatch: max abs error {off:.2e} against the shipped outputs"
     except Exception as exc:  # one model's failure is its row; the corpus goes on
         if step == "import":
             row["import"] = "failed"
@@ -391,6 +405,19 @@ def evaluate(entry: CorpusEntry, out: str | Path, *, run: bool = True, ranks: in
         if os.environ.get("CORPUS_TRACEBACK"):
             traceback.print_exc()
     return row
+
+
+def _shipped_error(outputs: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> float:
+    """Max |ours - shipped| over the shipped outputs; NaN where the shipped value is NaN counts as 0, anywhere else
+    as infinity (a NaN of ours where a number was shipped is wrong)."""
+    worst = 0.0
+    for name, want in expected.items():
+        got = np.asarray(outputs[name], dtype=np.float64)
+        want = np.asarray(want, dtype=np.float64)
+        both = np.isnan(got) & np.isnan(want)
+        diff = np.where(both, 0.0, np.abs(got - want))
+        worst = max(worst, float(np.nan_to_num(diff, nan=np.inf).max(initial=0.0)))
+    return worst
 
 
 def write_table(rows: Sequence[dict[str, Any]], path: str | Path) -> None:

@@ -130,10 +130,10 @@ def test_corpus_command_writes_the_table(tmp_path):
 @pytest.mark.dist
 def test_the_onnx_wheels_model_files_run_or_are_refused_with_the_reason(tmp_path):
     # the `onnx-data` source: 140 small files beside the onnx wheel's node tests (most of them opset 6), each with
-    # its shipped inputs.  Every one either runs and matches onnxruntime, or is refused by a one-line user error
-    # naming the file and the op or shape; the refused ones are exactly those with sequence or string ops, the
-    # training domain's Gradient, or a dynamic shape (before 2026-12-04, 34 opset-6 files failed the check or crashed
-    # a rank, and Shrink was missing)
+    # its shipped inputs.  Every one either runs and matches onnxruntime and its shipped outputs, or is refused by a
+    # one-line user error naming the file and the op or shape; the refused ones are exactly those with sequence or
+    # string ops, the training domain's Gradient, or a dynamic shape (before 2026-12-04, 34 opset-6 files failed the
+    # check or crashed a rank, and Shrink was missing)
     entries = write_corpus(tmp_path, sources=("onnx-data",))
     assert len(entries) >= 100 and all(e.path is not None and e.path.exists() for e in entries)
     rows = {e.name: evaluate(e, tmp_path) for e in entries}
@@ -145,4 +145,5 @@ def test_the_onnx_wheels_model_files_run_or_are_refused_with_the_reason(tmp_path
     for name, row in rows.items():
         if row["result"] == "ok":
             assert float(row["max_rel_error"]) <= REL_TOL or float(row["max_abs_error"]) <= ATOL, name
+            assert row["max_abs_vs_shipped"] != "", name  # checked against the shipped outputs too
     assert len(rows) - len(refused) >= 120
