@@ -49,6 +49,7 @@ from onnx import numpy_helper
 from planner.cli import solve_main
 from planner.execute.program import prepared_graph
 from planner.execute.runner import run_plan
+from planner.ir.onnx_legacy import default_opset
 from planner.schedule.plan_io import load_plan
 
 REPO = Path(__file__).resolve().parents[1]
@@ -290,12 +291,20 @@ def _package_models(only: set[str] | None) -> list[CorpusEntry]:
     return entries
 
 
+def _shipped_tensors(folder: Path, prefix: str, names: Sequence[str]) -> dict[str, np.ndarray]:
+    """The tensors shipped as ``test_data_set_0/<prefix>_<k>.pb`` beside a model, by their own name or else the
+    k-th of `names` (the model's graph inputs or outputs)."""
+    out = {}
+    for k, pb in enumerate(sorted((folder / "test_data_set_0").glob(f"{prefix}_*.pb"))):
+        tensor = onnx.load_tensor(str(pb))
+        out[tensor.name or names[k]] = numpy_helper.to_array(tensor)
+    return out
+
+
 def _onnx_data_models(only: set[str] | None) -> list[CorpusEntry]:
     """The `onnx-data` source: the small model files the onnx wheel ships beside its node tests
     (`ONNX_DATA_FOLDERS`; pytorch-converted and pytorch-operator are old PyTorch exports at opset 6), as shipped,
-    each fed the inputs shipped beside it (``test_data_set_0/input_*.pb``)."""
-    from onnx import numpy_helper
-
+    each fed the inputs shipped beside it and checked against the outputs shipped there (`CorpusEntry.expected`)."""
     entries = []
     for folder in ONNX_DATA_FOLDERS:
         for model_path in sorted((_site_dir("onnx") / "backend" / "test" / "data" / folder).glob("*/model.onnx")):
@@ -304,21 +313,11 @@ def _onnx_data_models(only: set[str] | None) -> list[CorpusEntry]:
                 continue
             model = onnx.load(str(model_path), load_external_data=False)
             inits = {t.name for t in model.graph.initializer}
-            names = [i.name for i in model.graph.input if i.name not in inits]
-            feeds = {}
-            for k, pb in enumerate(sorted((model_path.parent / "test_data_set_0").glob("input_*.pb"))):
-                tensor = onnx.TensorProto()
-                tensor.ParseFromString(pb.read_bytes())
-                feeds[tensor.name or names[k]] = numpy_helper.to_array(tensor)
-            outputs = [o.name for o in model.graph.output]
-            expected = {}
-            for k, pb in enumerate(sorted((model_path.parent / "test_data_set_0").glob("output_*.pb"))):
-                tensor = onnx.TensorProto()
-                tensor.ParseFromString(pb.read_bytes())
-                expected[tensor.name or outputs[k]] = numpy_helper.to_array(tensor)
-            opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
-            entries.append(CorpusEntry(name, f"onnx wheel {folder} (opset {opset})", "onnx-data", path=model_path,
-                                       feeds=feeds or None, expected=expected or None))
+            feeds = _shipped_tensors(model_path.parent, "input", [i.name for i in model.graph.input
+                                                                   if i.name not in inits])
+            expected = _shipped_tensors(model_path.parent, "output", [o.name for o in model.graph.output])
+            entries.append(CorpusEntry(name, f"onnx wheel {folder} (opset {default_opset(model)})", "onnx-data",
+                                       path=model_path, feeds=feeds or None, expected=expected or None))
     return entries
 
 

@@ -203,41 +203,29 @@ def _ids() -> tuple[str, object]:
     return "input_ids", torch.from_numpy(input_ids())
 
 
-def _pixels(size: int = 32) -> Callable[[], tuple[str, object]]:
+def _normal(name: str, *shape: int) -> Callable[[], tuple[str, object]]:
+    """The example input `name`: a seeded standard-normal float32 tensor of `shape` (pixels, audio)."""
     def example() -> tuple[str, object]:
         import torch
 
-        return "pixel_values", torch.from_numpy(np.random.default_rng(0).standard_normal((1, 3, size, size),
-                                                                                         dtype=np.float32))
+        return name, torch.from_numpy(np.random.default_rng(0).standard_normal(shape, dtype=np.float32))
     return example
 
 
-def _audio_features() -> tuple[str, object]:
-    import torch
-
-    return "input_features", torch.from_numpy(np.random.default_rng(0).standard_normal((1, 16, 16), dtype=np.float32))
-
-
-def _waveform() -> tuple[str, object]:
-    import torch
-
-    return "input_values", torch.from_numpy(np.random.default_rng(0).standard_normal((1, 400), dtype=np.float32))
-
-
-def _lm(config: str, model: str, **kw) -> Callable[[], object]:
-    def make() -> object:
-        import transformers as tf
-
-        return getattr(tf, model)(getattr(tf, config)(vocab_size=VOCAB, **kw))
-    return make
-
-
-def _vision(config: str, model: str, **kw) -> Callable[[], object]:
+def _built(config: str, model: str, **kw) -> Callable[[], object]:
+    """A builder of transformers' class `model` from its `config` class with `kw`."""
     def make() -> object:
         import transformers as tf
 
         return getattr(tf, model)(getattr(tf, config)(**kw))
     return make
+
+
+def _lm(config: str, model: str, **kw) -> Callable[[], object]:
+    return _built(config, model, vocab_size=VOCAB, **kw)
+
+
+_PIXELS = _normal("pixel_values", 1, 3, 32, 32)
 
 
 def _whisper_encoder() -> object:
@@ -280,28 +268,28 @@ HF_ARCHITECTURES = (
                    _lm("T5Config", "T5EncoderModel", d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4),
                    _ids, exporter="legacy"),
     HFArchitecture("hf_vit", "vision transformer (ViTModel)",
-                   _vision("ViTConfig", "ViTModel", **_SMALL, image_size=32, patch_size=8), _pixels()),
+                   _built("ViTConfig", "ViTModel", **_SMALL, image_size=32, patch_size=8), _PIXELS),
     HFArchitecture("hf_clip_vision", "vision tower (CLIPVisionModel)",
-                   _vision("CLIPVisionConfig", "CLIPVisionModel", **_SMALL, image_size=32, patch_size=8), _pixels()),
+                   _built("CLIPVisionConfig", "CLIPVisionModel", **_SMALL, image_size=32, patch_size=8), _PIXELS),
     HFArchitecture("hf_swin", "windowed vision transformer (SwinModel)",
-                   _vision("SwinConfig", "SwinModel", image_size=32, patch_size=4, embed_dim=16, depths=[1, 1],
-                           num_heads=[2, 2], window_size=4), _pixels(), exporter="legacy"),
+                   _built("SwinConfig", "SwinModel", image_size=32, patch_size=4, embed_dim=16, depths=[1, 1],
+                           num_heads=[2, 2], window_size=4), _PIXELS, exporter="legacy"),
     HFArchitecture("hf_segformer", "hierarchical vision encoder (SegformerModel)",
-                   _vision("SegformerConfig", "SegformerModel", num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+                   _built("SegformerConfig", "SegformerModel", num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
                            hidden_sizes=[16, 32], num_attention_heads=[1, 2], decoder_hidden_size=32,
-                           patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2]), _pixels()),
+                           patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2]), _PIXELS),
     HFArchitecture("hf_convnext", "CNN (ConvNextModel)",
-                   _vision("ConvNextConfig", "ConvNextModel", hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1],
-                           image_size=64), _pixels(64)),
+                   _built("ConvNextConfig", "ConvNextModel", hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1],
+                           image_size=64), _normal("pixel_values", 1, 3, 64, 64)),
     HFArchitecture("hf_resnet", "CNN, bottleneck blocks (ResNetModel)",
-                   _vision("ResNetConfig", "ResNetModel", embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1],
-                           layer_type="bottleneck"), _pixels()),
+                   _built("ResNetConfig", "ResNetModel", embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1],
+                           layer_type="bottleneck"), _PIXELS),
     HFArchitecture("hf_whisper_encoder", "audio encoder, conv stem (WhisperEncoder)", _whisper_encoder,
-                   _audio_features),
+                   _normal("input_features", 1, 16, 16)),
     HFArchitecture("hf_wav2vec2", "audio encoder from the waveform (Wav2Vec2Model)",
-                   _vision("Wav2Vec2Config", "Wav2Vec2Model", **_SMALL, conv_dim=(32, 32), conv_stride=(5, 2),
+                   _built("Wav2Vec2Config", "Wav2Vec2Model", **_SMALL, conv_dim=(32, 32), conv_stride=(5, 2),
                            conv_kernel=(10, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4),
-                   _waveform),
+                   _normal("input_values", 1, 400)),
 )
 
 

@@ -11,7 +11,6 @@ opset-6 files (pytorch-converted, pytorch-operator) are checked too, against the
 
 from __future__ import annotations
 
-import glob
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from experiments.corpus import CorpusEntry, evaluate
+from experiments.corpus import CorpusEntry, evaluate, write_corpus
 from planner.errors import InputError
 from planner.execute.runner import run_plan
 from planner.ir import onnx_legacy
@@ -133,22 +132,13 @@ def test_the_onnx_wheels_opset_6_files_match_their_shipped_outputs(tmp_path, nam
     folder = SHIPPED / name
     if not folder.exists():
         pytest.skip(f"this onnx wheel does not ship {name}")
-
-    def read(pb: str) -> np.ndarray:
-        t = TensorProto()
-        t.ParseFromString(Path(pb).read_bytes())
-        return numpy_helper.to_array(t)
-
-    model = onnx.load(str(folder / "model.onnx"))
-    assert default_opset(model) == 6
-    inits = {t.name for t in model.graph.initializer}
-    names = [i.name for i in model.graph.input if i.name not in inits]
-    feeds = dict(zip(names, (read(p) for p in sorted(glob.glob(str(folder / "test_data_set_0" / "input_*.pb"))))))
-    shipped = [read(p) for p in sorted(glob.glob(str(folder / "test_data_set_0" / "output_*.pb")))]
-    row = evaluate(CorpusEntry(name.replace("/", "_"), "opset 6", "onnx wheel", path=folder / "model.onnx",
-                               feeds=feeds), tmp_path)
+    assert default_opset(onnx.load(str(folder / "model.onnx"))) == 6
+    # the corpus's onnx-data entry: the file as shipped, its shipped inputs and outputs
+    (entry,) = write_corpus(tmp_path, sources=("onnx-data",), only=[folder.name])
+    assert entry.path == folder / "model.onnx" and entry.feeds and entry.expected
+    row = evaluate(entry, tmp_path)
     assert row["result"] == "ok", row["result"]
     plan = sorted(tmp_path.glob("*.plan.json"))[-1]
-    outcome = run_plan(plan, nproc=2, check=False, feeds=feeds, comm_timeout_s=60, run_timeout_s=120)
-    for got, want in zip(outcome.outputs.values(), shipped, strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    outcome = run_plan(plan, nproc=2, check=False, feeds=entry.feeds, comm_timeout_s=60, run_timeout_s=120)
+    for out_name, want in entry.expected.items():
+        np.testing.assert_allclose(outcome.outputs[out_name], want, rtol=1e-5, atol=1e-6)

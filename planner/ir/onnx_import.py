@@ -97,13 +97,16 @@ def load_onnx(path: str | Path, input_shapes: Mapping[str, Sequence[int]] | None
     return _build(model, types, bounded, source, p.stem)
 
 
-def normalized_model(path: str | Path, input_shapes: Sequence[tuple[str, tuple]] = (),
-                     input_values: Sequence[tuple[str, tuple]] = ()) -> ModelProto:
+def normalized_model(path: str | Path,
+                     input_shapes: Sequence[tuple[str, Sequence]] | Mapping[str, Sequence] = (),
+                     input_values: Sequence[tuple[str, Sequence]] | Mapping[str, Sequence] = ()) -> ModelProto:
     """A copy of the model exactly as `load_onnx` planned it (input values bound, opset upgraded if needed, If on
     known conditions inlined), with every weight loaded: the nodes the plan names are this model's nodes.
-    `input_shapes`/`input_values` as stored in the graph's `SourceInfo`."""
+    `input_shapes`/`input_values` as stored in the graph's `SourceInfo` (name, values pairs) or a plan's (a
+    mapping)."""
     p = Path(path)
-    model, _types, _bounded, _sha = _normalized(p, str(path), tuple(input_shapes), tuple(input_values))
+    shapes, values = _options_key(dict(input_shapes)), _options_key(dict(input_values))
+    model, _types, _bounded, _sha = _normalized(p, str(path), shapes, values)
     out = ModelProto()
     out.CopyFrom(model)
     if any(_is_external(t) for t in _iter_tensors(out.graph)):

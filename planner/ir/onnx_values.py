@@ -142,8 +142,7 @@ def reference_outputs(model_path: str | Path, feeds: Mapping[str, np.ndarray], o
     model = onnx.load(str(model_path), load_external_data=False)
     if (default_opset(model) or LEGACY_OPSET) >= LEGACY_OPSET:
         return run_onnxruntime(model_path, feeds, outputs), REFERENCE_FILE
-    upgraded = normalized_model(model_path, tuple(sorted((k, tuple(v)) for k, v in input_shapes.items())),
-                                tuple(sorted((k, tuple(v)) for k, v in input_values.items())))
+    upgraded = normalized_model(model_path, input_shapes, input_values)
     bound = {t.name for t in upgraded.graph.initializer}
     return (run_onnxruntime(upgraded.SerializeToString(), {k: v for k, v in feeds.items() if k not in bound}, outputs),
             REFERENCE_UPGRADED)
