@@ -215,6 +215,45 @@ class Units:
             self.succ[a].append((b, d))
             self.pred[b].append((a, d))
 
+    @functools.cached_property
+    def on_stream(self) -> dict[int, list[int]]:
+        """Units per stream, by index."""
+        out: dict[int, list[int]] = {}
+        for r in self.reps:
+            out.setdefault(self.stream[r], []).append(r)
+        return out
+
+    @functools.cached_property
+    def fifo_links(self) -> tuple[tuple[int, int, str], ...]:
+        """(unit, next unit, row name) of family 5: each stage's F, B and W of micro-batch k before k + 1's, where
+        the two are different units."""
+        pl, task, rep = self.setup.pipeline, self.setup.tasks.task, self.rep
+        return tuple((rep[task(s, kind, k)], rep[task(s, kind, k + 1)], cname("fifo", s=s, k=kind.value, m=k))
+                     for s in range(pl.num_stages) for kind in (ActionKind.F, ActionKind.B, ActionKind.W)
+                     for k in range(pl.num_microbatches - 1) if rep[task(s, kind, k)] != rep[task(s, kind, k + 1)])
+
+    @functools.cached_property
+    def activations(self) -> tuple[tuple[int, tuple[tuple[int, int, int, str], ...]], ...]:
+        """Per device: (its cap less its stages' parameters, (the F that allocates, the unit that frees, bytes,
+        name) of every activation part it holds: the part B frees and the part W frees, each of every micro-batch
+        of each of its stages, those of zero bytes left out)."""
+        setup, rep = self.setup, self.rep
+        pl, task = setup.pipeline, setup.tasks.task
+        out = []
+        for d in range(pl.num_devices):
+            parts = []
+            for s in pl.device_stages(d):
+                a_b = int(pl.stages[s].activation_freed_by_b_bytes)
+                a_w = int(pl.stages[s].activation_bytes) - a_b
+                for k in range(pl.num_microbatches):
+                    f = rep[task(s, ActionKind.F, k)]
+                    for demand, until in ((a_w, rep[task(s, ActionKind.W, k)]), (a_b, rep[task(s, ActionKind.B, k)])):
+                        if demand > 0:
+                            parts.append((f, until, demand, f"act_{s}_{k}_{until}"))
+            room = int(setup.cap[d]) - sum(int(pl.stages[s].param_bytes) for s in pl.device_stages(d))
+            out.append((room, tuple(parts)))
+        return tuple(out)
+
     def order(self, start: Sequence[int]) -> dict[int, list[int]]:
         """Units per stream in the order of `start` (ties: shorter first, then by index)."""
         out: dict[int, list[int]] = {}
@@ -351,15 +390,10 @@ def _step_model(units: Units, builder: ModelBuilder, start: Sequence[int], tail:
     builder.add(c >= const_c, "rest")
     _memory_rows(units, builder, start, region, svar, horizon)
     if setup.fifo:
-        task, pl, rep = setup.tasks.task, setup.pipeline, units.rep
-        for s in range(pl.num_stages):
-            for kind in (ActionKind.F, ActionKind.B, ActionKind.W):
-                for k in range(pl.num_microbatches - 1):
-                    a, b = rep[task(s, kind, k)], rep[task(s, kind, k + 1)]
-                    if a == b or region[a] != "m" or region[b] != "m" or \
-                            (not fifo_inside and (a in free or b in free)):
-                        continue
-                    builder.add(svar[b] >= end(a), cname("fifo", s=s, k=kind.value, m=k))
+        for a, b, name in units.fifo_links:
+            if region[a] != "m" or region[b] != "m" or (not fifo_inside and (a in free or b in free)):
+                continue
+            builder.add(svar[b] >= end(a), name)
     weight = len(free) * horizon + 1  # one makespan tick outweighs every secondary tick
     builder.minimize(c * weight + sum((end(r) for r in sorted(free)), as_expr(0)))
     for r in middle:
@@ -372,31 +406,22 @@ def _memory_rows(units: Units, builder: ModelBuilder, start: Sequence[int], regi
                  svar: Mapping[int, Var], horizon: int) -> None:
     """Family 3 over the middle: an activation allocated before it holds from its (fixed) start, one freed after
     it holds to the horizon, one held across it lowers the capacity; one wholly before or after it is not there."""
-    setup, rep, dur = units.setup, units.rep, units.dur
-    pl, task = setup.pipeline, setup.tasks.task
-    for d in range(pl.num_devices):
-        if any(region[r] == "f" for r in units.reps if units.stream[r] == d):
+    for d, (room, held_for) in enumerate(units.activations):
+        if any(region[r] == "f" for r in units.on_stream.get(d, ())):
             continue  # the device's compute stream is fixed (its activations all live there): memory as before
-        params = sum(int(pl.stages[s].param_bytes) for s in pl.device_stages(d))
         held, ivs, dem = 0, [], []
-        for s in pl.device_stages(d):
-            cost = pl.stages[s]
-            a_b = int(cost.activation_freed_by_b_bytes)
-            a_w = int(cost.activation_bytes) - a_b
-            for k in range(pl.num_microbatches):
-                f = rep[task(s, ActionKind.F, k)]
-                for demand, until in ((a_w, rep[task(s, ActionKind.W, k)]), (a_b, rep[task(s, ActionKind.B, k)])):
-                    if demand <= 0 or region[f] == "s" or region[until] == "p":
-                        continue
-                    if region[f] == "p" and region[until] == "s":
-                        held += demand
-                        continue
-                    lo = svar[f] if region[f] == "m" else as_expr(start[f])
-                    hi = svar[until] + dur[until] if region[until] == "m" else as_expr(horizon)
-                    ivs.append(interval(lo, hi - lo, hi, None, f"act_{s}_{k}_{until}"))
-                    dem.append(demand)
+        for f, until, demand, name in held_for:
+            if region[f] == "s" or region[until] == "p":
+                continue
+            if region[f] == "p" and region[until] == "s":
+                held += demand
+                continue
+            lo = svar[f] if region[f] == "m" else as_expr(start[f])
+            hi = svar[until] + units.dur[until] if region[until] == "m" else as_expr(horizon)
+            ivs.append(interval(lo, hi - lo, hi, None, name))
+            dem.append(demand)
         if ivs:
-            builder.cumulative(ivs, dem, int(setup.cap[d]) - params - held, cname("memory", d=d))
+            builder.cumulative(ivs, dem, room - held, cname("memory", d=d))
 
 
 def in_order(setup: PipelineSetup, times: PipelineTimes) -> bool:

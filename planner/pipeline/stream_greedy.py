@@ -141,7 +141,9 @@ def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: List
         limits = _fitted_limits(prepared, rule.little, cap)
     else:
         limits = _little_limits(prepared, rule.little)
-    index = tasks.index
+    # task of (stage, kind, micro-batch), looked up without building an Action per probe (the hot loop)
+    task_of = {(s, k): [tasks.index[Action(s, k, m)] for m in range(nmb)]
+               for s in range(pipeline.num_stages) for k in (F, B, W)}
     pending = [len(x) for x in inst.predecessors]
     ready_at = [0] * n
     nxt = {(s, k): 0 for s in range(pipeline.num_stages) for k in (F, B, W)}
@@ -166,7 +168,7 @@ def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: List
                 m = nxt[(s, k)]
                 if m >= nmb:
                     continue
-                t = index[Action(s, k, m)]
+                t = task_of[(s, k)][m]
                 if pending[t] or ready_at[t] > now:
                     continue
                 if k is F and (mem[d] + act[s] + reserve[s] > cap[d] or in_flight[s] >= limits[s]):
