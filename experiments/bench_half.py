@@ -46,6 +46,8 @@ SETTINGS: dict[str, tuple[str, dict[str, object]]] = {
                     {"ENDS_ROUNDS": 3}),
     "ends-four-short": ("four rounds of the ends' steps, each within 30 s (measured 2026-12-04, not kept)",
                         {"ENDS_ROUNDS": 4, "ENDS_STEP_S": 30.0}),
+    "deterministic": ("the default with CP-SAT's deterministic mode in every step (the default before 2026-12-05)",
+                      {"HALF_DETERMINISTIC": True}),
     "short": ("0.5 s steps on 1 worker all the time", {"HALF_FIRST_SHARE": 1.0, "HALF_ENDS": False}),
     "long": ("2 s steps on 8 workers all the time (the default before 2026-12-04)",
              {"HALF_FIRST_SHARE": 0.0, "HALF_ENDS": False}),

@@ -55,8 +55,11 @@ of micro-batch order is renamed into order (`renamed_in_order`: the same schedul
 bound holds only while the schedule stays in micro-batch order per stage, else the setup's trivial bound (device
 bound, critical path, work / devices: no order assumed).
 
-Deterministic for a seed as far as CP-SAT is: the draws are seeded, and each step's CP-SAT solve runs in the
-driver's deterministic mode with seed `seed + step`; a step cut by its wall-clock limit can still differ.
+Deterministic for a seed as far as CP-SAT is: the draws are seeded, and each step's CP-SAT solve runs with seed
+`seed + step`, in the driver's deterministic mode by default (`deterministic`); a step cut by its wall-clock limit
+can still differ.  The search on a mirror half (`_two_phases`) runs its steps in CP-SAT's default portfolio instead
+(`HALF_DETERMINISTIC`): on one worker that is one seeded search, repeatable when not cut by its limit; on several
+workers it is not repeatable, and it found more per step (constant's comment).
 """
 
 from __future__ import annotations
@@ -135,6 +138,10 @@ ENDS_TIME_SHARE = 0.1  # of the search's time, at most, for each end's step (a s
 # (`experiments.bench_half`, 600 s, seeds 0 / 1; README, "The ends in rounds"): one round (at the end) 6688 / 6656 ms,
 # two rounds 6576 / 6529, three 6584 (seed 0): a drain repacked halfway is built on by the steps after it.
 ENDS_ROUNDS = 2
+# CP-SAT's deterministic mode in the half's steps (True: as before 2026-12-05).  It interleaves every strategy
+# in batches and stops at a deterministic-time limit, which on this machine came 0.3-0.7 s into a 0.5-1 s step; the
+# default portfolio found gains of 14-56 ms in steps where it found none (README, "CP-SAT's deterministic mode")
+HALF_DETERMINISTIC = False
 MIN_STEP_S = 1.0  # no step starts with less time left than this
 STALL_STEPS = 40  # steps in a row without a gain after which the search hands its time back to the full model
 MIN_RESOLVE_S = 2.0  # the full model is solved again only with at least this much time left
@@ -527,7 +534,8 @@ def improve_pipeline(setup: PipelineSetup, incumbent: PipelineTimes, *, time_lim
                      bound_tick: int = 0, backend: str = "cpsat", step_s: float = STEP_S, fifo_inside: bool = True,
                      threads: int = 8, seed: int = 0, progress: Callable[[LnsStep], None] | None = None,
                      kinds: Sequence[str] = KINDS, max_steps: int | None = None,
-                     stall_steps: int | None = None, fix_untouched: bool = False) -> LnsResult:
+                     stall_steps: int | None = None, fix_untouched: bool = False,
+                     deterministic: bool = True) -> LnsResult:
     """Run the search (module docstring) from `incumbent`, a valid schedule of `setup`, for `time_limit_s` (or
     `max_steps` steps, or until `stall_steps` steps in a row gained nothing), or until its makespan meets
     `bound_tick`.  Never returns a longer schedule than `incumbent`; `progress` is called after every step."""
@@ -563,7 +571,8 @@ def improve_pipeline(setup: PipelineSetup, incumbent: PipelineTimes, *, time_lim
             # makespan is proven optimal, without proving the secondary term to the last tick
             horizon = max(start[r] + tail[r] for r in units.reps)
             result = builder.solve(SolveParams(time_limit_s=min(left, step_s), rel_gap=0.5 / max(1, horizon),
-                                               threads=threads, seed=seed + len(steps)))
+                                               threads=threads, seed=seed + len(steps),
+                                               deterministic=deterministic))
             proven = result.status is SolveStatus.OPTIMAL
             if result.has_solution:
                 moved = {r: result.int_value(v) for r, v in step.start.items()}
@@ -645,6 +654,7 @@ def _two_phases(search: Callable[..., LnsResult], time_limit_s: float, step_s: f
                 return dataclasses.replace(s, step=s.step + offset_steps, wall_s=s.wall_s + offset_s)
 
             found = search(half, parts[-1].times if parts else incumbent, stall_steps=None,
+                           deterministic=HALF_DETERMINISTIC,
                            progress=None if progress is None else (lambda s: progress(shifted(s))), **limits)
             parts.append(dataclasses.replace(found, steps=tuple(shifted(s) for s in found.steps),
                                              time_to_best_s=offset_s + found.time_to_best_s))

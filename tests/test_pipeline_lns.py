@@ -14,6 +14,7 @@ from random_pipelines import uneven_pipeline
 import formulations.pipeline_lns as lns_module
 import planner.compare.pipelines as pipelines_module
 from formulations.backends import get_backend
+from formulations.model_api import SolveParams
 from formulations.pipeline import finish_pipeline, prepare_pipeline, split_start_times
 from formulations.pipeline_lns import (
     ENDS_SHARE,
@@ -187,6 +188,28 @@ def test_same_seed_same_schedule():
     runs = [improve_pipeline(setup, setup.known, time_limit_s=120, step_s=60, max_steps=6, seed=3, threads=1)
             for _ in range(2)]
     assert runs[0].times == runs[1].times and runs[0].best_tick == runs[1].best_tick
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_each_step_solves_in_the_mode_asked(monkeypatch, deterministic):
+    # the search's `deterministic` reaches every step's CP-SAT parameters (the half's search asks for the default
+    # portfolio, `HALF_DETERMINISTIC`; other searches keep the deterministic mode); either way the schedule is valid
+    pipe = uneven_pipeline(3, 6, "fixed", 5)
+    heaviest = max(int(c.activation_bytes) for c in pipe.stages)
+    cap = [3 * heaviest] * 3
+    setup = prepare_pipeline(pipe, cap)
+    assert setup.known is not None
+    asked: list = []
+
+    def params(**kwargs):
+        asked.append(kwargs["deterministic"])
+        return SolveParams(**kwargs)
+
+    monkeypatch.setattr(lns_module, "SolveParams", params)
+    result = improve_pipeline(setup, setup.known, time_limit_s=60, step_s=2, max_steps=4, threads=2,
+                              deterministic=deterministic)
+    assert asked and asked == [deterministic] * len(result.steps)
+    _check(setup, result, cap)
 
 
 @pytest.mark.parametrize("fifo_inside", [True, False])

@@ -182,6 +182,9 @@ def test_the_half_is_searched_in_short_steps_then_long_ones_then_its_ends_withou
     ends = [(ends_s, 8, None, ("head",), 1), (ends_s, 8, None, ("tail",), 1)]
     assert [(k["step_s"], k["threads"], k["stall_steps"], k.get("kinds"), k.get("max_steps")) for k in seen] == \
         [(lns_module.HALF_STEP_S, lns_module.HALF_THREADS, None, None, None)] + [second, *ends] * rounds + [second]
+    # every part's steps in CP-SAT's mode for the half (`HALF_DETERMINISTIC`: the default portfolio)
+    assert [k["deterministic"] for k in seen] == [lns_module.HALF_DETERMINISTIC] * len(seen)
+    assert lns_module.HALF_DETERMINISTIC is False
     # the ends' time is kept back from the phases; the rounds split the second phase's time evenly
     assert seen[0]["time_limit_s"] <= (6 - 2 * rounds * ends_s) * lns_module.HALF_FIRST_SHARE + 1e-9
     assert all(seen[i + j]["time_limit_s"] <= ends_s for i in range(2, 3 * rounds + 1, 3) for j in (0, 1))
