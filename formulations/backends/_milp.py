@@ -57,6 +57,23 @@ class MilpOutcome:
     values: dict[int, float]
 
 
+# Objectives are sums of integer coefficients; a bound within this of the incumbent is the same number in floats.
+_ABS_GAP_TOL = 1e-6
+
+
+def _closed_gap_is_optimal(out: MilpOutcome, rel_gap: float) -> MilpOutcome:
+    """An incumbent whose proven bound meets it (within `rel_gap`) is optimal, whatever stopped the solver.
+
+    Why: CBC stopped by its time limit (a starved machine) reports "integer feasible" even when its log's best
+    possible value equals the incumbent; that is a proof all the same, and callers read OPTIMAL as one.
+    """
+    if out.status is not SolveStatus.FEASIBLE or out.objective is None or out.bound is None:
+        return out
+    if out.objective - out.bound > max(_ABS_GAP_TOL, rel_gap * abs(out.objective)):
+        return out
+    return MilpOutcome(SolveStatus.OPTIMAL, out.objective, out.bound, out.values)
+
+
 class MilpBuilder(ModelBuilder):
     solver_name = "milp"
     solver_version = ""
@@ -151,7 +168,7 @@ class MilpBuilder(ModelBuilder):
     # ---- solving
     def solve(self, params: SolveParams) -> SolveResult:
         t0 = time.monotonic()
-        out = self._run(params)
+        out = _closed_gap_is_optimal(self._run(params), params.rel_gap)
         wall = time.monotonic() - t0
         if params.progress is not None and out.objective is not None:
             gap = None
