@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 CHECKPOINTS_S = (60, 120, 300, 600, 900, 1200, 1800, 2400, 3600)
 # name -> (what it is, the values of `formulations.pipeline_lns`'s constants it runs with)
 SETTINGS: dict[str, tuple[str, dict[str, object]]] = {
-    "two-phase": ("the default: half the time in 0.5 s steps on 1 worker, then 2 s steps on 8 with one step on "
+    "two-phase": ("the default: half the time in 0.5 s steps on 4 workers, then 2 s steps on 8 with one step on "
                   "each end (fill, drain) halfway through them and one at their end", {}),
     "no-ends": ("the two phases without the steps on the ends (the default before 2026-12-04 17:00 UTC)",
                 {"HALF_ENDS": False}),
@@ -46,9 +46,14 @@ SETTINGS: dict[str, tuple[str, dict[str, object]]] = {
                     {"ENDS_ROUNDS": 3}),
     "ends-four-short": ("four rounds of the ends' steps, each within 30 s (measured 2026-12-04, not kept)",
                         {"ENDS_ROUNDS": 4, "ENDS_STEP_S": 30.0}),
-    "deterministic": ("the default with CP-SAT's deterministic mode in every step (the default before 2026-12-05)",
-                      {"HALF_DETERMINISTIC": True}),
-    "short": ("0.5 s steps on 1 worker all the time", {"HALF_FIRST_SHARE": 1.0, "HALF_ENDS": False}),
+    "deterministic": ("CP-SAT's deterministic mode in every step, the first phase on 1 worker (the default before "
+                      "2026-12-05)", {"HALF_DETERMINISTIC": True, "HALF_THREADS": 1}),
+    "one-worker": ("the default with the first phase's steps on 1 CP-SAT worker (the default before 2026-12-05 "
+                   "03:00 UTC)", {"HALF_THREADS": 1}),
+    "workers-4-both": ("the default with the second phase in 1 s steps on 4 workers, not 2 s on 8",
+                       {"HALF_STEP_SHARE": 0.25, "HALF_SECOND_THREADS": 4}),
+    "short": ("0.5 s steps on 1 worker all the time", {"HALF_FIRST_SHARE": 1.0, "HALF_ENDS": False,
+                                                       "HALF_THREADS": 1}),
     "long": ("2 s steps on 8 workers all the time (the default before 2026-12-04)",
              {"HALF_FIRST_SHARE": 0.0, "HALF_ENDS": False}),
 }

@@ -59,7 +59,8 @@ Deterministic for a seed as far as CP-SAT is: the draws are seeded, and each ste
 `seed + step`, in the driver's deterministic mode by default (`deterministic`); a step cut by its wall-clock limit
 can still differ.  The search on a mirror half (`_two_phases`) runs its steps in CP-SAT's default portfolio instead
 (`HALF_DETERMINISTIC`): on one worker that is one seeded search, repeatable when not cut by its limit; on several
-workers it is not repeatable, and it found more per step (constant's comment).
+workers (`HALF_THREADS`, the caller's `threads`) it is not repeatable, and it found more per step (constants'
+comments).
 """
 
 from __future__ import annotations
@@ -116,10 +117,15 @@ STEP_S = 4.0  # solver time of one step, besides its build
 # Rerun side by side (`experiments.bench_half`, 600 s): long steps 6737 / 6792 (seeds 0 / 1), both in turn
 # 6770 / 6709, short steps 6808 ms.  A setting moves ~100 ms from run to run; both in turn stays, ahead at 60-300 s
 # in every pair and at 600 s in two pairs of three (README, "The half's settings as a command").
+# Workers of the first phase, once the steps ran in the default portfolio (`HALF_DETERMINISTIC`): the same 54 steps
+# from one incumbent (`experiments.bench_steps`; README, "Four workers in the first phase") proved 19 / 31 / 31 and
+# gained 97 / 161 / 159 ms in 18 / 17 / 31 s on 1 worker at 0.5 s / 4 at 0.5 s / 8 at 1 s; end to end (600 s,
+# `experiments.bench_half`, seed 0) 4 workers gave 6498 ms (6856 at 60 s) against 6554 (6995) on 1.
 HALF_STEP_S = 0.5
-HALF_THREADS = 1  # at most; a caller's smaller `threads` stays
+HALF_THREADS = 4  # at most; a caller's smaller `threads` stays
 HALF_FIRST_SHARE = 0.5  # of the search's time, in short steps
 HALF_STEP_SHARE = 0.5  # of the step limit, the steps of the rest of the time
+HALF_SECOND_THREADS: int | None = None  # workers of the second phase's steps, at most (None: the caller's `threads`)
 # The ends of the schedule as neighbourhoods (`ENDS_KINDS`, `_two_phases`): the `ENDS_SHARE` of the tasks that start
 # first (``head``: the fill) or last (``tail``: the drain), one step each of at most `ENDS_STEP_S` on every worker.
 # Measured on the preset at p = 16's half (4,544 tasks; README, "The ends as neighbourhoods"): from the search's
@@ -409,6 +415,35 @@ def _step_model(units: Units, builder: ModelBuilder, start: Sequence[int], tail:
     return _Step(region, svar, c)
 
 
+def solve_step(units: Units, backend: str, order: Mapping[int, Sequence[int]], start: Sequence[int],
+               tail: Sequence[int], free: frozenset[int], *, time_limit_s: float, threads: int, seed: int,
+               deterministic: bool, fifo_inside: bool = True, fix_untouched: bool = False,
+               ) -> tuple[bool, tuple[dict[int, list[int]], tuple[list[int], list[int]]] | None]:
+    """One step (module docstring, "One step") on the units `free` of the order `order` (timed as `start`, with
+    `tail`): whether its model was proven optimal, and every stream's new order (prefix and fixed units as they
+    were, the middle by the solved starts, the suffix as it was) with its replay, or None when the step was
+    skipped, found no solution or its order does not replay.  The caller decides whether to keep it."""
+    builder = get_backend(backend).new_builder()
+    step = _step_model(units, builder, start, tail, order, free, fifo_inside, fix_untouched)
+    if step is None:
+        return False, None
+    # a relative gap below 1 / (2 H) is under half a makespan tick's weight: the step stops once its makespan is
+    # proven optimal, without proving the secondary term to the last tick
+    horizon = max(start[r] + tail[r] for r in units.reps)
+    result = builder.solve(SolveParams(time_limit_s=time_limit_s, rel_gap=0.5 / max(1, horizon), threads=threads,
+                                       seed=seed, deterministic=deterministic))
+    proven = result.status is SolveStatus.OPTIMAL
+    if not result.has_solution:
+        return proven, None
+    moved = {r: result.int_value(v) for r, v in step.start.items()}
+    new_order = {d: [r for r in on if step.region[r] in ("p", "f")]
+                 + sorted((r for r in on if step.region[r] == "m"),
+                          key=lambda r: (moved[r], moved[r] + units.dur[r], r))
+                 + [r for r in on if step.region[r] == "s"] for d, on in order.items()}
+    again = units.replay(new_order)
+    return proven, None if again is None else (new_order, again)
+
+
 def _memory_rows(units: Units, builder: ModelBuilder, start: Sequence[int], region: Mapping[int, str],
                  svar: Mapping[int, Var], horizon: int) -> None:
     """Family 3 over the middle: an activation allocated before it holds from its (fixed) start, one freed after
@@ -540,7 +575,7 @@ def improve_pipeline(setup: PipelineSetup, incumbent: PipelineTimes, *, time_lim
     `max_steps` steps, or until `stall_steps` steps in a row gained nothing), or until its makespan meets
     `bound_tick`.  Never returns a longer schedule than `incumbent`; `progress` is called after every step."""
     t0 = time.monotonic()
-    be = get_backend(backend)
+    get_backend(backend)  # an unknown name fails here, before any step
     rng = random.Random(seed)
     start_tick = setup.makespan_tick(incumbent)
     units = Units(setup, incumbent.pairs)
@@ -563,28 +598,14 @@ def improve_pipeline(setup: PipelineSetup, incumbent: PipelineTimes, *, time_lim
             break
         kind = rng.choices(list(kinds), weights=[weight[k] for k in kinds])[0]
         free = frozenset(units.rep[t] for t in neighbourhood(kind, setup, best, max(MIN_SIZE, size), rng))
-        builder = be.new_builder()
-        step = _step_model(units, builder, start, tail, order, free, fifo_inside, fix_untouched)
-        after, proven = best_tick, False
-        if step is not None:
-            # a relative gap below 1 / (2 H) is under half a makespan tick's weight: the step stops once its
-            # makespan is proven optimal, without proving the secondary term to the last tick
-            horizon = max(start[r] + tail[r] for r in units.reps)
-            result = builder.solve(SolveParams(time_limit_s=min(left, step_s), rel_gap=0.5 / max(1, horizon),
-                                               threads=threads, seed=seed + len(steps),
-                                               deterministic=deterministic))
-            proven = result.status is SolveStatus.OPTIMAL
-            if result.has_solution:
-                moved = {r: result.int_value(v) for r, v in step.start.items()}
-                new_order = {d: [r for r in on if step.region[r] in ("p", "f")]
-                             + sorted((r for r in on if step.region[r] == "m"),
-                                      key=lambda r: (moved[r], moved[r] + units.dur[r], r))
-                             + [r for r in on if step.region[r] == "s"] for d, on in order.items()}
-                again = units.replay(new_order)
-                if again is not None and setup.makespan_tick(units.times(again[0])) <= best_tick:
-                    order, (start, tail) = new_order, again
-                    best = units.times(start)
-                    after = setup.makespan_tick(best)
+        after = best_tick
+        proven, stepped = solve_step(units, backend, order, start, tail, free, time_limit_s=min(left, step_s),
+                                     threads=threads, seed=seed + len(steps), deterministic=deterministic,
+                                     fifo_inside=fifo_inside, fix_untouched=fix_untouched)
+        if stepped is not None and setup.makespan_tick(units.times(stepped[1][0])) <= best_tick:
+            order, (start, tail) = stepped
+            best = units.times(start)
+            after = setup.makespan_tick(best)
         record = LnsStep(len(steps), kind, len(free), best_tick, after, time.monotonic() - t0, proven)
         steps.append(record)
         since_gain = 0 if record.gained else since_gain + 1
@@ -642,7 +663,8 @@ def _two_phases(search: Callable[..., LnsResult], time_limit_s: float, step_s: f
         ends_s = min(ENDS_STEP_S, ENDS_TIME_SHARE * time_limit_s) if HALF_ENDS else 0.0
         rounds = ENDS_ROUNDS if HALF_ENDS else 0
         kept_s = ends_s * len(ENDS_KINDS) * rounds
-        second = {"step_s": step_s * HALF_STEP_SHARE, "threads": threads}
+        second = {"step_s": step_s * HALF_STEP_SHARE,
+                  "threads": threads if HALF_SECOND_THREADS is None else min(threads, HALF_SECOND_THREADS)}
 
         def left_s(keep_s: float = 0.0) -> float:
             return max(0.0, time_limit_s - keep_s - (time.monotonic() - t0))
