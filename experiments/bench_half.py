@@ -23,13 +23,14 @@ Rerun: ``python -m experiments.bench_half --seconds 600 --settings two-phase,sho
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from unittest import mock
+
+from experiments.bench import write_csv
 
 REPO = Path(__file__).resolve().parents[1]
 CHECKPOINTS_S = (60, 120, 300, 600, 900, 1200, 1800, 2400, 3600)
@@ -59,7 +60,7 @@ SETTINGS: dict[str, tuple[str, dict[str, object]]] = {
 }
 
 
-def _case(quick: bool):
+def preset_case(quick: bool):
     """(pipeline, cap, warm start, its makespan tick, DualPipe's total bubble tick, ticks per ms) of the case."""
     from planner.compare.pipelines import scales_of, simulate_baseline
     from planner.compare.presets import preset_costs
@@ -85,7 +86,7 @@ def bench_half(settings: Sequence[str], seeds: Sequence[int], seconds: float, qu
     from formulations import pipeline_lns
     from planner.pipeline.metrics import figures
 
-    pipeline, cap, warm, span, dp_bubble, tpu = _case(quick)
+    pipeline, cap, warm, span, dp_bubble, tpu = preset_case(quick)
     rows: list[dict] = []
     for name in settings:
         for seed in seeds:
@@ -151,12 +152,7 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = _arguments(argv)
     rows = bench_half(args.settings, args.seeds, args.seconds, quick=args.quick)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    with args.out.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out, rows)
     print(f"wrote {args.out}")
 
 

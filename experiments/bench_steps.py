@@ -24,7 +24,6 @@ Rerun: ``python -m experiments.bench_steps --configs 1x0.5,4x0.5,8x1 --seeds 0,1
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import random
 import re
@@ -33,7 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.bench_half import _case
+from experiments.bench import write_csv
+from experiments.bench_half import preset_case
 
 REPO = Path(__file__).resolve().parents[1]
 KINDS = ("critical", "window", "microbatches")
@@ -69,7 +69,7 @@ def bench_steps(configs: Sequence[Config], seeds: Sequence[int], warm_s: float, 
     from formulations.pipeline import prepare_pipeline
     from planner.pipeline.mirror import fold
 
-    pipeline, cap, warm, _span, _dp_bubble, tpu = _case(quick)
+    pipeline, cap, warm, _span, _dp_bubble, tpu = preset_case(quick)
     setup = prepare_pipeline(pipeline, cap, warm_start=warm, fifo=True, pair_window=2)
     mirror = fold(pipeline, setup.cap)
     rows: list[dict] = []
@@ -143,11 +143,7 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = _arguments(argv)
     rows = bench_steps(args.configs, args.seeds, args.warm_seconds, args.draws, quick=args.quick)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out, rows)
     print(f"wrote {args.out}")
 
 
