@@ -93,6 +93,7 @@ from formulations.pipeline import (
     finish_pipeline,
     prepare_pipeline,
 )
+from formulations.pipeline_periodic import period_lower_bound_tick, solve_periodic
 from planner.pipeline.mirror import Fold, fold
 from planner.pipeline.unroll import AllToAll, TrainingPipeline
 from planner.schedule.actions import Action, ActionKind, OverlapAction
@@ -157,6 +158,13 @@ MIN_RESOLVE_S = 2.0  # the full model is solved again only with at least this mu
 # nothing either (2026-12-02); on DualPipe's placement there (9,088 tasks) its 30 s of a 120 s run left the list
 # schedule unchanged too.  The pipelines it improves (8 stages, ~1,400-2,800 tasks) stay far below.
 FULL_SOLVE_MAX_TASKS = 5_000
+# A mirror half's search starts from a periodic schedule of the half (`formulations.pipeline_periodic`) where its
+# replay ends before the caller's warm start's: `PERIODIC_MARGINS` above the busiest stream's work per micro-batch,
+# each solved in `PERIODIC_SHARE` / len(margins) of the search's time.  On the preset at p = 16 (scratch, 2026-12-05):
+# T = 156 ms (1.7 % above 153.38) replayed to 6579 ms against the list schedule's 7175, and the search from it
+# reached 6365 ms in its first 60 s, where from the list schedule it had reached 6856.
+PERIODIC_MARGINS = (0.01, 0.025)
+PERIODIC_SHARE = 0.15
 
 
 @dataclass(frozen=True)
@@ -193,6 +201,7 @@ class LnsResult:
     resolve: tuple[float, int] | None = None  # the full model solved again after a stall: (seconds, makespan tick)
     after_full_solve: bool = True  # False: started from the warm start (`FULL_SOLVE_MAX_TASKS`)
     folded: bool = False  # True: searched on the mirror half (`improve_folded`), the schedule unfolded
+    periodic: tuple[int, int] | None = None  # started from a periodic schedule: (its period, its replay's makespan)
 
     @property
     def gains(self) -> int:
@@ -645,6 +654,38 @@ def improve_folded(setup: PipelineSetup, fold: Fold, incumbent: PipelineTimes,
                                in_order=in_order(setup, times), folded=True)
 
 
+def replayed_tick(setup: PipelineSetup, times: PipelineTimes) -> int | None:
+    """The makespan of `times`' stream orders replayed (`Units.replay`: every task as early as its predecessors and
+    its stream's order allow), where the search starts; None when the order has a cycle of zero-length ties."""
+    units = Units(setup, times.pairs)
+    timed = units.replay(units.order(times.start))
+    return None if timed is None else setup.makespan_tick(units.times(timed[0]))
+
+
+def periodic_start(setup: PipelineSetup, mirror: Fold, times: PipelineTimes, *, time_limit_s: float, threads: int,
+                   seed: int) -> tuple[PipelineTimes, tuple[int, int] | None]:
+    """`times`, or the periodic schedule of the mirror half (`formulations.pipeline_periodic`, at each of
+    `PERIODIC_MARGINS` above its period bound, `time_limit_s` shared among them) unfolded, whichever replays shorter;
+    with (period, replayed makespan) when the periodic one wins.  Symmetric, within the caps (checked)."""
+    half, half_caps = mirror.half, mirror.half_caps(setup.cap)
+    names = setup.tasks.instance.task_names
+    best, best_tick, chosen = times, replayed_tick(setup, times), None
+    lower = period_lower_bound_tick(half)
+    for margin in PERIODIC_MARGINS:
+        found = solve_periodic(half, half_caps, math.ceil(lower * (1.0 + margin)),
+                               time_limit_s=time_limit_s / len(PERIODIC_MARGINS), threads=threads, seed=seed)
+        if found is None:
+            continue
+        unfolded = mirror.unfold_times(found.unrolled(half))
+        candidate = PipelineTimes(tuple(unfolded[n] for n in names))
+        if setup.over_cap(candidate) is not None:  # the model's memory count is an upper bound: cannot happen
+            continue
+        tick = replayed_tick(setup, candidate)
+        if tick is not None and (best_tick is None or tick < best_tick):
+            best, best_tick, chosen = candidate, tick, (found.period_tick, tick)
+    return best, chosen
+
+
 def _two_phases(search: Callable[..., LnsResult], time_limit_s: float, step_s: float, threads: int,
                 progress: Callable[[LnsStep], None] | None) -> Callable[[PipelineSetup, PipelineTimes], LnsResult]:
     """The search on a mirror half (for `improve_folded`), in two phases and the ends: `HALF_FIRST_SHARE` of
@@ -749,21 +790,29 @@ def solve_pipeline_lns(
         optimal = full.status is PlanStatus.OPTIMAL
     left = time_limit_s - (time.monotonic() - t0)
     if lns_share > 0 and not optimal and left >= MIN_STEP_S:
-        began = time.monotonic() - t0
-        search = functools.partial(improve_pipeline, time_limit_s=left, bound_tick=bound, backend=backend,
-                                   step_s=step_s, fifo_inside=fifo_inside, threads=threads, seed=seed,
-                                   progress=progress, stall_steps=STALL_STEPS, fix_untouched=fix_untouched)
         # a pipeline too large for the full model that is its own mirror image is searched on its half (half the
         # tasks: the neighbourhoods cover the schedule twice as often); the symmetric schedules are a subset, so
         # only where no full solve would prove anything anyway
         mirror = fold(pipeline, setup.cap) if skip_full else None
+        periodic = None
+        if mirror is not None and PERIODIC_SHARE > 0 and mirror.fold_times(dict(zip(
+                setup.tasks.instance.task_names, times.start, strict=True))) is not None:
+            times, periodic = periodic_start(setup, mirror, times, time_limit_s=PERIODIC_SHARE * left,
+                                             threads=threads, seed=seed)
+            if periodic is not None:
+                to_best = time.monotonic() - t0
+            left = time_limit_s - (time.monotonic() - t0)
+        began = time.monotonic() - t0
+        search = functools.partial(improve_pipeline, time_limit_s=left, bound_tick=bound, backend=backend,
+                                   step_s=step_s, fifo_inside=fifo_inside, threads=threads, seed=seed,
+                                   progress=progress, stall_steps=STALL_STEPS, fix_untouched=fix_untouched)
         lns = None
         if mirror is not None:
             lns = improve_folded(setup, mirror, times, _two_phases(search, left, step_s, threads, progress))
         if lns is None:
             lns = search(setup, times)
         if skip_full:
-            lns = dataclasses.replace(lns, after_full_solve=False)
+            lns = dataclasses.replace(lns, after_full_solve=False, periodic=periodic)
         if lns.best_tick < setup.makespan_tick(times):
             to_best = began + lns.time_to_best_s
         times = lns.times

@@ -222,6 +222,10 @@ class Comparison:
             if isinstance(lns, dict):
                 start = ("the full solve's order replayed" if lns.get("after_full_solve", True) else
                          "no full solve first, the pipeline is that large; the warm start replayed")
+                if lns.get("periodic_period_units") is not None:
+                    start = (f"no full solve first, the pipeline is that large; a periodic schedule (one "
+                             f"micro-batch of each chain every {_figure(float(lns['periodic_period_units']))} "
+                             f"{time_unit}: it replays shorter than the warm start) replayed")
                 if lns.get("folded"):
                     start = ("searched on the pipeline's mirror half: symmetric schedules, half the tasks; "
                              + start)
@@ -732,6 +736,8 @@ def _lns_note(lns: LnsResult | None, scales: Scales) -> dict[str, object] | None
             "steps": len(lns.steps), "gains": lns.gains, "in_order": lns.in_order,
             "after_full_solve": lns.after_full_solve,
             "folded": lns.folded,
+            "periodic_period_units": None if lns.periodic is None else lns.periodic[0] / scales.ticks_per_unit,
+            "periodic_replayed_units": None if lns.periodic is None else lns.periodic[1] / scales.ticks_per_unit,
             "seconds": lns.steps[-1].wall_s if lns.steps else 0.0,
             "resolve_s": None if lns.resolve is None else lns.resolve[0],
             "resolve_units": None if lns.resolve is None else lns.resolve[1] / scales.ticks_per_unit}

@@ -1,0 +1,165 @@
+"""A periodic schedule of a long pipeline: one micro-batch of every chain per period, the same timing shifted by
+the period for each next micro-batch (modulo scheduling), as a warm start for the search (issue 11, the
+DeepSeek-V3-like preset at p = 16).
+
+Why.  The search (`formulations.pipeline_lns`) improves a schedule a few hundred tasks at a time.  On the preset at
+p = 16 its schedules' steady state ran device 7's communication stream (153.38 ms of all-to-alls and sends per
+micro-batch of each chain, the busiest stream) about one micro-batch per 164 ms: each gap is one compute task that
+outlasts the all-to-all run beside it, and closing it needs every device's stream order changed together, which no
+neighbourhood of that size reaches (README, "Where the middle idles").  A periodic schedule plans exactly that
+steady state across all devices at once, on one micro-batch's tasks (142 on the preset's mirror half).
+
+The model (CP-SAT; the pipeline unrolled with one micro-batch per chain; the period T fixed):
+
+* every task t gets an offset o_t: micro-batch k of t starts at o_t + k T.  o_t lies between its head (longest
+  path into it) and `span` less its tail, so the span of one micro-batch is at most the critical path + `slack`;
+* precedences: o_v >= o_u + d_u + the edge's delay (the micro-batches are independent: no edge joins two);
+* streams: a stream runs one task at a time, every period the same ones, so the positions p_t = o_t mod T of its
+  tasks, with their durations, must not overlap on a circle of length T: the intervals [p_t, p_t + d_t) and
+  [p_t + T, p_t + T + d_t) of all its tasks in one no-overlap (a task that wraps past T meets the next period's
+  start in the second copy);
+* memory: an activation part (bytes a, from its F's start to the end of the B or W that frees it: lifetime L) has
+  at most ceil(L / T) copies alive at once, so sum of a x ceil(L / T) over a device's parts, with its parameters,
+  within its cap is enough (each part counted at its own peak: the sum can only overstate; bytes counted in units
+  of the parts' greatest common divisor, the room rounded down).  This is *soft*: the excess is penalised
+  (`EXCESS_WEIGHT` per unit) rather than forbidden,
+  because with it hard CP-SAT found no schedule at all in 60 s at T = 156 ms on the preset, and with it soft one
+  with no excess (scratch runs, 2026-12-05).  A schedule with excess is not returned;
+* objective: excess first, then the span (the unrolled schedule lasts (m - 1) T + span).
+
+Unrolled over all micro-batches, the schedule is valid: every micro-batch's tasks keep their precedences, a
+stream's tasks of all micro-batches are its tasks of one period shifted by multiples of T (no two overlap), and at
+any time at most ceil(L / T) copies of each part are alive.  Its fill and drain are the steady state's, slower
+than they need to be; the search's first replay (`Units.replay`: every task as early as its stream order allows)
+takes most of that back, and its steps the rest.  Measured on the preset at p = 16 (scratch, 60 s per solve):
+T = 156 ms, span 2334 ms, unrolled 7170 ms, replayed **6579 ms**, where the list schedule starts at 7175; T = 154,
+unrolled 7201, replayed 6639; T = 153.38 (the stream's work) left 53 GiB of excess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from formulations.pipeline import device_of, heads_and_tails
+from planner.errors import OpplanError
+from planner.pipeline.unroll import AllToAll, TrainingPipeline, UnrolledAction, unroll_actions
+from planner.schedule.actions import Action, ActionKind
+
+log = logging.getLogger(__name__)
+
+EXCESS_WEIGHT = 1000  # objective weight of one unit of bytes over a cap (the parts' gcd), against one tick of span
+
+
+@dataclass(frozen=True)
+class PeriodicSchedule:
+    """One micro-batch's offsets (task name of micro-batch 0 -> start tick, the earliest 0) and the period."""
+
+    period_tick: int
+    offsets: dict[str, int]
+    span_tick: int
+
+    def unrolled(self, pipeline: TrainingPipeline) -> dict[str, int]:
+        """Start tick of every task of `pipeline` (all its micro-batches): micro-batch k of a task at its offset +
+        k x the period.  `pipeline` must be the one this schedule was solved for, with any number of micro-batches."""
+        one = unroll_actions(dataclasses.replace(pipeline, num_microbatches=1)).actions
+        return {_named(a, k): self.offsets[str(a)] + k * self.period_tick
+                for a in one for k in range(pipeline.num_microbatches)}
+
+
+def _named(action: UnrolledAction, microbatch: int) -> str:
+    """The name of `action`'s task on another micro-batch."""
+    if isinstance(action, (Action, AllToAll)):
+        return str(dataclasses.replace(action, microbatch=microbatch))
+    raise OpplanError(f"a periodic schedule has no overlapped pairs, got {action}")
+
+
+def period_lower_bound_tick(pipeline: TrainingPipeline) -> int:
+    """The work per micro-batch (of every chain) of the busiest stream: no periodic schedule has a shorter period."""
+    tasks = unroll_actions(dataclasses.replace(pipeline, num_microbatches=1))
+    inst = tasks.instance
+    work: dict[int, int] = {}
+    for t, d in enumerate(device_of(inst)):
+        work[d] = work.get(d, 0) + int(inst.duration_tick[t, d])
+    return max(work.values(), default=0)
+
+
+def solve_periodic(pipeline: TrainingPipeline, caps: Sequence[int], period_tick: int, *, time_limit_s: float,
+                   slack_tick: int | None = None, threads: int = 8, seed: int = 0) -> PeriodicSchedule | None:
+    """The periodic schedule of `pipeline` at `period_tick` under the caps (per device) that CP-SAT finds in
+    `time_limit_s` (module docstring), or None when it finds none without excess memory.  `slack_tick`: how far
+    beyond the critical path one micro-batch's span may reach (default: 10 periods)."""
+    from ortools.sat.python import cp_model
+
+    if pipeline.pairs_gain or pipeline.stage_to_device is None:
+        raise OpplanError("a periodic schedule needs a placement and no overlapped pairs")
+    one = dataclasses.replace(pipeline, num_microbatches=1)
+    tasks = unroll_actions(one)
+    inst = tasks.instance
+    n = inst.num_tasks
+    dev = device_of(inst)
+    dur = [int(inst.duration_tick[t, dev[t]]) for t in range(n)]
+    head, tail = heads_and_tails(inst, dev, dur)
+    critical = max(head[t] + dur[t] + tail[t] for t in range(n))
+    T = int(period_tick)
+    span_max = critical + (10 * T if slack_tick is None else int(slack_tick))
+
+    m = cp_model.CpModel()
+    o = [m.new_int_var(head[t], span_max - tail[t] - dur[t], f"o{t}") for t in range(n)]
+    pos = [m.new_int_var(0, T - 1, f"p{t}") for t in range(n)]
+    for t in range(n):
+        m.add_modulo_equality(pos[t], o[t], T)
+        for u, e in inst.predecessors[t]:
+            m.add(o[t] >= o[u] + dur[u] + inst.comm(e, dev[u], dev[t]))
+    on: dict[int, list[int]] = {}
+    for t in range(n):
+        if dur[t] > 0:
+            on.setdefault(dev[t], []).append(t)
+    for ts in on.values():
+        m.add_no_overlap([m.new_fixed_size_interval_var(pos[t] + shift, dur[t], f"i{t}_{shift}")
+                          for t in ts for shift in (0, T)])
+    parts = [int(c.activation_freed_by_b_bytes) for c in one.stages] + \
+        [int(c.activation_bytes) - int(c.activation_freed_by_b_bytes) for c in one.stages]
+    unit = math.gcd(*parts) or 1  # bytes: every part is a whole number of units, so the counts stay small and exact
+    excess = []
+    for d in range(one.num_devices):
+        used = []
+        for s in one.device_stages(d):
+            cost = one.stages[s]
+            f = tasks.task(s, ActionKind.F, 0)
+            a_b = int(cost.activation_freed_by_b_bytes)
+            for demand, until in ((a_b, tasks.task(s, ActionKind.B, 0)),
+                                  (int(cost.activation_bytes) - a_b, tasks.task(s, ActionKind.W, 0))):
+                if demand > 0:
+                    copies = m.new_int_var(1, max(1, span_max // T + 1), f"copies_{s}_{until}")
+                    m.add(o[until] + dur[until] - o[f] <= copies * T)
+                    used.append(demand // unit * copies)
+        room = (int(caps[d]) - sum(int(one.stages[s].param_bytes) for s in one.device_stages(d))) // unit
+        over = m.new_int_var(0, max(0, sum(int(one.stages[s].activation_bytes) // unit for s in
+                                           one.device_stages(d)) * (span_max // T + 1)), f"excess{d}")
+        m.add(over >= sum(used) - room)
+        excess.append(over)
+    span = m.new_int_var(critical, span_max, "span")
+    for t in range(n):
+        m.add(span >= o[t] + dur[t])
+    m.minimize(EXCESS_WEIGHT * sum(excess) + span)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = float(time_limit_s)
+    solver.parameters.num_workers = int(threads)
+    solver.parameters.random_seed = int(seed)
+    status = solver.solve(m)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        log.info("%s: no periodic schedule at period %d ticks in %.0f s", pipeline.name, T, time_limit_s)
+        return None
+    over_bytes = sum(solver.value(x) for x in excess) * unit
+    if over_bytes > 0:
+        log.info("%s: the periodic schedule at period %d ticks holds %d bytes over the caps", pipeline.name, T,
+                 over_bytes)
+        return None
+    start = [solver.value(x) for x in o]
+    base = min(start)
+    return PeriodicSchedule(T, {inst.task_names[t]: start[t] - base for t in range(n)},
+                            max(start[t] + dur[t] for t in range(n)) - base)
