@@ -11,7 +11,8 @@ its run only, so ``two-phase`` is exactly what `plan-compare` runs.
 
 Columns: setting, seed, seconds, the warm start's and the final makespan (ms), the makespan at each checkpoint of
 `CHECKPOINTS_S` before its end (``ms_at_60s`` ...), bubble / DualPipe's (total idle over the devices against
-DualPipe's, at the same cap), the search's steps and gains (also per neighbourhood kind), wall time and the load
+DualPipe's, at the same cap), the periodic start's period and replayed makespan (empty: the search started from the
+list schedule), the search's steps and gains (also per neighbourhood kind), wall time and the load
 average at the end (the machine is shared: read ratios of runs side by side, never one time alone).  ``--quick``:
 8 layers, p = 4, m = 8, still `--seconds` each (a smoke run: the preset at p = 4 is small enough for the full
 model, so the search runs on the whole pipeline there, not the half).
@@ -36,8 +37,9 @@ REPO = Path(__file__).resolve().parents[1]
 CHECKPOINTS_S = (60, 120, 300, 600, 900, 1200, 1800, 2400, 3600)
 # name -> (what it is, the values of `formulations.pipeline_lns`'s constants it runs with)
 SETTINGS: dict[str, tuple[str, dict[str, object]]] = {
-    "two-phase": ("the default: half the time in 0.5 s steps on 4 workers, then 2 s steps on 8 with one step on "
-                  "each end (fill, drain) halfway through them and one at their end", {}),
+    "two-phase": ("the default: a periodic start where it replays shorter (15 % of the time), then half the time "
+                  "in 0.5 s steps on 4 workers, then 2 s steps on 8 with one step on each end (fill, drain) halfway "
+                  "through them and one at their end", {}),
     "no-ends": ("the two phases without the steps on the ends (the default before 2026-12-04 17:00 UTC)",
                 {"HALF_ENDS": False}),
     "ends-once": ("one round of the ends' steps, at the end of the second phase (the default on 2026-12-04 from "
@@ -53,6 +55,8 @@ SETTINGS: dict[str, tuple[str, dict[str, object]]] = {
                    "03:00 UTC)", {"HALF_THREADS": 1}),
     "workers-4-both": ("the default with the second phase in 1 s steps on 4 workers, not 2 s on 8",
                        {"HALF_STEP_SHARE": 0.25, "HALF_SECOND_THREADS": 4}),
+    "list-start": ("the default from the list schedule alone, no periodic start (the default before 2026-12-05 "
+                   "05:36 UTC)", {"PERIODIC_SHARE": 0.0}),
     "short": ("0.5 s steps on 1 worker all the time", {"HALF_FIRST_SHARE": 1.0, "HALF_ENDS": False,
                                                        "HALF_THREADS": 1}),
     "long": ("2 s steps on 8 workers all the time (the default before 2026-12-04)",
@@ -111,7 +115,11 @@ def bench_half(settings: Sequence[str], seeds: Sequence[int], seconds: float, qu
                         if t < seconds})  # the run's end is makespan_ms
             row.update({"steps": 0 if lns is None else len(lns.steps), "gains": 0 if lns is None else lns.gains,
                         "gains_by_kind": "" if lns is None else _by_kind(lns.steps),
-                        "folded": bool(lns is not None and lns.folded), "wall_s": round(time.monotonic() - t0, 1),
+                        "folded": bool(lns is not None and lns.folded),
+                        "period_ms": "" if lns is None or lns.periodic is None else round(lns.periodic[0] / tpu, 2),
+                        "periodic_replayed_ms": "" if lns is None or lns.periodic is None else
+                        round(lns.periodic[1] / tpu, 2),
+                        "wall_s": round(time.monotonic() - t0, 1),
                         "load": round(os.getloadavg()[0], 2), "what": SETTINGS[name][0]})
             rows.append(row)
             print(row, flush=True)

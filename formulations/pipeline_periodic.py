@@ -9,7 +9,8 @@ outlasts the all-to-all run beside it, and closing it needs every device's strea
 neighbourhood of that size reaches (README, "Where the middle idles").  A periodic schedule plans exactly that
 steady state across all devices at once, on one micro-batch's tasks (142 on the preset's mirror half).
 
-The model (CP-SAT; the pipeline unrolled with one micro-batch per chain; the period T fixed):
+The model (CP-SAT by default, through `formulations.backends`; the pipeline unrolled with one micro-batch per
+chain; the period T fixed):
 
 * every task t gets an offset o_t: micro-batch k of t starts at o_t + k T.  o_t lies between its head (longest
   path into it) and `span` less its tail, so the span of one micro-batch is at most the critical path + `slack`;
@@ -44,6 +45,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from formulations.backends import get_backend
+from formulations.model_api import SolveParams, as_expr, cname, interval
 from formulations.pipeline import device_of, heads_and_tails
 from planner.errors import OpplanError
 from planner.pipeline.unroll import AllToAll, TrainingPipeline, UnrolledAction, unroll_actions
@@ -88,12 +91,11 @@ def period_lower_bound_tick(pipeline: TrainingPipeline) -> int:
 
 
 def solve_periodic(pipeline: TrainingPipeline, caps: Sequence[int], period_tick: int, *, time_limit_s: float,
-                   slack_tick: int | None = None, threads: int = 8, seed: int = 0) -> PeriodicSchedule | None:
-    """The periodic schedule of `pipeline` at `period_tick` under the caps (per device) that CP-SAT finds in
+                   slack_tick: int | None = None, threads: int = 8, seed: int = 0,
+                   backend: str = "cpsat") -> PeriodicSchedule | None:
+    """The periodic schedule of `pipeline` at `period_tick` under the caps (per device) that `backend` finds in
     `time_limit_s` (module docstring), or None when it finds none without excess memory.  `slack_tick`: how far
     beyond the critical path one micro-batch's span may reach (default: 10 periods)."""
-    from ortools.sat.python import cp_model
-
     if pipeline.pairs_gain or pipeline.stage_to_device is None:
         raise OpplanError("a periodic schedule needs a placement and no overlapped pairs")
     one = dataclasses.replace(pipeline, num_microbatches=1)
@@ -106,21 +108,24 @@ def solve_periodic(pipeline: TrainingPipeline, caps: Sequence[int], period_tick:
     critical = max(head[t] + dur[t] + tail[t] for t in range(n))
     T = int(period_tick)
     span_max = critical + (10 * T if slack_tick is None else int(slack_tick))
+    most_copies = span_max // T + 1
 
-    m = cp_model.CpModel()
-    o = [m.new_int_var(head[t], span_max - tail[t] - dur[t], f"o{t}") for t in range(n)]
-    pos = [m.new_int_var(0, T - 1, f"p{t}") for t in range(n)]
+    b = get_backend(backend).new_builder()
+    o = [b.int_var(head[t], span_max - tail[t] - dur[t], f"o{t}") for t in range(n)]
+    # o = whole periods + the position in the period, both solver variables: a linear modulo
+    pos = [b.int_var(0, T - 1, f"p{t}") for t in range(n)]
     for t in range(n):
-        m.add_modulo_equality(pos[t], o[t], T)
+        periods = b.int_var(head[t] // T, (span_max - tail[t] - dur[t]) // T, f"q{t}")
+        b.add(o[t] == periods * T + pos[t], cname("modulo", t=t))
         for u, e in inst.predecessors[t]:
-            m.add(o[t] >= o[u] + dur[u] + inst.comm(e, dev[u], dev[t]))
+            b.add(o[t] >= o[u] + dur[u] + inst.comm(e, dev[u], dev[t]), cname("prec", u=u, v=t))
     on: dict[int, list[int]] = {}
     for t in range(n):
         if dur[t] > 0:
             on.setdefault(dev[t], []).append(t)
-    for ts in on.values():
-        m.add_no_overlap([m.new_fixed_size_interval_var(pos[t] + shift, dur[t], f"i{t}_{shift}")
-                          for t in ts for shift in (0, T)])
+    for d, ts in on.items():
+        b.no_overlap([interval(pos[t] + shift, dur[t], pos[t] + shift + dur[t], None, f"i{t}_{shift}")
+                      for t in ts for shift in (0, T)], cname("stream", d=d))
     parts = [int(c.activation_freed_by_b_bytes) for c in one.stages] + \
         [int(c.activation_bytes) - int(c.activation_freed_by_b_bytes) for c in one.stages]
     unit = math.gcd(*parts) or 1  # bytes: every part is a whole number of units, so the counts stay small and exact
@@ -134,32 +139,29 @@ def solve_periodic(pipeline: TrainingPipeline, caps: Sequence[int], period_tick:
             for demand, until in ((a_b, tasks.task(s, ActionKind.B, 0)),
                                   (int(cost.activation_bytes) - a_b, tasks.task(s, ActionKind.W, 0))):
                 if demand > 0:
-                    copies = m.new_int_var(1, max(1, span_max // T + 1), f"copies_{s}_{until}")
-                    m.add(o[until] + dur[until] - o[f] <= copies * T)
-                    used.append(demand // unit * copies)
+                    copies = b.int_var(1, most_copies, f"copies_{s}_{until}")
+                    b.add(o[until] + dur[until] - o[f] <= copies * T, cname("copies", s=s, until=until))
+                    used.append(copies * (demand // unit))
         room = (int(caps[d]) - sum(int(one.stages[s].param_bytes) for s in one.device_stages(d))) // unit
-        over = m.new_int_var(0, max(0, sum(int(one.stages[s].activation_bytes) // unit for s in
-                                           one.device_stages(d)) * (span_max // T + 1)), f"excess{d}")
-        m.add(over >= sum(used) - room)
+        over = b.int_var(0, max(0, sum(int(one.stages[s].activation_bytes) // unit for s in one.device_stages(d))
+                                * most_copies), f"excess{d}")
+        b.add(over >= sum(used, as_expr(0)) - room, cname("memory", d=d))
         excess.append(over)
-    span = m.new_int_var(critical, span_max, "span")
+    span = b.int_var(critical, span_max, "span")
     for t in range(n):
-        m.add(span >= o[t] + dur[t])
-    m.minimize(EXCESS_WEIGHT * sum(excess) + span)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = float(time_limit_s)
-    solver.parameters.num_workers = int(threads)
-    solver.parameters.random_seed = int(seed)
-    status = solver.solve(m)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        b.add(span >= o[t] + dur[t], cname("span", t=t))
+    b.minimize(sum(excess, as_expr(0)) * EXCESS_WEIGHT + span)
+    result = b.solve(SolveParams(time_limit_s=float(time_limit_s), threads=int(threads), seed=int(seed),
+                                 deterministic=False))
+    if not result.has_solution:
         log.info("%s: no periodic schedule at period %d ticks in %.0f s", pipeline.name, T, time_limit_s)
         return None
-    over_bytes = sum(solver.value(x) for x in excess) * unit
+    over_bytes = sum(result.int_value(x) for x in excess) * unit
     if over_bytes > 0:
         log.info("%s: the periodic schedule at period %d ticks holds %d bytes over the caps", pipeline.name, T,
                  over_bytes)
         return None
-    start = [solver.value(x) for x in o]
+    start = [result.int_value(x) for x in o]
     base = min(start)
     return PeriodicSchedule(T, {inst.task_names[t]: start[t] - base for t in range(n)},
                             max(start[t] + dur[t] for t in range(n)) - base)
