@@ -96,12 +96,14 @@ def bench_half(settings: Sequence[str], seeds: Sequence[int], seconds: float, qu
         for seed in seeds:
             marks: dict[int, float] = {}
 
-            def progress(step, marks=marks) -> None:
-                for t in CHECKPOINTS_S:
-                    if step.wall_s >= t and t not in marks:
-                        marks[t] = step.after_tick / tpu
-
             t0 = time.monotonic()
+
+            def progress(step, marks=marks, t0=t0) -> None:
+                # the run's own clock: the search's steps count from the search's start, after the periodic start
+                for t in CHECKPOINTS_S:
+                    if time.monotonic() - t0 >= t and t not in marks:
+                        marks[t] = min(step.before_tick, step.after_tick) / tpu  # a periodic start may lose
+
             with ExitStack() as patched:  # the setting's constants, restored after its run
                 for constant, value in SETTINGS[name][1].items():
                     patched.enter_context(mock.patch.object(pipeline_lns, constant, value))

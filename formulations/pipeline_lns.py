@@ -170,7 +170,9 @@ PERIODIC_SHARE = 0.15
 @dataclass(frozen=True)
 class LnsStep:
     """One step: the neighbourhood's kind and size (tasks freed), the incumbent's makespan before and after,
-    seconds since the search started, and whether CP-SAT proved the neighbourhood optimal."""
+    seconds since the search started, and whether CP-SAT proved the neighbourhood optimal.  Kind ``periodic``: a
+    periodic start (`periodic_start`) found before the search, replayed, against the best start before it; its
+    seconds count from `solve_pipeline_lns`'s call."""
 
     step: int
     kind: str
@@ -179,6 +181,7 @@ class LnsStep:
     after_tick: int
     wall_s: float
     proven: bool
+    period_tick: int | None = None  # kind "periodic": the start found by `periodic_start`, before the search's steps
 
     @property
     def gained(self) -> bool:
@@ -663,10 +666,12 @@ def replayed_tick(setup: PipelineSetup, times: PipelineTimes) -> int | None:
 
 
 def periodic_start(setup: PipelineSetup, mirror: Fold, times: PipelineTimes, *, time_limit_s: float, threads: int,
-                   seed: int) -> tuple[PipelineTimes, tuple[int, int] | None]:
+                   seed: int, progress: Callable[[int, int, int], None] | None = None,
+                   ) -> tuple[PipelineTimes, tuple[int, int] | None]:
     """`times`, or the periodic schedule of the mirror half (`formulations.pipeline_periodic`, at each of
     `PERIODIC_MARGINS` above its period bound, `time_limit_s` shared among them) unfolded, whichever replays shorter;
-    with (period, replayed makespan) when the periodic one wins.  Symmetric, within the caps (checked)."""
+    with (period, replayed makespan) when the periodic one wins.  Symmetric, within the caps (checked).  `progress`
+    gets (the best replayed makespan before, the period, its replayed makespan) after each periodic schedule found."""
     half, half_caps = mirror.half, mirror.half_caps(setup.cap)
     names = setup.tasks.instance.task_names
     best, best_tick, chosen = times, replayed_tick(setup, times), None
@@ -681,6 +686,8 @@ def periodic_start(setup: PipelineSetup, mirror: Fold, times: PipelineTimes, *, 
         if setup.over_cap(candidate) is not None:  # the model's memory count is an upper bound: cannot happen
             continue
         tick = replayed_tick(setup, candidate)
+        if tick is not None and progress is not None and best_tick is not None:
+            progress(best_tick, found.period_tick, tick)
         if tick is not None and (best_tick is None or tick < best_tick):
             best, best_tick, chosen = candidate, tick, (found.period_tick, tick)
     return best, chosen
@@ -797,8 +804,13 @@ def solve_pipeline_lns(
         periodic = None
         if mirror is not None and PERIODIC_SHARE > 0 and mirror.fold_times(dict(zip(
                 setup.tasks.instance.task_names, times.start, strict=True))) is not None:
+            def periodic_progress(before: int, period: int, after: int) -> None:
+                # a step of its own kind, before the search's first (step 0), timed from this call's start
+                if progress is not None:
+                    progress(LnsStep(0, "periodic", 0, before, after, time.monotonic() - t0, False, period))
+
             times, periodic = periodic_start(setup, mirror, times, time_limit_s=PERIODIC_SHARE * left,
-                                             threads=threads, seed=seed)
+                                             threads=threads, seed=seed, progress=periodic_progress)
             if periodic is not None:
                 to_best = time.monotonic() - t0
             left = time_limit_s - (time.monotonic() - t0)

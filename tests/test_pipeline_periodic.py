@@ -125,11 +125,17 @@ def test_solve_pipeline_lns_reports_its_periodic_start(monkeypatch, share):
     monkeypatch.setattr(lns_module, "FULL_SOLVE_MAX_TASKS", 10)
     monkeypatch.setattr(lns_module, "PERIODIC_SHARE", share)
     monkeypatch.setattr(lns_module, "PERIODIC_MARGINS", (0.0,))
-    sol, lns = solve_pipeline_lns(pipe, cap, warm_start=warm, time_limit_s=8, threads=1)
+    seen = []
+    sol, lns = solve_pipeline_lns(pipe, cap, warm_start=warm, time_limit_s=8, threads=1, progress=seen.append)
     assert lns is not None and lns.folded
+    periodic_steps = [s for s in seen if s.kind == "periodic"]
     if share == 0.0:
-        assert lns.periodic is None
+        assert lns.periodic is None and not periodic_steps
+    else:
+        assert len(periodic_steps) >= 1  # the toy's stream bound admits a periodic schedule (test above)
+        assert all(s.period_tick == period_lower_bound_tick(folded.half) for s in periodic_steps)
     if lns.periodic is not None:
         assert lns.periodic[1] < warm_span and sol.plan.makespan_tick <= lns.periodic[1]
+        assert (lns.periodic[0], lns.periodic[1]) == (periodic_steps[-1].period_tick, periodic_steps[-1].after_tick)
     assert sol.plan.makespan_tick <= warm_span
     assert max(figures(pipe, sol.timeline).peak_memory_bytes) <= cap

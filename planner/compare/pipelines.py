@@ -556,7 +556,12 @@ class _Search:
         out = self.progress
 
         def line(step: LnsStep) -> None:
-            if step.gained:
+            if step.period_tick is not None:
+                out(f"   periodic start ({self.placement}): {step.wall_s:.1f} s, one micro-batch of each chain every "
+                    f"{_figure(step.period_tick / ticks_per_unit)} {unit}, replayed "
+                    f"{_figure(step.after_tick / ticks_per_unit)} {unit} (best start before "
+                    f"{_figure(step.before_tick / ticks_per_unit)})")
+            elif step.gained:
                 out(f"   neighbourhood search ({self.placement}): {step.wall_s:.1f} s, step {step.step} ({step.kind}, "
                     f"{step.size} tasks): {_figure(step.before_tick / ticks_per_unit)} -> "
                     f"{_figure(step.after_tick / ticks_per_unit)} {unit}")
