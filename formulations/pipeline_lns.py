@@ -160,9 +160,10 @@ MIN_RESOLVE_S = 2.0  # the full model is solved again only with at least this mu
 FULL_SOLVE_MAX_TASKS = 5_000
 # A mirror half's search starts from a periodic schedule of the half (`formulations.pipeline_periodic`) where its
 # replay ends before the caller's warm start's: `PERIODIC_MARGINS` above the busiest stream's work per micro-batch,
-# each solved in `PERIODIC_SHARE` / len(margins) of the search's time.  On the preset at p = 16 (scratch, 2026-12-05):
-# T = 156 ms (1.7 % above 153.38) replayed to 6579 ms against the list schedule's 7175, and the search from it
-# reached 6365 ms in its first 60 s, where from the list schedule it had reached 6856.
+# each solved in `PERIODIC_SHARE` / len(margins) of the search's time.  On the preset at p = 16 (2026-12-05; README,
+# "A periodic start"): 1 / 1.7 / 2.5 / 3.5 % above 153.38 ms replayed to 6596-6619 / 6610 / 6567-6627 / 6798 ms in
+# 30-60 s against the list schedule's 7175 (1.7 % found nothing in 20 s); the bench row went from 6503-6514 ms to
+# 6297-6299 (two runs each).  On the preset's measured H200 times it replays longer and is not taken.
 PERIODIC_MARGINS = (0.01, 0.025)
 PERIODIC_SHARE = 0.15
 
