@@ -49,7 +49,7 @@ from formulations.backends import get_backend
 from formulations.model_api import SolveParams, as_expr, cname, interval
 from formulations.pipeline import device_of, heads_and_tails
 from planner.errors import OpplanError
-from planner.pipeline.unroll import AllToAll, TrainingPipeline, UnrolledAction, unroll_actions
+from planner.pipeline.unroll import AllToAll, TrainingPipeline, Unrolled, UnrolledAction, unroll_actions
 from planner.schedule.actions import Action, ActionKind
 
 log = logging.getLogger(__name__)
@@ -80,13 +80,20 @@ def _named(action: UnrolledAction, microbatch: int) -> str:
     raise OpplanError(f"a periodic schedule has no overlapped pairs, got {action}")
 
 
+def _one_microbatch(pipeline: TrainingPipeline) -> tuple[TrainingPipeline, Unrolled, list[int], list[int]]:
+    """`pipeline` with one micro-batch per chain, its unrolled tasks, and each task's stream and duration there."""
+    one = dataclasses.replace(pipeline, num_microbatches=1)
+    tasks = unroll_actions(one)
+    dev = device_of(tasks.instance)
+    return one, tasks, dev, [int(tasks.instance.duration_tick[t, d]) for t, d in enumerate(dev)]
+
+
 def period_lower_bound_tick(pipeline: TrainingPipeline) -> int:
     """The work per micro-batch (of every chain) of the busiest stream: no periodic schedule has a shorter period."""
-    tasks = unroll_actions(dataclasses.replace(pipeline, num_microbatches=1))
-    inst = tasks.instance
+    _, _, dev, dur = _one_microbatch(pipeline)
     work: dict[int, int] = {}
-    for t, d in enumerate(device_of(inst)):
-        work[d] = work.get(d, 0) + int(inst.duration_tick[t, d])
+    for d, x in zip(dev, dur, strict=True):
+        work[d] = work.get(d, 0) + x
     return max(work.values(), default=0)
 
 
@@ -98,12 +105,9 @@ def solve_periodic(pipeline: TrainingPipeline, caps: Sequence[int], period_tick:
     beyond the critical path one micro-batch's span may reach (default: 10 periods)."""
     if pipeline.pairs_gain or pipeline.stage_to_device is None:
         raise OpplanError("a periodic schedule needs a placement and no overlapped pairs")
-    one = dataclasses.replace(pipeline, num_microbatches=1)
-    tasks = unroll_actions(one)
+    one, tasks, dev, dur = _one_microbatch(pipeline)
     inst = tasks.instance
     n = inst.num_tasks
-    dev = device_of(inst)
-    dur = [int(inst.duration_tick[t, dev[t]]) for t in range(n)]
     head, tail = heads_and_tails(inst, dev, dur)
     critical = max(head[t] + dur[t] + tail[t] for t in range(n))
     T = int(period_tick)
