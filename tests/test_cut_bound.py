@@ -20,6 +20,7 @@ from planner.compare.cut_bound import (
     family_best_cut,
     family_cut_bound_tick,
     family_terms,
+    op_arrays,
 )
 from planner.compare.cut_search import any_cut_bound_tick, with_cut
 from planner.compare.model_costs import ModelCosts
@@ -182,3 +183,25 @@ def test_on_the_preset_below_its_baselines_and_its_own_cut():
     for name in ("dualpipe", "zb-v", "dualpipev", "1f1b"):
         row = simulate_baseline(name, p, m, costs, scales)
         assert row.figures is not None and bound <= row.figures.makespan_tick
+
+
+def test_on_the_preset_with_measured_op_times_it_reads_those_times():
+    """The bound prices each unit as the pipeline does: on the op times one H200 measured (about twice the
+    roofline's) it stays at or above work / devices of that pipeline (within the per-unit rounding), where the
+    roofline's prices would put it far below."""
+    from planner.compare.presets import load_op_times, preset_costs
+    from planner.ir.hardware import load_topology
+
+    hw = REPO / "planner" / "data" / "hardware_profiles" / "h100-2x8-ib.yaml"
+    times = load_op_times(REPO / "experiments" / "measured" / "h200_preset_fbw.csv")
+    p, m = 4, 8
+    measured = preset_costs("deepseek-v3", load_topology(hw), p, num_layers=8, op_times=times)
+    roofline = preset_costs("deepseek-v3", load_topology(hw), p, num_layers=8)
+    bound, _ = every_cut_bound_tick(measured, p, m)
+    pipe = measured.pipeline("dualpipe", p, m)
+    per_microbatch = sum(int(s.forward_tick) + int(s.input_grad_tick) + int(s.weight_grad_tick) for s in pipe.stages)
+    work = per_microbatch * int(pipe.num_microbatches)
+    assert bound is not None and bound >= 0.99 * work / p
+    f_measured, _ = op_arrays(measured)
+    f_roofline, _ = op_arrays(roofline)
+    assert f_measured.sum() * measured.tick_s > 1.2 * f_roofline.sum() * roofline.tick_s
