@@ -54,7 +54,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from planner.compare.model_costs import ModelCosts
-from planner.compare.presets import PresetCosts, op_seconds
+from planner.compare.presets import PresetCosts
 
 __all__ = ["FAMILIES", "crossing_ticks", "every_cut_bound_tick", "family_best_cut", "family_cut_bound_tick",
            "family_terms", "op_arrays"]
@@ -67,15 +67,13 @@ MAX_POSITIONS = 600  # larger instances: no bound (its O(n^3) levels would take 
 def op_arrays(costs: ModelCosts | PresetCosts) -> tuple[np.ndarray, np.ndarray] | None:
     """Per position (an op of the instance's topological order; a unit of a preset), (forward ticks, forward + B +
     W ticks), or None where the p devices differ (the module's argument needs a position's ticks not to depend on
-    where a cut puts it).  On a preset each op is priced as the pipeline prices it (its measured F, B, W where the
-    preset has `op_times`, else the roofline) and each unit's ticks are rounded down (a piece rounds its sum up once, so
+    where a cut puts it).  On a preset each op is priced as the pipeline prices it (`PresetCosts.priced_seconds`)
+    and each unit's ticks are rounded down (a piece rounds its sum up once, so
     the sums stay at most the piece's)."""
     if isinstance(costs, PresetCosts):
         devices = costs.topology.devices[: costs.num_devices]
-        # each op as the pipeline prices it: measured times where the preset has them, else the roofline
-        rows = [[[sum(x) for x in zip(*(op_seconds(op, dev, costs.op_times, costs.expert_parallel) for op in unit),
-                                      strict=True)] if unit else [0.0] * 3
-                 for dev in devices] for unit in costs.units]
+        rows = [[[sum(x) for x in zip(*(costs.priced_seconds(op, dev) for op in unit), strict=True)] if unit
+                 else [0.0] * 3 for dev in devices] for unit in costs.units]
         if any(any(r != unit[0] for r in unit) for unit in rows):
             return None
         tick_s = costs.tick_s

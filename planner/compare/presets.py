@@ -416,11 +416,16 @@ class PresetCosts:
         return sum(self._ticks(self._a2a_s_by_bytes[op.a2a_bytes]) for u in units for op in self.units[u]
                    if op.name.endswith("/dispatch"))
 
+    def priced_seconds(self, op: OpWork, device: Device) -> tuple[float, ...]:
+        """F, B, W seconds of `op` on `device` as this preset prices it: its measured op times where it has the op,
+        else the roofline (`op_seconds`).  Every figure derived from the preset's ops goes through here."""
+        return op_seconds(op, device, self.op_times, self.expert_parallel)
+
     def stage_cost(self, units: Sequence[int], device: int) -> StageCost:
         """F, B, W ticks (each the sum of its ops' seconds, rounded up once), memory and all-to-all of a piece."""
         dev = self.topology.devices[device]
         ops = [op for u in units for op in self.units[u]]
-        secs = [op_seconds(op, dev, self.op_times, self.expert_parallel) for op in ops]
+        secs = [self.priced_seconds(op, dev) for op in ops]
         f, b, w = (self._ticks(sum(s[i] for s in secs)) for i in range(3))
         return StageCost(f, b, w, activation_bytes=sum(op.activation_bytes for op in ops),
                          param_bytes=sum(op.param_bytes for op in ops),
