@@ -80,7 +80,7 @@ def bench_coarsen(quick: bool) -> list[dict]:
     tolerances = (None, DEFAULT_CP_TOLERANCE)
     rows = [{"graph": "random-layered", **row}
             for row in run([1_000, 10_000] if quick else [10_000, 100_000], tolerances=tolerances)]
-    topology = load_topology(REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml")
+    topology = load_topology(REPO / "hardware_profiles" / "h100-8-nvlink.yaml")
     with tempfile.TemporaryDirectory() as tmp:
         for layers in ((8, 80) if quick else (80, 800)):
             inst = prepare(_stacked_moe(layers, Path(tmp) / f"moe{layers}.onnx"), topology).instance

@@ -50,6 +50,7 @@ from planner.prepare import prepare
 from planner.solve import DEFAULT_CLUSTERS, SolveOptions, plan_instance
 
 DATA = Path(__file__).resolve().parents[1] / "planner" / "data"
+PROFILES = Path(__file__).resolve().parents[1] / "hardware_profiles"
 MODES = ("count", "tolerance")
 
 
@@ -133,7 +134,7 @@ def parallelism_graphs(quick: bool = False) -> list[tuple[str, SchedulingInstanc
     sizes = (300, 500) if quick else (500, 2000)
     graphs = [(f"layered-{n}x8", layered_dag(n, 8, seed=0)) for n in sizes]
     for profile in ("a100-4-pcie", "cpu-4"):
-        topology = load_topology(DATA / "hardware_profiles" / f"{profile}.yaml")
+        topology = load_topology(PROFILES / f"{profile}.yaml")
         graphs.append((f"moe-{profile}", prepare(DATA / "models" / "moe.onnx", topology).instance))
     return graphs
 

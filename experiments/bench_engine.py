@@ -47,7 +47,7 @@ from planner.solve import SolveOptions, plan_instance
 
 REPO = Path(__file__).resolve().parents[1]
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
-PROFILES = REPO / "planner" / "data" / "hardware_profiles"
+PROFILES = REPO / "hardware_profiles"
 
 # 20 graphs: (tasks, devices, comm/compute ratio), seed = position in the list
 GRAPHS = [(300, 4, 0.5), (300, 4, 1.0), (300, 4, 2.0), (300, 8, 0.5), (300, 8, 1.0), (300, 8, 2.0),

@@ -72,7 +72,7 @@ def preset_case(quick: bool):
     from planner.pipeline.stream_greedy import best_stream_list
 
     p, m, layers = (4, 8, 8) if quick else (16, 64, None)
-    topology = load_topology(REPO / "planner" / "data" / "hardware_profiles" / "h100-2x8-ib.yaml")
+    topology = load_topology(REPO / "hardware_profiles" / "h100-2x8-ib.yaml")
     costs = preset_costs("deepseek-v3", topology, p, num_layers=layers)
     dualpipe = simulate_baseline("dualpipe", p, m, costs, scales_of(costs))
     assert dualpipe.figures is not None, f"DualPipe did not simulate on the case: {dualpipe}"

@@ -2,7 +2,7 @@
 
 Cases: unit costs F = B = W = 1 (activation 1 per stage and micro-batch, no parameters, no communication) at
 (p, m) = (4, 8), (8, 20), (16, 32); and the bundled MoE (planner/data/models/moe.onnx) cut into 8 stages on
-planner/data/hardware_profiles/h100-8-nvlink.yaml with 16 micro-batches
+hardware_profiles/h100-8-nvlink.yaml with 16 micro-batches
 (`planner.compare.model_costs` with per-operator backward costs, `planner.cost.training_costs`: microseconds, MiB;
 sends and the MoE layers' all-to-all dispatch/combine as tasks on per-device communication streams); transformers'
 own Mixtral, Qwen2-MoE and GPT-2 (`experiments.hf_models`: tiny configs, random weights, dynamo-exported here) on
@@ -80,7 +80,7 @@ ROW_NAMES = ("unit:4", "unit:8", "unit:16", "unit-overlap:4", "moe:8", "hf_mixtr
 # 2026-12-04; README, "The preset's costs on a GPU"): the ``preset-h200`` rows price the preset on these
 H200_OP_TIMES = REPO / "experiments" / "measured" / "h200_preset_fbw.csv"
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
-HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
+HW = REPO / "hardware_profiles" / "h100-8-nvlink.yaml"
 
 
 def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> list[dict]:

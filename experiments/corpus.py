@@ -53,7 +53,7 @@ from planner.ir.onnx_legacy import default_opset
 from planner.schedule.plan_io import load_plan
 
 REPO = Path(__file__).resolve().parents[1]
-HW = REPO / "planner" / "data" / "hardware_profiles" / "cpu-4.yaml"
+HW = REPO / "hardware_profiles" / "cpu-4.yaml"
 EXPORTERS = ("legacy", "dynamo")
 LEGACY_OPSET = 17
 # the light CNNs in the corpus (the others are the same kinds of layers at 100-550 MB of weights)

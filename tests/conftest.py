@@ -39,7 +39,7 @@ def light_models_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def hw_dir() -> Path:
-    return REPO / "planner" / "data" / "hardware_profiles"
+    return REPO / "hardware_profiles"
 
 
 @pytest.fixture(scope="session")

@@ -221,6 +221,6 @@ def moe_model_costs(stages: int):
     from planner.prepare import prepare
 
     repo = Path(__file__).resolve().parents[1]
-    hw = repo / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
+    hw = repo / "hardware_profiles" / "h100-8-nvlink.yaml"
     return model_costs(prepare(repo / "planner" / "data" / "models" / "moe.onnx", load_topology(hw)).instance, stages,
                        time_limit_s=10)

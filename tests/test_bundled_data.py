@@ -8,17 +8,20 @@ from pathlib import Path
 
 import pytest
 
+import hardware_profiles
 import planner
 from planner.data import BUNDLED_MODEL, DEFAULT_PROFILE, PROFILES_DIR, bundled_profile_names, resolve_profile
 from planner.errors import InputError
 from planner.ir.hardware import load_topology
 
 PACKAGE = Path(planner.__file__).parent
+PROFILES_PACKAGE = Path(hardware_profiles.__file__).parent
 
 
-def test_bundled_files_live_inside_the_package():
-    for path in (PROFILES_DIR, DEFAULT_PROFILE, BUNDLED_MODEL):
-        assert path.exists() and path.is_relative_to(PACKAGE)
+def test_bundled_files_live_inside_the_packages():
+    assert BUNDLED_MODEL.exists() and BUNDLED_MODEL.is_relative_to(PACKAGE)
+    for path in (PROFILES_DIR, DEFAULT_PROFILE):
+        assert path.exists() and path.is_relative_to(PROFILES_PACKAGE)
     assert bundled_profile_names() == ["a100-4-pcie.yaml", "cpu-4.yaml", "h100-2x8-ib.yaml", "h100-8-nvlink.yaml",
                                        "mixed-a100-h100.yaml"]
     assert (PROFILES_DIR / "README.md").is_file()

@@ -21,7 +21,7 @@ from planner.cli_run import codegen_main, run_main
 
 REPO = Path(__file__).resolve().parents[1]
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
-HW = REPO / "planner" / "data" / "hardware_profiles"
+HW = REPO / "hardware_profiles"
 
 MAINS = {"plan-inspect": inspect_main, "plan-solve": solve_main, "plan-simulate": simulate_main,
          "plan-whatif": whatif_main, "plan-compare": compare_main, "plan-run": run_main, "plan-codegen": codegen_main}

@@ -20,7 +20,7 @@ from planner.solve import DEFAULT_CLUSTERS
 
 REPO = Path(__file__).resolve().parents[1]
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
-HW = REPO / "planner" / "data" / "hardware_profiles"
+HW = REPO / "hardware_profiles"
 LIGHT = sorted((Path(onnx.__file__).parent / "backend" / "test" / "data" / "light").glob("*.onnx"))
 
 

@@ -14,7 +14,7 @@ from planner.ir.hardware import load_topology
 from planner.prepare import prepare
 
 REPO = Path(__file__).resolve().parents[1]
-HW = REPO / "planner" / "data" / "hardware_profiles"
+HW = REPO / "hardware_profiles"
 
 # The README's example: a(5) feeds b(3) with comm 15 and c(4) with comm 1, on 2 devices.
 # All on one device: 12.  a and b together, c on the other device: c starts at 5 + 1 = 6, ends 10; b ends 8.

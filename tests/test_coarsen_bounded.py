@@ -37,6 +37,7 @@ from planner.prepare import prepare
 from planner.solve import SolveOptions, plan_instance
 
 DATA = Path(__file__).resolve().parents[1] / "planner" / "data"
+PROFILES = Path(__file__).resolve().parents[1] / "hardware_profiles"
 EPS = 1e-6
 
 
@@ -99,7 +100,7 @@ def test_tolerance_holds_on_the_stacked_moe(tmp_path: Path) -> None:
     path = write_moe_model(tmp_path / "moe8.onnx",
                            MoEConfig(layers=8, experts=4, hidden=16, ffn=32, heads=2, seq_len=8, vocab=32))
     for profile in ("h100-8-nvlink", "cpu-4"):
-        inst = prepare(path, load_topology(DATA / "hardware_profiles" / f"{profile}.yaml")).instance
+        inst = prepare(path, load_topology(PROFILES / f"{profile}.yaml")).instance
         res = coarsen(inst, cp_tolerance=DEFAULT_CP_TOLERANCE)
         clusters = [list(c) for c in res.clusters]
         assert_partition(inst, clusters)
@@ -110,7 +111,7 @@ def test_tolerance_holds_on_the_stacked_moe(tmp_path: Path) -> None:
 
 def test_bundled_moe_reaches_the_solver_size_within_the_tolerance() -> None:
     for profile in ("a100-4-pcie", "cpu-4"):
-        inst = prepare(DATA / "models" / "moe.onnx", load_topology(DATA / "hardware_profiles" / f"{profile}.yaml")
+        inst = prepare(DATA / "models" / "moe.onnx", load_topology(PROFILES / f"{profile}.yaml")
                        ).instance
         res = coarsen(inst, target_clusters=96, cp_tolerance=DEFAULT_CP_TOLERANCE)
         assert res.num_clusters == 96
@@ -213,7 +214,7 @@ def test_shifted_bounds_on_random_dags(inst: SchedulingInstance, target: int, to
 
 def test_search_progress_reports_the_coarse_critical_path() -> None:
     # the linear cluster round of the search prints the op graph's and the solved clusters' critical paths
-    fine = prepare(DATA / "models" / "moe.onnx", load_topology(DATA / "hardware_profiles" / "cpu-4.yaml")).instance
+    fine = prepare(DATA / "models" / "moe.onnx", load_topology(PROFILES / "cpu-4.yaml")).instance
     lines: list[str] = []
     plan_instance(fine, SolveOptions(time_limit_s=4, threads=2, decomposition_share=0.0, max_rounds=1),
                   lines.append)
@@ -224,7 +225,7 @@ def test_search_progress_reports_the_coarse_critical_path() -> None:
 
 
 def _moe_cpu4() -> SchedulingInstance:
-    return prepare(DATA / "models" / "moe.onnx", load_topology(DATA / "hardware_profiles" / "cpu-4.yaml")).instance
+    return prepare(DATA / "models" / "moe.onnx", load_topology(PROFILES / "cpu-4.yaml")).instance
 
 
 def test_search_skips_linear_rounds_above_the_op_limit(monkeypatch) -> None:

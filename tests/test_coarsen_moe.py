@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def moe_clusters():
     data = REPO / "planner" / "data"
-    prepared = prepare(data / "models" / "moe.onnx", load_topology(data / "hardware_profiles" / "h100-8-nvlink.yaml"))
+    prepared = prepare(data / "models" / "moe.onnx", load_topology(REPO / "hardware_profiles" / "h100-8-nvlink.yaml"))
     result = coarsen(prepared.instance)  # the default granularity
     names = prepared.instance.task_names
     return [[names[i] for i in c] for c in result.clusters], result

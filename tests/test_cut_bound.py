@@ -172,7 +172,7 @@ def test_on_the_preset_below_its_baselines_and_its_own_cut():
     from planner.compare.presets import preset_costs
     from planner.ir.hardware import load_topology
 
-    hw = REPO / "planner" / "data" / "hardware_profiles" / "h100-2x8-ib.yaml"
+    hw = REPO / "hardware_profiles" / "h100-2x8-ib.yaml"
     p, m = 4, 8
     costs = preset_costs("deepseek-v3", load_topology(hw), p, num_layers=8)
     bound, per_family = every_cut_bound_tick(costs, p, m)
@@ -192,7 +192,7 @@ def test_on_the_preset_with_measured_op_times_it_reads_those_times():
     from planner.compare.presets import load_op_times, preset_costs
     from planner.ir.hardware import load_topology
 
-    hw = REPO / "planner" / "data" / "hardware_profiles" / "h100-2x8-ib.yaml"
+    hw = REPO / "hardware_profiles" / "h100-2x8-ib.yaml"
     times = load_op_times(REPO / "experiments" / "measured" / "h200_preset_fbw.csv")
     p, m = 4, 8
     measured = preset_costs("deepseek-v3", load_topology(hw), p, num_layers=8, op_times=times)

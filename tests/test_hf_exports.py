@@ -29,7 +29,7 @@ from planner.ir.moe_structure import find_moe_layers  # noqa: E402
 from planner.prepare import prepare  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-CPU4 = REPO / "planner" / "data" / "hardware_profiles" / "cpu-4.yaml"
+CPU4 = REPO / "hardware_profiles" / "cpu-4.yaml"
 BY_NAME = {m.name: m for m in HF_MODELS}
 
 

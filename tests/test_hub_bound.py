@@ -124,7 +124,7 @@ def test_moe_expert_segment_on_cpu4(monkeypatch: pytest.MonkeyPatch) -> None:
     # The bundled MoE's 96-op expert segment on cpu-4 (a router, 4 expert branches of 22 ops, a combine tree; ops
     # ~1000 ticks, transfers ~3000): the energy bound gave 28220, the hub bound 32929; plans are above 33k.
     inst = prepare(REPO / "planner/data/models/moe.onnx",
-                   load_topology(REPO / "planner/data/hardware_profiles/cpu-4.yaml")).instance
+                   load_topology(REPO / "hardware_profiles/cpu-4.yaml")).instance
     big = max(segments(inst), key=lambda s: len(s.tasks))
     sub = induced_instance(inst, big.tasks, "expert segment")
     old, new = _without_hubs(sub, monkeypatch), comm_lower_bound_tick(sub)

@@ -40,7 +40,7 @@ def installed(tmp_path_factory) -> dict:
     # Build from a copy so the worktree gets no build/ or egg-info folders.
     src = tmp / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for top in ("planner", "formulations"):
+    for top in ("planner", "formulations", "hardware_profiles"):
         shutil.copytree(REPO / top, src / top, ignore=ignore)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
@@ -61,7 +61,7 @@ def installed(tmp_path_factory) -> dict:
 
 def test_the_wheel_is_what_gets_imported(installed):
     probe = ("import planner, planner.data as d; print(planner.__file__); print(d.BUNDLED_MODEL); "
-             "print(d.DEFAULT_PROFILE)")
+             "print(d.DEFAULT_PROFILE); print(d.PROFILES_DIR / 'README.md')")
     where = _sh([str(installed["bin"] / "python"), "-c", probe],
                 installed["work"], installed["env"]).split()
     assert all(Path(p).is_relative_to(installed["site"]) and Path(p).exists() for p in where), where

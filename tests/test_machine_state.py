@@ -32,7 +32,7 @@ from planner.ir.topology import LOCAL
 
 REPO = Path(__file__).resolve().parents[1]
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
-NOMINAL = REPO / "planner" / "data" / "hardware_profiles" / "cpu-4.yaml"
+NOMINAL = REPO / "hardware_profiles" / "cpu-4.yaml"
 
 # what plan-calibrate --quick writes into provenance.measured (besides the other figures)
 MEASURED = {"launch_overhead Relu": "run_node", "matmul_float 32x32x32": "torch.matmul",

@@ -33,7 +33,7 @@ from planner.ir.hardware import load_topology
 from planner.ir.topology import Device
 
 REPO = Path(__file__).resolve().parents[1]
-CPU4 = REPO / "planner" / "data" / "hardware_profiles" / "cpu-4.yaml"
+CPU4 = REPO / "hardware_profiles" / "cpu-4.yaml"
 DEVICE = Device("d0", "cpu-process", "h", {"float": 2e10}, 2**30, 4e9, 5e-5)
 CONV = Op("c", "Conv", flops=4_000_000_000, bytes_read=10_000_000, bytes_written=2_000_000)
 RELU = Op("r", "Relu", flops=1_000_000, bytes_read=4_000_000, bytes_written=4_000_000)

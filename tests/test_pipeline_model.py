@@ -20,7 +20,7 @@ from planner.pipeline.unroll import uniform_pipeline, unroll
 
 REPO = Path(__file__).resolve().parents[1]
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
-HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
+HW = REPO / "hardware_profiles" / "h100-8-nvlink.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -34,8 +34,8 @@ from planner.errors import InputError
 from planner.ir.hardware import load_topology
 
 T = 4096
-H100_8 = "planner/data/hardware_profiles/h100-8-nvlink.yaml"
-H100_16 = "planner/data/hardware_profiles/h100-2x8-ib.yaml"
+H100_8 = "hardware_profiles/h100-8-nvlink.yaml"
+H100_16 = "hardware_profiles/h100-2x8-ib.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from planner.prepare import run_passes
 from planner.schedule.plan import Plan, PlanStatus, TaskPlacement
 
 REPO = Path(__file__).resolve().parents[1]
-CPU4 = REPO / "planner" / "data" / "hardware_profiles" / "cpu-4.yaml"
+CPU4 = REPO / "hardware_profiles" / "cpu-4.yaml"
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
 
 

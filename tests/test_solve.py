@@ -22,8 +22,8 @@ from planner.solve import Method, SolveOptions, plan_instance
 
 REPO = Path(__file__).resolve().parents[1]
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
-H100 = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
-CPU4 = REPO / "planner" / "data" / "hardware_profiles" / "cpu-4.yaml"
+H100 = REPO / "hardware_profiles" / "h100-8-nvlink.yaml"
+CPU4 = REPO / "hardware_profiles" / "cpu-4.yaml"
 
 
 def _light_inception() -> Path:

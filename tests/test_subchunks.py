@@ -28,7 +28,7 @@ from planner.schedule.validate import validate_plan
 
 REPO = Path(__file__).resolve().parents[1]
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
-HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
+HW = REPO / "hardware_profiles" / "h100-8-nvlink.yaml"
 P, M = 4, 8
 # (pipeline of `ModelCosts.pipeline`, a baseline that runs on it)
 LAYOUTS = (("1f1b", "1f1b"), ("zb-h1", "zb-h1"), ("dualpipe", "dualpipe"), ("opplan-v", "zb-v"),

@@ -18,7 +18,7 @@ from planner.prepare import prepare, run_passes
 
 REPO = Path(__file__).resolve().parents[1]
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
-HW = REPO / "planner" / "data" / "hardware_profiles" / "h100-8-nvlink.yaml"
+HW = REPO / "hardware_profiles" / "h100-8-nvlink.yaml"
 F = TensorProto.FLOAT
 
 

@@ -1,7 +1,7 @@
 """Hardware profile (YAML) -> `Topology`.
 
 The schema is written once as pydantic models (`Profile` and its parts, all `extra='forbid'`); the key reference
-for users is `planner/data/hardware_profiles/README.md`.  `load_topology(path)` reads the file (a path, or the name
+for users is `hardware_profiles/README.md`.  `load_topology(path)` reads the file (a path, or the name
 of a bundled profile: `planner.data.resolve_profile`), checks it, and builds the
 immutable `Topology` the rest of the planner sees: devices numbered 0..n-1 in listing order (hosts in order, groups
 in order, `count` expanded), named ``<host>/<name_prefix><index>`` with the index counted per prefix within a host
