@@ -58,6 +58,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("formulations.backends", ("formulations/backends/",)),
     ("formulations.driver", ("formulations/driver.py",)),
     ("formulations.models", ("formulations/",)),  # placement, solve_instance, stages, pipeline, pipeline_lns
+    ("search", ("planner/search/",)),  # the searches' budgets and phases (planner/search/__init__.py and below)
+    # the pipeline search: neighbourhoods, time shares and starts over the pipeline models below it
+    ("search.pipeline", ("planner/search/pipeline/",)),
     ("decompose/solve", ("planner/decompose.py", "planner/lns.py", "planner/segment_lns.py", "planner/solve.py",
                          "planner/runtime_choice.py")),
     ("compare/whatif", ("planner/compare/", "planner/whatif.py")),
