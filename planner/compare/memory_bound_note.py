@@ -8,16 +8,13 @@ is, with its own (`MEMORY_BOUND_S`, ``plan-compare --bound-time``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from formulations.pipeline_memory_bound import memory_bound
+from planner.compare.compare_row import CompareRow
 from planner.errors import OpplanError
 from planner.pipeline.metrics import PipelineFigures
 from planner.pipeline.registry import Scales
 from planner.schedule.plan import PlanStatus
-
-if TYPE_CHECKING:
-    from planner.compare.pipelines import CompareRow
 
 __all__ = ["MEMORY_BOUND_S", "half_bubble_tick", "half_bubble_tick_of_work", "note_memory_bound"]
 

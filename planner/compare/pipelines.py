@@ -46,13 +46,14 @@ import io
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
 from formulations.model_api import ProgressCallback
 from formulations.pipeline import prepare_pipeline, split_start_times
 from formulations.pipeline_lns import LnsResult, LnsStep, solve_pipeline_lns
+from planner.compare.compare_row import CompareRow
 from planner.compare.cut_bound import every_cut_bound_tick
 from planner.compare.cut_search import any_cut_bound_tick, refine_cut
 from planner.compare.memory_bound_note import MEMORY_BOUND_S, note_memory_bound
@@ -63,14 +64,13 @@ from planner.compare.subchunks import auto_granularity, expand_schedule, fine_pi
 from planner.errors import OpplanError
 from planner.pipeline.generators import RequirementError
 from planner.pipeline.greedy import best_greedy
-from planner.pipeline.metrics import PipelineFigures, figures
+from planner.pipeline.metrics import figures
 from planner.pipeline.registry import GENERATORS, Scales, UnitCosts, pipeline_for
 from planner.pipeline.stream_greedy import best_stream_list
 from planner.pipeline.streams import simulate_pipeline
 from planner.pipeline.unroll import TrainingPipeline
 from planner.schedule.atomic import atomic_write_text
 from planner.schedule.program import Schedule
-from planner.schedule.timeline import Timeline
 from planner.schedule.torch_csv import write_torch_csv
 from planner.schedule.validate import validate_plan
 
@@ -101,19 +101,6 @@ class CompareValues(TypedDict):
     bubble_ratio: float
     peak_memory: float
     param_memory: float
-
-
-@dataclass
-class CompareRow:
-    """One schedule's result, or why it was skipped (`skipped` set, the rest None)."""
-
-    name: str
-    pipeline: TrainingPipeline | None = None
-    schedule: Schedule | None = None
-    timeline: Timeline | None = None
-    figures: PipelineFigures | None = None
-    skipped: str = ""
-    notes: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass
