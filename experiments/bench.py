@@ -24,14 +24,15 @@ Run one section with `python -m experiments.bench --only stg`; `--quick` shrinks
 from __future__ import annotations
 
 import argparse
-import csv
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+# RESULTS and write_csv are also imported from here (bench_runtime, bench_half, bench_steps)
+from experiments.bench_common import RESULTS, write_csv
+
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results"
 SHARED_BENCHMARKS = REPO.parent / "shared" / "benchmarks"
 STG_SETS = ("stg-dev", "stg-hard-dev")
 
@@ -143,17 +144,6 @@ SECTIONS: dict[str, Callable[[bool], list[dict]]] = {
     "pipeline": bench_pipeline,
     "engine": bench_engine,
 }
-
-
-def write_csv(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fields: list[str] = []
-    for row in rows:
-        fields.extend(k for k in row if k not in fields)
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
