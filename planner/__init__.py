@@ -1,7 +1,7 @@
 """opplan's library.  Layers, lowest first; a module imports only from its own layer or the layers below it
 (`tests/test_layering.py` holds the same order as data and enforces it, with a check for import cycles):
 
-    errors.py                       typed errors
+    errors.py, bundled_profiles.py  typed errors; where the bundled hardware profiles are (imports nothing else)
     ir/                             OpGraph, Topology, ONNX and task-graph import, units (the one bytes formatter)
     cost/                           compute and communication in integer ticks -> SchedulingInstance; pin/forbid rules
     passes/                         constant folding, dead-code elimination, cloning
@@ -16,5 +16,5 @@
     decompose.py, solve.py          bounds by decomposition and the bi-level search
     compare/, whatif.py             baselines vs the planned pipeline schedule; memory sweeps
     execute/                        torch runtime and code generation (the only place that imports torch)
-    cli.py, cli_compare.py, cli_run.py
+    cli.py, cli_compare.py, cli_run.py, data/ (the bundled model and its generators)
 """

@@ -6,7 +6,12 @@ Three rules:
   formulations/backends/.  Planning, simulating and drawing must work without torch.
 * internal order: every module of planner/ and formulations/ belongs to one layer of `LAYERS` (lowest first) and
   imports only modules of its own layer or of layers below it.  Imports inside functions count too.
-* no import cycles among modules at module level (what runs when a module is first imported).
+* no import cycles among modules at module level (what runs when a module is first imported), and none either when
+  imports inside functions count too, over planner/, formulations/ and experiments/: a circle there is two modules
+  that each need the other, however late the import runs.
+* a sub-package of planner/ is one layer: its __init__ and the modules beside it share a row, so importing the
+  package (`from planner.data import X`) is as high as its highest module and an arrow back up cannot hide behind
+  a low __init__.
 
 `LAYERS` is the written-down order; a new module needs a row (a module with no layer fails the test), and moving a
 module between layers is a one-line change here.
@@ -39,8 +44,8 @@ RESTRICTED = {
 # The internal order, lowest first: (layer, paths relative to the repo).  A path ending in "/" is a folder (all
 # modules under it); the longest matching path decides a module's layer.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # errors, and where the bundled data lives (planner.data imports nothing of the planner)
-    ("errors", ("planner/__init__.py", "planner/errors.py", "planner/data/__init__.py")),
+    # errors, and where the bundled hardware profiles are (planner.bundled_profiles imports nothing of the planner)
+    ("errors", ("planner/__init__.py", "planner/errors.py", "planner/bundled_profiles.py")),
     ("ir", ("planner/ir/",)),
     ("cost", ("planner/cost/",)),
     ("passes", ("planner/passes/",)),
@@ -65,12 +70,23 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                          "planner/runtime_choice.py")),
     ("compare/whatif", ("planner/compare/", "planner/whatif.py")),
     ("execute", ("planner/execute/",)),
+    # the commands, and planner.data: the bundled model and its generators (which build models on planner.ir)
     ("cli", ("planner/cli.py", "planner/cli_args.py", "planner/cli_calibrate.py", "planner/cli_compare.py",
-             "planner/cli_run.py", "planner/data/make_moe.py", "planner/data/make_models.py")),
+             "planner/cli_run.py", "planner/data/")),
 )
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 
 SOURCES = sorted(p for top in ("planner", "formulations") for p in (REPO / top).rglob("*.py"))
+# the studies and benches: outside the layers (they may import any of them), but no circles among them
+EXPERIMENTS = sorted((REPO / "experiments").rglob("*.py"))
+INTERNAL_ROOTS = ("planner", "formulations", "experiments")
+# Circles that count imports inside functions and that a change in flight is closing, each as the set of the
+# modules in it; the check fails on any other circle.  experiments/bench.py runs experiments/bench_runtime.py as its
+# `runtime` section, and bench_runtime takes RESULTS and write_csv from experiments.bench; they now live in
+# experiments/bench_common.py (re-exported by bench.py), and the circle closes once bench_runtime imports them there.
+KNOWN_FUNCTION_LEVEL_CYCLES: tuple[frozenset[str], ...] = (
+    frozenset({"experiments/bench.py", "experiments/bench_runtime.py"}),
+)
 
 
 def _rel(path: Path) -> str:
@@ -130,7 +146,8 @@ def _is_module_level(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
 
 
 def internal_imports(path: Path) -> list[tuple[Path, int, bool]]:
-    """(imported internal module file, line, at module level) for every import of planner/ or formulations/.
+    """(imported internal module file, line, at module level) for every import of planner/, formulations/ or
+    experiments/.
 
     ``from P import name`` counts as importing ``P.name`` when that is a module, else ``P``; relative imports are
     resolved against the file's package."""
@@ -151,7 +168,7 @@ def internal_imports(path: Path) -> list[tuple[Path, int, bool]]:
                 sub = f"{base}.{alias.name}"
                 modules.append(sub if _module_file(sub) is not None else base)
         for module in modules:
-            if module.split(".")[0] not in ("planner", "formulations"):
+            if module.split(".")[0] not in INTERNAL_ROOTS:
                 continue
             target = _module_file(module)
             if target is not None and target != path:
@@ -174,21 +191,25 @@ def test_internal_imports_run_down_the_layers(path: Path) -> None:
     own = layer_of(rel)
     upward = []
     for target, line, _ in internal_imports(path):
+        if _rel(target).startswith("experiments/"):
+            upward.append(f"{rel}:{line}: imports {_rel(target)}; the library never imports the studies")
+            continue
         theirs = layer_of(_rel(target))
         if RANK[theirs] > RANK[own]:
             upward.append(f"{rel}:{line}: {own} -> {theirs} ({_rel(target)}) runs back up")
     assert not upward, "\n".join(upward)
 
 
-def _module_graph() -> nx.DiGraph:
-    """Module-level imports; importing a.b.c also runs the __init__ of every package above it that the importer
-    is not inside of (those are already being imported when the importer runs)."""
+def _module_graph(sources: list[Path] = SOURCES, inside_functions: bool = False) -> nx.DiGraph:
+    """Module-level imports (with `inside_functions`, every import); importing a.b.c also runs the __init__ of
+    every package above it that the importer is not inside of (those are already being imported when the importer
+    runs)."""
     graph = nx.DiGraph()
-    for path in SOURCES:
+    for path in sources:
         graph.add_node(_rel(path))
         own_packages = {p / "__init__.py" for p in path.parents}
         for target, _, module_level in internal_imports(path):
-            if not module_level:
+            if not (module_level or inside_functions):
                 continue
             targets = [target] + [p / "__init__.py" for p in target.parents if (p / "__init__.py").is_file()]
             for t in targets:
@@ -209,6 +230,28 @@ def _cycles(graph: nx.DiGraph) -> list[list[str]]:
 def test_no_module_level_import_cycles() -> None:
     cycles = _cycles(_module_graph())
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join([*c, c[0]]) for c in cycles)
+
+
+def test_no_import_cycles_even_inside_functions() -> None:
+    cycles = [c for c in _cycles(_module_graph(SOURCES + EXPERIMENTS, inside_functions=True))
+              if frozenset(c) not in KNOWN_FUNCTION_LEVEL_CYCLES]
+    assert not cycles, "import cycles (imports inside functions count):\n" + "\n".join(
+        " -> ".join([*c, c[0]]) for c in cycles)
+
+
+def test_a_sub_package_is_one_layer() -> None:
+    # planner/ and formulations/ themselves span every layer (their __init__ sits at the bottom); below them, a
+    # package's __init__ and the modules directly beside it share one layer.
+    mixed = []
+    for init in SOURCES:
+        folder = init.parent
+        if init.name != "__init__.py" or folder in (REPO / "planner", REPO / "formulations"):
+            continue
+        own = layer_of(_rel(init))
+        others = {f"{_rel(p)} ({layer_of(_rel(p))})" for p in folder.glob("*.py") if layer_of(_rel(p)) != own}
+        if others:
+            mixed.append(f"{_rel(init)} ({own}) beside {', '.join(sorted(others))}")
+    assert not mixed, "a package split across layers:\n" + "\n".join(mixed)
 
 
 def test_every_module_has_a_layer() -> None:
@@ -263,3 +306,17 @@ def test_layering_check_sees_an_upward_import() -> None:
     assert graph.has_edge("planner/solve.py", "planner/coarsen/refine.py")
     graph.add_edge("planner/coarsen/refine.py", "planner/solve.py")  # a made-up cycle is found
     assert _cycles(graph)
+    # the bundled data package holds the model generators, which build on planner.ir: importing it from planner/ir
+    # would run back up
+    assert RANK[layer_of("planner/data/__init__.py")] > RANK[layer_of("planner/ir/hardware.py")]
+    assert RANK[layer_of("planner/bundled_profiles.py")] < RANK[layer_of("planner/ir/hardware.py")]
+
+
+def test_cycle_check_sees_imports_inside_functions_and_experiments() -> None:
+    # experiments/bench.py imports its sections inside functions; only the every-import graph sees them
+    bench = [REPO / "experiments" / "bench.py"]
+    assert not _module_graph(bench).has_edge("experiments/bench.py", "experiments/bench_heft.py")
+    graph = _module_graph(bench, inside_functions=True)
+    assert graph.has_edge("experiments/bench.py", "experiments/bench_heft.py")
+    graph.add_edge("experiments/bench_heft.py", "experiments/bench.py")
+    assert frozenset(_cycles(graph)[0]) == {"experiments/bench.py", "experiments/bench_heft.py"}

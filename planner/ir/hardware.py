@@ -2,7 +2,7 @@
 
 The schema is written once as pydantic models (`Profile` and its parts, all `extra='forbid'`); the key reference
 for users is `hardware_profiles/README.md`.  `load_topology(path)` reads the file (a path, or the name
-of a bundled profile: `planner.data.resolve_profile`), checks it, and builds the
+of a bundled profile: `planner.bundled_profiles.resolve_profile`), checks it, and builds the
 immutable `Topology` the rest of the planner sees: devices numbered 0..n-1 in listing order (hosts in order, groups
 in order, `count` expanded), named ``<host>/<name_prefix><index>`` with the index counted per prefix within a host
 (so a host's GPUs are gpu0..gpu7 however many groups list them), and a link for every ordered device pair:
@@ -31,7 +31,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, ValidationError
 from pydantic_core import ErrorDetails
 
-from planner.data import DEFAULT_PROFILE, PROFILES_DIR, bundled_profile_names, resolve_profile
+from planner.bundled_profiles import DEFAULT_PROFILE, PROFILES_DIR, bundled_profile_names, resolve_profile
 from planner.errors import InputError
 from planner.ir.op_workload import RULES
 from planner.ir.topology import LOCAL, Device, Link, Topology
