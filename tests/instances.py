@@ -224,3 +224,12 @@ def moe_model_costs(stages: int):
     hw = repo / "hardware_profiles" / "h100-8-nvlink.yaml"
     return model_costs(prepare(repo / "planner" / "data" / "models" / "moe.onnx", load_topology(hw)).instance, stages,
                        time_limit_s=10)
+
+
+def uneven_cut(costs, shift: int) -> tuple[tuple[int, ...], ...]:
+    """The p-stage cut of `costs` (`moe_model_costs`) with `shift` ops of stage 1 given to stage 0 (stage 0 gets too
+    much work): the start the cut searches must repair."""
+    cut = [list(piece) for piece in costs.stage_positions]
+    cut[0] += cut[1][:shift]
+    cut[1] = cut[1][shift:]
+    return tuple(tuple(piece) for piece in cut)

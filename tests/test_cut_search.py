@@ -9,17 +9,17 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from instances import moe_model_costs
+from instances import moe_model_costs, uneven_cut
 
 from planner.compare.cut_search import (
     STEP_OPS,
-    _chain,
-    _chain_moves,
-    _descend,
-    _moves,
+    chain_move,
+    chain_moves,
+    descend_cut,
     evaluate_cut,
     op_work_ticks,
     refine_cut,
+    single_moves,
     with_cut,
 )
 from planner.pipeline.registry import GENERATORS
@@ -48,23 +48,15 @@ def _assert_valid_cut(costs, cut) -> None:
 def test_every_move_keeps_a_valid_cut(costs, choices, split):
     cut = costs.cut(split)
     for choice in choices:
-        moves = _moves(cut, range(len(cut)))
+        moves = single_moves(cut, range(len(cut)))
         if not moves:
             break
         cut = moves[choice % len(moves)]
         _assert_valid_cut(costs, cut)
 
 
-def _uneven(costs, shift: int):
-    """The p-stage cut with `shift` ops of stage 1 given to stage 0 (stage 0 gets too much work)."""
-    cut = [list(piece) for piece in costs.stage_positions]
-    cut[0] += cut[1][:shift]
-    cut[1] = cut[1][shift:]
-    return tuple(tuple(piece) for piece in cut)
-
-
 def test_refine_repairs_an_uneven_cut_and_never_gets_worse(costs):
-    uneven = with_cut(costs, 1, _uneven(costs, 12))
+    uneven = with_cut(costs, 1, uneven_cut(costs, 12))
     _assert_valid_cut(costs, uneven.stage_positions)
     refs = [GENERATORS["1f1b"](P, M)]
     start = evaluate_cut(uneven, "1f1b", P, M, refs, None)
@@ -119,7 +111,7 @@ def test_the_any_cut_bound_is_below_every_cut_visited(costs):
     from planner.compare.cut_search import any_cut_bound_tick
 
     refs = [GENERATORS["1f1b"](P, M)]
-    uneven = with_cut(costs, 1, _uneven(costs, 12))
+    uneven = with_cut(costs, 1, uneven_cut(costs, 12))
     for c in (costs, uneven):
         best = evaluate_cut(c, "1f1b", P, M, refs, None)
         assert best is not None
@@ -164,7 +156,7 @@ def test_chain_moves_keep_a_valid_cut_on_random_small_models(model, choices):
     assert _valid_positions_cut(cut, n, edges)
     every = range(len(cut))
     for choice in choices:
-        moves = list(_chain_moves(cut, every, every, work))
+        moves = list(chain_moves(cut, every, every, work))
         if not moves:
             break
         new = moves[choice % len(moves)]
@@ -186,7 +178,7 @@ def test_chain_moves_keep_a_valid_cut_on_the_moe(costs, choices, split):
     work = op_work_ticks(costs, split, list(range(len(cut))) if split == 1 else [c // 2 for c in range(len(cut))])
     every = range(len(cut))
     for choice in choices:
-        moves = list(_chain_moves(cut, every, every, work))
+        moves = list(chain_moves(cut, every, every, work))
         if not moves:
             break
         cut = moves[choice % len(moves)]
@@ -197,11 +189,11 @@ def test_a_chain_passes_on_the_work_it_received():
     # piece 2 gives its first op (work 3) to piece 1, which passes on its first ops closest to 3 (1 + 2) to piece 0
     cut = ((0, 1), (2, 3, 4, 5), (6, 7, 8))
     work = [1, 1, 1, 2, 5, 1, 3, 1, 1]
-    assert _chain(cut, 2, 0, 1, work) == ((0, 1, 2, 3), (4, 5, 6), (7, 8))
+    assert chain_move(cut, 2, 0, 1, work) == ((0, 1, 2, 3), (4, 5, 6), (7, 8))
     # upwards: piece 0 gives its last op (work 1) on; piece 1 passes on its last op (work 1)
-    assert _chain(cut, 0, 2, 1, work) == ((0,), (1, 2, 3, 4), (5, 6, 7, 8))
-    assert _chain(cut, 0, 1, 1, work) is None  # a neighbour: that is a single move
-    assert _chain(cut, 0, 2, 2, work) is None  # piece 0 would be left empty
+    assert chain_move(cut, 0, 2, 1, work) == ((0,), (1, 2, 3, 4), (5, 6, 7, 8))
+    assert chain_move(cut, 0, 1, 1, work) is None  # a neighbour: that is a single move
+    assert chain_move(cut, 0, 2, 2, work) is None  # piece 0 would be left empty
 
 
 def _bottleneck(work, devices_of_piece):
@@ -228,11 +220,11 @@ def test_a_chain_move_reaches_a_cut_no_single_move_improves_towards():
     evaluate = _bottleneck(work, devices)
     start = evaluate(cut)
     assert start[0] == 11
-    assert all(evaluate(c)[0] >= 11 for c in _moves(cut, range(len(cut))))  # a local optimum of single moves
+    assert all(evaluate(c)[0] >= 11 for c in single_moves(cut, range(len(cut))))  # a local optimum of single moves
 
     def descend(chain, **kw):
-        return _descend(cut, start, evaluate, lambda e: e[0], lambda e: e[1], devices, work, chain=chain,
-                        deadline_s=time.monotonic() + 60, max_evaluations=kw.get("max_evaluations", 400))
+        return descend_cut(cut, start, evaluate, lambda e: e[0], lambda e: e[1], devices, work, chain=chain,
+                           deadline_s=time.monotonic() + 60, max_evaluations=kw.get("max_evaluations", 400))
 
     alone = descend(False)
     assert alone.kept == 0 and alone.cut == cut and alone.best == start
@@ -261,8 +253,8 @@ def test_a_chain_move_gives_dualpipes_end_devices_work():
     assert start[0] == 22
 
     def descend(chain):
-        return _descend(cut, start, evaluate, lambda e: e[0], lambda e: e[1], devices, work, chain=chain,
-                        deadline_s=time.monotonic() + 60, max_evaluations=400)
+        return descend_cut(cut, start, evaluate, lambda e: e[0], lambda e: e[1], devices, work, chain=chain,
+                           deadline_s=time.monotonic() + 60, max_evaluations=400)
 
     assert descend(False).best == start
     got = descend(True)
@@ -273,7 +265,7 @@ def test_a_chain_move_gives_dualpipes_end_devices_work():
 
 def test_refine_with_chain_moves_is_deterministic_and_never_longer_than_single_moves(costs):
     refs = [GENERATORS["1f1b"](P, M)]
-    uneven = with_cut(costs, 1, _uneven(costs, 12))
+    uneven = with_cut(costs, 1, uneven_cut(costs, 12))
     far = time.monotonic() + 600  # the evaluation budget, not the clock, ends these searches
 
     def run(chain):

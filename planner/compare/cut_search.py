@@ -64,8 +64,8 @@ from planner.pipeline.unroll import TrainingPipeline
 from planner.schedule.program import Schedule
 from planner.schedule.timeline import Timeline
 
-__all__ = ["CHAIN_MOVES", "CutSearch", "SCORES", "STEP_OPS", "any_cut_bound_tick", "evaluate_cut", "op_work_ticks",
-           "refine_cut", "with_cut"]
+__all__ = ["CHAIN_MOVES", "CutDescent", "CutSearch", "SCORES", "STEP_OPS", "any_cut_bound_tick", "chain_move",
+           "chain_moves", "descend_cut", "evaluate_cut", "op_work_ticks", "refine_cut", "single_moves", "with_cut"]
 
 STEP_OPS = (8, 4, 2, 1)  # ops moved across a boundary by one move, largest first
 CHAIN_MOVES = True  # refine_cut's default: chain moves after single moves stall (False: single moves only)
@@ -132,7 +132,7 @@ def any_cut_bound_tick(costs: ModelCosts, pipeline: TrainingPipeline) -> int | N
 def op_work_ticks(costs: ModelCosts, split: int, devices: Sequence[int]) -> tuple[int, ...]:
     """Per position of the topological order, the F + B + W ticks of its op on the device of the piece of `costs`'
     cut that holds it (`devices[c]` for piece c; B = W = F without per-op training costs): the weights chain moves
-    balance with (`_chain_moves`)."""
+    balance with (`chain_moves`)."""
     inst = costs.instance
     order = inst.topological_order
     tr = costs.training
@@ -165,7 +165,7 @@ def evaluate_cut(costs: ModelCosts, pipeline_name: str, p: int, m: int, schedule
     return best
 
 
-def _moves(cut: Cut, pieces: Sequence[int]) -> list[Cut]:
+def single_moves(cut: Cut, pieces: Sequence[int]) -> list[Cut]:
     """The cuts one single move away (module docstring) that take ops out of `pieces`, largest step first."""
     out: list[Cut] = []
     for k in STEP_OPS:
@@ -184,7 +184,7 @@ def _moves(cut: Cut, pieces: Sequence[int]) -> list[Cut]:
     return out
 
 
-def _chain(cut: Cut, source: int, target: int, k: int, work: Sequence[int]) -> Cut | None:
+def chain_move(cut: Cut, source: int, target: int, k: int, work: Sequence[int]) -> Cut | None:
     """The chain move (module docstring) of k ops from piece `source` to piece `target` (two or more pieces
     away), each piece between passing on the ops at its far end whose work (`work`: ticks per position) is closest
     to the work it received (ties: fewer ops); None when `source` cannot give k ops and keep one."""
@@ -215,19 +215,19 @@ def _chain(cut: Cut, source: int, target: int, k: int, work: Sequence[int]) -> C
     return tuple(new)
 
 
-def _chain_moves(cut: Cut, sources: Sequence[int], targets: Sequence[int], work: Sequence[int]) -> Iterator[Cut]:
+def chain_moves(cut: Cut, sources: Sequence[int], targets: Sequence[int], work: Sequence[int]) -> Iterator[Cut]:
     """The chain moves from `sources` to `targets` (in the order given), largest step first."""
     for k in STEP_OPS:
         for target in targets:
             for source in sources:
-                got = _chain(cut, source, target, k, work)
+                got = chain_move(cut, source, target, k, work)
                 if got is not None:
                     yield got
 
 
 @dataclass(frozen=True)
-class _Descent(Generic[E]):
-    """Where `_descend` ended: the best cut, its evaluation, evaluations run (the start's included), moves kept
+class CutDescent(Generic[E]):
+    """Where `descend_cut` ended: the best cut, its evaluation, evaluations run (the start's included), moves kept
     and how many of them were chain moves."""
 
     cut: Cut
@@ -237,10 +237,10 @@ class _Descent(Generic[E]):
     chain_kept: int
 
 
-def _descend(cut: Cut, best: E, evaluate: Callable[[Cut], E | None], makespan: Callable[[E], int],
-             busy: Callable[[E], Sequence[int]], piece_devices: Sequence[frozenset[int]], work: Sequence[int], *,
-             chain: bool, deadline_s: float, max_evaluations: int,
-             progress: Callable[[int, int], None] | None = None) -> _Descent[E]:
+def descend_cut(cut: Cut, best: E, evaluate: Callable[[Cut], E | None], makespan: Callable[[E], int],
+                busy: Callable[[E], Sequence[int]], piece_devices: Sequence[frozenset[int]], work: Sequence[int], *,
+                chain: bool, deadline_s: float, max_evaluations: int,
+                progress: Callable[[int, int], None] | None = None) -> CutDescent[E]:
     """The search of the module docstring from `cut`, evaluated `best`: `evaluate` gives a cut's evaluation (None:
     nothing fits), `makespan` its score (lower is better), `busy` its busy ticks per device; piece c runs on the
     devices `piece_devices[c]`; `work` weighs positions for chain moves.  `progress(makespan, evaluations)` is
@@ -260,9 +260,10 @@ def _descend(cut: Cut, best: E, evaluate: Callable[[Cut], E | None], makespan: C
         # a piece is as light as its busiest device; targets lighter than the busiest device, lightest first
         light = sorted((c for c in pieces if max(load[d] for d in piece_devices[c]) < load[busiest]),
                        key=lambda c: (max(load[d] for d in piece_devices[c]), c))
-        phases: list[tuple[bool, Iterable[Cut]]] = [(False, _moves(cut, focus)), (False, _moves(cut, pieces))]
+        phases: list[tuple[bool, Iterable[Cut]]] = [(False, single_moves(cut, focus)),
+                                                    (False, single_moves(cut, pieces))]
         if chain:  # only once every single move has failed: the same trajectory as single moves until they stall
-            phases.append((True, _chain_moves(cut, focus, light, work)))
+            phases.append((True, chain_moves(cut, focus, light, work)))
         for is_chain, candidates in phases:
             for candidate in candidates:
                 if not budget_left():
@@ -278,7 +279,7 @@ def _descend(cut: Cut, best: E, evaluate: Callable[[Cut], E | None], makespan: C
                 break
         if progress is not None and improved:
             progress(makespan(best), evaluations)
-    return _Descent(cut, best, evaluations, kept, chain_kept)
+    return CutDescent(cut, best, evaluations, kept, chain_kept)
 
 
 def refine_cut(costs: ModelCosts, split: int, pipeline_name: str, p: int, m: int, schedules: Sequence[Schedule],
@@ -328,7 +329,7 @@ def refine_cut(costs: ModelCosts, split: int, pipeline_name: str, p: int, m: int
             what = f"bound {value // BOUND_WEIGHT} ticks" if by_bound else f"{value} ticks"
             progress(f"cut search ({pipeline_name}): {what} after {evaluations} simulations")
 
-    got = _descend(cut, best, evaluate, scored, load, piece_devices, work,
-                   chain=use_chain, deadline_s=deadline_s, max_evaluations=max_evaluations, progress=line)
+    got = descend_cut(cut, best, evaluate, scored, load, piece_devices, work,
+                      chain=use_chain, deadline_s=deadline_s, max_evaluations=max_evaluations, progress=line)
     out_costs = costs if got.kept == 0 else with_cut(costs, split, got.cut)
     return CutSearch(out_costs, got.best, start, got.evaluations, got.kept, time.monotonic() - t0, got.chain_kept)

@@ -1,17 +1,16 @@
 """The planned pipeline's placement choice (`compare(opplan_placement="auto")`: one placement alone when it has both
 the shortest warm start and the lowest bound) and the cut rounds scored by the cut's bound
-(`refine_cut(score="bound")`, `pipeline_device_bound`), issue 11's pipe12 round."""
+(`refine_cut(score="bound")`, `pipeline_device_bound`)."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
-from instances import moe_model_costs
-from test_cut_search import _uneven
+from instances import moe_model_costs, uneven_cut
 
 from formulations.pipeline import pipeline_device_bound, prepare_pipeline
-from planner.compare.cut_search import _moves, refine_cut, with_cut
+from planner.compare.cut_search import refine_cut, single_moves, with_cut
 from planner.compare.pipelines import _SPLIT, _WARM_FROM, _choose, _pipeline, compare, scales_of, simulate_baseline
 from planner.errors import OpplanError
 from planner.pipeline.registry import GENERATORS, UnitCosts, pipeline_for
@@ -83,7 +82,7 @@ def test_auto_solves_the_dominant_placement_alone_and_both_when_the_signals_disa
 
 
 def test_the_bound_score_ends_at_a_local_optimum_of_the_cut_s_bound(costs):
-    uneven = with_cut(costs, 1, _uneven(costs, 12))
+    uneven = with_cut(costs, 1, uneven_cut(costs, 12))
     refs = [GENERATORS["dualpipe"](P, M)]
     start_bound, _ = pipeline_device_bound(uneven.pipeline("dualpipe", P, M))
     got = refine_cut(uneven, 1, "dualpipe", P, M, refs, None, deadline_s=time.monotonic() + 300,
@@ -93,7 +92,7 @@ def test_the_bound_score_ends_at_a_local_optimum_of_the_cut_s_bound(costs):
     assert end_bound < start_bound  # the uneven cut's bound comes down
     # no single move from the final cut lowers the bound (the search ran to its end, not to a limit)
     final = got.costs.stage_positions
-    for cand in _moves(final, range(len(final))):
+    for cand in single_moves(final, range(len(final))):
         assert pipeline_device_bound(with_cut(costs, 1, cand).pipeline("dualpipe", P, M))[0] >= end_bound
     # the makespan score (the default) ranks cuts by the replay and computes no bound
     by_replay = refine_cut(uneven, 1, "dualpipe", P, M, refs, None, deadline_s=time.monotonic() + 300,
