@@ -31,6 +31,7 @@ from pathlib import Path
 
 # RESULTS and write_csv are also imported from here (bench_runtime, bench_half, bench_steps)
 from experiments.bench_common import RESULTS, write_csv
+from experiments.readme_results import update_readme
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_BENCHMARKS = REPO.parent / "shared" / "benchmarks"
@@ -161,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows:
             print("  ", row, flush=True)
         print(f"   -> {out.relative_to(REPO)}", flush=True)
+    updated = update_readme(RESULTS, REPO / "README.md")
+    print(f"== README result tables rewritten from {RESULTS.relative_to(REPO)}: {', '.join(updated) or 'none'}",
+          flush=True)
     return 0
 
 

@@ -1,0 +1,184 @@
+"""The README's result tables, rendered from `make bench`'s CSVs so that no figure in the README is typed by hand.
+
+`TABLES` is the registry: per table, the marker name, the CSV under `bench/results/`, the columns shown, a title
+and a one-line reading.  `update_readme(results_dir, readme_path)` rewrites the text between the markers
+
+    <!-- bench:NAME -->
+    ...
+    <!-- /bench:NAME -->
+
+of every registered table found in the README: the title, the table from the CSV, and the reading.  The full run's
+CSV (``engine.csv``) is used when it exists, else the quick run's (``engine-quick.csv``, marked as such in the
+title); with neither, the block says "not measured yet: run `make bench`".  A README without a table's markers is
+left alone for that table.  Cells are the CSV's text as written; a column the CSV lacks shows as an empty cell, so
+a renamed column shows up in the README instead of stopping the bench at its end.
+
+Sections whose CSV rows are not all of one kind (a summary row, two sub-benches), or too many for a README, pass
+`select`: a function from the CSV's rows to the rows shown (a filter, or a summary computed from them).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+NOT_MEASURED = "not measured yet: run `make bench`"
+
+
+@dataclass(frozen=True)
+class ResultTable:
+    """One README table: `csv_name` under the results folder, the `columns` shown (in order), a `title` and a
+    one-line `reading`; `select` maps the CSV's rows to the rows shown (default: all of them)."""
+
+    name: str
+    csv_name: str
+    columns: tuple[str, ...]
+    title: str
+    reading: str
+    select: Callable[[list[dict[str, str]]], list[dict[str, str]]] | None = None
+
+
+Rows = list[dict[str, str]]
+
+
+def _model_rows(rows: Rows) -> Rows:
+    """The bundled model's rows (the layered graphs are summed up in the summary row)."""
+    return [r for r in rows if r.get("instance", "").startswith("moe/")]
+
+
+def _summary(rows: Rows) -> Rows:
+    return [r for r in rows if r.get("instance") == "summary"]
+
+
+def _coarsen_sizes(rows: Rows) -> Rows:
+    """The size rows (the parallelism rows of the same section have no critical path before/after)."""
+    return [r for r in rows if r.get("critical_path_before_tick")]
+
+
+def _planned_rows(rows: Rows) -> Rows:
+    return [r for r in rows if r.get("schedule") == "opplan"]
+
+
+def _stg_per_set(rows: Rows) -> Rows:
+    """One row per STG set: instances, how many reached the optimum, mean and largest distance to it."""
+    out = []
+    for name in dict.fromkeys(r.get("set", "") for r in rows):
+        mine = [r for r in rows if r.get("set", "") == name]
+        above = [float(r["pct_above"]) for r in mine if r.get("pct_above")]
+        out.append({"set": name, "instances": str(len(mine)),
+                    "reached_optimum": str(sum(r.get("reached") == "True" for r in mine)),
+                    "mean_pct_above": f"{sum(above) / len(above):.3f}" if above else "",
+                    "max_pct_above": f"{max(above):.3f}" if above else ""})
+    return out
+
+
+TABLES: tuple[ResultTable, ...] = (
+    ResultTable(
+        "engine", "engine.csv",
+        ("instance", "tasks", "devices", "best_classic", "final", "bound", "gap_pct", "closed_pct", "found_by"),
+        "The planner on the bundled MoE against the classic list schedulers (section `engine`)",
+        "Makespans in ticks; `best_classic` is the best of HEFT, HEFT/CPoP and PEFT, `final` the planner's plan "
+        "within the time limit, `closed_pct` the share of HEFT's gap to the bound the planner closed.",
+        select=_model_rows),
+    ResultTable(
+        "engine-summary", "engine.csv",
+        ("layered", "failures", "heft_gap_over_2pct", "mean_closed_pct", "beats_best_classic"),
+        "The planner on random layered graphs (section `engine`)",
+        "`mean_closed_pct`: the mean share of HEFT's gap to the bound the planner closed, over the graphs where HEFT "
+        "is more than 2 % above the bound; `beats_best_classic`: graphs where it beat HEFT, HEFT/CPoP and PEFT.",
+        select=_summary),
+    ResultTable(
+        "stg", "stg.csv",
+        ("set", "instances", "reached_optimum", "mean_pct_above", "max_pct_above"),
+        "STG task graphs with proven optima (section `stg`)",
+        "Per set: how many plans reach the published optimum within 10 s each, and the distance to it in per cent.",
+        select=_stg_per_set),
+    ResultTable(
+        "coarsen", "coarsen.csv",
+        ("graph", "n_tasks", "cp_tolerance", "clusters", "critical_path_before_tick", "critical_path_after_tick",
+         "coarsen_s"),
+        "Coarsening (section `coarsen`)",
+        "An empty `cp_tolerance` merges to the cluster count; with a tolerance the merge keeps the coarse critical "
+        "path within it of the op graph's.",
+        select=_coarsen_sizes),
+    ResultTable(
+        "heft", "heft.csv",
+        ("num_tasks", "num_devices", "insertion", "memory_limited", "wall_s", "makespan_tick", "lower_bound_tick"),
+        "HEFT on random layered graphs (section `heft`)",
+        "Seconds on the machine that ran the bench: compare rows of one run, not runs.",
+    ),
+    ResultTable(
+        "import", "import.csv",
+        ("model", "num_ops", "import_s", "cost_and_inspect_s", "us_per_op"),
+        "ONNX import and inspection of stacked MoE models (section `import`)",
+        "Per-op time should stay flat as the model grows tenfold.",
+    ),
+    ResultTable(
+        "runtime", "runtime.csv",
+        ("model", "config", "median_ms", "ratio_to_fastest_single", "effective_parallelism"),
+        "Measured runs of planned models (section `runtime`)",
+        "`ratio_to_fastest_single` divides by the fastest single-process run of the same model.",
+    ),
+    ResultTable(
+        "pipeline", "pipeline.csv",
+        ("case", "p", "m", "makespan", "time_unit", "bubble_ratio", "bubble_vs_dualpipe", "peak_memory",
+         "memory_unit"),
+        "The planned training pipeline (section `pipeline`)",
+        "The planned schedule under DualPipe's peak memory per device; `bubble_vs_dualpipe` is its bubble over "
+        "DualPipe's.",
+        select=_planned_rows),
+)
+
+
+def _marker_re(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(<!-- bench:{re.escape(name)} -->\n)(.*?)(<!-- /bench:{re.escape(name)} -->)", re.DOTALL)
+
+
+def _read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _cell(value: str | None) -> str:
+    return (value or "").replace("|", "\\|").replace("\n", " ")
+
+
+def render_table(table: ResultTable, rows: Sequence[dict[str, str]], source: str) -> str:
+    """The block's text (title with `source`, Markdown table, reading), each line ending in a newline."""
+    shown = list(rows) if table.select is None else table.select(list(rows))
+    lines = [f"**{table.title}** ({source})", "", "| " + " | ".join(table.columns) + " |",
+             "|" + "---|" * len(table.columns)]
+    lines += ["| " + " | ".join(_cell(r.get(c)) for c in table.columns) + " |" for r in shown]
+    lines += ["", table.reading]
+    return "\n".join(lines) + "\n"
+
+
+def render_block(table: ResultTable, results_dir: Path) -> str:
+    """The block for `table` from the full run's CSV, else the quick run's, else the "not measured yet" line."""
+    full = results_dir / table.csv_name
+    quick = full.with_name(f"{full.stem}-quick{full.suffix}")
+    if full.is_file():
+        return render_table(table, _read_rows(full), f"`bench/results/{full.name}`")
+    if quick.is_file():
+        return render_table(table, _read_rows(quick), f"`bench/results/{quick.name}`, quick mode")
+    return f"**{table.title}**: {NOT_MEASURED}.\n"
+
+
+def update_readme(results_dir: str | Path, readme_path: str | Path,
+                  tables: Sequence[ResultTable] = TABLES) -> list[str]:
+    """Rewrite every registered block found in the README from `results_dir`; the names of the blocks rewritten."""
+    path = Path(readme_path)
+    text = path.read_text(encoding="utf-8")
+    done = []
+    for table in tables:
+        pattern = _marker_re(table.name)
+        if pattern.search(text) is None:
+            continue
+        block = render_block(table, Path(results_dir))
+        text = pattern.sub(lambda m, block=block: m.group(1) + block + m.group(3), text)
+        done.append(table.name)
+    path.write_text(text, encoding="utf-8")
+    return done

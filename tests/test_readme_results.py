@@ -1,0 +1,75 @@
+"""The README's result blocks are rendered from the bench's CSVs (`experiments.readme_results`): the exact text of
+a block from a tiny CSV, the quick run's CSV as a fallback, "not measured yet" without a CSV, and the text outside
+the markers left alone."""
+
+from __future__ import annotations
+
+from experiments.readme_results import NOT_MEASURED, TABLES, ResultTable, update_readme
+
+TABLE = ResultTable("demo", "demo.csv", ("name", "ms"), "A demo table", "Lower is better.")
+
+README = """# Title
+
+Intro stays.
+
+<!-- bench:demo -->
+old text
+<!-- /bench:demo -->
+
+Outro stays.
+"""
+
+
+def test_a_block_is_rendered_from_its_csv(tmp_path) -> None:
+    (tmp_path / "demo.csv").write_text("name,ms,extra\na,1.5,x\nb|c,2,y\n")
+    readme = tmp_path / "README.md"
+    readme.write_text(README)
+    assert update_readme(tmp_path, readme, (TABLE,)) == ["demo"]
+    assert readme.read_text() == """# Title
+
+Intro stays.
+
+<!-- bench:demo -->
+**A demo table** (`bench/results/demo.csv`)
+
+| name | ms |
+|---|---|
+| a | 1.5 |
+| b\\|c | 2 |
+
+Lower is better.
+<!-- /bench:demo -->
+
+Outro stays.
+"""
+    # rendering again gives the same text (the markers survive)
+    before = readme.read_text()
+    update_readme(tmp_path, readme, (TABLE,))
+    assert readme.read_text() == before
+
+
+def test_the_quick_csv_fills_in_and_a_missing_one_says_not_measured(tmp_path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(README)
+    update_readme(tmp_path, readme, (TABLE,))
+    assert f"<!-- bench:demo -->\n**A demo table**: {NOT_MEASURED}.\n<!-- /bench:demo -->" in readme.read_text()
+    (tmp_path / "demo-quick.csv").write_text("name\nq\n")  # a column the CSV lacks shows as an empty cell
+    update_readme(tmp_path, readme, (TABLE,))
+    text = readme.read_text()
+    assert "**A demo table** (`bench/results/demo-quick.csv`, quick mode)" in text
+    assert "| q |  |\n" in text
+
+
+def test_a_readme_without_the_markers_is_left_alone(tmp_path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# nothing to fill\n")
+    assert update_readme(tmp_path, readme, (TABLE,)) == []
+    assert readme.read_text() == "# nothing to fill\n"
+
+
+def test_the_registry_names_each_block_once_and_has_the_runtime_table() -> None:
+    names = [t.name for t in TABLES]
+    assert len(names) == len(set(names))
+    runtime = next(t for t in TABLES if t.name == "runtime")
+    assert runtime.csv_name == "runtime.csv"
+    assert runtime.columns == ("model", "config", "median_ms", "ratio_to_fastest_single", "effective_parallelism")
