@@ -47,11 +47,60 @@ def _list_ops() -> int:
     return 0
 
 
+def _run_fast(args: argparse.Namespace) -> int:
+    # here, not at the top: torch stays optional (module docstring)
+    from planner.execute.fast_choice import RunConfig, choose_run, cores_available, run_config, used_devices
+    from planner.execute.program import default_feeds
+    from planner.execute.runner import compare_outputs, load_checked_plan
+    from planner.ir.onnx_values import bound_input_feeds, reference_outputs
+
+    plan, graph = load_checked_plan(args.plan, _shapes(args.input_shape), replan=args.replan)
+    feeds = _feeds(args.inputs) or default_feeds(graph)
+    where = str(args.plan)
+    warmup = max(args.warmup, 2) if args.engine == "auto" else args.warmup
+    if args.choose:
+        say = None if args.format == "json" else (lambda line: print(f"  measured {line}", flush=True))
+        choice = choose_run(plan, graph, feeds, repeat=args.repeat, warmup=warmup, engine=args.engine, where=where,
+                            say=say)
+        trial, run, reason = choice.chosen, choice.run, choice.reason
+    else:
+        ranks = args.nproc or min(used_devices(plan), cores_available())
+        trial, run = run_config(plan, graph, feeds, RunConfig(ranks, args.threads, args.engine), repeat=args.repeat,
+                                warmup=warmup, where=where)
+        reason = "as asked"
+    report = {"plan": where, "executor": "fast", "ranks": trial.config.ranks, "threads": trial.config.threads,
+              "engine_rule": trial.config.engine, "engines": dict(trial.engines), "reason": reason,
+              "measured_makespan_s": trial.median_s, "measured_makespans_s": list(trial.makespans_s),
+              "simulated_makespan_s": plan.makespan_tick * (plan.tick_s or 1.0),
+              "max_abs_error": None, "max_rel_error": None}
+    if args.check:
+        ref_feeds = {**feeds, **bound_input_feeds(plan.model_path, plan.input_values)}
+        ref, _ = reference_outputs(plan.model_path, ref_feeds, list(run.outputs), plan.input_shapes,
+                                   plan.input_values)
+        report["max_abs_error"], report["max_rel_error"] = compare_outputs(run.outputs, ref)
+    if args.format == "json":
+        print(json.dumps(report, indent=2))
+        return 0
+    engines = ", ".join(f"{n} segments on {e}" for e, n in sorted(trial.engines.items()))
+    print(f"ran {where} with the fast executor: {trial.config.label()} ({reason}); {engines}")
+    print(f"measured makespan {format_time(trial.median_s)} (median of {args.repeat} after {warmup} warm-up; "
+          f"spread {format_time(trial.spread_s)}); the plan predicts {format_time(report['simulated_makespan_s'])}")
+    if args.check:
+        print(f"check against onnxruntime: max abs error {report['max_abs_error']:.3g}, "
+              f"max rel error {report['max_rel_error']:.3g}")
+    return 0
+
+
 def _run_plan(args: argparse.Namespace) -> int:
     if args.list_ops:
         return _list_ops()
     if args.plan is None:
         raise InputError("--plan is required (or --list-ops)")
+    if args.executor == "fast" or args.choose:
+        if args.backend != "gloo" or args.report is not None:
+            raise InputError("the fast executor runs on one host through shared memory and writes no run.json",
+                             fix="drop --backend/--report, or use --executor traced")
+        return _run_fast(args)
     # here, not at the top: torch stays optional (module docstring)
     from planner.execute.runner import run_plan
 
@@ -132,6 +181,15 @@ def run_main(argv: Sequence[str] | None = None) -> int:
                              "others are refused unless --replan")
     parser.add_argument("--timeout", type=positive_seconds, default=60.0, help="seconds any one transfer may wait")
     parser.add_argument("--run-timeout", type=positive_seconds, default=600.0, help="seconds the whole run may take")
+    parser.add_argument("--executor", choices=("traced", "fast"), default="traced",
+                        help="traced (default): every op timed, run.json and trace with --report, gloo or NCCL; "
+                             "fast: each rank runs straight-line segments on the fastest engine, tensors through "
+                             "shared memory (one host)")
+    parser.add_argument("--engine", choices=("auto", "torch", "onnxruntime"), default="auto",
+                        help="fast executor: the engine per segment (default auto: the fastest in the warm-up)")
+    parser.add_argument("--choose", action="store_true",
+                        help="fast executor: measure one rank with every core against the plan's ranks and run "
+                             "the faster (the split only when it wins beyond the run-to-run noise)")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     return _run(_run_plan, parser, argv)
 

@@ -30,10 +30,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# library top-level module -> the only folder (relative to the repo) allowed to import it
+# library top-level module -> the only folder(s) (relative to the repo) allowed to import it
 RESTRICTED = {
     "onnx": "planner/ir",
-    "onnxruntime": "planner/ir",
+    # the executor runs segments of a plan on onnxruntime as one of its engines (planner/execute/engines.py)
+    "onnxruntime": ("planner/ir", "planner/execute"),
     "torch": "planner/execute",
     "ortools": "formulations/backends",
     "pulp": "formulations/backends",
@@ -182,7 +183,9 @@ def test_restricted_imports_stay_in_their_layer(path: Path) -> None:
     rel = _rel(path)
     for module in _imports(path) & RESTRICTED.keys():
         allowed = RESTRICTED[module]
-        assert rel.startswith(allowed + "/"), f"{rel} imports {module}, which only {allowed}/ may import"
+        folders = (allowed,) if isinstance(allowed, str) else allowed
+        assert any(rel.startswith(f + "/") for f in folders), \
+            f"{rel} imports {module}, which only {' and '.join(f + '/' for f in folders)} may import"
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=_rel)
@@ -294,11 +297,11 @@ def test_layering_check_sees_real_imports(tmp_path: Path) -> None:
 
 
 def test_layering_check_sees_an_upward_import() -> None:
-    # planner/solve.py imports planner.coarsen (below) and formulations (below); the graph sees both, and an
-    # import of planner.solve from planner/schedule would be an arrow back up.
+    # planner/solve.py imports planner.coarsen.refine (below) and formulations.backends (below); the graph sees
+    # both, and an import of planner.solve from planner/schedule would be an arrow back up.
     solve = REPO / "planner" / "solve.py"
     targets = {_rel(t) for t, _, _ in internal_imports(solve)}
-    assert "planner/coarsen/__init__.py" in targets and "formulations/solve_instance.py" in targets
+    assert "planner/coarsen/refine.py" in targets and "formulations/backends/__init__.py" in targets
     assert RANK[layer_of("planner/schedule/plan.py")] < RANK[layer_of("planner/solve.py")]
     assert layer_of("formulations/placement.py") == "formulations.models"
     assert layer_of("formulations/backends/cpsat.py") == "formulations.backends"

@@ -1,0 +1,115 @@
+"""How to run a plan on this host: its ranks as planned, or every op on one rank with all cores as intra-op threads.
+
+On a CPU host the real choice is between splitting the ops over ranks (each rank on its own cores, tensors
+crossing in shared memory) and one process whose kernels use every core.  `choose_run` measures both with the
+fast executor (`fast_run`, engines chosen per segment) on the same inputs, one after the other, and keeps the
+split only when its median is shorter than the single rank's by more than the run-to-run noise of the two (the
+larger spread, max - min, of their repetitions); otherwise the single rank runs and the reason says why.  A plan
+on one device has nothing to choose.
+
+`cores_available()` is the number of cores this process may run on (its CPU affinity), the budget both
+candidates share.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.execute.fast_run import FastRun, FastSpec, launch_fast
+from planner.execute.partition import partition_plan
+from planner.ir.graph import OpGraph
+from planner.schedule.plan import Plan
+
+__all__ = ["RunConfig", "Trial", "RunChoice", "cores_available", "used_devices", "run_config", "choose_run"]
+
+
+def cores_available() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Ranks, intra-op threads per rank, and the engine rule (`fast_run.ENGINE_CHOICES`)."""
+
+    ranks: int
+    threads: int
+    engine: str = "auto"
+
+    def label(self) -> str:
+        return f"{self.ranks} rank{'s' if self.ranks > 1 else ''} x {self.threads} thread{'s' if self.threads > 1 else ''}"
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One configuration measured: its repetitions' makespans and the engines its segments ran on."""
+
+    config: RunConfig
+    makespans_s: tuple[float, ...]
+    engines: Mapping[str, int]
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.makespans_s)
+
+    @property
+    def spread_s(self) -> float:
+        return max(self.makespans_s) - min(self.makespans_s)
+
+
+@dataclass(frozen=True)
+class RunChoice:
+    """The chosen configuration's trial and run, every trial, and why (module docstring)."""
+
+    chosen: Trial
+    run: FastRun
+    trials: tuple[Trial, ...]
+    reason: str
+
+
+def used_devices(plan: Plan) -> int:
+    """How many devices hold at least one op of the plan."""
+    return len({p.device for p in plan.placements})
+
+
+def run_config(plan: Plan, graph: OpGraph, feeds: Mapping[str, np.ndarray], config: RunConfig, *, repeat: int,
+               warmup: int = 3, where: str = "<plan>") -> tuple[Trial, FastRun]:
+    """Run the plan once in `config` (all ops on rank 0 when `config.ranks` is 1)."""
+    partition = partition_plan(plan, graph, config.ranks, where)
+    spec = FastSpec(plan.model_path, graph, partition, dict(feeds), threads=config.threads, engine=config.engine,
+                    repeat=repeat, warmup=warmup)
+    run = launch_fast(spec)
+    return Trial(config, tuple(run.makespans_s), run.engine_counts()), run
+
+
+def choose_run(plan: Plan, graph: OpGraph, feeds: Mapping[str, np.ndarray], *, cores: int | None = None,
+               repeat: int = 10, warmup: int = 3, engine: str = "auto", where: str = "<plan>",
+               say: Callable[[str], None] | None = None) -> RunChoice:
+    """Measure one rank with every core against the plan's split, keep the faster beyond noise (module docstring)."""
+    cores = cores or cores_available()
+    single_config = RunConfig(1, cores, engine)
+    single, single_run = run_config(plan, graph, feeds, single_config, repeat=repeat, warmup=warmup, where=where)
+    if say:
+        say(f"{single_config.label()}: {single.median_s * 1e3:.3f} ms (spread {single.spread_s * 1e3:.3f} ms)")
+    ranks = min(used_devices(plan), cores)
+    if ranks <= 1:
+        return RunChoice(single, single_run, (single,), "the plan uses one device")
+    split_config = RunConfig(ranks, max(1, cores // ranks), engine)
+    split, split_run = run_config(plan, graph, feeds, split_config, repeat=repeat, warmup=warmup, where=where)
+    if say:
+        say(f"{split_config.label()}: {split.median_s * 1e3:.3f} ms (spread {split.spread_s * 1e3:.3f} ms)")
+    noise_s = max(single.spread_s, split.spread_s)
+    gain_s = single.median_s - split.median_s
+    trials = (single, split)
+    if gain_s > noise_s:
+        return RunChoice(split, split_run, trials,
+                         f"the plan's {ranks} ranks run {gain_s * 1e3:.3f} ms faster than one rank "
+                         f"(noise {noise_s * 1e3:.3f} ms)")
+    why = ("slower" if gain_s < 0 else f"faster by {gain_s * 1e3:.3f} ms only, within the noise "
+           f"{noise_s * 1e3:.3f} ms")
+    return RunChoice(single, single_run, trials,
+                     f"one rank with {cores} threads: the plan's {ranks} ranks ran {why}")
