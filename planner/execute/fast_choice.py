@@ -41,7 +41,8 @@ class RunConfig:
     engine: str = "auto"
 
     def label(self) -> str:
-        return f"{self.ranks} rank{'s' if self.ranks > 1 else ''} x {self.threads} thread{'s' if self.threads > 1 else ''}"
+        ranks = f"{self.ranks} rank{'s' if self.ranks > 1 else ''}"
+        return f"{ranks} x {self.threads} thread{'s' if self.threads > 1 else ''}"
 
 
 @dataclass(frozen=True)
