@@ -69,7 +69,8 @@ def _run_fast(args: argparse.Namespace) -> int:
                                 warmup=warmup, where=where)
         reason = "as asked"
     simulated_s = plan.makespan_tick * (plan.tick_s or 1.0)
-    report: dict[str, object] = {"plan": where, "executor": "fast", "ranks": trial.config.ranks, "threads": trial.config.threads,
+    report: dict[str, object] = {
+              "plan": where, "executor": "fast", "ranks": trial.config.ranks, "threads": trial.config.threads,
               "engine_rule": trial.config.engine, "engines": dict(trial.engines), "reason": reason,
               "measured_makespan_s": trial.median_s, "measured_makespans_s": list(trial.makespans_s),
               "simulated_makespan_s": simulated_s,
