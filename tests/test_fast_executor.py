@@ -1,0 +1,132 @@
+"""The fast executor: segments cut at the communication points, engines per segment, shared-memory transport,
+and the choice between one rank with every core and the plan's ranks.
+
+Plans run for real on 2 forked ranks and match onnxruntime within 1e-5 (float32; torch kernels against
+onnxruntime's, or onnxruntime against itself on cut-out segments).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from planner.cli import solve_main
+from planner.cli_run import run_main
+from planner.execute.fast_choice import RunConfig, choose_run, run_config
+from planner.execute.partition import Transfer, partition_plan
+from planner.execute.program import default_feeds
+from planner.execute.runner import load_checked_plan
+from planner.execute.segments import rank_segments
+from planner.execute.shm_transport import ShmTransport
+from planner.ir.onnx_values import run_onnxruntime
+
+ATOL = 1e-5
+
+
+def _plan(tmp, model, hw, name, method="heft"):
+    out = tmp / f"{name}.json"
+    rc = solve_main(["--model", str(model), "--hw", str(hw), "--method", method, "--out", str(out),
+                     "--no-pictures", "--quiet", "--format", "json"])
+    assert rc == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory, repo_root, light_models_dir, hw_dir):
+    tmp = tmp_path_factory.mktemp("fast")
+    hw = hw_dir / "cpu-4.yaml"
+    return {"moe": _plan(tmp, repo_root / "planner" / "data" / "models" / "moe.onnx", hw, "moe", "round_robin"),
+            "inception_v1": _plan(tmp, light_models_dir / "light_inception_v1.onnx", hw, "inception_v1")}
+
+
+def test_segments_cover_the_rank_order_and_cut_at_every_send_and_first_receive(plans):
+    plan, graph = load_checked_plan(plans["moe"])
+    part = partition_plan(plan, graph, 2)
+    assert part.transfers, "a round-robin plan over two ranks must transfer tensors"
+    for rank in (0, 1):
+        segments = rank_segments(part, graph, rank)
+        assert tuple(op for seg in segments for op in seg.ops) == part.rank_ops[rank]
+        sends = part.sends_after(rank)
+        received = {tr.tensor for lst in part.incoming(rank).values() for tr in lst}
+        seen: set[str] = set()
+        for seg in segments:
+            # a send leaves right after its producer: the producer ends the segment, and no other op sends inside it
+            assert all(op not in sends for op in seg.ops[:-1])
+            assert {tr.tensor for tr in seg.send} == {tr.tensor for tr in sends.get(seg.ops[-1], ())}
+            # a received tensor is waited for right before the first op that reads it, which starts its segment
+            first_reads = {t for t in graph.op(seg.ops[0]).reads if t in received and t not in seen}
+            assert set(seg.receive) == first_reads
+            assert all(t not in received or t in seen or t in first_reads
+                       for op in seg.ops for t in graph.op(op).reads)
+            seen.update(seg.receive)
+            assert not set(seg.inputs) & graph.initializers
+        assert seen | ({t for t in part.outputs} if rank == 0 else set()) >= received
+
+
+@pytest.mark.dist
+@pytest.mark.parametrize("engine", ["torch", "onnxruntime", "auto"])
+def test_two_ranks_match_onnxruntime_on_every_engine(plans, engine):
+    plan, graph = load_checked_plan(plans["moe"])
+    feeds = default_feeds(graph)
+    trial, run = run_config(plan, graph, feeds, RunConfig(2, 1, engine), repeat=2, warmup=2)
+    ref = run_onnxruntime(plan.model_path, feeds, list(run.outputs))
+    for name, value in ref.items():
+        np.testing.assert_allclose(run.outputs[name], value, atol=ATOL)
+    assert len(trial.makespans_s) == 2 and all(t > 0 for t in trial.makespans_s)
+    segments = sum(len(rank_segments(partition_plan(plan, graph, 2), graph, r)) for r in (0, 1))
+    assert sum(trial.engines.values()) == segments
+    if engine != "auto":
+        assert set(trial.engines) == {engine}
+
+
+@pytest.mark.dist
+def test_a_model_nobody_here_wrote_runs_split_and_matches(plans):
+    plan, graph = load_checked_plan(plans["inception_v1"])
+    feeds = default_feeds(graph)
+    _, run = run_config(plan, graph, feeds, RunConfig(2, 1, "auto"), repeat=1, warmup=2)
+    ref = run_onnxruntime(plan.model_path, feeds, list(run.outputs))
+    for name, value in ref.items():
+        np.testing.assert_allclose(run.outputs[name], value, atol=ATOL)
+
+
+@pytest.mark.dist
+def test_choice_measures_both_and_says_why(plans):
+    plan, graph = load_checked_plan(plans["moe"])
+    lines: list[str] = []
+    choice = choose_run(plan, graph, default_feeds(graph), cores=2, repeat=3, warmup=2, say=lines.append)
+    assert [t.config for t in choice.trials] == [RunConfig(1, 2), RunConfig(2, 1)]
+    assert len(lines) == 2 and "1 rank x 2 threads" in lines[0] and "2 ranks x 1 thread" in lines[1]
+    single, split = choice.trials
+    noise = max(single.spread_s, split.spread_s)
+    expected = split if single.median_s - split.median_s > noise else single
+    assert choice.chosen is expected
+    assert ("faster than one rank" in choice.reason) == (expected is split)
+
+
+def test_shared_memory_refuses_a_tensor_the_plan_does_not_expect_and_times_out_by_name():
+    tr = Transfer("x", 0, 1, 0, 7, (2, 3), "float", "producer", 24)
+    transport = ShmTransport([tr], 2, timeout_s=0.2)
+    with pytest.raises(RuntimeError, match=r"'x' for rank 1 is \(3, 2\)"):
+        transport.send(tr, torch.zeros(3, 2))
+    with pytest.raises(RuntimeError, match=r"receiving 'x' from rank 0 timed out"):
+        transport.receive(tr)
+    transport.send(tr, torch.arange(6, dtype=torch.float32).reshape(2, 3))
+    assert transport.receive(tr).tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+@pytest.mark.dist
+def test_plan_run_choose_reports_its_choice_and_checks(plans, capsys):
+    assert run_main(["--plan", str(plans["moe"]), "--choose", "--repeat", "2", "--check", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["executor"] == "fast" and report["reason"]
+    assert report["ranks"] in (1, 2) and report["max_abs_error"] <= ATOL
+    assert len(report["measured_makespans_s"]) == 2
+
+
+def test_plan_run_fast_refuses_what_it_cannot_do(plans, capsys):
+    assert run_main(["--plan", str(plans["moe"]), "--executor", "fast", "--backend", "nccl"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "fast executor" in err[0]
