@@ -20,7 +20,7 @@ from planner.coarsen import (
     task_cost_estimate,
 )
 from planner.coarsen.adjacency import Adjacency
-from planner.coarsen.merge import _ClusterGraph, _groups
+from planner.coarsen.merge import ClusterGraph, final_clusters
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 
 
@@ -100,7 +100,7 @@ def test_growth_estimate_is_exact_for_one_merge(inst: SchedulingInstance, data: 
     adj = Adjacency.of(inst)
     clusters = repair_cycles(inst, linear_clustering(inst))
     cost, comm = task_cost_estimate(inst).tolist(), edge_comm_estimate(inst).tolist()
-    g = _ClusterGraph(adj, clusters, cost, comm, inst.param_bytes.tolist())
+    g = ClusterGraph(adj, clusters, cost, comm, inst.param_bytes.tolist())
     cp, cands = g.score()
     before = coarse_cp(inst, clusters)
     assert np.isclose(cp, before)
@@ -111,7 +111,7 @@ def test_growth_estimate_is_exact_for_one_merge(inst: SchedulingInstance, data: 
     shared = (set(g.succ[a]) | set(g.pred[a])) & (set(g.succ[b]) | set(g.pred[b]))
     if not g.try_merge(a, b):
         return
-    merged = _groups(adj, g)
+    merged = final_clusters(adj, g)
     after = coarse_cp(inst, merged)
     if shared:
         return

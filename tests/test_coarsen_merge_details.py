@@ -2,7 +2,8 @@
 
 Deterministic and fast on purpose: this is the mutation runner's selection for `planner/coarsen/merge.py`
 (the property sweeps in test_coarsen_merge.py take minutes per mutant).  Costs, comm, parameter bytes and device
-masks are passed to `_merge` / `_ClusterGraph` directly, so each case controls exactly the quantity it checks.
+masks are passed to `merge_on_adjacency` / `ClusterGraph` directly, so each case controls exactly the quantity it
+checks.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 
 from planner.coarsen import merge_clusters
 from planner.coarsen.adjacency import Adjacency
-from planner.coarsen.merge import _ClusterGraph, _groups, _merge
+from planner.coarsen.merge import ClusterGraph, final_clusters, merge_on_adjacency
 from planner.cost.instance import SchedulingInstance
 
 
@@ -29,9 +30,9 @@ def merge(adj: Adjacency, cost: list[float], comm: list[float] | None = None, *,
           target_clusters: int | None = None, fraction: float | None = None,
           max_bytes: float | None = None) -> list[list[int]]:
     n = adj.n
-    return _merge(adj, clusters or singletons(n), cost, comm or [0.0] * len(adj.edges), param or [0] * n, masks,
-                  num_devices=num_devices, target_clusters=target_clusters, min_cluster_cost_fraction=fraction,
-                  max_cluster_param_bytes=max_bytes)
+    return merge_on_adjacency(adj, clusters or singletons(n), cost, comm or [0.0] * len(adj.edges),
+                              param or [0] * n, masks, num_devices=num_devices, target_clusters=target_clusters,
+                              min_cluster_cost_fraction=fraction, max_cluster_param_bytes=max_bytes)
 
 
 def is_topological(adj: Adjacency, clusters: list[list[int]]) -> bool:
@@ -49,7 +50,7 @@ def test_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="target_clusters must be >= 1, got 0"):
         merge(adj, [1.0, 1.0], target_clusters=0)
     with pytest.raises(ValueError, match="not in a topological order"):
-        _ClusterGraph(adj, [[1], [0]], [1.0, 1.0], [0.0], [0, 0])
+        ClusterGraph(adj, [[1], [0]], [1.0, 1.0], [0.0], [0, 0])
 
 
 def test_without_a_target_nothing_merges_and_members_come_in_topological_order() -> None:
@@ -120,15 +121,15 @@ def test_the_parameter_limit_is_never_relaxed() -> None:
 def test_a_merge_that_closes_a_cycle_is_refused() -> None:
     # 0 -> 1 directly and 0 -> 2 -> 1: merging 0 and 1 would make {0, 1} -> 2 -> {0, 1}
     adj = dag(3, [(0, 1), (0, 2), (2, 1)])
-    g = _ClusterGraph(adj, [[0], [2], [1]], [1.0] * 3, [0.0] * 3, [0] * 3)
+    g = ClusterGraph(adj, [[0], [2], [1]], [1.0] * 3, [0.0] * 3, [0] * 3)
     assert not g.try_merge(0, 2)  # clusters are numbered by position: 0 = task 0, 2 = task 1
     assert g.n_alive == 3 and g.alive == [True, True, True]
     assert g.try_merge(0, 1)
     assert g.n_alive == 2
-    assert _groups(adj, g) == [[0, 2], [1]]
+    assert final_clusters(adj, g) == [[0, 2], [1]]
     # a longer detour: 0 -> 1 -> 2 -> 3 and 0 -> 3
     adj = dag(4, CHAIN4 + [(0, 3)])
-    g = _ClusterGraph(adj, singletons(4), [1.0] * 4, [0.0] * 4, [0] * 4)
+    g = ClusterGraph(adj, singletons(4), [1.0] * 4, [0.0] * 4, [0] * 4)
     assert not g.try_merge(0, 3)
     assert g.try_merge(2, 3)
     assert not g.try_merge(0, g.find(3))
@@ -137,26 +138,26 @@ def test_a_merge_that_closes_a_cycle_is_refused() -> None:
 def test_the_order_is_repaired_around_the_merged_cluster() -> None:
     # nothing between A and B reachable from A: the merged cluster takes B's place
     adj = dag(3, [(0, 2), (1, 2)])
-    g = _ClusterGraph(adj, singletons(3), [1.0] * 3, [0.0] * 2, [0] * 3)
+    g = ClusterGraph(adj, singletons(3), [1.0] * 3, [0.0] * 2, [0] * 3)
     assert g.try_merge(0, 2)
-    assert _groups(adj, g) == [[1], [0, 2]]
+    assert final_clusters(adj, g) == [[1], [0, 2]]
     # nothing between them reaches B: it takes A's place
     adj = dag(3, [(0, 1), (0, 2)])
-    g = _ClusterGraph(adj, singletons(3), [1.0] * 3, [0.0] * 2, [0] * 3)
+    g = ClusterGraph(adj, singletons(3), [1.0] * 3, [0.0] * 2, [0] * 3)
     assert g.try_merge(0, 2)
-    assert _groups(adj, g) == [[0, 2], [1]]
+    assert final_clusters(adj, g) == [[0, 2], [1]]
     # both (Pearce-Kelly): A -> X, Y -> B; Y moves before the merged cluster, X after it
     adj = dag(4, [(0, 1), (2, 3), (0, 3)])
-    g = _ClusterGraph(adj, singletons(4), [1.0] * 4, [0.0] * 3, [0] * 4)
+    g = ClusterGraph(adj, singletons(4), [1.0] * 4, [0.0] * 3, [0] * 4)
     assert g.try_merge(0, 3)
-    out = _groups(adj, g)
+    out = final_clusters(adj, g)
     assert out == [[2], [0, 3], [1]]
     assert is_topological(adj, out)
     # a deeper window: A -> X1 -> X2, Y1 -> Y2 -> B, A -> B, positions A X1 Y1 X2 Y2 B
     adj = dag(6, [(0, 1), (1, 3), (2, 4), (4, 5), (0, 5)])
-    g = _ClusterGraph(adj, singletons(6), [1.0] * 6, [0.0] * 5, [0] * 6)
+    g = ClusterGraph(adj, singletons(6), [1.0] * 6, [0.0] * 5, [0] * 6)
     assert g.try_merge(0, 5)
-    out = _groups(adj, g)
+    out = final_clusters(adj, g)
     assert out == [[2], [4], [0, 5], [1], [3]]
     assert is_topological(adj, out)
 
@@ -165,7 +166,7 @@ def test_a_join_adds_costs_bytes_masks_and_the_comm_to_a_shared_neighbour() -> N
     # tasks: 3 -> 0 (2), 3 -> 1 (5), 0 -> 1 (1), 0 -> 2 (3), 1 -> 2 (4); clusters by position: 3, 0, 1, 2
     adj = dag(4, [(3, 0), (3, 1), (0, 1), (0, 2), (1, 2)])
     clusters = [[3], [0], [1], [2]]
-    g = _ClusterGraph(adj, clusters, [1.0, 2.0, 4.0, 8.0], [2.0, 5.0, 1.0, 3.0, 4.0], [1, 2, 4, 8],
+    g = ClusterGraph(adj, clusters, [1.0, 2.0, 4.0, 8.0], [2.0, 5.0, 1.0, 3.0, 4.0], [1, 2, 4, 8],
                       [0b011, 0b110, 0b100, 0b111])
     assert g.succ[1] == {2: 1.0, 3: 3.0} and g.pred[2] == {0: 5.0, 1: 1.0}
     assert g.try_merge(1, 2)
@@ -189,7 +190,7 @@ def longest_path(succ: dict[int, dict[int, float]], cost: dict[int, float]) -> f
     return max(tail(k) for k in cost)
 
 
-def merged_path(g: _ClusterGraph, a: int, b: int) -> float:
+def merged_path(g: ClusterGraph, a: int, b: int) -> float:
     """Critical path of the cluster graph with a and b merged (their edge zeroed, parallel edges added)."""
     live = [k for k in range(len(g.alive)) if g.alive[k]]
     rename = {k: (a if k == b else k) for k in live}
@@ -217,7 +218,7 @@ GRAPHS = [
 @pytest.mark.parametrize("edges, cost, comm", GRAPHS)
 def test_growth_is_the_critical_path_increase_of_each_merge(edges, cost, comm) -> None:
     adj = dag(len(cost), edges)
-    g = _ClusterGraph(adj, singletons(len(cost)), cost, comm, [0] * len(cost))
+    g = ClusterGraph(adj, singletons(len(cost)), cost, comm, [0] * len(cost))
     cp, cands = g.score(every_edge=True)
     assert cp == longest_path({k: dict(g.succ[k]) for k in range(len(cost))}, dict(enumerate(cost)))
     assert sorted((a, b) for _, _, a, b in cands) == sorted(adj.edges)
@@ -230,13 +231,13 @@ def test_each_cluster_proposes_its_best_edge() -> None:
     # fork 0 -> 1 (comm 1), 0 -> 2 (comm 10); CP 12.  Merging 0, 1 leaves 0 -> 2: 1 + 1 + 10 + 1 = 13 (growth 1);
     # merging 0, 2 leaves 0 -> 1: 1 + 1 + 1 + 1 = 4 (growth 0)
     adj = dag(3, [(0, 1), (0, 2)])
-    g = _ClusterGraph(adj, singletons(3), [1.0] * 3, [1.0, 10.0], [0] * 3)
+    g = ClusterGraph(adj, singletons(3), [1.0] * 3, [1.0, 10.0], [0] * 3)
     cp, cands = g.score()
     assert cp == 12.0
     assert sorted(cands) == [(0.0, -8.0, 0, 2), (1.0, 1.0, 0, 1)]
     # a tie in growth goes to the lighter merged cluster: chain 0 -> 1 -> 2 with costs 5, 1, 1 and no comm
     adj = dag(3, [(0, 1), (1, 2)])
-    g = _ClusterGraph(adj, singletons(3), [5.0, 1.0, 1.0], [0.0, 0.0], [0] * 3)
+    g = ClusterGraph(adj, singletons(3), [5.0, 1.0, 1.0], [0.0, 0.0], [0] * 3)
     _, cands = g.score()
     assert sorted(cands) == [(0.0, 2.0, 1, 2), (0.0, 6.0, 0, 1)]
     assert merge(adj, [5.0, 1.0, 1.0], target_clusters=2) == [[0], [1, 2]]
@@ -250,7 +251,7 @@ def test_the_merge_that_keeps_the_critical_path_goes_first() -> None:
 def test_an_edge_no_cluster_prefers_is_proposed_only_when_every_edge_is_asked_for() -> None:
     # diamond 0 -> {1, 2} -> 3, task 1 heavy: 1 -> 3 is neither 1's best edge (0 -> 1 ties, and comes first) nor 3's
     adj = dag(4, [(0, 1), (0, 2), (1, 3), (2, 3)])
-    g = _ClusterGraph(adj, singletons(4), [1.0, 10.0, 1.0, 1.0], [0.0] * 4, [0] * 4)
+    g = ClusterGraph(adj, singletons(4), [1.0, 10.0, 1.0, 1.0], [0.0] * 4, [0] * 4)
     assert sorted(g.score()[1]) == [(1.0, 2.0, 0, 2), (1.0, 2.0, 2, 3), (1.0, 11.0, 0, 1)]
     assert sorted(g.score(every_edge=True)[1]) == [(1.0, 2.0, 0, 2), (1.0, 2.0, 2, 3), (1.0, 11.0, 0, 1),
                                                    (1.0, 11.0, 1, 3)]
@@ -259,7 +260,7 @@ def test_an_edge_no_cluster_prefers_is_proposed_only_when_every_edge_is_asked_fo
 def test_a_merged_source_stays_a_source() -> None:
     # 0 -> 1 -> {2, 3}: cluster 1 has more neighbours, so it absorbs 0 and must drop 0 from its predecessors
     adj = dag(4, [(0, 1), (1, 2), (1, 3)])
-    g = _ClusterGraph(adj, singletons(4), [1.0] * 4, [0.0] * 3, [0] * 4)
+    g = ClusterGraph(adj, singletons(4), [1.0] * 4, [0.0] * 3, [0] * 4)
     assert g.try_merge(0, 1)
     keep = g.find(0)
     assert g.pred[keep] == {} and g.succ[keep] == {2: 0.0, 3: 0.0}
@@ -270,12 +271,12 @@ def test_a_merged_source_stays_a_source() -> None:
 def test_a_join_moves_every_other_edge_of_the_absorbed_cluster() -> None:
     # a absorbs b, and b's predecessors list a before another cluster X (edges in that order): X -> ab stays
     adj = dag(5, [(0, 2), (1, 2), (0, 3), (0, 4)])
-    g = _ClusterGraph(adj, singletons(5), [1.0] * 5, [1.0, 2.0, 3.0, 4.0], [0] * 5)
+    g = ClusterGraph(adj, singletons(5), [1.0] * 5, [1.0, 2.0, 3.0, 4.0], [0] * 5)
     assert g.try_merge(0, 2) and g.find(2) == 0
     assert g.succ[1] == {0: 2.0} and g.pred[0] == {1: 2.0} and g.succ[0] == {3: 3.0, 4: 4.0}
     # b absorbs a, and a's successors list b before another cluster Y: ab -> Y stays
     adj = dag(6, [(0, 1), (0, 2), (1, 3), (1, 4), (1, 5)])
-    g = _ClusterGraph(adj, singletons(6), [1.0] * 6, [1.0, 2.0, 3.0, 4.0, 5.0], [0] * 6)
+    g = ClusterGraph(adj, singletons(6), [1.0] * 6, [1.0, 2.0, 3.0, 4.0, 5.0], [0] * 6)
     assert g.try_merge(0, 1) and g.find(0) == 1
     assert g.succ[1] == {2: 2.0, 3: 3.0, 4: 4.0, 5: 5.0} and g.pred[2] == {1: 2.0} and g.pred[1] == {}
 
@@ -284,16 +285,16 @@ def test_only_the_window_between_the_pair_is_searched() -> None:
     # A(0), U(1) unrelated, B(2), A -> B and A -> Z(3) past the window: nothing in the window is reachable from A,
     # so the merged cluster takes B's place and U keeps its own before it
     adj = dag(4, [(0, 2), (0, 3)])
-    g = _ClusterGraph(adj, singletons(4), [1.0] * 4, [0.0] * 2, [0] * 4)
+    g = ClusterGraph(adj, singletons(4), [1.0] * 4, [0.0] * 2, [0] * 4)
     assert g.try_merge(0, 2)
-    assert _groups(adj, g) == [[1], [0, 2], [3]]
+    assert final_clusters(adj, g) == [[1], [0, 2], [3]]
 
 
 def test_a_tie_keeps_the_first_edge_seen() -> None:
     # unit diamond, no comm: every edge has growth 1 and key 2; each cluster keeps the first of its tied edges in
     # the order tails are visited, so 3 proposes 1 -> 3 (not 2 -> 3)
     adj = dag(4, [(0, 1), (0, 2), (1, 3), (2, 3)])
-    g = _ClusterGraph(adj, singletons(4), [1.0] * 4, [0.0] * 4, [0] * 4)
+    g = ClusterGraph(adj, singletons(4), [1.0] * 4, [0.0] * 4, [0] * 4)
     assert sorted(g.score()[1]) == [(1.0, 2.0, 0, 1), (1.0, 2.0, 0, 2), (1.0, 2.0, 1, 3)]
 
 

@@ -9,7 +9,7 @@ or when no allowed merge is left.
 
 **Where it starts.**  Linear clusters are chains on the critical path, but as atomic tasks a chain waits for the
 inputs of all its members and holds back the outputs of all of them: on random layered DAGs the repaired linear
-clusters alone had 3x the op graph's critical path.  `_pieces` cuts them into plain paths (each member the only
+clusters alone had 3x the op graph's critical path.  `path_pieces` cuts them into plain paths (each member the only
 successor of the one before and that one its only predecessor), which as atomic tasks are never later than their
 members, so the merge starts at or below the op graph's critical path and the chains come back only where they fit.
 
@@ -50,7 +50,7 @@ load balanced — on the bundled MoE ordering by the heaviest edge alone gave a 
 of siblings is their lighter edge from the shared input.  After a merge the merged cluster's heaviest in- and
 out-edge are offered again, at the front.
 
-A merge must also keep the cluster graph acyclic (the incremental check of `planner.coarsen.merge._ClusterGraph`,
+A merge must also keep the cluster graph acyclic (the incremental check of `planner.coarsen.merge.ClusterGraph`,
 which also handles two clusters joined by no edge), keep the merged cost <= max(total work / devices, costliest
 input cluster) (load balance), and respect the parameter-byte limit.  Only clusters that may run on exactly the
 same devices merge: then the contracted cluster's cost estimate (its mean duration over those devices) is the sum
@@ -77,7 +77,7 @@ import numpy as np
 from planner.coarsen.adjacency import Adjacency
 from planner.coarsen.contract import contract
 from planner.coarsen.levels import critical_path_length, edge_comm_estimate, task_cost_estimate
-from planner.coarsen.merge import _ClusterGraph, _groups
+from planner.coarsen.merge import ClusterGraph, final_clusters
 from planner.cost.instance import SchedulingInstance
 
 DEFAULT_CP_TOLERANCE = 0.05  # coarse critical path <= 1.05 x the op graph's
@@ -128,7 +128,7 @@ class _Bounded:
     a raise that would travel further than PUSH_LIMIT clusters is applied as a shift of every later (earlier)
     position instead (module docstring)."""
 
-    def __init__(self, g: _ClusterGraph) -> None:
+    def __init__(self, g: ClusterGraph) -> None:
         self.g = g
         n = len(g.alive)
         self.t = [0.0] * n
@@ -260,7 +260,7 @@ def _push(k: int, level: list[float], shift: _Shift, nbrs: list[dict[int, float]
                 heapq.heappush(heap, (sign * pos[x], x))
 
 
-def _pieces(adj: Adjacency, clusters: Sequence[Sequence[int]], masks: list[int] | None) -> list[list[int]]:
+def path_pieces(adj: Adjacency, clusters: Sequence[Sequence[int]], masks: list[int] | None) -> list[list[int]]:
     """Cut each cluster (members in a topological order, e.g. a linear chain) into pieces that are plain paths: two
     consecutive members u, v stay together only when v is u's only successor, u is v's only predecessor, and both
     may run on the same devices.  Such a piece takes its inputs at its first member and gives its output from its
@@ -287,7 +287,7 @@ def _key(length: float, cp: float, kind: int, saved: float, merged: float) -> tu
     return (0 if length <= cp * (1 + _EPS) else 1, kind, merged - saved, merged)
 
 
-def _candidates(g: _ClusterGraph, t: list[float], b: list[float], slack: float,
+def _candidates(g: ClusterGraph, t: list[float], b: list[float], slack: float,
                 cp: float) -> list[tuple[int, int, float, float, int, int]]:
     """(kind, -shared comm, merged cost, a, c) for heavy edges (kind 0) and siblings sharing an input (kind 1),
     levels exact.  A candidate is left out when even a lower bound on its merged path (from the levels, ignoring
@@ -334,16 +334,16 @@ def _candidates(g: _ClusterGraph, t: list[float], b: list[float], slack: float,
     return out
 
 
-def _bounded_merge(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list[float], comm: list[float],
-                   param: list[int], masks: list[int] | None, *, num_devices: int, target_clusters: int,
-                   limit_tick: float, max_cluster_param_bytes: float | None) -> list[list[int]]:
+def bounded_merge(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list[float], comm: list[float],
+                  param: list[int], masks: list[int] | None, *, num_devices: int, target_clusters: int,
+                  limit_tick: float, max_cluster_param_bytes: float | None) -> list[list[int]]:
     """Merge clusters given in a topological order of an acyclic cluster graph (see module).  The limit is raised
     to the starting clusters' own critical path if that is longer (merging never makes it worse)."""
     if num_devices < 1:
         raise ValueError(f"num_devices must be >= 1, got {num_devices}")
     if target_clusters < 1:
         raise ValueError(f"target_clusters must be >= 1, got {target_clusters}")
-    g = _ClusterGraph(adj, clusters, cost, comm, param, masks)
+    g = ClusterGraph(adj, clusters, cost, comm, param, masks)
     lv = _Bounded(g)
     limit = max(limit_tick, lv.exact())
     slack = limit + _EPS * max(1.0, limit)
@@ -383,7 +383,7 @@ def _bounded_merge(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list
                     heapq.heappush(heap, (*_key(0.0, cp, 0, nbrs[x], g.cost[k] + g.cost[x]), *pair))
         if done < _MIN_ROUND_FRACTION * alive:
             break
-    return _groups(adj, g)
+    return final_clusters(adj, g)
 
 
 def critical_paths(fine: SchedulingInstance, clusters: Sequence[Sequence[int]]) -> tuple[float, float]:

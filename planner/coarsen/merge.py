@@ -55,8 +55,9 @@ _EPS = 1e-9
 _ROUND_FRACTION = 0.5  # at most this share of the live clusters merges per round
 
 
-class _ClusterGraph:
-    """Mutable cluster graph used only inside `_merge`: adjacency dicts (neighbour -> summed comm), costs, order."""
+class ClusterGraph:
+    """Mutable cluster graph of one merge round (`merge_on_adjacency`, `planner.coarsen.bounded.bounded_merge`):
+    adjacency dicts (neighbour -> summed comm), costs, order."""
 
     def __init__(self, adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list[float], comm: list[float],
                  param: list[int], masks: list[int] | None = None) -> None:
@@ -255,15 +256,16 @@ class _ClusterGraph:
         return cp, cands
 
 
-def _merge(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list[float], comm: list[float],
-           param: list[int], masks: list[int] | None, *, num_devices: int, target_clusters: int | None,
-           min_cluster_cost_fraction: float | None, max_cluster_param_bytes: float | None) -> list[list[int]]:
+def merge_on_adjacency(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list[float], comm: list[float],
+                       param: list[int], masks: list[int] | None, *, num_devices: int, target_clusters: int | None,
+                       min_cluster_cost_fraction: float | None,
+                       max_cluster_param_bytes: float | None) -> list[list[int]]:
     """Merge clusters given in a topological order of an acyclic cluster graph (see module)."""
     if num_devices < 1:
         raise ValueError(f"num_devices must be >= 1, got {num_devices}")
     if target_clusters is not None and target_clusters < 1:
         raise ValueError(f"target_clusters must be >= 1, got {target_clusters}")
-    g = _ClusterGraph(adj, clusters, cost, comm, param, masks)
+    g = ClusterGraph(adj, clusters, cost, comm, param, masks)
     total = sum(g.cost)
     min_cost = None if min_cluster_cost_fraction is None else min_cluster_cost_fraction * total / num_devices
     max_bytes = float("inf") if max_cluster_param_bytes is None else max_cluster_param_bytes
@@ -278,7 +280,7 @@ def _merge(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list[float],
         return target_clusters is None or g.n_alive <= target_clusters
 
     if target_clusters is None and min_cost is None:
-        return _groups(adj, g)
+        return final_clusters(adj, g)
     every_edge = False
     while not (count_met() and n_small == 0):
         _, cands = g.score(every_edge)
@@ -323,10 +325,10 @@ def _merge(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list[float],
                 cap = max(2 * cap, capped_min)
                 continue
             break
-    return _groups(adj, g)
+    return final_clusters(adj, g)
 
 
-def _groups(adj: Adjacency, g: _ClusterGraph) -> list[list[int]]:
+def final_clusters(adj: Adjacency, g: ClusterGraph) -> list[list[int]]:
     """Final clusters in the maintained topological order, members in the fine topological order."""
     members: dict[int, list[int]] = {}
     for v in adj.topo:
@@ -345,7 +347,7 @@ def merge_clusters(inst: SchedulingInstance, clusters: Sequence[Sequence[int]], 
     """
     adj = Adjacency.of(inst)
     ordered = _repair(adj, clusters)
-    return _merge(adj, ordered, task_cost_estimate(inst).tolist(), edge_comm_estimate(inst).tolist(),
+    return merge_on_adjacency(adj, ordered, task_cost_estimate(inst).tolist(), edge_comm_estimate(inst).tolist(),
                   inst.param_bytes.tolist(), eligibility_masks(inst), num_devices=num_devices,
                   target_clusters=target_clusters,
                   min_cluster_cost_fraction=min_cluster_cost_fraction,

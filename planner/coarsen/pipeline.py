@@ -3,9 +3,9 @@
     linear clustering -> repair cycles -> split clusters too big for memory -> merge to the target -> contract
 
 With `cp_tolerance` (issue 16) the chains are first cut where an outside input or output would make an atomic
-cluster wait (`planner.coarsen.bounded._pieces`) and then merged only while the coarse critical path stays within
+cluster wait (`planner.coarsen.bounded.path_pieces`) and then merged only while the coarse critical path stays within
 (1 + cp_tolerance) x the op graph's, down to `target_clusters` (default: `solver_size_target`, the clusters the
-placement model handles for this many devices) or until no allowed merge is left (`_bounded_merge`).  Without it,
+placement model handles for this many devices) or until no allowed merge is left (`bounded_merge`).  Without it,
 merging goes to the count target whatever the critical path becomes (`planner.coarsen.merge`).
 
 Defaults: at most `DEFAULT_TARGET_CLUSTERS` clusters when no target is given; no cluster above half the largest
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner.coarsen.adjacency import Adjacency
-from planner.coarsen.bounded import _bounded_merge, _pieces, solver_size_target
+from planner.coarsen.bounded import bounded_merge, path_pieces, solver_size_target
 from planner.coarsen.contract import _contract
 from planner.coarsen.expand import expand_plan
 from planner.coarsen.levels import (
@@ -33,7 +33,7 @@ from planner.coarsen.levels import (
     task_cost_estimate,
 )
 from planner.coarsen.linear import _linear_clustering
-from planner.coarsen.merge import _merge
+from planner.coarsen.merge import merge_on_adjacency
 from planner.coarsen.repair import _repair
 from planner.coarsen.split import _split
 from planner.cost.instance import UNBOUNDED_BYTES, SchedulingInstance
@@ -115,17 +115,18 @@ def coarsen(inst: SchedulingInstance, *, target_clusters: int | None = None,
     repaired = _repair(adj, linear)
     lap("repair")
     if cp_tolerance is not None:
-        repaired = _pieces(adj, repaired, masks)
+        repaired = path_pieces(adj, repaired, masks)
     if limit is not None:
         repaired = _split(repaired, param, limit)
     if cp_tolerance is None:
-        merged = _merge(adj, repaired, cost, comm, param, masks, num_devices=max(1, inst.num_devices),
-                        target_clusters=target_clusters, min_cluster_cost_fraction=min_cluster_cost_fraction,
-                        max_cluster_param_bytes=limit)
+        merged = merge_on_adjacency(adj, repaired, cost, comm, param, masks, num_devices=max(1, inst.num_devices),
+                                    target_clusters=target_clusters,
+                                    min_cluster_cost_fraction=min_cluster_cost_fraction,
+                                    max_cluster_param_bytes=limit)
     else:
-        merged = _bounded_merge(adj, repaired, cost, comm, param, masks, num_devices=max(1, inst.num_devices),
-                                target_clusters=target_clusters or 1, limit_tick=(1 + cp_tolerance) * before,
-                                max_cluster_param_bytes=limit)
+        merged = bounded_merge(adj, repaired, cost, comm, param, masks, num_devices=max(1, inst.num_devices),
+                               target_clusters=target_clusters or 1, limit_tick=(1 + cp_tolerance) * before,
+                               max_cluster_param_bytes=limit)
     lap("merge")
     coarse = _contract(adj, inst, merged, name)
     lap("contract")
