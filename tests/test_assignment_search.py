@@ -22,12 +22,12 @@ from planner.errors import InfeasibleError
 from planner.heuristics.assignment_search import (
     ASSIGNMENT_METHOD,
     Decoder,
-    _decoded_of,
-    _propose,
-    _Search,
-    _start_order,
+    MoveContext,
     assignment_search,
     critical_chain,
+    decoded_of,
+    propose_move,
+    start_order_priority,
 )
 from planner.heuristics.list_schedule import heft, list_schedule, upward_rank
 from planner.heuristics.memory import memory_never_binds
@@ -90,8 +90,8 @@ def test_a_plan_decoded_in_its_own_order_is_no_longer() -> None:
         rng = np.random.default_rng(seed)
         dev = _random_devices(inst, rng)
         plan = list_schedule(inst, rng.random(inst.num_tasks), _fixed(dev), insertion=False)
-        given = _decoded_of(inst, plan)
-        again = Decoder(inst).decode(given.dev, _start_order(given))
+        given = decoded_of(inst, plan)
+        again = Decoder(inst).decode(given.dev, start_order_priority(given))
         assert again is not None and again.makespan_tick <= plan.makespan_tick
         assert all(a <= b for a, b in zip(again.start, given.start, strict=True))
 
@@ -99,7 +99,7 @@ def test_a_plan_decoded_in_its_own_order_is_no_longer() -> None:
 def test_critical_chain_is_a_chain_of_the_plan() -> None:
     inst = layered_dag(100, 4, seed=8, comm_ratio=2.0)
     decoder = Decoder(inst)
-    state = _decoded_of(inst, heft(inst))
+    state = decoded_of(inst, heft(inst))
     chain = critical_chain(decoder, state)
     assert chain[0][0] == int(np.argmax(state.end))
     comm = inst.comm_tick
@@ -123,12 +123,12 @@ def test_moves_keep_devices_eligible_and_change_the_state() -> None:
     state = decoder.decode(_random_devices(inst, np.random.default_rng(0)), upward_rank(inst))
     assert state is not None
     chain = critical_chain(decoder, state)
-    sx = _Search(decoder, [[t] for t in range(inst.num_tasks)], list(range(inst.num_tasks)),
+    sx = MoveContext(decoder, [[t] for t in range(inst.num_tasks)], list(range(inst.num_tasks)),
                  np.random.default_rng(1), 55.0)
-    prio = _start_order(state)
+    prio = start_order_priority(state)
     proposed = 0
     for _ in range(300):
-        move = _propose(sx, state, list(state.dev), prio, chain)
+        move = propose_move(sx, state, list(state.dev), prio, chain)
         if move is None:
             continue
         forced, child_prio, reorder = move
@@ -146,14 +146,14 @@ def test_kill_transfer_move_puts_the_task_with_its_input(monkeypatch) -> None:
         monkeypatch.setattr(search_module, name, 0.0)
     inst = layered_dag(100, 8, seed=5, comm_ratio=2.0)
     decoder = Decoder(inst)
-    state = _decoded_of(inst, heft(inst))
+    state = decoded_of(inst, heft(inst))
     remote = [(t, o, d) for t, o, d in critical_chain(decoder, state) if d and o >= 0 and state.dev[o] != state.dev[t]]
     assert remote
-    sx = _Search(decoder, [], [], np.random.default_rng(0), 55.0)
+    sx = MoveContext(decoder, [], [], np.random.default_rng(0), 55.0)
     for seed in range(20):
         sx.rng = np.random.default_rng(seed)
         t, other, _ = link = remote[seed % len(remote)]
-        forced, _, _ = _propose(sx, state, list(state.dev), _start_order(state), [link])
+        forced, _, _ = propose_move(sx, state, list(state.dev), start_order_priority(state), [link])
         changed = [u for u in range(inst.num_tasks) if forced[u] != state.dev[u]]
         assert changed in ([t], [other])
         assert forced[t] == forced[other]

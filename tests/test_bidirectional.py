@@ -17,7 +17,7 @@ import planner.solve as solve_module
 from experiments.bench_engine import BEFORE_SETTINGS, MAIN_SETTING, phase_setting
 from experiments.layered import layered_dag
 from planner.errors import InfeasibleError
-from planner.heuristics.assignment_search import Decoder, _decoded_of
+from planner.heuristics.assignment_search import Decoder, decoded_of
 from planner.heuristics.bidirectional import MIRRORED_METHOD, bidirectional_iterated
 from planner.heuristics.iterated import ITERATED_METHOD, iterated_list_schedule
 from planner.heuristics.justify import Justifier, mirrored, mirrored_plan
@@ -58,7 +58,7 @@ def test_justify_never_lengthens_a_plan_and_stays_valid(capacity) -> None:
         except InfeasibleError:  # the cap is below what HEFT fits on this graph: nothing to start from
             continue
         justifier = Justifier(Decoder(inst))
-        state = _decoded_of(inst, start)
+        state = decoded_of(inst, start)
         once = justifier.justify(state)
         if once is None:  # memory: the forward decode found no slot for the right-justified order
             assert capacity is not None
@@ -113,7 +113,7 @@ def test_race_keeps_or_improves_its_starts_and_every_plan_validates(n, devices, 
     check_plan_valid(inst, found.forward_plan)
     assert found.plan.makespan_tick <= found.forward_plan.makespan_tick <= found.start_makespan_tick
     justifier = Justifier(Decoder(inst))
-    state = _decoded_of(inst, found.plan)
+    state = decoded_of(inst, found.plan)
     justified = justifier.justify(state)
     assert justified is None or justified.makespan_tick <= state.makespan_tick
 

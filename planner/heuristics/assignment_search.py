@@ -21,7 +21,7 @@ starts from any valid plan (a solver's, a decomposition's) no longer than it.  (
 iterated scheduler's priority with every device left to earliest finish, the same plan, was measured worse: a move
 that gives one task a device lets every other one choose again.)
 
-**Moves** (`_propose`), each drawn at a task t of the plan's critical chain (`critical_chain`: walked back from
+**Moves** (`propose_move`), each drawn at a task t of the plan's critical chain (`critical_chain`: walked back from
 the last task to finish, through the input that arrived last when a task started at its ready tick, else through
 the task before it on its device), with the shares of the module constants:
 
@@ -74,7 +74,8 @@ from planner.heuristics.list_schedule import (
 from planner.heuristics.memory import memory_never_binds
 from planner.schedule.plan import Plan
 
-__all__ = ["ASSIGNMENT_METHOD", "AssignmentResult", "Decoder", "assignment_search", "critical_chain"]
+__all__ = ["ASSIGNMENT_METHOD", "AssignmentResult", "Decoded", "Decoder", "MoveContext", "assignment_search",
+           "critical_chain", "decoded_of", "propose_move", "start_order_priority"]
 
 ASSIGNMENT_METHOD = "assignment-search"
 STALL_MOVES = 400  # moves without a better plan before a perturbation of the best state
@@ -205,10 +206,10 @@ class Decoder:
                                  method=ASSIGNMENT_METHOD)
         except InfeasibleError:  # no slot fits memory under this state: a rejected move
             return None
-        return _decoded_of(self.instance, plan)
+        return decoded_of(self.instance, plan)
 
 
-def _decoded_of(instance: SchedulingInstance, plan: Plan) -> Decoded:
+def decoded_of(instance: SchedulingInstance, plan: Plan) -> Decoded:
     by = plan.by_task()
     places = [by[name] for name in instance.task_names]
     dev = [int(p.device) for p in places]
@@ -263,7 +264,7 @@ def _clusters_of(instance: SchedulingInstance) -> tuple[list[list[int]], list[in
 
 
 @dataclass
-class _Search:
+class MoveContext:
     """What the moves need: the decoder, the linear clusters, the random source, the priority step."""
 
     decoder: Decoder
@@ -274,8 +275,8 @@ class _Search:
     sigma: float = SIGMA_START
 
 
-def _propose(sx: _Search, state: Decoded, forced: list[int], priority: np.ndarray,
-             chain: list[tuple[int, int, bool]]) -> tuple[list[int], np.ndarray, bool] | None:
+def propose_move(sx: MoveContext, state: Decoded, forced: list[int], priority: np.ndarray,
+                 chain: list[tuple[int, int, bool]]) -> tuple[list[int], np.ndarray, bool] | None:
     """A neighbour of the state (module docstring, "Moves"): (forced devices, priority, whether it is a priority
     move), or None when the drawn move changes nothing."""
     rng, eligible = sx.rng, sx.decoder.eligible
@@ -369,15 +370,15 @@ def assignment_search(instance: SchedulingInstance, plan: Plan, *, time_limit_s:
     decoder = Decoder(instance)
     if any(not e for e in decoder.eligible):
         raise InfeasibleError(f"{instance.name!r}: a task may run on no device")
-    given = _decoded_of(instance, plan)
-    forced, prio = list(given.dev), _start_order(given)
+    given = decoded_of(instance, plan)
+    forced, prio = list(given.dev), start_order_priority(given)
     first = decoder.decode(forced, prio)
     if first is None:
         raise InfeasibleError(f"{instance.name!r}: the starting plan does not decode within the memory tracker")
     finite = np.where(instance.duration_tick < INELIGIBLE, instance.duration_tick, 0)
     scale = float(finite.max(axis=1, initial=0).mean()) if n else 1.0
     clusters, member = _clusters_of(instance)
-    sx = _Search(decoder, clusters, member, np.random.default_rng(seed), scale)
+    sx = MoveContext(decoder, clusters, member, np.random.default_rng(seed), scale)
     current, best, best_forced, best_prio = first, first, forced, prio
     chain = critical_chain(decoder, current)
     moves = improving = stale = 0
@@ -391,14 +392,14 @@ def assignment_search(instance: SchedulingInstance, plan: Plan, *, time_limit_s:
         moves += 1
         stale += 1
         since_best += 1
-        proposal = _propose(sx, current, forced, prio, chain)
+        proposal = propose_move(sx, current, forced, prio, chain)
         if proposal is not None:
             child_forced, child_prio, reorder = proposal
             child = decoder.decode(child_forced, child_prio)
             better = child is not None and child.makespan_tick < current.makespan_tick
             if child is not None and _profile(child) <= _profile(current):
                 # the kept plan is the state: its devices, in its own order (module docstring)
-                current, forced, prio = child, list(child.dev), _start_order(child)
+                current, forced, prio = child, list(child.dev), start_order_priority(child)
                 chain = critical_chain(decoder, current)
                 if child.makespan_tick < best.makespan_tick:
                     best, best_forced, best_prio = child, forced, prio
@@ -436,7 +437,7 @@ def _profile(state: Decoded) -> list[int]:
     return sorted(last.values(), reverse=True)
 
 
-def _start_order(state: Decoded) -> np.ndarray:
+def start_order_priority(state: Decoded) -> np.ndarray:
     """A plan's own start order as a priority (module docstring): minus the start tick, and among equal starts the
     earlier end first (a zero-length task before the task that starts with it on its device), within half a tick."""
     start = np.asarray(state.start, dtype=np.float64)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.cost.instance import SchedulingInstance
-from planner.heuristics.assignment_search import Decoder, _decoded_of
+from planner.heuristics.assignment_search import Decoder, decoded_of
 from planner.heuristics.iterated import IteratedResult, Start, classic_starts, iterated_list_schedule
 from planner.heuristics.justify import Justifier, mirrored, mirrored_plan
 from planner.heuristics.list_schedule import earliest_finish, heuristic_plan
@@ -67,7 +67,7 @@ class BidirectionalResult:
 
 def _on_graph(justifier: Justifier, found: IteratedResult) -> Plan | None:
     """A plan of the mirror brought back to the graph (module docstring), or None when memory finds no slot."""
-    back = justifier.forward_of_mirrored(_decoded_of(justifier.backward.instance, found.plan))
+    back = justifier.forward_of_mirrored(decoded_of(justifier.backward.instance, found.plan))
     if back is None:
         return None
     return heuristic_plan(justifier.decoder.instance, back.dev, back.start, back.end, MIRRORED_METHOD, found.seconds)

@@ -65,7 +65,7 @@ def mirrored_plan(mirror: SchedulingInstance, plan: Plan) -> Plan:
 
 def _own_order(start: list[int], end: list[int], makespan_tick: int) -> np.ndarray:
     """Priority = a plan's start order (earlier first; among equal starts the earlier end first), the assignment
-    search's `_start_order`."""
+    search's `start_order_priority`."""
     s = np.asarray(start, dtype=np.float64)
     e = np.asarray(end, dtype=np.float64)
     return -s - e / (2.0 * (makespan_tick + 1))
