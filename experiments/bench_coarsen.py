@@ -1,11 +1,11 @@
 """Timing and quality of `coarsen` (the `coarsen` section of `make bench`; never a pass/fail test).
 
 `bench_coarsen`: timing on random layered DAGs of 10k-100k tasks, the count-target merge and the merge that keeps
-the critical path (`cp_tolerance`, issue 16) side by side.
+the critical path (`cp_tolerance`) side by side.
 
 `bench_parallelism`: does coarsening keep the parallelism?  On layered DAGs of 500 and 2,000 tasks on 8 devices
 (`experiments.layered.layered_dag`) and the bundled MoE on a100-4-pcie and cpu-4, for each way of merging
-('count' = merge to the search's cluster count whatever the critical path becomes, the behaviour before issue 16;
+('count' = merge to the search's cluster count whatever the critical path becomes, the merge without a tolerance;
 'tolerance' = `cp_tolerance=DEFAULT_CP_TOLERANCE`, what `planner.solve` now uses):
 
 * the op graph's and the coarse graph's critical path (`critical_paths`), after the merge and after the search's
@@ -15,7 +15,7 @@ the critical path (`cp_tolerance`, issue 16) side by side.
 * the whole search (`plan_instance`, `plan_s` seconds): its linear cluster rounds' makespans (read from
   `Outcome.rounds`, the rounds the progress output names 'linear cluster round'), the final makespan and the
   phase that found it.  The 'count' runs swap the `coarsen` the search calls for one without `cp_tolerance` (the
-  only thing issue 16 changed there).  The search runs linear cluster rounds only on graphs with more than one
+  only difference between the two modes there).  The search runs linear cluster rounds only on graphs with more than one
   segment (bottlenecks): on the layered DAGs it has none, and its rounds are the incumbent-respecting cluster
   rounds, the same for both.
 
@@ -140,7 +140,7 @@ def parallelism_graphs(quick: bool = False) -> list[tuple[str, SchedulingInstanc
 
 
 def _coarsen_for(mode: str) -> Callable[..., CoarseningResult]:
-    """The `coarsen` a mode calls: 'count' ignores `cp_tolerance` (the merge before issue 16)."""
+    """The `coarsen` a mode calls: 'count' ignores `cp_tolerance` (merging to the count alone)."""
     if mode == "count":
         return lambda inst, **kw: coarsen(inst, **{**kw, "cp_tolerance": None})
     return coarsen

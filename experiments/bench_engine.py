@@ -6,11 +6,11 @@ the bar to beat), the planner's phases (the makespan after phase 1, the linear-c
 rounds, the segment neighbourhoods, the iterated list scheduler, the assignment search, LNS: `plan_instance`'s
 `phases`), the final makespan, the op-level lower
 bound (the best of the trivial, the communication-aware and the decomposition/solver bounds), the gap, which part
-found the plan, the share of HEFT's gap to the bound that the planner closed (`closed_pct`, issue 16's measure,
+found the plan, the share of HEFT's gap to the bound that the planner closed (`closed_pct`, the engine's measure,
 where that gap is over 2 %), whether it beat the best classic scheduler, and whether the planner failed (an
 exception: it never should).  `summary` condenses the rows into the issue's three criteria.
 
-A subset, side by side (issue 16's plan-side work; the machine is shared and noisy, so before and after are
+A subset, side by side (for a change to the search; the machine is shared and noisy, so before and after are
 measured in one run, alternating per graph):
 
     python -m experiments.bench_engine --graphs 300x8-c2-s5,500x8-c2-s9 --time-limit 60 --compare
@@ -108,7 +108,7 @@ def bench_engine(quick: bool, *, time_limit_s: float | None = None, threads: int
 
 
 def summary(rows: list[dict]) -> dict:
-    """Issue 16's criteria over the layered rows: failures; the mean share of HEFT's gap to the bound closed,
+    """The engine's criteria over the layered rows: failures; the mean share of HEFT's gap to the bound closed,
     over the rows where that gap is over 2 %; on how many rows the planner beat the best classic scheduler."""
     layered = [r for r in rows if not r["instance"].startswith("moe/")]
     ok = [r for r in layered if not r.get("failed")]
@@ -123,10 +123,10 @@ def summary(rows: list[dict]) -> dict:
 # the phase-3 setting before the assignment search: the iterated list scheduler's share of the time left after the
 # cluster rounds, and no assignment search (`--before pre-assignment`)
 BEFORE_SETTING: dict[str, float | bool] = {"ITERATED_SHARE": 0.7, "ASSIGNMENT_SHARE": 0.0, "MIRROR_RACE_SHARE": 0.0}
-# main's phase 3 before the mirrored race (issue 16, eng16b): the iterated list scheduler on the graph alone
+# phase 3 without the mirrored race: the iterated list scheduler on the graph alone
 # (`--before main`)
 MAIN_SETTING: dict[str, float | bool] = {"MIRROR_RACE_SHARE": 0.0}
-# the LNS's neighbourhood tails before issue 16's fix (`planner.lns.TAILS_AFTER_WINDOW`; `--before pre-tails`)
+# the LNS's neighbourhood tails through the whole incumbent (`planner.lns.TAILS_AFTER_WINDOW`; `--before pre-tails`)
 PRE_TAILS_SETTING: dict[str, float | bool] = {"lns.TAILS_AFTER_WINDOW": False}
 # the planner before the segment neighbourhoods (`planner.segment_lns`; `--before pre-segment`)
 PRE_SEGMENT_SETTING: dict[str, float | bool] = {"SEGMENT_LNS_SHARE": 0.0}

@@ -1,4 +1,4 @@
-"""`make bench` section `pipeline`: every baseline and the planned schedule, side by side (issue 6's benchmark).
+"""`make bench` section `pipeline`: every baseline and the planned schedule, side by side.
 
 Cases: unit costs F = B = W = 1 (activation 1 per stage and micro-batch, no parameters, no communication) at
 (p, m) = (4, 8), (8, 20), (16, 32); and the bundled MoE (planner/data/models/moe.onnx) cut into 8 stages on
@@ -54,30 +54,25 @@ from typing import Any
 from planner.pipeline.metrics import idle_parts
 
 REPO = Path(__file__).resolve().parents[1]
-# The bundled MoE's planned rows: 240 s, not 120 (README, "pipe12 round": at 120 s under load 3.5-4 the row was
-# 0.489 / 0.501 of DualPipe's bubble, at 240 s 0.359 / 0.371; the issue's "Scale" clause allows 10 minutes)
+# The bundled MoE's planned rows: 240 s, not 120: under load the search still gains between 120 s and 240 s there,
+# and the bench allows up to 10 minutes a row
 MOE_LIMIT_S = 240.0
-# The transformers exports' planned rows: 60 s at 4 stages (optimal or within 0.3 % there), the issue's 10 minutes
-# ("Scale") at 8 stages, where time is what moved them (one run each, load 2-6, 2026-12-02, pipe13's report; bubble
-# / DualPipe's at 60 / 240 / 600 s): Qwen2-MoE 0.664 / 0.535 / 0.490, GPT-2 0.769 / 0.682 / 0.632, Mixtral at
-# 600 s 0.650 (0.726 at 60 s in the morning's quiet bench)
+# The transformers exports' planned rows: 60 s at 4 stages (they end optimal or nearly so there), the bench's
+# 10 minutes at 8 stages, where the planned rows keep improving with time
 EXPORT_LIMIT_S = {4: 60.0, 8: 600.0}
-# The DeepSeek-V3-like preset's planned rows: 600 s at p = 8 (one run each, 2026-12-02, load 1-4: 0.674 of
-# DualPipe's bubble at 120 s, 0.594 at 600 s; pipe13's report) and at p = 16 (2026-12-02, with the stream list
-# schedule as warm start and no first full solve above 10,000 tasks: 7341 ms, 0.676, at 120 s; 7246 ms, 0.655, at
-# 600 s)
+# The DeepSeek-V3-like preset's planned rows: 600 s at p = 8 and p = 16, where the search keeps improving the
+# planned schedule well past 120 s
 PRESET_LIMIT_S = {8: 600.0, 16: 600.0}
 # The memory bound's time on the model and preset rows (`plan-compare --bound-time`; its default is 120 s): it first
 # asks every distinct device, then every distinct pair, whether half of DualPipe's bubble is reachable, up to
-# `FIRST_PROBE_S` (300 s) each; the preset at p = 8 needed 46-63 s for its proof on device 3, GPT-2's export at p = 8
-# 207-226 s for its pair at the cap after about 20 s of single devices (scratch runs, 2026-12-03)
+# `FIRST_PROBE_S` (300 s) each; a proof on one device or a pair can take minutes, so the rows give it 600 s
 BOUND_S = 600.0
 # the rows `bench_pipeline(only=...)` knows, as CASE:P (without --quick)
 ROW_NAMES = ("unit:4", "unit:8", "unit:16", "unit-overlap:4", "moe:8", "hf_mixtral:4", "hf_mixtral:8",
              "hf_qwen2_moe:4", "hf_qwen2_moe:8", "hf_gpt2:4", "hf_gpt2:8", "preset:8", "preset:16", "preset-h200:8",
              "preset-h200:16")
-# The preset's attention, experts, mlp and head as one H200 timed them (`python -m experiments.gpu_preset_costs`,
-# 2026-12-04; README, "The preset's costs on a GPU"): the ``preset-h200`` rows price the preset on these
+# The preset's attention, experts, mlp and head as one H200 timed them (`python -m experiments.gpu_preset_costs`;
+# docs/layers/compare.md, `presets.py`): the ``preset-h200`` rows price the preset on these
 H200_OP_TIMES = REPO / "experiments" / "measured" / "h200_preset_fbw.csv"
 MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
 HW = REPO / "hardware_profiles" / "h100-8-nvlink.yaml"
@@ -91,7 +86,7 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
     for r in cmp.ok_rows():
         f = r.figures
         v = cmp.values(r)
-        parts = idle_parts(r.pipeline, r.timeline)  # where the bubble sits (issue 11's pipe11 diagnosis)
+        parts = idle_parts(r.pipeline, r.timeline)  # where the bubble sits: fill, middle, drain
         row = {"case": case, "p": p, "m": m, "schedule": r.name, "time_unit": time_unit,
                "makespan": round(v["makespan"], 4), "total_bubble": round(f.bubble_tick / sc.ticks_per_unit, 4),
                "bubble_ratio": v["bubble_ratio"], "memory_unit": memory_unit,
@@ -487,7 +482,7 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line, parsed before anything runs: `--help` prints it, an unknown flag or row is an error (exit
     2), never a bench run (`--help` used to start the 70-minute default run)."""
     ap = argparse.ArgumentParser(prog="python -m experiments.bench_pipeline",
-                                 description="Pipeline benchmarks (issue 11); default: the search against the same "
+                                 description="Pipeline benchmarks; default: the search against the same "
                                              "budget without it (bench/results/pipeline_lns.csv).")
     what = ap.add_mutually_exclusive_group()
     what.add_argument("--rows", type=lambda x: x.split(","), default=[],

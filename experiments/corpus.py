@@ -1,4 +1,4 @@
-"""The real-model corpus (issue 12): write models users actually have, then import, plan and run each on gloo
+"""The real-model corpus: write models users actually have, then import, plan and run each on gloo
 ranks against onnxruntime, and tabulate the result.
 
     python -m experiments.corpus --out DIR [--only NAME ...] [--exporter legacy|dynamo] [--skip-run]
@@ -431,7 +431,7 @@ def _us(seconds: str) -> str:
 
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
-    """The README's table: one line per model file (errors without the file's folder)."""
+    """The corpus as a Markdown table (`--markdown`): one line per model file (errors without the file's folder)."""
     lines = ["| model | source | exporter | ops | import | HEFT makespan | lower bound | run plan, ranks, transfers "
              "| max abs error | max rel error | result |", "|---|---|---|---:|---|---:|---:|---|---:|---:|---|"]
     for r in rows:

@@ -1,4 +1,5 @@
-"""Whose gap is it, the bound's or the plan's? (issue 16; README "Issue 16's gap: the bound's or the plan's?")
+"""Whose gap is it, the bound's or the plan's?  Where the planner's gap to its bound is large, an exact solve of
+small graphs tells whether the bound or the plan is far from the optimum.
 
 For small random layered DAGs from the engine bench's generator (`experiments.layered.layered_dag`), one JSON line
 per case: HEFT's makespan, the planner's at its large-graph settings (`plan_instance` with no CP-SAT phase 1,

@@ -5,7 +5,7 @@ Each entry is the library's own model class (`MixtralForCausalLM`, `Qwen2MoeForC
 `OlmoeForCausalLM`, `Qwen3MoeForCausalLM`, `GraniteMoeForCausalLM`, `Glm4MoeForCausalLM`, `GPT2LMHeadModel`) built
 from a config with the published architecture's structure at toy sizes (64 hidden, 2-4 layers, 4-8 experts, top-2),
 weights from the library's own seeded random init, one input `input_ids` (batch 2 x 16 tokens) and one output
-`logits`.  Nothing of the model is re-written here; only the config is chosen.  Tried and left out (2026-12-04):
+`logits`.  Nothing of the model is re-written here; only the config is chosen.  Left out:
 `JetMoeForCausalLM` exports, but its experts split the tokens by per-expert counts computed from the routing, so
 the file's shapes depend on the input's values (plan-solve refuses it and says so); `DbrxForCausalLM` with a tiny
 config fails inside transformers before the export (``'DbrxAttentionConfig' object has no attribute
@@ -178,10 +178,9 @@ def export_hf_model(model: HFModel, path: str | Path, *, seed: int = 0) -> Path:
 
 # --------------------------------------------------------------------------- other architectures
 # Dense LMs, encoders, vision and audio models and a state-space model, each the library's own class at toy sizes
-# with its seeded random init, exported as a user would (one input, the model's main output).  Added 2026-12-04 after
-# a scratch sweep: all ran and matched onnxruntime but Swin, whose legacy export failed in every rank (a Shape of a
-# folded Concat, `planner.ir.onnx_export`); Swin and T5's encoder fail inside torch's dynamo exporter ("Failed to
-# decompose the FX graph"), so they are exported with the legacy (TorchScript) exporter at opset 17.
+# with its seeded random init, exported as a user would (one input, the model's main output).  Swin and T5's
+# encoder fail inside torch's dynamo exporter ("Failed to decompose the FX graph"), so they are exported with the
+# legacy (TorchScript) exporter at opset 17.
 
 
 @dataclass(frozen=True)

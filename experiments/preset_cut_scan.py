@@ -1,4 +1,4 @@
-"""Can another stage cut of the DeepSeek-V3-like preset reach half of DualPipe's bubble?  (issue 11)
+"""Can another stage cut of the DeepSeek-V3-like preset reach half of DualPipe's bubble?
 
 The preset's cut (`planner.compare.presets`, "Cut": the contiguous cut of the layers' attention and FFN units that
 minimises the largest piece's F + B + W) is what DualPipe and the planned row run on, and the memory bound

@@ -11,7 +11,7 @@ others still run; the exit status is 1 when any failed.  The runner writes
 `<out>/run_studies.csv`: study, mode, seconds, status.
 
 Quick mode is meant to finish within 20 minutes on a 2-vCPU machine (each study's docstring gives its own
-time); full mode's run time is in the README.
+time); full mode takes longer, and every run's time is in `run_studies.csv`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def run(names: list[str], quick: bool, out_root: Path) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--full", action="store_true", help="full mode (see the README for its run time)")
+    parser.add_argument("--full", action="store_true", help="full mode (longer; run times in run_studies.csv)")
     parser.add_argument("--only", nargs="+", metavar="STUDY", help=f"run only these (of: {', '.join(discover())})")
     parser.add_argument("--out", type=Path, default=HERE / "results", help="results folder (default %(default)s)")
     parser.add_argument("--one", metavar="STUDY", help=argparse.SUPPRESS)  # the child process: run one, into --out

@@ -27,7 +27,7 @@ makespan against capacity (proven-infeasible region shaded) and each method's pe
 Quick mode: Mixtral-8x7B-like (32 layers, batch 4 x 4096) on 4x A100 PCIe and 8x H100, three capacities each
 (smallest found, the memory-aware list scheduler's smallest, 80 GiB), 30 s per planner run: about 5 minutes here.
 Full mode adds the 2x8 H100 InfiniBand and mixed A100/H100 profiles, Llama-70B-like on 4x A100 and a
-DeepSeek-V3-like slice on 8x H100, six capacities per case and 60 s per planner run (run time in the README).
+DeepSeek-V3-like slice on 8x H100, six capacities per case and 60 s per planner run (much longer).
 """
 
 from __future__ import annotations

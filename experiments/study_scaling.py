@@ -1,4 +1,4 @@
-"""Scaling study (issue 15): plan time, memory and quality from 1k to 1M ops, and anytime curves.
+"""Scaling study: plan time, memory and quality from 1k to 1M ops, and anytime curves.
 
 `main(quick, out_dir)` writes, CSV first, then PNG pictures read back from the CSV files:
 

@@ -1,4 +1,4 @@
-"""Helpers of the constraint-family and mutation-driven tests (issue 17): tiny instances written by hand, a
+"""Helpers of the constraint-family and mutation-driven tests (`make mutate`): tiny instances written by hand, a
 direct solve of a built model (no list-schedule fallback, no warm start), and an independent schedule check.
 
 Kept apart from the other test modules' helpers on purpose: these tests must not share code with what they check.

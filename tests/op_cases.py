@@ -118,8 +118,9 @@ CASES = [
     ("Identity", [f32(3)], {}, 13),
     ("Shape", [f32(2, 3, 4)], {"start": 1}, 15),
     ("ConstantOfShape", [i64([2, 3])], {"value": helper.make_tensor("v", TensorProto.INT64, [1], [7])}, 13),
-    # Opset-dependent defaults (issue 17: a wrong default axis for one opset passed every per-op test and only a
-    # whole-model test noticed): each op with its default left out, at an opset before and after the change.
+    # Opset-dependent defaults (a wrong default axis for one opset can pass every per-op test that sets the
+    # attribute, and only a whole-model test would notice): each op with its default left out, at an opset before
+    # and after the change.
     # Softmax family: before 13 the default axis is 1 and the input is coerced to 2-D at it; from 13 it is -1.
     ("Softmax", [f32(2, 3, 4)], {}, 11),
     ("Softmax", [f32(2, 3, 4)], {}, 13),

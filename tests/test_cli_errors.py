@@ -1,4 +1,4 @@
-"""Every command refuses bad input the same way (README, issue 13 item 2): exit status 2, one line on stderr that
+"""Every command refuses bad input the same way (docs/layers/cli.md): exit status 2, one line on stderr that
 starts with ``error:`` and names the file or flag, no traceback, and no output file.
 
 One table of cases across plan-inspect, plan-solve, plan-simulate, plan-whatif, plan-compare, plan-run and

@@ -45,7 +45,7 @@ def test_default_solve_plans_the_bundled_moe_and_draws_it(tmp_path, capsys):
     out = tmp_path / "plan.json"
     assert solve_main(["--time-limit", "8", "--out", str(out), "--quiet"]) == 0
     plan = json.loads(out.read_text())
-    # issue 13: `tasks` lists every op of the model under its own name, exactly once; when the search ended on a
+    # `tasks` lists every op of the model under its own name, exactly once; when the search ended on a
     # cluster plan, its clusters are recorded beside (each cluster's ops share one device)
     model_ops = prepare(BUNDLED_MODEL, load_topology(HW / "cpu-4.yaml")).instance.task_names
     assert plan["task_ops"] == {}

@@ -1,4 +1,4 @@
-"""The real-model corpus (issue 12, `experiments/corpus.py`): every model imports as written, plans (HEFT) and runs
+"""The real-model corpus (`experiments/corpus.py`): every model imports as written, plans (HEFT) and runs
 on 2-4 gloo ranks with the runner's check against onnxruntime.
 
 Tolerance: max relative error <= 1e-4 (an output's max abs error over its max |onnxruntime value|), or max abs
@@ -132,8 +132,8 @@ def test_the_onnx_wheels_model_files_run_or_are_refused_with_the_reason(tmp_path
     # the `onnx-data` source: 140 small files beside the onnx wheel's node tests (most of them opset 6), each with
     # its shipped inputs.  Every one either runs and matches onnxruntime and its shipped outputs, or is refused by a
     # one-line user error naming the file and the op or shape; the refused ones are exactly those with sequence or
-    # string ops, the training domain's Gradient, or a dynamic shape (before 2026-12-04, 34 opset-6 files failed the
-    # check or crashed a rank, and Shrink was missing)
+    # string ops, the training domain's Gradient, or a dynamic shape (the opset-6 files hold the legacy broadcasts
+    # that `planner.ir.onnx_legacy` upgrades, so they guard that upgrade too)
     entries = write_corpus(tmp_path, sources=("onnx-data",))
     assert len(entries) >= 100 and all(e.path is not None and e.path.exists() for e in entries)
     rows = {e.name: evaluate(e, tmp_path) for e in entries}

@@ -1,4 +1,4 @@
-"""The bound over every cut of the planned row's placements (planner/compare/cut_bound.py, issue 11): checked
+"""The bound over every cut of the planned row's placements (planner/compare/cut_bound.py): checked
 against brute force over every cut of small models (it is at most every cut's own head-and-work bound, computed on
 the unrolled pipeline, and the search finds the least max_i T_i), and stronger than work / devices on the MoE."""
 

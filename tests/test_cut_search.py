@@ -122,7 +122,7 @@ def test_the_any_cut_bound_is_below_every_cut_visited(costs):
         any_cut_bound_tick(uneven, uneven.pipeline("1f1b", P, M))
 
 
-# --- chain moves (issue 11, cut11): several boundaries at once, so a light end piece gains work in one move ---
+# --- chain moves: several boundaries at once, so a light end piece gains work in one move ---
 
 def _valid_positions_cut(cut, n: int, edges) -> bool:
     """`cut` covers positions 0..n-1 once, in runs of consecutive positions, no piece empty, and every edge (u, v)

@@ -1,4 +1,4 @@
-"""The runtime ops real models need (issue 12) against onnxruntime with random inputs and random weights: Resize
+"""The runtime ops real models need, against onnxruntime with random inputs and random weights: Resize
 (every mode onnxruntime runs on CPU), LSTM, GRU, RNN, and If/Loop/Scan run as one op with their bodies through the
 op table.
 

@@ -1,4 +1,4 @@
-"""One plan, the same figures everywhere (issue 13 item 3): plan-solve's summary, the plan file, plan-simulate,
+"""One plan, the same figures everywhere (`planner/report.py`): plan-solve's summary, the plan file, plan-simulate,
 plan-inspect, plan-whatif, the memory error and the pictures report the same lower bound, gap, makespan,
 parameter bytes and memory peaks, in the same units.
 

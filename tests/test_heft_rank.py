@@ -1,4 +1,4 @@
-"""HEFT's ranks, tested directly (issue 17: ranking without communication, or by the downward rank, survived).
+"""HEFT's ranks, tested directly (a mutant that ranks without communication, or by the downward rank, must die).
 
 Instance: three devices; d0-d1 is link class 1 (2 ticks latency), every link to d2 is class 2 (8 ticks).
 Tasks (durations on d0, d1, d2):  a [2, 4, 6], b [3, 3, 3], c [1, 2, -] (not on d2), d [6, 6, 6].

@@ -60,7 +60,8 @@ def check_basic(inst: SchedulingInstance, plan: Plan) -> dict[str, tuple[int, in
     assert plan.makespan_tick == max((e for _, _, e in got.values()), default=0)
     assert plan.status == "heuristic"
     assert plan.lower_bound_tick == inst.trivial_lower_bound_tick()
-    # ... and that bound recomputed here, not with the function the heuristic calls (issue 17): it is at least
+    # ... and that bound recomputed here, not with the function the heuristic calls (so a bug there cannot hide): it
+    # is at least
     # the longest chain of fastest durations, and at most the makespan.
     assert plan.lower_bound_tick >= _chain_bound(inst)
     if (inst.duration_tick == inst.duration_tick[:, :1]).all():  # identical devices: the bound is exact

@@ -3,8 +3,8 @@ state-space model (Mamba), encoders (BERT, DistilBERT, T5's), vision models (ViT
 SegFormer, ConvNeXt, ResNet) and audio encoders (Whisper's, wav2vec 2.0), each the library's own class with a tiny
 config and its seeded random init (`experiments.hf_models.HF_ARCHITECTURES`), exported as a user would (dynamo; Swin
 and T5's encoder with the legacy exporter, which dynamo fails on inside torch).  Each imports, plans (HEFT on cpu-4)
-and runs on 2 gloo ranks with outputs matching onnxruntime (the corpus's tolerance).  Swin's export failed in every
-rank before 2026-12-04 (a Shape of a tensor that folding had removed: `planner.ir.onnx_export`).
+and runs on 2 gloo ranks with outputs matching onnxruntime (the corpus's tolerance).  Swin's export holds a Shape
+of a tensor that folding removes (`planner.ir.onnx_export` evaluates it from its inputs).
 
 `transformers` is a test dependency (pyproject's `test` extra); the module is skipped where it is not installed.
 """

@@ -5,9 +5,10 @@ the corpus (`experiments/corpus.py`).
 * The MoE structure (`planner.ir.moe_structure`) is found in each MoE export with the library's layer, expert and
   top-k counts, though the experts run as `batched_mm` (weights gathered per token by the routed expert id, no
   per-expert subgraph) and DeepSeek-V3 routes in groups (three TopKs per layer; the layer's is the one over all
-  experts); none in GPT-2.  Before issue 11's fix none of the three MoE models was found.  OLMoE, Qwen3-MoE,
-  GraniteMoE and GLM-4-MoE were added after the detector was written (2026-12-04) and were found unchanged; GLM-4-MoE
-  routes by sigmoid scores with a correction bias and has a shared expert.
+  experts); none in GPT-2.  A detector that looks only for products with constant weights and a single TopK finds
+  none of these MoE models.  OLMoE, Qwen3-MoE, GraniteMoE and GLM-4-MoE check that the detector generalises to
+  models it was not written for; GLM-4-MoE routes by sigmoid scores with a correction bias and has a shared
+  expert.
 * Each model imports, plans (HEFT on cpu-4) and runs on 3-4 gloo ranks with outputs matching onnxruntime (the
   corpus's tolerance: max relative error 1e-4).
 

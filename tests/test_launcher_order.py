@@ -1,4 +1,4 @@
-"""The launcher names the cause of a failed run, not its consequences (issue 12): a rank whose peers' connection
+"""The launcher names the cause of a failed run, not its consequences: a rank whose peers' connection
 errors reach the parent first is still reported first, and the others are marked as consequences."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""List scheduling's insertion policy on hand-built instances (issue 17: gap search and gap bookkeeping survived
-`make mutate`).  Tasks are pinned to devices with ineligible durations and ordered by explicit priorities, so each
-placement below follows from the module docstring's rules alone."""
+"""List scheduling's insertion policy on hand-built instances (so that `make mutate`'s mutants of the gap search
+and the gap bookkeeping die).  Tasks are pinned to devices with ineligible durations and ordered by explicit
+priorities, so each placement below follows from the module docstring's rules alone."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The machine's state at run time (issue 14): plan-run --report probes the machine before and after the timed
+"""The machine's state at run time: plan-run --report probes the machine before and after the timed
 repetitions with the figures the profile was calibrated with, says how much slower it is, and re-prices the
 plan's schedule on the profile scaled by that; a nominal profile is marked, not compared.  Never asserts on speed:
 only that the figures are there, positive and finite, and that the scaling and the re-simulation are exact."""

@@ -1,7 +1,7 @@
-"""`planner/schedule/memory.py` interval by interval on hand-placed instances (issue 17: `make mutate` found rules of
-the module docstring that no test pinned down).  Each expected interval is derived from the docstring's four
-kinds: param (whole step), activation (until the last local consumer ends or the last transfer arrives),
-received (one copy per remote device, first arrival to last consumer's end), internal (while running)."""
+"""`planner/schedule/memory.py` interval by interval on hand-placed instances, so that every rule of the module
+docstring is pinned down (`make mutate` checks that its mutants die).  Each expected interval is derived from the
+docstring's four kinds: param (whole step), activation (until the last local consumer ends or the last transfer
+arrives), received (one copy per remote device, first arrival to last consumer's end), internal (while running)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Per-op-type cost factors (issue 14): the fit recovers a known factor, the profile schema refuses what it should,
+"""Per-op-type cost factors: the fit recovers a known factor, the profile schema refuses what it should,
 the cost model multiplies, and a profile without the table prices exactly as before; the link's robust line and
 the run trace's common time line."""
 

@@ -100,7 +100,7 @@ def test_the_shape_of_a_folded_tensor_is_evaluated_on_export(tmp_path):
     # as in Swin's legacy export (transformers SwinModel, torch.onnx.export dynamo=False): a Shape reads a tensor
     # that is itself a constant (a Concat of constants), so folding removes it from the op graph; rebuilding the
     # Reshape's shape input must evaluate that Concat rather than look for its static shape among the graph's
-    # tensors (a KeyError in every rank before 2026-12-04)
+    # tensors (where it would raise a KeyError in every rank)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 12])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 4])
     nodes = [

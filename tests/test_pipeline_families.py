@@ -1,5 +1,5 @@
 """One instance per constraint family of `formulations/pipeline.py`, built so that the family is the only thing
-between the solver and a wrong answer (issue 17).  The model is built and solved directly
+between the solver and a wrong answer (so a dropped family fails a test).  The model is built and solved directly
 (`build_pipeline_model`: no warm start, lower bound 0), on every backend; every schedule read back is checked by
 hand (durations, pairs, precedence with delays, one task at a time per device) and each expected optimum is
 derived in the comment above its test, with what the solver would return without the family.

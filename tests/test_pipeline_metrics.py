@@ -1,6 +1,6 @@
 """Pipeline figures (`planner/pipeline/metrics.py`) on hand-checked timelines, in particular the part of an
-activation that B frees (issue 17: "B frees nothing, W frees everything" survived, because the only test had one
-micro-batch, whose peak comes before B)."""
+activation that B frees (a mutant "B frees nothing, W frees everything" passes a test with one micro-batch, whose
+peak comes before B, so these tests have several)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """plan-compare on a model (planner/pipeline/model_costs.py) and communication streams (unroll, streams.py).
 
-Bubble ratio here is the DESIGN.md one: total idle time of the compute streams / (devices x makespan).
+Bubble ratio here is the docs/architecture.md one: total idle time of the compute streams / (devices x makespan).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Overlapped F&B pairs in the pipeline formulation (formulations/pipeline.py, family 6) and `--fb-overlap`.
 
-Bubble ratio here is the DESIGN.md one: total idle time / (devices x makespan).  A pair lasts
+Bubble ratio here is the docs/architecture.md one: total idle time / (devices x makespan).  A pair lasts
 round(X * (F + B [+ W when it runs the full backward])) ticks (`TrainingPipeline.pair_tick`).
 """
 

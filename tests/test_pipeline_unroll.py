@@ -67,7 +67,7 @@ def test_comm_is_paid_only_across_devices():
     k = e[("1F0", "2F0")]
     assert inst.comm(k, 1, 1) == 0 and idx
     # ... and that premise is read off the instance, not assumed: comm(k, 1, 1) is 0 for any edge (a device's
-    # link to itself), so it alone would pass with the V's turn placed across devices (issue 17).
+    # link to itself), so it alone would pass with the V's turn placed across devices.
     device = {n: next(d for d in range(inst.num_devices) if inst.eligible(t, d)) for t, n in enumerate(inst.task_names)}
     assert [device[f"{s}F0"] for s in range(4)] == [0, 1, 1, 0]
     assert [device[f"{s}B0"] for s in range(4)] == [0, 1, 1, 0]

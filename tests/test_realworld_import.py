@@ -1,4 +1,4 @@
-"""Issue 12's failure classes, each on a small graph written here: shapes that need constant evaluation, older
+"""The import failures real models show, each on a small graph written here: shapes that need constant evaluation, older
 opsets, If on an input value (--input-value), constant folding the reference evaluator cannot do, an error that
 names the node stopping propagation, and plans that keep their input shapes.
 

@@ -1,4 +1,4 @@
-"""Issue 14, the runtime's overhead in the cost model: the profile's `op_overhead` and the links' `send_overhead` /
+"""The runtime's overhead in the cost model: the profile's `op_overhead` and the links' `send_overhead` /
 `recv_overhead` (validated, priced, absent = priced as before), the runtime probe that `plan-calibrate` measures
 them with, and the per-rank time breakdown a run report carries."""
 

@@ -1,4 +1,4 @@
-"""The simulator's details on hand-built instances (issue 17: found by `make mutate`): order checking and its
+"""The simulator's details on hand-built instances (pinned so that `make mutate`'s mutants die): order checking and its
 messages, devices without an order, which transfers contend, plan orders' tie-breaks, retiming's bound."""
 
 from __future__ import annotations

@@ -45,7 +45,8 @@ def test_benchmark_runs_on_either_layout(tmp_path: Path, header: str, row: str) 
 
 @pytest.mark.slow
 def test_stg_hard_benchmark_target() -> None:
-    # issue 15: at 10 s per instance, at least 95 % at the proven optimum and none more than 1 % above it
+    # the planner's quality target on STG: at 10 s per instance, at least 95 % at the proven optimum and none more
+    # than 1 % above it
     hard = SHARED / "benchmarks" / "stg-hard-dev"
     if not hard.is_dir():
         pytest.skip(f"shared benchmarks not found at {hard}")

@@ -170,7 +170,7 @@ def test_memory_check_can_be_disabled():
     inst = _instance(capacity=1)
     validate_plan(inst, _valid_plan(inst), check_memory=False)
     assert np.all(inst.capacity_bytes == 1)
-    # The line above only re-reads the fixture (issue 17); the premise is that the same plan breaks memory when
+    # The line above only re-reads the fixture; the premise is that the same plan breaks memory when
     # memory is checked - by default - and that disabling the check drops exactly those violations.
     found, _ = _violations(inst, _valid_plan(inst), "memory")
     assert {v.device for v in found} == {0, 1}

@@ -1,5 +1,5 @@
-"""The validator's details that a careless one-line edit would break and nothing else noticed (issue 17, found by
-`make mutate`): every violation listed after the first of its loop, the caps on what the message lists, the
+"""The validator's details that a careless one-line edit would break and nothing else would notice (`make mutate`'s
+mutants of them die here): every violation listed after the first of its loop, the caps on what the message lists, the
 boundaries of each rule, and the window of the text grid drawn around the first violation."""
 
 from __future__ import annotations

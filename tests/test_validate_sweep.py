@@ -1,5 +1,5 @@
 """The validator lists every violation (its docstring's promise), including every overlap on a device, not just
-the first one a sweep meets (issue 17: a sweep that stopped listing later overlaps survived)."""
+the first one a sweep meets (a sweep that stops listing later overlaps must fail here)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Modules, one idea each: `levels` (estimates, t/b-levels, critical path), `linear` (linear clustering), `repair`
 (acyclic cluster graph), `split` (memory limit), `merge` (granularity), `contract` (the coarse instance),
-`bounded` (merging that keeps the coarse critical path within a tolerance of the op graph's, issue 16),
+`bounded` (merging that keeps the coarse critical path within a tolerance of the op graph's),
 `expand` (cluster plan -> op plan), `pipeline` (`coarsen`), `refine` (cluster surgery between rounds of the
 bi-level search: split to a target size, refine on the critical path, carry plans across clusterings), `adjacency`,
 `dot` (Graphviz).  Timings are in `experiments/bench_coarsen.py`.

@@ -1,7 +1,7 @@
 """A lower bound on the planned pipeline's makespan over *every* cut of the model, per placement family — stronger
 than work / devices (`cut_search.any_cut_bound_tick`), which ignores that a device cannot start a piece before the
-first micro-batch's forward has reached it (issue 11: "a proven bound shows no schedule under that memory can
-reach it").
+first micro-batch's forward has reached it (a proven bound shows that no schedule under that memory reaches a
+target makespan).
 
 **Families.**  The planned row runs on one of two placements (`planner.compare.pipelines`), and both put two pieces
 of a contiguous cut of the positions 0..n-1 (a model's ops in the instance's topological order, or a preset's units,
@@ -36,7 +36,7 @@ each, so the pipeline's work is at least this: the bound only gets weaker.)
 
 **What it does not see**: memory (the cap), and that a piece's backward waits for the round trip through the
 pieces after it.  The cut that meets it (`family_best_cut`) has tiny first pieces and large last ones; as the
-planned row's starting cut it measured far worse than the baselines' cut (pipe13's report, issue 11).
+planned row's starting cut it runs far worse than the baselines' cut, so it serves as a bound only.
 
 **Computing the minimum.**  A binary search over T with an exact feasibility test: pair i's boundaries are
 (x_i, x_{i+1}) on the left and (x_{K-1-i}, x_{K-i}) on the right, nested around the middle, so "the pairs i..q-1

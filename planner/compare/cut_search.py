@@ -1,5 +1,5 @@
 """The outer level of the planned pipeline on a model: choose where the chunks are cut for the schedule, not only
-for the bottleneck stage (issue 11's "joint partition and schedule", first step).
+for the bottleneck stage (the partition chosen jointly with the schedule).
 
 `model_costs.model_costs` cuts the op graph into p stages that minimise the bottleneck stage time, and each stage
 into two halves of equal compute.  That cut is what the baselines run on (it is what their users do), but it is

@@ -1,7 +1,7 @@
 """The planned row's memory bound (`formulations.pipeline_memory_bound`) in `plan-compare`: after the solves, when
 the row is not proven optimal, search each device's relaxation with the cap, then each pair of neighbouring
-devices, for a higher bound, asking first whether any schedule can reach half of DualPipe's bubble (issue 11's
-target; the devices the row's schedule holds at the cap are asked first, where memory binds), and raise the row's
+devices, for a higher bound, asking first whether any schedule can reach half of DualPipe's bubble (the planned
+row's target; the devices the row's schedule holds at the cap are asked first, where memory binds), and raise the row's
 bound and gap when it proves more than the solver did.  Outside the row's time limit, as the bound over every cut
 is, with its own (`MEMORY_BOUND_S`, ``plan-compare --bound-time``)."""
 

@@ -1,4 +1,4 @@
-"""Operator-cluster granularity for the planned pipeline (issue 11): every piece of a cut split into sub-chunks.
+"""Operator-cluster granularity for the planned pipeline: every piece of a cut split into sub-chunks.
 
 At stage granularity a piece's forward, input-gradient and weight-gradient work are one task each per
 micro-batch: a piece's all-to-all cannot overlap its own attention of another micro-batch, and one long B blocks
@@ -45,8 +45,8 @@ k = 3, the stage-level opplan's +4 %): the stage-level model hid that cost.
 
 `auto_granularity` picks k (``plan-compare --granularity auto``; the default there is 1): the largest of `AUTO_K`
 whose sub-chunk pipeline has at most `FINE_TASK_LIMIT` compute tasks (a size whose model CP-SAT builds and keeps
-its warm start on within plan-compare's default budget here; on the bundled MoE at 1536 tasks it did not improve
-that warm start within 30 s: README, issue 11's sub-chunks).
+its warm start on within plan-compare's default budget; above it CP-SAT does not improve the warm start within
+such a budget).
 """
 
 from __future__ import annotations

@@ -3,10 +3,9 @@
 A list scheduler places each task as early as its inputs allow, so its plans are left-justified; the same scheduler
 on the *mirrored* graph (every edge reversed, the same delays: `planner.heuristics.justify.mirrored`) places each
 task as late as its outputs allow, and a plan of the mirror read backwards in time is a plan of the graph.  The two
-searches have different local optima: on issue 16's bench graphs (random layered DAGs, 300-1,000 tasks, comm/compute
-0.5-2) the classic schedulers on the mirror beat them on the graph on 7 of 8 graphs, and 20 s of the iterated
-search on the mirror beat 20 s on the graph on 7 of 8 (e.g. 300x8-c1 2,162 against 2,203 ticks, 500x8-c1 3,592
-against 3,638).  Which direction wins differs by graph, so the two race:
+searches have different local optima: on the engine bench's random layered DAGs the mirror is often the better
+search space, for the classic schedulers and for the iterated search alike, but not on every graph.  Which
+direction wins differs by graph, so the two race:
 
     forward:  `iterated_list_schedule` on the graph, from `starts` (the classic starts and the incumbent's order),
               for RACE_SHARE of the budget

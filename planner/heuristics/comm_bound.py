@@ -3,7 +3,7 @@ cannot avoid, and an energy bound over the windows they leave.
 
 The trivial bound (max(critical path, work / speed)) drops every transfer; on graphs where transfers are about as
 long as the ops (the engine bench's layered DAGs, comm/compute 0.5-2) it sits far below any plan, and the gap
-reported against it says little (issue 16).  This bound is never below the critical path and usually well above.
+reported against it says little.  This bound is never below the critical path and usually well above.
 
 Notation: p(t) = the fastest duration of t over its eligible devices; c(e) = the smallest delay of edge e = (u, v)
 over ordered pairs of *distinct* devices (a, b) with u eligible on a and v on b (infinite when there is none: u and

@@ -22,11 +22,10 @@ returned plan respects memory, and an order the tracker finds no slot for return
 
 Deterministic (no randomness); cost: two decodes.
 
-Measured for issue 16 (the diagnosis on 300x8 graphs, comm/compute 0.5 and 2): one pass on the plans of the
-iterated list scheduler and the assignment search gained nothing (2160 and 2599 ticks kept), on HEFT's plan 8
-ticks of 2848; with `reassign` the plans got 2-7 % longer.  What paid is the mirror as a search space of its own
-(`planner.heuristics.bidirectional`), whose plans come back to the graph by the forward pass alone
-(`forward_of_mirrored`).
+Why the planner does not run it as a phase: on plans the iterated list scheduler and the assignment search have
+already improved, a pass finds little or nothing, and with `reassign` it makes them longer.  The mirror as a search
+space of its own pays instead (`planner.heuristics.bidirectional`), whose plans come back to the graph by the
+forward pass alone (`forward_of_mirrored`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ in order, `count` expanded), named ``<host>/<name_prefix><index>`` with the inde
 * two devices of one host: the host's `intra_host` if it sets one, else `links.intra_host`;
 * two hosts: `links.inter_host`.
 
-Bandwidths are per direction for one device pair transferring alone (see the README): contention between
+Bandwidths are per direction for one device pair transferring alone (`hardware_profiles/README.md`): contention between
 concurrent transfers is not modelled here.
 
 Every problem with the file is an `InputError` with a one-line message ``<file>: <key path>: <what is wrong>``.

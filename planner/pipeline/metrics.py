@@ -2,7 +2,7 @@
 
 * makespan (ticks): last end - first start.
 * **bubble** (ticks): idle time summed over devices = sum_d (makespan - busy_d); **bubble ratio** = bubble /
-  (devices x makespan) — the definition of DESIGN.md and compare.csv; devices are the p compute streams (a
+  (devices x makespan) — the definition of docs/architecture.md and compare.csv; devices are the p compute streams (a
   communication stream's idle time is not a bubble).  The published closed forms (1F1B
   (p-1)(F+B), ...) are the idle time of *one* device: on uniform stages every device idles the same amount, so
   they equal `bubble / p` (`per_device_bubble_tick`).

@@ -1,6 +1,6 @@
 """Unrolled training tasks: stages x micro-batches -> a `SchedulingInstance` of F, B, W (or BW) tasks.
 
-Words (DESIGN.md section 4; the string forms are those of `planner.schedule.actions`): ``sFm`` is the forward of
+Words (docs/architecture.md; the string forms are those of `planner.schedule.actions`): ``sFm`` is the forward of
 stage s on micro-batch m, ``sBm`` its input-gradient backward (PyTorch's ``I``), ``sWm`` its weight-gradient
 backward, ``sBWm`` the full backward (B and W fused, PyTorch's ``B``), ``sFm&tBWk`` an overlapped pair run as one
 task (DualPipe's F&B, only when the pipeline gives the pair a duration of its own).

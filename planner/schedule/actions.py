@@ -1,6 +1,6 @@
 """Pipeline actions: the small immutable steps a device executes, and their compact string form.
 
-Kinds (ours; `F`, `B`, `W` are the words of DESIGN.md):
+Kinds (ours; `F`, `B`, `W` are the words of docs/architecture.md):
 
 ======  =====================================  ==============  =================
 ours    meaning                                PyTorch letter  example (ours)

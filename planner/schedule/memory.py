@@ -99,8 +99,8 @@ def memory_intervals(
         step = (min((start_tick[t] for t in placed), default=0), max((end_tick[t] for t in placed), default=0))
     names = instance.task_names
     out: list[MemoryInterval] = []
-    # plain Python numbers, read once: indexing numpy arrays per task and per edge dominated this loop on large
-    # graphs (issue 15); same values (`comm` is comm_tick over the link class)
+    # plain Python numbers, read once: indexing numpy arrays per task and per edge dominates this loop on large
+    # graphs; same values (`comm` is comm_tick over the link class)
     params = instance.param_bytes.tolist()
     internal = instance.peak_internal_bytes.tolist()
     act = instance.activation_bytes.tolist()

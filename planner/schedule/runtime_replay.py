@@ -5,10 +5,8 @@ op ends.  Our runtime on gloo (`planner.execute.dist`) does not work that way: t
 every send itself, right after the producing op, and the receiving rank posts and completes every receive, so a
 transfer takes time *from the ranks' ops*.  `plan-calibrate`'s runtime probe measures that work per send and per
 receive (the profile's links' `send_overhead` and `recv_overhead`, which the topology folds into the link's latency
-so that the delay is right); with 2 gloo ranks on this project's machine it was 0.14 ms a send, beside ops of
-tens of microseconds in the bundled MoE.  A plan that splits such a model over two ranks with 28 transfers was
-priced 2.1 ms by the placement model and ran 7.3 ms; its single-rank plan, priced 2.9 ms, ran 2.8 ms (README,
-Calibration).
+so that the delay is right).  On a CPU host a send can cost more than the small ops around it, so a plan that splits
+a small model over ranks can be priced shorter than its single-rank plan by the placement model and run longer.
 
 `RuntimeReplay` holds what the simulator needs to replay a plan that way (`simulate_plan(..., sharing=,
 rank_transfer_tick=)`): the profile's per-send and per-receive seconds as ticks, and its hosts' `sharing:` blocks
