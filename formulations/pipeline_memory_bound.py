@@ -90,7 +90,8 @@ from planner.errors import OpplanError
 from planner.pipeline.unroll import AllToAll, TrainingPipeline, Unrolled, unroll_actions
 from planner.schedule.actions import Action, ActionKind
 
-__all__ = ["FIRST_PROBE_S", "MemoryBound", "Probe", "memory_bound", "neighbour_pairs", "PROBE_S", "RESOLUTION"]
+__all__ = ["FIRST_PROBE_S", "DeviceRelaxation", "MemoryBound", "Probe", "device_relaxations", "memory_bound",
+           "neighbour_pairs", "PROBE_S", "RESOLUTION"]
 
 F, B, W = ActionKind.F, ActionKind.B, ActionKind.W
 PROBE_S = 60.0  # CP-SAT's time for one probe (the preset at p = 8 proved its probes in 8-50 s on 2 shared vCPUs)
@@ -148,7 +149,7 @@ class _Task:
     device: int = 0  # the pipeline device whose compute or communication stream runs it
 
 
-class _Relaxation:
+class DeviceRelaxation:
     """One device's relaxation (module docstring), built once, probed at several makespans."""
 
     def __init__(self, pipeline: TrainingPipeline, devices: tuple[int, ...], caps: Sequence[int], tasks: list[_Task],
@@ -318,8 +319,8 @@ class _StageMemoryLimits:
                    max((self.after_b[v][k] + lag for v, lag in via_b), default=0))
 
 
-def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int],
-                 sets: Sequence[tuple[int, ...]] | None = None) -> tuple[list[_Relaxation], list[int]]:
+def device_relaxations(pipeline: TrainingPipeline, caps: Sequence[int],
+                       sets: Sequence[tuple[int, ...]] | None = None) -> tuple[list[DeviceRelaxation], list[int]]:
     """The relaxation (module docstring) of every device set in `sets` (default: each device alone) and the
     device bound's term per device."""
     un = unroll_actions(pipeline)
@@ -388,7 +389,7 @@ def _relaxations(pipeline: TrainingPipeline, caps: Sequence[int],
         # every task's copies in micro-batch order (module docstring): the ranked releases of the chains' first
         # forwards assume it too
         ranked = [[at[(a, k)] for k in range(nmb)] for a in ones]
-        out.append(_Relaxation(pipeline, tuple(group), caps, tasks, lags, ranked))
+        out.append(DeviceRelaxation(pipeline, tuple(group), caps, tasks, lags, ranked))
     return out, parts
 
 
@@ -412,13 +413,13 @@ def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, 
     caps = [int(cap_bytes)] * pipeline.num_devices if isinstance(cap_bytes, int) else [int(c) for c in cap_bytes]
     # one build for single devices and pairs: the unrolling, heads and tails are shared
     sets = [(d,) for d in range(pipeline.num_devices)] + (list(neighbour_pairs(pipeline)) if pairs else [])
-    relaxations, parts = _relaxations(pipeline, caps, sets)
+    relaxations, parts = device_relaxations(pipeline, caps, sets)
     plain = max(parts, default=0)
     bound, raised_by, complete = plain, None, True
     raised_devices: tuple[int, ...] = ()
     probes: list[Probe] = []
 
-    def ask(r: _Relaxation, tick: int, seconds: float) -> str:
+    def ask(r: DeviceRelaxation, tick: int, seconds: float) -> str:
         left = time_limit_s - (time.monotonic() - t0)
         began = time.monotonic()
         status = r.probe(tick, min(seconds, left), threads)
@@ -429,7 +430,7 @@ def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, 
                      f"({probes[-1].seconds:.1f} s)")
         return status
 
-    distinct: list[_Relaxation] = []  # one relaxation per problem (DualPipe's mirrored devices once)
+    distinct: list[DeviceRelaxation] = []  # one relaxation per problem (DualPipe's mirrored devices once)
     seen: set[tuple] = set()
     # single devices first (each is quick), then pairs; each by how many of `first_devices` it holds (a relaxation
     # can rise above the device bound only where memory binds: on GPT-2's export at p = 8 the pair at the cap is

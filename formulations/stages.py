@@ -112,8 +112,8 @@ from planner.heuristics.stage_dp import (
 )
 from planner.schedule.plan import PlanMethod, PlanStatus
 
-__all__ = ["StageFormulation", "StageModel", "build_stage_model", "hint_split", "solve_stages", "StagePlacement",
-           "StagePlan"]
+__all__ = ["StageFormulation", "StageModel", "build_stage_model", "dp_warm_start", "hint_split", "solve_stages",
+           "StagePlacement", "StagePlan"]
 
 G = Var | int  # a staircase entry: a variable, or a constant 0/1
 
@@ -411,8 +411,8 @@ def _read(m: StageModel, res: SolveResult) -> tuple[list[int], tuple[int, ...]]:
 
 
 # ------------------------------------------------------------------------------------------------ entry point
-def _warm(inst: SchedulingInstance, data: StageData, num_stages: int, devices: tuple[int, ...] | None,
-          max_maps: int, budget_s: float) -> tuple[StagePlan | None, bool]:
+def dp_warm_start(inst: SchedulingInstance, data: StageData, num_stages: int, devices: tuple[int, ...] | None,
+                  max_maps: int, budget_s: float) -> tuple[StagePlan | None, bool]:
     """Best DP split over candidate maps (measured as a plan), and whether that is exact (every canonical map
     was tried).
 
@@ -518,7 +518,7 @@ def solve_stages(
     data = stage_data(instance, num_stages, param_copies=param_copies, inflight_microbatches=inflight_microbatches)
     lb = trivial_lower_bound(instance, data, num_stages, devices)
     warm, exact = ((None, False) if not warm_start else
-                   _warm(instance, data, num_stages, devices, max_dp_maps, 0.2 * time_limit_s))
+                   dp_warm_start(instance, data, num_stages, devices, max_dp_maps, 0.2 * time_limit_s))
     if warm_start and warm is None and exact:
         raise InfeasibleError(infeasibility_report(instance, data, num_stages, devices))
     if devices is None:

@@ -192,10 +192,10 @@ def _in_user_ids(outcome) -> tuple[Plan, Timeline]:
     if saved.task_ops:
         plan = dataclasses.replace(outcome.op_plan, instance_name=outcome.fine.name, task_ops={},
                                    clusters={k: tuple(v) for k, v in saved.task_ops.items()})
-    return _as_early_as_possible(plan, outcome.fine)
+    return as_early_as_possible(plan, outcome.fine)
 
 
-def _as_early_as_possible(plan: Plan, fine) -> tuple[Plan, Timeline]:
+def as_early_as_possible(plan: Plan, fine) -> tuple[Plan, Timeline]:
     """The plan with each op started as early as its device order and inputs allow, when that is shorter and still
     fits memory.  Cluster members expanded back to back can often start earlier; replaying the plan (the Gantt
     chart, plan-simulate) does exactly that, so the file states the times every other output will show.

@@ -146,7 +146,7 @@ def gantt_figure(
         else:
             marks.append((p.start_tick * scale, p.device, groups[g]))
     for d, row in spans.items():
-        row, row_colours = _merged(row, colours[d], merge_gap) if dense else (row, colours[d])
+        row, row_colours = merged_bars(row, colours[d], merge_gap) if dense else (row, colours[d])
         ax.broken_barh(row, (d - 0.38, 0.6), facecolors=row_colours, edgecolors="none" if dense else "white",
                        linewidth=0.4)
     if marks:
@@ -164,7 +164,7 @@ def gantt_figure(
             comm[x.src_device].append((x.start_tick * scale, max((x.end_tick - x.start_tick) * scale, 0.0)))
         for d, comm_spans in comm.items():
             if dense:
-                comm_spans = _merged(sorted(comm_spans), ["0.45"] * len(comm_spans), merge_gap)[0]
+                comm_spans = merged_bars(sorted(comm_spans), ["0.45"] * len(comm_spans), merge_gap)[0]
             ax.broken_barh(comm_spans, (d + 0.26, 0.1), facecolors="0.45", edgecolors="none", alpha=0.8)
         if len(timeline.transfers) <= max_arrows:
             for x in timeline.transfers:
@@ -196,7 +196,7 @@ def gantt_figure(
     return fig
 
 
-def _merged(spans: list[tuple[float, float]], colours: list, gap: float) -> tuple[list[tuple[float, float]], list]:
+def merged_bars(spans: list[tuple[float, float]], colours: list, gap: float) -> tuple[list[tuple[float, float]], list]:
     """(start, width) bars in start order with their colours -> the same bars with each run of one colour whose
     next bar starts less than `gap` after the run's end drawn as one bar."""
     out: list[tuple[float, float]] = []

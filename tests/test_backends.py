@@ -108,11 +108,11 @@ def test_milp_memory_bound_is_conservative_and_says_so(backend: str) -> None:
 
 def test_a_closed_gap_is_reported_optimal_whatever_stopped_the_solver() -> None:
     # CBC stopped by its time limit reports "integer feasible" even when its best possible value is the incumbent.
-    from formulations.backends._milp import MilpOutcome, _closed_gap_is_optimal
+    from formulations.backends._milp import MilpOutcome, closed_gap_is_optimal
 
-    closed = _closed_gap_is_optimal(MilpOutcome(SolveStatus.FEASIBLE, 2.0, 2.0, {0: 1.0}), rel_gap=0.0)
+    closed = closed_gap_is_optimal(MilpOutcome(SolveStatus.FEASIBLE, 2.0, 2.0, {0: 1.0}), rel_gap=0.0)
     assert closed.status is SolveStatus.OPTIMAL and closed.values == {0: 1.0}
     open_gap = MilpOutcome(SolveStatus.FEASIBLE, 2.0, 1.5, {})
-    assert _closed_gap_is_optimal(open_gap, rel_gap=0.0).status is SolveStatus.FEASIBLE
-    assert _closed_gap_is_optimal(open_gap, rel_gap=0.25).status is SolveStatus.OPTIMAL
-    assert _closed_gap_is_optimal(MilpOutcome(SolveStatus.FEASIBLE, 2.0, None, {}), 0.0).status is SolveStatus.FEASIBLE
+    assert closed_gap_is_optimal(open_gap, rel_gap=0.0).status is SolveStatus.FEASIBLE
+    assert closed_gap_is_optimal(open_gap, rel_gap=0.25).status is SolveStatus.OPTIMAL
+    assert closed_gap_is_optimal(MilpOutcome(SolveStatus.FEASIBLE, 2.0, None, {}), 0.0).status is SolveStatus.FEASIBLE

@@ -15,7 +15,7 @@ from random_pipelines import random_cap, random_pipeline
 from formulations.backends import get_backend
 from formulations.model_api import UnsupportedConstraint
 from formulations.pipeline import pipeline_device_bound, solve_pipeline
-from formulations.pipeline_memory_bound import _relaxations, memory_bound, neighbour_pairs
+from formulations.pipeline_memory_bound import device_relaxations, memory_bound, neighbour_pairs
 from planner.errors import OpplanError
 from planner.pipeline.unroll import StageCost, TrainingPipeline
 from planner.schedule.actions import Action, ActionKind
@@ -180,7 +180,7 @@ def test_every_task_s_copies_start_in_micro_batch_order() -> None:
     c = StageCost(2, 2, 1, activation_bytes=10, a2a_tick=1)
     pipe = TrainingPipeline((c,) * 8, 4, 4, (0, 1, 2, 3, 3, 2, 1, 0), ((0, 1, 2, 3), (4, 5, 6, 7)), comm_tick=1,
                             comm_stream=True)
-    relaxations, _ = _relaxations(pipe, [60] * 4, [(1,), (1, 2)])
+    relaxations, _ = device_relaxations(pipe, [60] * 4, [(1,), (1, 2)])
     for r in relaxations:
         listed = sorted(i for r_list in r.ranked for i in r_list)
         assert listed == list(range(len(r.tasks)))
@@ -200,7 +200,7 @@ def test_the_memory_upstream_paces_the_forwards_a_device_sees() -> None:
     # without device 0's memory its relaxation sees head 1 + work 12 = 13; with it, F1, B1 of micro-batch 3 and
     # then B0, W0 of it end no earlier than 17.  The full model proves 20 (device 0's own relaxation).
     pipe = _one_in_flight()
-    (r,), _ = _relaxations(pipe, [10, 40], [(1,)])
+    (r,), _ = device_relaxations(pipe, [10, 40], [(1,)])
     f3 = next(t for t in r.tasks if t.action == Action(1, ActionKind.F, 3))
     assert f3.release == 13
     assert r.probe(16, 30, 2) == "infeasible" and r.probe(17, 30, 2) == "feasible"

@@ -17,9 +17,9 @@ from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.stream_greedy import (
     PORTFOLIO,
     ListRule,
-    _fitted_limits,
-    _little_limits,
     best_stream_list,
+    fitted_limits,
+    little_limits,
     stream_list_times,
     stream_tasks,
 )
@@ -114,13 +114,13 @@ def test_little_limits_by_hand():
                                comm_stream=True)
     prepared = stream_tasks(pipe)
     assert prepared is not None
-    assert _little_limits(prepared, 1.6) == [4, 2]
-    assert _little_limits(prepared, 1.0) == [3, 1]
+    assert little_limits(prepared, 1.6) == [4, 2]
+    assert little_limits(prepared, 1.0) == [3, 1]
     # fitted to a cap (activation 1 per micro-batch and stage, no parameters): a cap of 3 on device 0 lowers its
     # factor until round(g x 11/4) <= 3 (g = 1.26: 3); stage 1's 2 already fits; caps (2, 1) give 2 and 1
-    assert _fitted_limits(prepared, 1.6, [3, 3]) == [3, 2]
-    assert _fitted_limits(prepared, 1.6, [2, 1]) == [2, 1]
-    assert _fitted_limits(prepared, 1.6, [10, 10]) == _little_limits(prepared, 1.6)
+    assert fitted_limits(prepared, 1.6, [3, 3]) == [3, 2]
+    assert fitted_limits(prepared, 1.6, [2, 1]) == [2, 1]
+    assert fitted_limits(prepared, 1.6, [10, 10]) == little_limits(prepared, 1.6)
     # the schedule keeps those limits: at most 3 micro-batches of stage 0 and 1 of stage 1 between F's start and
     # W's end
     times = stream_list_times(pipe, [10**6] * 2, ListRule(True, 0, little=1.0))
@@ -150,7 +150,7 @@ def test_fitted_limits_keep_the_activations_in_flight_under_the_cap_and_memory_n
     prepared = stream_tasks(pipe)
     assert prepared is not None
     cap = 5 * int(pipe.stages[0].activation_bytes)
-    loose, fitted = _little_limits(prepared, 3.0), _fitted_limits(prepared, 3.0, [cap] * 4)
+    loose, fitted = little_limits(prepared, 3.0), fitted_limits(prepared, 3.0, [cap] * 4)
     assert all(f <= lo for f, lo in zip(fitted, loose, strict=True)) and fitted != loose
     for d in range(4):
         held = sum(fitted[s] * int(pipe.stages[s].activation_bytes) + int(pipe.stages[s].param_bytes)
@@ -160,7 +160,7 @@ def test_fitted_limits_keep_the_activations_in_flight_under_the_cap_and_memory_n
     assert times is not None
     _valid_makespan(pipe, times, cap)
     # memory never refused a forward: the same limits without any cap give the same schedule
-    monkeypatch.setattr(stream_greedy, "_little_limits", lambda _prepared, _factor: list(fitted))
+    monkeypatch.setattr(stream_greedy, "little_limits", lambda _prepared, _factor: list(fitted))
     assert stream_list_times(pipe, [10**12] * 4, ListRule(True, 0, little=3.0), prepared) == times
     # while Little's law at 3.0 unfitted under the cap does get refused (a different, here longer, schedule)
     monkeypatch.undo()

@@ -14,9 +14,9 @@ from matplotlib.collections import PolyCollection
 
 import planner.solve as solve_module
 from experiments.layered import layered_dag
-from planner.cli import _as_early_as_possible
+from planner.cli import as_early_as_possible
 from planner.heuristics.list_schedule import Rank, heft, upward_rank
-from planner.plot import _merged, gantt_figure
+from planner.plot import gantt_figure, merged_bars
 from planner.schedule.actions import parse_action, try_parse_action
 from planner.schedule.plan_io import load_plan, plan_json, plan_to_dict, save_plan
 from planner.schedule.simulate import retime_plan, simulate_plan
@@ -94,10 +94,10 @@ def test_action_names_still_parse_and_op_names_do_not() -> None:
 def test_merged_bars_cover_the_same_time_per_colour() -> None:
     spans = [(0.0, 1.0), (1.0, 1.0), (2.05, 1.0), (5.0, 1.0), (6.0, 1.0)]
     colours = ["a", "a", "a", "b", "a"]
-    merged, merged_colours = _merged(spans, colours, gap=0.1)
+    merged, merged_colours = merged_bars(spans, colours, gap=0.1)
     assert merged == [(0.0, 3.05), (5.0, 1.0), (6.0, 1.0)]
     assert merged_colours == ["a", "b", "a"]
-    assert _merged(spans, colours, gap=-1.0) == (spans, colours)  # nothing closer than a negative gap
+    assert merged_bars(spans, colours, gap=-1.0) == (spans, colours)  # nothing closer than a negative gap
 
 
 def test_dense_gantt_draws_fewer_bars_than_tasks() -> None:
@@ -114,7 +114,7 @@ def test_dense_gantt_draws_fewer_bars_than_tasks() -> None:
 def test_writer_replays_once_and_states_the_replayed_times() -> None:
     inst = layered_dag(150, 3, seed=7, comm_ratio=2.0)
     plan = heft(inst)
-    kept, timeline = _as_early_as_possible(plan, inst)
+    kept, timeline = as_early_as_possible(plan, inst)
     replay = simulate_plan(inst, kept)
     assert [(p.device, p.start_tick, p.end_tick) for p in timeline.placements] == \
         [(p.device, p.start_tick, p.end_tick) for p in replay.placements]

@@ -16,7 +16,7 @@ from family_fixtures import BACKENDS, instance
 
 from formulations.backends import get_backend
 from formulations.model_api import SolveParams, SolveStatus, Var
-from formulations.stages import DP_CELLS_PER_S, _warm, build_stage_model, hint_split, solve_stages
+from formulations.stages import DP_CELLS_PER_S, build_stage_model, dp_warm_start, hint_split, solve_stages
 from planner.cost.instance import SchedulingInstance
 from planner.heuristics.stage_dp import stage_data
 from planner.schedule.plan import PlanMethod
@@ -254,13 +254,13 @@ def test_hint_is_one_consistent_solution(inst, S, fixed, split, devices, bottlen
 def test_warm_start_is_exact_only_when_every_map_was_tried() -> None:
     inst = instance("maps", [[1, 2, 3], [3, 2, 1], [2, 2, 2]], _chain(3))
     data = stage_data(inst, 2)
-    plan, exact = _warm(inst, data, 2, None, 6, 1e6)
+    plan, exact = dp_warm_start(inst, data, 2, None, 6, 1e6)
     assert exact and plan is not None and plan.bottleneck_tick == 3
-    assert _warm(inst, data, 2, None, 5, 1e6)[1] is False
+    assert dp_warm_start(inst, data, 2, None, 5, 1e6)[1] is False
     # the time budget caps the maps too, at DP_CELLS_PER_S cells per second, S (n + 1)^2 = 32 cells per map:
     # 6.5 maps' worth allows 6 (+ the first), exact; 5.5 maps' worth is not
-    assert _warm(inst, data, 2, None, 720, 6.5 * 32 / DP_CELLS_PER_S)[1] is True
-    assert _warm(inst, data, 2, None, 720, 5.5 * 32 / DP_CELLS_PER_S)[1] is False
+    assert dp_warm_start(inst, data, 2, None, 720, 6.5 * 32 / DP_CELLS_PER_S)[1] is True
+    assert dp_warm_start(inst, data, 2, None, 720, 5.5 * 32 / DP_CELLS_PER_S)[1] is False
 
 
 # solve_stages' traffic phase replaces a split of the same bottleneck with less traffic: five unit tasks, two

@@ -61,7 +61,7 @@ class MilpOutcome:
 _ABS_GAP_TOL = 1e-6
 
 
-def _closed_gap_is_optimal(out: MilpOutcome, rel_gap: float) -> MilpOutcome:
+def closed_gap_is_optimal(out: MilpOutcome, rel_gap: float) -> MilpOutcome:
     """An incumbent whose proven bound meets it (within `rel_gap`) is optimal, whatever stopped the solver.
 
     Why: CBC stopped by its time limit (a starved machine) reports "integer feasible" even when its log's best
@@ -168,7 +168,7 @@ class MilpBuilder(ModelBuilder):
     # ---- solving
     def solve(self, params: SolveParams) -> SolveResult:
         t0 = time.monotonic()
-        out = _closed_gap_is_optimal(self._run(params), params.rel_gap)
+        out = closed_gap_is_optimal(self._run(params), params.rel_gap)
         wall = time.monotonic() - t0
         if params.progress is not None and out.objective is not None:
             gap = None

@@ -18,12 +18,12 @@ Rule (event-driven over the 2p streams; every task is pinned to one stream by th
   rule's in-flight limit (`ListRule`: by Little's law, or a share of the micro-batches) are between F's start and
   W's end;
 * a free **communication stream** starts, among its ready tasks, the one of the lowest micro-batch (backward
-  before forward, then first ready): serving the oldest micro-batch first keeps the pipeline's front moving, where
-  first come, first served (a runtime's order) lets later micro-batches' sends delay earlier ones.
+  before forward, then first ready).  First come, first served (a runtime's order) measured worse: 9335-9922 ms
+  against 7693-8076 on the preset below with the same compute rules.
 
 Memory follows `metrics.pipeline_memory` (allocated at F's start, the part B frees at B's end, the rest at W's end;
-parameters held throughout).  `best_stream_list` tries the few rules of `PORTFOLIO` and keeps the shortest: no one
-rule is best on every pipeline (docs/layers/pipeline.md).
+parameters held throughout).  `best_stream_list` tries the few rules of `PORTFOLIO` and keeps the shortest.
+Measured on the preset at p = 16, m = 64 (README, "A list schedule for communication-bound pipelines").
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class ListRule:
     queueing; I, the busiest stream's ticks per micro-batch: the in-flight count that keeps the pipeline at that
     stream's rate), else `share` x the micro-batches of a chain; at least 1.  With `fit` (Little's law only; ignored
     with `share`), a device whose limits would hold more activations than its cap leaves after parameters gets a
-    smaller factor, the same for all its stages (`_fitted_limits`), so that with no reserve (`reserve_slots` 0, as
+    smaller factor, the same for all its stages (`fitted_limits`), so that with no reserve (`reserve_slots` 0, as
     every fitted rule of `PORTFOLIO`) memory never refuses a forward."""
 
     backward_first: bool
@@ -138,9 +138,9 @@ def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: List
     if rule.little is None:
         limits = [max(1, round(rule.share * nmb))] * pipeline.num_stages
     elif rule.fit:
-        limits = _fitted_limits(prepared, rule.little, cap)
+        limits = fitted_limits(prepared, rule.little, cap)
     else:
-        limits = _little_limits(prepared, rule.little)
+        limits = little_limits(prepared, rule.little)
     # task of (stage, kind, micro-batch), looked up without building an Action per probe (the hot loop)
     task_of = {(s, k): [tasks.index[Action(s, k, m)] for m in range(nmb)]
                for s in range(pipeline.num_stages) for k in (F, B, W)}
@@ -257,16 +257,16 @@ def best_stream_list(pipeline: TrainingPipeline, cap: Sequence[int]) -> tuple[di
     return best
 
 
-def _little_limits(prepared: StreamTasks, factor: float) -> list[int]:
+def little_limits(prepared: StreamTasks, factor: float) -> list[int]:
     """Per stage, max(1, round(factor x L_s / I)) (`ListRule`, `StreamTasks.residence_per_interval`)."""
     return [max(1, round(factor * r)) for r in prepared.residence_per_interval]
 
 
-FIT_STEP = 0.02  # factor decrement of `_fitted_limits`
+FIT_STEP = 0.02  # factor decrement of `fitted_limits`
 
 
-def _fitted_limits(prepared: StreamTasks, factor: float, cap: Sequence[int]) -> list[int]:
-    """`_little_limits` with, per device d, the largest factor g <= `factor` (in steps of `FIT_STEP`) whose limits
+def fitted_limits(prepared: StreamTasks, factor: float, cap: Sequence[int]) -> list[int]:
+    """`little_limits` with, per device d, the largest factor g <= `factor` (in steps of `FIT_STEP`) whose limits
     l_s = max(1, round(g x L_s / I)) over d's stages s satisfy params(d) + sum_s l_s x activation(s) <= cap[d]: the
     activations of the micro-batches in flight then always fit, so with no reserve memory never refuses a forward (a
     stage's micro-batch holds its activation from F's start to W's end, the span the limit counts).  Where nothing
