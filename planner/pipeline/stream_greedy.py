@@ -18,12 +18,12 @@ Rule (event-driven over the 2p streams; every task is pinned to one stream by th
   rule's in-flight limit (`ListRule`: by Little's law, or a share of the micro-batches) are between F's start and
   W's end;
 * a free **communication stream** starts, among its ready tasks, the one of the lowest micro-batch (backward
-  before forward, then first ready).  First come, first served (a runtime's order) measured worse: 9335-9922 ms
-  against 7693-8076 on the preset below with the same compute rules.
+  before forward, then first ready): serving the oldest micro-batch first keeps the pipeline's front moving, where
+  first come, first served (a runtime's order) lets later micro-batches' sends delay earlier ones.
 
 Memory follows `metrics.pipeline_memory` (allocated at F's start, the part B frees at B's end, the rest at W's end;
-parameters held throughout).  `best_stream_list` tries the few rules of `PORTFOLIO` and keeps the shortest.
-Measured on the preset at p = 16, m = 64 (README, "A list schedule for communication-bound pipelines").
+parameters held throughout).  `best_stream_list` tries the few rules of `PORTFOLIO` and keeps the shortest: no one
+rule is best on every pipeline (docs/layers/pipeline.md).
 """
 
 from __future__ import annotations
