@@ -1,6 +1,5 @@
-"""A lower bound on a pipeline's makespan under a memory cap, from one device at a time (issue 11: where a
-planned schedule does not reach half of DualPipe's bubble, "the proven bound shows that no schedule under that
-memory can").
+"""A lower bound on a pipeline's makespan under a memory cap, from one device at a time: where a planned schedule
+does not reach a target (half of DualPipe's bubble), a proven bound shows that no schedule under that memory can.
 
 The device bound (`formulations.pipeline.device_bound_parts`: per device, the earliest head + its work + the
 shortest tail) sees no memory, and the full model's bound (`formulations.pipeline`) stays near it.  Yet where the
@@ -64,9 +63,9 @@ term (the larger of their streams'); a relaxation that is the same problem as on
 mirrored devices and mirrored pairs). First
 `first_ticks` (makespans the caller wants decided, e.g. the one at which the bubble is half DualPipe's), largest
 first, each asked of every relaxation in turn until one proves it (`first_probe_s` per probe, longer than a search
-probe: the preset at p = 8 needs 46-63 s on device 3, and with a search probe's 60 s the bench of 2026-12-03 missed
-it); asked inside each device's binary search, as before, the answer of a later device waited for the whole search
-of a device that fits by then. Then per relaxation, a binary search for the largest infeasible C between the best
+probe, because such a proof can take about a minute on one device); asked inside each device's binary search
+instead, the answer of a later device would wait for the whole search of a device that fits by then.
+Then per relaxation, a binary search for the largest infeasible C between the best
 bound so far and `upper_tick` (the makespan of a known schedule, where every relaxation is feasible) or the first
 tick the device was found feasible at; a device whose relaxation is feasible at the bound so far cannot raise it and
 costs one probe. A probe that CP-SAT neither proves nor solves within its time ends that device's search, and the
@@ -95,10 +94,9 @@ __all__ = ["FIRST_PROBE_S", "DeviceRelaxation", "MemoryBound", "Probe", "device_
 
 F, B, W = ActionKind.F, ActionKind.B, ActionKind.W
 PROBE_S = 60.0  # CP-SAT's time for one probe (the preset at p = 8 proved its probes in 8-50 s on 2 shared vCPUs)
-# CP-SAT's time for a probe at one of the caller's first ticks (the question the bound is asked for: the preset at
-# p = 8 proved device 3 infeasible at its half-bubble makespan in 46 s and in 63 s, two runs; the 60 s of a search
-# probe missed it once, in the bench of 2026-12-03; GPT-2's export at p = 8 proved its pair at the cap, devices 1 and
-# 2, in 207 s and 226 s, two scratch runs, where 150 s left it unknown in the bench)
+# CP-SAT's time for a probe at one of the caller's first ticks (the question the bound is asked for): a proof at the
+# half-bubble makespan can take about a minute on one device and several on a pair of devices, more than a search
+# probe's time
 FIRST_PROBE_S = 300.0
 RESOLUTION = 0.001  # a device's binary search stops when its interval is within this share of the bound
 

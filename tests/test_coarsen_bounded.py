@@ -1,4 +1,4 @@
-"""Merging that keeps parallelism (issue 16): the coarse critical path stays within the tolerance of the op graph's,
+"""Merging that keeps parallelism: the coarse critical path stays within the tolerance of the op graph's,
 merges stay valid contractions, and the merge stops at the solver's size."""
 
 from __future__ import annotations

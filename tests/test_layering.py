@@ -1,4 +1,4 @@
-"""The one-way layering of shared/DESIGN.md section 3, read from the import statements with `ast`.
+"""The one-way layering of docs/architecture.md ("Layer map"), read from the import statements with `ast`.
 
 Three rules:
 

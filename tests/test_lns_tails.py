@@ -1,4 +1,4 @@
-"""The LNS neighbourhood's tails and releases (`planner.lns`, issue 16): a neighbourhood's objective must not be
+"""The LNS neighbourhood's tails and releases (`planner.lns`): a neighbourhood's objective must not be
 held at the incumbent's makespan by work the neighbourhood itself re-schedules.
 
 The graph: x (device 1) -> u -> y (device 0), y -> w1, w2 (10 ticks each), w1, w2 -> z.  The incumbent runs

@@ -1,4 +1,4 @@
-"""`plan-compare`'s memory-bound note (planner/compare/memory_bound_note.py, issue 11): the half-bubble makespan it
+"""`plan-compare`'s memory-bound note (planner/compare/memory_bound_note.py): the half-bubble makespan it
 asks about, each device's answer, and the row's bound, gap and status raised when the relaxation proves more than
 the solver did, and the other placement's bound beside it."""
 

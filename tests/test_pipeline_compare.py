@@ -1,6 +1,6 @@
 """plan-compare on unit costs and the pipeline formulation (formulations/pipeline.py).
 
-Bubble ratio here is the DESIGN.md one: total idle time / (devices x makespan).
+Bubble ratio here is the docs/architecture.md one: total idle time / (devices x makespan).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The memory bound (formulations/pipeline_memory_bound.py, issue 11): one device's relaxation with the memory cap.
+"""The memory bound (formulations/pipeline_memory_bound.py): one device's relaxation with the memory cap.
 It must never exceed the makespan of a schedule the full pipeline model finds under the same cap, micro-batches
 out of order allowed (checked on random small pipelines, with and without communication streams and all-to-alls),
 and it must see what the device bound cannot: a cap that serialises the round trips, and a communication stream

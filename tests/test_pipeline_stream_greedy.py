@@ -1,4 +1,4 @@
-"""The list schedule of pipelines with communication streams (`planner/pipeline/stream_greedy.py`, issue 11): a
+"""The list schedule of pipelines with communication streams (`planner/pipeline/stream_greedy.py`): a
 valid schedule of every task (compute, sends, all-to-alls) within the memory cap, shorter than every baseline where
 the all-to-alls load the communication streams, and the warm start `best_greedy` hands such pipelines."""
 

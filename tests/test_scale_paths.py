@@ -1,6 +1,6 @@
-"""The large-graph paths (issue 15, scale): phase 0 within the time limit, the plan file written with one task per
-line, the Gantt chart of more tasks than pixels, and the plan writer's single replay — each giving what the slow
-path gave.  No test here measures time: a deadline already past is what makes a step skip."""
+"""The large-graph paths (graphs of 10^5 ops and more): phase 0 within the time limit, the plan file written with
+one task per line, the Gantt chart of more tasks than pixels, and the plan writer's single replay — each giving
+what the slow path gave.  No test here measures time: a deadline already past is what makes a step skip."""
 
 from __future__ import annotations
 

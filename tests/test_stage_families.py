@@ -1,5 +1,6 @@
 """One instance per constraint family of `formulations/stages.py`, built so that the family is the only thing
-between the solver and a wrong answer (issue 17).  The model is built and solved directly (`build_stage_model`:
+between the solver and a wrong answer (so a dropped family fails).  The model is built and solved directly
+(`build_stage_model`:
 no DP warm start, lower bound 0, so no bound hides a missing row), on every backend; the split is read back from
 the staircase g by hand.  Each expected optimum is derived in the comment above its test, with what the solver
 would return without the family.

@@ -1,4 +1,4 @@
-"""Merge clusters while the coarse critical path stays within a tolerance of the op graph's (issue 16).
+"""Merge clusters while the coarse critical path stays within a tolerance of the op graph's.
 
 A cluster is one atomic task of the coarse instance: it starts when all its inputs have arrived and its outputs
 leave when it ends.  Merging two clusters that were independent therefore ties their branches together, and

@@ -2,7 +2,7 @@
 
     linear clustering -> repair cycles -> split clusters too big for memory -> merge to the target -> contract
 
-With `cp_tolerance` (issue 16) the chains are first cut where an outside input or output would make an atomic
+With `cp_tolerance` the chains are first cut where an outside input or output would make an atomic
 cluster wait (`planner.coarsen.bounded.path_pieces`) and then merged only while the coarse critical path stays within
 (1 + cp_tolerance) x the op graph's, down to `target_clusters` (default: `solver_size_target`, the clusters the
 placement model handles for this many devices) or until no allowed merge is left (`bounded_merge`).  Without it,

@@ -1,5 +1,5 @@
 """The mirror fold: a schedule of DualPipe's placement that is its own mirror image is a schedule of half the
-devices (issue 11, the preset at p = 16).
+devices (DualPipe's placement is its own mirror image, e.g. the DeepSeek-V3-like preset at p = 16).
 
 DualPipe's placement runs two chains of the same chunks in opposite directions: chunk j of chain 0 on device
 d(j), chunk j of chain 1 on device p - 1 - d(j).  When each chunk costs the same in both chains, every hop costs
@@ -22,8 +22,8 @@ precedences is a precedence of the half or the mirror of one, and each stream ru
 What it costs: the symmetric schedules are a subset.  The best one can be longer than the best schedule, so a
 bound found on the half bounds nothing of the full pipeline.  What it buys: half the tasks.  The search
 (`formulations.pipeline_lns`) then covers the whole schedule with neighbourhoods of its usual size twice as
-often: on the DeepSeek-V3-like preset at p = 16, m = 64, `plan-compare`'s 600 s went from 7175 to 6777 ms on the
-half, against 6940 ms on the whole pipeline before (README, "The mirror fold")."""
+often, which is what lets it shorten large symmetric pipelines within the same time limit
+(docs/layers/pipeline.md, "Mirror fold")."""
 
 from __future__ import annotations
 
