@@ -137,11 +137,11 @@ def measure_one(graph: str, ops: int, method: str, budget_s: float, folder: Path
 def _run(case: dict, folder: Path, timeout_s: float, settings: Settings) -> dict:
     """One row: in a child process when `settings.isolate`, else here (peak memory then is this process's)."""
     if settings.isolate:
-        return _run_child(case, folder, timeout_s)
+        return measure_in_child(case, folder, timeout_s)
     return measure_one(case["graph"], int(case["ops"]), case["method"], float(case["budget_s"]), folder)
 
 
-def _run_child(case: dict, folder: Path, timeout_s: float) -> dict:
+def measure_in_child(case: dict, folder: Path, timeout_s: float) -> dict:
     """`measure_one` in a child process (its own peak memory; a hard timeout for what cannot finish)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     cmd = [sys.executable, "-m", "experiments.study_scaling", "--one", json.dumps(case), "--folder", str(folder)]

@@ -57,7 +57,7 @@ from planner.prepare import prepare
 DEFAULT_OUT = "out/compare"
 
 
-def _granularity(text: str) -> int | None:
+def parse_granularity(text: str) -> int | None:
     """``--granularity``: a positive K, or ``auto`` (None: `planner.compare.subchunks.auto_granularity`)."""
     return None if text == "auto" else positive_int(text)
 
@@ -106,7 +106,7 @@ def _preset_costs(args: argparse.Namespace) -> PresetCosts:
     if args.hw is None:
         raise InputError("--preset needs --hw (the hardware profile the stages run on)")
     mb = MicroBatch(args.seq_len or MicroBatch.seq_len, args.microbatch_seqs or MicroBatch.seqs)
-    # --expert-parallel sets the preset's EP degree; without it the EP degree is the stage count
+    # --expert-parallel is the MoE-structure work's flag (issue 11); without it the EP degree is the stage count
     op_times = load_op_times(args.preset_times) if args.preset_times is not None else None
     costs = preset_costs(args.preset, load_topology(args.hw), args.stages, num_layers=args.layers, microbatch=mb,
                          expert_parallel=args.expert_parallel, comm_stream=not args.no_comm_stream,
@@ -205,7 +205,7 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         "left after that choice, or both when neither has; both tries dualpipe and v, half the time "
                         "limit each, and keeps the better; warm solves only the one whose baselines run shortest "
                         "within the cap, with the whole time limit")
-    parser.add_argument("--granularity", type=_granularity, default=1, metavar="K",
+    parser.add_argument("--granularity", type=parse_granularity, default=1, metavar="K",
                         help="model mode: the planned schedule also splits every piece of its cut into K sub-chunks "
                         "(operator clusters: MoE experts apart from attention; planner.compare.subchunks) and "
                         "orders their F, B, W, with half its time; auto: K from the task count (2-4); default 1: "

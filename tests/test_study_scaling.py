@@ -43,8 +43,8 @@ def test_tiny_study_writes_csv_then_pictures(tmp_path):
 
 
 def test_one_row_in_a_child_process(tmp_path):
-    from experiments.study_scaling import _run_child
+    from experiments.study_scaling import measure_in_child
 
-    row = _run_child({"graph": "layered", "ops": 60, "method": "heft", "budget_s": 1.0}, tmp_path, timeout_s=300)
+    row = measure_in_child({"graph": "layered", "ops": 60, "method": "heft", "budget_s": 1.0}, tmp_path, timeout_s=300)
     assert row["status"] == "ok", row
     assert row["ops"] == 60 and int(row["makespan_tick"]) >= int(row["lower_bound_tick"]) > 0

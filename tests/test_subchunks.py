@@ -208,11 +208,11 @@ def test_compare_reports_the_subchunk_row_on_the_baselines_basis(costs):
 def test_granularity_flag_takes_a_count_or_auto():
     import argparse
 
-    from planner.cli_compare import _granularity
+    from planner.cli_compare import parse_granularity
 
-    assert _granularity("auto") is None and _granularity("3") == 3
+    assert parse_granularity("auto") is None and parse_granularity("3") == 3
     with pytest.raises(argparse.ArgumentTypeError):
-        _granularity("0")
+        parse_granularity("0")
 
 
 def test_a_stage_may_run_some_of_the_all_to_all_kinds():
