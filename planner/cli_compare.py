@@ -106,7 +106,7 @@ def _preset_costs(args: argparse.Namespace) -> PresetCosts:
     if args.hw is None:
         raise InputError("--preset needs --hw (the hardware profile the stages run on)")
     mb = MicroBatch(args.seq_len or MicroBatch.seq_len, args.microbatch_seqs or MicroBatch.seqs)
-    # --expert-parallel is the MoE-structure work's flag (issue 11); without it the EP degree is the stage count
+    # --expert-parallel sets the preset's EP degree; without it the EP degree is the stage count
     op_times = load_op_times(args.preset_times) if args.preset_times is not None else None
     costs = preset_costs(args.preset, load_topology(args.hw), args.stages, num_layers=args.layers, microbatch=mb,
                          expert_parallel=args.expert_parallel, comm_stream=not args.no_comm_stream,
