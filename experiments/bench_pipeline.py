@@ -412,7 +412,7 @@ def bench_cut_moves(quick: bool = False) -> list[dict]:
 
 
 def bench_placement(quick: bool = False, reps: int = 1) -> list[dict]:
-    """The planned row's defaults of the pipe12 round measured side by side in one run, the same budget each:
+    """The planned row's placement defaults measured side by side in one run, the same budget each:
     ``old`` (`compare(opplan_placement="both")`: both placements, half the time each, and no cut round scored by
     the bound: `planner.compare.pipelines.BOUND_ROUND` off — the default before) against ``new`` (the default:
     ``auto`` solves a placement alone when it has both the shortest warm start and the lowest bound, and a solve

@@ -53,9 +53,8 @@ a chain): both devices' streams are machines, each device has its own memory, th
 pair's tasks of one micro-batch, and the ranked releases apply to each chain's first stage on the pair (the stages
 before it run elsewhere).  It sees what one device cannot: in the single relaxation the neighbour runs the round
 trip at once, in the pair it is busy with its own stages and its own memory.  Every schedule is still a schedule
-of it, so the argument above holds.  Measured (a `/tmp` scratch call of `memory_bound` on the Mixtral export at
-p = 8, DualPipe's placement, the cut `refine_cut(score="bound")` finds, cap = DualPipe's peak): every device
-alone fits by half DualPipe's bubble (3724.608 us); devices 3 and 4 together do not (11.8 s).
+of it, so the argument above holds.  Where every device alone fits by the target makespan, two neighbours
+together can still be proven not to (a pipeline whose round trips and memory bind across a pair).
 
 Search. Single devices, then the pairs (`pairs=False`: none); within each, those holding more of the caller's
 `first_devices` first (where memory binds in the caller's schedule), then in decreasing order of their device-bound
@@ -93,7 +92,7 @@ __all__ = ["FIRST_PROBE_S", "DeviceRelaxation", "MemoryBound", "Probe", "device_
            "neighbour_pairs", "PROBE_S", "RESOLUTION"]
 
 F, B, W = ActionKind.F, ActionKind.B, ActionKind.W
-PROBE_S = 60.0  # CP-SAT's time for one probe (the preset at p = 8 proved its probes in 8-50 s on 2 shared vCPUs)
+PROBE_S = 60.0  # CP-SAT's time for one probe of a device's binary search (most proofs take well under it)
 # CP-SAT's time for a probe at one of the caller's first ticks (the question the bound is asked for): a proof at the
 # half-bubble makespan can take about a minute on one device and several on a pair of devices, more than a search
 # probe's time
