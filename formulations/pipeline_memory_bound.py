@@ -39,10 +39,9 @@ from F(v)'s start to B(v)'s end).  With F's in order on v's stream and the paths
 lower bound on every F(v, k)'s start (`_StageMemoryLimits.first`), and the same argument in reverse time a lower
 bound on the time from F(v, k)'s start, and from B(v, k)'s end, to the makespan; each relaxed task takes the
 largest release and tail these imply through the paths to and from it.  At p = 16 on the preset the first stage
-holds 21 micro-batches and one round trip is 1825 ms, so dir 1's micro-batch 21 cannot start before 1.83 s
-(measured: on transformers' GPT-2 and Mixtral exports at 8 stages, on the cut plan-compare starts from, the
-single-device bound rose 3409.9 -> 3461.1 and 3671.1 -> 3854.2 us; on the preset at p = 8 and 16 no probe went
-from feasible to infeasible; on the tests' 24 random pipelines two single-device bounds rose by a tick).
+holds 21 micro-batches and one round trip is 1825 ms, so dir 1's micro-batch 21 cannot start before 1.83 s.
+These releases and tails raise the single-device bound where a device waits for round trips (exported models cut
+into 8 stages); where the device's own work binds they change nothing.
 
 Every schedule of the pipeline within the cap is a schedule of each device's relaxation with the same makespan.
 So when CP-SAT proves that a device's relaxation has no schedule ending by C, no schedule of the pipeline ends by

@@ -12,8 +12,8 @@ Two cases, both after the search (`planner.solve.plan_instance`), which minimise
   same measurements (without the probe's figures: by the placement model's makespan) — shorter by more than the
   run's own noise: the run plan's score is taken that much lower, where the noise is the spread of the run's
   repetitions, (max - min) / median of its measured makespans (`RunPlan.noise`).  A prediction closer than the
-  run's repeats agree with each other does not say that the new plan is faster (measured here: a re-plan of
-  Inception-v1 that predicted its split over 2 ranks shorter ran 1.18x the measured single-rank plan).
+  run's repeats agree with each other does not say that the new plan is faster (a split over more ranks
+  predicted slightly shorter can run slower than the single-rank plan the run measured).
 
 A tie keeps the measured run's plan, then the search's (on one device every order of the ops takes the same
 time, and the order a run measured is the known one).  The returned plan is valid on the op graph like any other,

@@ -164,7 +164,7 @@ def test_auto_granularity_stays_within_the_task_limit(costs):
 def test_the_fine_model_beats_the_stage_level_optimum():
     # The bundled MoE in 2 stages, 2 micro-batches (1F1B's placement): both models solved to proven optimality.
     # Sub-chunks (all-to-alls where the stage level has them) order the pieces' B and W finer and free
-    # activations sub-chunk by sub-chunk, and the optimum drops (326667 -> 326061 ticks when this was written).
+    # activations sub-chunk by sub-chunk, so the fine optimum is strictly below the stage-level one.
     from formulations.pipeline import solve_pipeline
     from planner.cost.training_costs import training_costs
     from planner.ir.hardware import load_topology

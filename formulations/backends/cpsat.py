@@ -194,10 +194,9 @@ class CpSatBuilder(ModelBuilder):
         p.num_workers = max(1, int(params.threads))
         p.random_seed = int(params.seed)
         p.log_search_progress = bool(params.log)
-        # CP-SAT's presolve expands a reservoir into a Boolean per pair of events: it proves more on a few dozen
-        # events (the preset at p = 8, 60 events: infeasible in 46 s against 71 s with the native propagator),
-        # but on 384 events its 147k Booleans kept the presolve past a 60 s time limit for minutes, and on 192 it
-        # found nothing in 40 s where the propagator found a schedule in 1 s
+        # CP-SAT's presolve expands a reservoir into a Boolean per pair of events: on a few dozen events that proves
+        # infeasibility faster than the native propagator, but on a few hundred the quadratic number of Booleans
+        # keeps the presolve running past the time limit, where the propagator finds a schedule at once
         p.expand_reservoir_constraints = self._largest_reservoir <= RESERVOIR_EXPAND_MAX_EVENTS
         if params.deterministic:
             p.interleave_search = True
