@@ -6,7 +6,7 @@ the critical path (`cp_tolerance`) side by side.
 `bench_parallelism`: does coarsening keep the parallelism?  On layered DAGs of 500 and 2,000 tasks on 8 devices
 (`experiments.layered.layered_dag`) and the bundled MoE on a100-4-pcie and cpu-4, for each way of merging
 ('count' = merge to the search's cluster count whatever the critical path becomes, the merge without a tolerance;
-'tolerance' = `cp_tolerance=DEFAULT_CP_TOLERANCE`, what `planner.solve` now uses):
+'tolerance' = `cp_tolerance=DEFAULT_CP_TOLERANCE`, what the search's linear rounds use):
 
 * the op graph's and the coarse graph's critical path (`critical_paths`), after the merge and after the search's
   `split_to_target` (what its linear cluster round solves);
@@ -35,7 +35,7 @@ from unittest import mock
 
 import numpy as np
 
-import planner.solve
+import planner.search.linear_rounds
 from experiments.layered import layered_dag
 from formulations.solve_instance import solve_placement
 from planner.coarsen import DEFAULT_CP_TOLERANCE, contract, critical_paths, expand_plan
@@ -189,7 +189,7 @@ def bench_parallelism(quick: bool = False, *, round_s: float | None = None, plan
             _, solved_cp = critical_paths(fine, clusters)
             round_tick = linear_round(fine, clusters, round_s, threads)
             lines: list[str] = []
-            with mock.patch.object(planner.solve, "coarsen", run):
+            with mock.patch.object(planner.search.linear_rounds, "coarsen", run):
                 outcome = plan_instance(fine, SolveOptions(time_limit_s=plan_s, threads=threads), lines.append)
             linear = [r.makespan_tick for r in outcome.rounds[:sum("linear cluster round" in m and "clusters, plan"
                                                                    in m for m in lines)]]

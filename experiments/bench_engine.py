@@ -19,30 +19,28 @@ measured in one run, alternating per graph):
 default, is every graph of GRAPHS; `moe` adds the two MoE rows; `MODEL.onnx@PROFILE.yaml` any ONNX file on a
 bundled profile, e.g. the onnx wheel's packaged CNNs); `--compare` runs each instance first as main's
 phase 3 ran it before a change (`--before pre-segment`, the default: without the segment neighbourhoods,
-`planner.solve.SEGMENT_LNS_SHARE` = 0; `--before pre-tails`: the LNS's neighbourhood tails and releases before their
-fix, `planner.lns.TAILS_AFTER_WINDOW` = False; `--before main`: the iterated list scheduler on the
-graph alone, without the race against the mirrored graph, `planner.solve.MIRROR_RACE_SHARE` = 0; `--before
-pre-assignment`: also without the assignment search and with the phase-3 time split of before it, `ITERATED_SHARE`
+`SearchPolicy.segment_lns_share` = 0; `--before pre-tails`: the LNS's neighbourhood tails and releases before their
+fix, `SearchPolicy.lns_tails_after_window` = False; `--before main`: the iterated list scheduler on the
+graph alone, without the race against the mirrored graph, `SearchPolicy.mirror_race_share` = 0; `--before
+pre-assignment`: also without the assignment search and with the phase-3 time split of before it, `iterated_share`
 = 0.7, the rest to LNS), then as configured, and prints each pair and the summary of each setting.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import dataclasses
 import time
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 
-import planner.lns as lns_module
-import planner.solve as solve_module
 from experiments.layered import layered_dag
 from planner.cost.instance import SchedulingInstance
 from planner.heuristics.list_schedule import Rank, heft
 from planner.heuristics.peft import peft
 from planner.ir.hardware import load_topology
 from planner.prepare import prepare
+from planner.search.policy import SearchPolicy
 from planner.solve import SolveOptions, plan_instance
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,7 +55,8 @@ GRAPHS = [(300, 4, 0.5), (300, 4, 1.0), (300, 4, 2.0), (300, 8, 0.5), (300, 8, 1
 QUICK_GRAPHS = [(300, 8, 2.0), (300, 4, 2.0), (500, 8, 1.0), (1000, 8, 2.0)]
 
 
-def _row(name: str, inst: SchedulingInstance, time_limit_s: float, threads: int) -> dict:
+def _row(name: str, inst: SchedulingInstance, time_limit_s: float, threads: int,
+         policy: SearchPolicy | None = None) -> dict:
     heft_tick = heft(inst).makespan_tick
     cpop_tick = heft(inst, rank=Rank.SUM).makespan_tick
     peft_tick = peft(inst).makespan_tick
@@ -66,7 +65,8 @@ def _row(name: str, inst: SchedulingInstance, time_limit_s: float, threads: int)
                  "heft_cpop": cpop_tick, "peft": peft_tick, "best_classic": best_list, "time_limit_s": time_limit_s}
     t0 = time.monotonic()
     try:
-        out = plan_instance(inst, SolveOptions(time_limit_s=time_limit_s, threads=threads))
+        out = plan_instance(inst, SolveOptions(time_limit_s=time_limit_s, threads=threads),
+                            policy=policy or SearchPolicy())
     except Exception:  # noqa: BLE001 - a bench row records the failure instead of stopping the bench
         row.update(failed=True, error=traceback.format_exc(limit=1).strip().splitlines()[-1])
         return row
@@ -122,35 +122,22 @@ def summary(rows: list[dict]) -> dict:
 
 # the phase-3 setting before the assignment search: the iterated list scheduler's share of the time left after the
 # cluster rounds, and no assignment search (`--before pre-assignment`)
-BEFORE_SETTING: dict[str, float | bool] = {"ITERATED_SHARE": 0.7, "ASSIGNMENT_SHARE": 0.0, "MIRROR_RACE_SHARE": 0.0}
+BEFORE_SETTING: dict[str, float | bool] = {"iterated_share": 0.7, "assignment_share": 0.0, "mirror_race_share": 0.0}
 # phase 3 without the mirrored race: the iterated list scheduler on the graph alone
 # (`--before main`)
-MAIN_SETTING: dict[str, float | bool] = {"MIRROR_RACE_SHARE": 0.0}
-# the LNS's neighbourhood tails through the whole incumbent (`planner.lns.TAILS_AFTER_WINDOW`; `--before pre-tails`)
-PRE_TAILS_SETTING: dict[str, float | bool] = {"lns.TAILS_AFTER_WINDOW": False}
+MAIN_SETTING: dict[str, float | bool] = {"mirror_race_share": 0.0}
+# the LNS's neighbourhood tails through the whole incumbent (`SearchPolicy.lns_tails_after_window`;
+# `--before pre-tails`)
+PRE_TAILS_SETTING: dict[str, float | bool] = {"lns_tails_after_window": False}
 # the planner before the segment neighbourhoods (`planner.segment_lns`; `--before pre-segment`)
-PRE_SEGMENT_SETTING: dict[str, float | bool] = {"SEGMENT_LNS_SHARE": 0.0}
+PRE_SEGMENT_SETTING: dict[str, float | bool] = {"segment_lns_share": 0.0}
 BEFORE_SETTINGS = {"main": MAIN_SETTING, "pre-assignment": BEFORE_SETTING, "pre-tails": PRE_TAILS_SETTING,
                    "pre-segment": PRE_SEGMENT_SETTING}
-MODULES = {"lns": lns_module}  # settings named "module.NAME" set NAME in that module; plain names: planner.solve
 
 
-@contextlib.contextmanager
-def phase_setting(setting: dict[str, float | bool]) -> Iterator[None]:
-    """`planner.solve`'s phase-3 time split (and, for names "lns.X", `planner.lns`'s X) set to `setting` for the
-    duration (restored after)."""
-    def where(key: str) -> tuple[object, str]:
-        module, _, name = key.rpartition(".")
-        return (MODULES[module] if module else solve_module), name
-
-    saved = {k: getattr(*where(k)) for k in setting}
-    try:
-        for k, v in setting.items():
-            setattr(*where(k), v)
-        yield
-    finally:
-        for k, v in saved.items():
-            setattr(*where(k), v)
+def phase_setting(setting: dict[str, float | bool]) -> SearchPolicy:
+    """The planner's default `SearchPolicy` with the knobs of `setting` (field name -> value) replaced."""
+    return dataclasses.replace(SearchPolicy(), **setting)  # type: ignore[arg-type]  # mypy reads **dict as every field
 
 
 def graph_name(seed: int) -> str:
@@ -200,8 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, list[dict]] = {label: [] for label, _ in settings}
     for name, inst in _instances(args.graphs.split(",")):
         for label, setting in settings:
-            with phase_setting(setting):
-                row = _row(name, inst, args.time_limit, args.threads)
+            row = _row(name, inst, args.time_limit, args.threads, phase_setting(setting))
             rows[label].append(row)
             print(f"  {label:6s} {name}: final {row.get('final')} (HEFT {row['heft']}, bound {row.get('bound')}, "
                   f"closed {row.get('closed_pct')} %, found by {row.get('found_by')}) {row}", flush=True)

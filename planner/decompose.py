@@ -55,6 +55,9 @@ from planner.schedule.errors import PlanInvalidError, SimulationError
 from planner.schedule.plan import Plan, PlanMethod, TaskPlacement
 from planner.schedule.simulate import simulate
 from planner.schedule.validate import validate_plan
+from planner.search.budget import Budget
+from planner.search.phases import Candidate
+from planner.search.state import SearchState
 
 ProgressFn = Callable[[str], None]
 
@@ -410,3 +413,46 @@ def stitch_segments(instance: SchedulingInstance, results: Sequence[SegmentResul
 __all__ = ["Decomposition", "Segment", "SegmentResult", "SegmentSource", "bottleneck_tasks", "decompose_and_solve",
            "induced_instance", "restricted_plan", "segment_rows", "segment_signature", "segment_span", "segments",
            "stitch_segments"]
+
+
+def _one_segment(state: SearchState) -> bool:
+    """A graph without bottlenecks above the policy's size: one large segment, a bound and rarely a plan."""
+    return state.fine.num_tasks > state.policy.one_segment_tasks and len(segments(state.fine)) == 1
+
+
+def decomposition_applies(state: SearchState) -> bool:
+    return state.options.decomposition_share > 0 and state.fine.num_tasks > 1
+
+
+def decomposition_startup_s(state: SearchState) -> float:
+    """The work before any solver runs (per segment a list schedule, a bound, a validation; the stitch) cannot be
+    stopped; on one segment it includes the whole graph's communication-aware bound."""
+    policy = state.policy
+    return state.startup_s(policy.decomposition_cost + (policy.comm_bound_cost if _one_segment(state) else 0))
+
+
+def decomposition_phase(state: SearchState, budget: Budget) -> Candidate | None:
+    """Phase 1 of the placement search: decompose and solve within the options' share of the whole time limit
+    (less on one large segment: LNS gets the time), never past `budget`.  Leaves the decomposition in `state` and
+    its bound on the incumbent; offers the stitched plan as 'decomposition'."""
+    options, unit, incumbent = state.options, state.unit, state.plan
+    share = options.decomposition_share
+    if _one_segment(state):
+        share = min(share, state.policy.one_segment_share)
+    params = state.params
+    decomposition = decompose_and_solve(
+        state.fine, time_limit_s=min(share * params.time_limit_s, budget.left_s()), backend=options.backend,
+        threads=params.threads, seed=params.seed, progress=state.say, incumbent=incumbent)
+    state.decomposition = decomposition
+    state.incumbent.raise_bound(decomposition.bound_tick)
+    stitched = decomposition.plan
+    shorter = stitched is not None and stitched.makespan_tick < incumbent.makespan_tick
+    summary = (f"decomposition: {len(decomposition.segments)} segments ({decomposition.solved} by the solver), "
+               f"op-level bound {unit(state.bound_tick)}, stitched plan "
+               f"{unit(stitched.makespan_tick) if stitched is not None else 'none'}; incumbent "
+               f"{unit((stitched if shorter and stitched else incumbent).makespan_tick)}; "
+               f"{decomposition.seconds:.1f}s")
+    if stitched is None or not shorter:
+        state.say(summary)
+        return None
+    return Candidate(stitched, stitched.makespan_tick, "decomposition", summary=summary)

@@ -23,11 +23,12 @@ One move, on the incumbent plan P of the op graph:
    plateaus); a deadlock, an invalid plan or a solver failure is a rejected move.
 
 The neighbourhood's objective is the end of its last op, a proxy for the plan's makespan: the acceptance test is
-on the whole plan.  The window starts at 2 ops per device (within `MIN_WINDOW_OPS`..`MAX_WINDOW_OPS`), grows by a
-quarter after every `STALE_MOVES` moves in a row that found no shorter plan (up to `MAX_WINDOW_OPS`) and goes back
-to its first size after one that did.  The search stops when the budget is spent, or the plan meets `bound_tick`,
-or (with `stall_moves`, for callers that alternate searches; the planner's phase 3 does not: alternating with the
-iterated list scheduler measured no better on the engine bench) that many moves in a row found no shorter plan.
+on the whole plan.  The window starts at 2 ops per device (within the policy's `lns_min_window_ops` ..
+`lns_max_window_ops`), grows by a quarter after every `lns_stale_moves` moves in a row that found no shorter plan
+(up to the most) and goes back to its first size after one that did.  The search stops when the budget is spent,
+or the plan meets `bound_tick`, or (with `stall_moves`, for callers that alternate searches; the planner's phase 3
+does not: alternating with the iterated list scheduler gains nothing on the engine bench) that many moves in a row
+found no shorter plan.
 Moves are drawn from `numpy.random.default_rng(seed)`; with CP-SAT's deterministic mode the sequence of moves
 repeats when the solves do not hit their time limits.
 """
@@ -52,21 +53,17 @@ from planner.schedule.errors import PlanInvalidError
 from planner.schedule.plan import Plan, TaskPlacement
 from planner.schedule.simulate import plan_orders, simulate
 from planner.schedule.validate import validate_plan
+from planner.search.budget import Budget
+from planner.search.phases import Candidate
+from planner.search.policy import SearchPolicy
+from planner.search.state import SearchState
 
-__all__ = ["LnsResult", "MAX_WINDOW_OPS", "MIN_WINDOW_OPS", "lns", "neighbourhood_move"]
+__all__ = ["LnsResult", "lns", "lns_phase", "neighbourhood_move"]
 
 log = logging.getLogger(__name__)
 ProgressFn = Callable[[str], None]
 
-MIN_WINDOW_OPS = 8
-MAX_WINDOW_OPS = 48
-MOVE_TIME_S = 0.5  # most time one neighbourhood solve gets
-STALE_MOVES = 8  # after this many moves without improvement the window grows by a quarter
-# True: a neighbourhood's tails run only through the ops after the window, and the first op after the window on a
-# device is released when the window opens (`_delivery`, `_sentinel_release`).  False: the tails and releases of
-# before issue 16's fix (tails through P's whole schedule, window included; that op released at its start in P),
-# kept only so that `experiments.bench_engine --before pre-tails` measures the fix side by side.
-TAILS_AFTER_WINDOW = True
+DEFAULT_POLICY = SearchPolicy()
 
 
 @dataclass(frozen=True)
@@ -96,7 +93,7 @@ def _delivery(fine: SchedulingInstance, plan: Plan, tasks: Sequence[int], start:
     from it through the ops after the window that are outside the neighbourhood (start >= `a_tick` in P), in P's
     graph of data edges (with P's transfer delays) and device orders.  From a task itself only its data edges
     count, unless it is in `chained` (its device successor in P stays after it).  `a_tick` None: every op outside
-    the neighbourhood counts (before the fix below; `TAILS_AFTER_WINDOW`).
+    the neighbourhood counts (`SearchPolicy.lns_tails_after_window` False).
 
     Paths through the neighbourhood's own ops or through ops before the window do not count: the model holds the
     first itself, and the second ran before the window opened (what they feed is released at its time in P).
@@ -136,10 +133,11 @@ def _delivery(fine: SchedulingInstance, plan: Plan, tasks: Sequence[int], start:
 
 
 def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[int], *, time_limit_s: float,
-                       backend: str = "cpsat", threads: int = 8, seed: int = 0) -> tuple[Plan | None, bool]:
+                       backend: str = "cpsat", threads: int = 8, seed: int = 0,
+                       tails_after_window: bool = True) -> tuple[Plan | None, bool]:
     """One move (module docstring, steps 2-4) on the window `window` (op indices, all starting at or after the
     earliest of them): (the replayed, validated plan or None when the move is rejected, whether the neighbourhood
-    was solved to optimality)."""
+    was solved to optimality).  `tails_after_window`: `SearchPolicy.lns_tails_after_window`."""
     if not window:
         return None, True
     by = plan.by_task()
@@ -179,7 +177,7 @@ def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[in
     outside_params = np.bincount(device[~inside], weights=fine.param_bytes[~inside], minlength=fine.num_devices)
     capacity = np.maximum(0, fine.capacity_bytes - outside_params.astype(np.int64))
     sub = dataclasses.replace(sub, duration_tick=dur, capacity_bytes=capacity)
-    if TAILS_AFTER_WINDOW:
+    if tails_after_window:
         release = [_sentinel_release(fine, t, a_tick, start, end, device, free | frozen) if t in sentinels
                    else int(start[t]) if t in frozen else a_tick for t in tasks]
         tail = _delivery(fine, plan, tasks, start, end, device, a_tick, chained=sentinels)
@@ -276,7 +274,8 @@ def _replay(fine: SchedulingInstance, orders: Sequence[Sequence[int]]
 
 def lns(fine: SchedulingInstance, plan: Plan, *, time_limit_s: float, bound_tick: int = 0, backend: str = "cpsat",
         threads: int = 8, seed: int = 0, window_ops: int | None = None, stall_moves: int | None = None,
-        progress: ProgressFn | None = None, unit: Callable[[int], str] = str) -> LnsResult:
+        progress: ProgressFn | None = None, unit: Callable[[int], str] = str,
+        policy: SearchPolicy = DEFAULT_POLICY) -> LnsResult:
     """Improve `plan` (a valid plan of `fine`) by large-neighbourhood search until `time_limit_s` is spent, or
     `stall_moves` moves in a row did not shorten the plan, or it meets `bound_tick` (module docstring).  Never
     raises for a failed move: a move that fails in the solver is logged with its traceback and rejected."""
@@ -291,7 +290,8 @@ def lns(fine: SchedulingInstance, plan: Plan, *, time_limit_s: float, bound_tick
     except PlanInvalidError:
         best = plan
     first = best.makespan_tick
-    base = min(fine.num_tasks, window_ops or max(MIN_WINDOW_OPS, min(MAX_WINDOW_OPS, 2 * fine.num_devices)))
+    max_window = policy.lns_max_window_ops
+    base = min(fine.num_tasks, window_ops or max(policy.lns_min_window_ops, min(max_window, 2 * fine.num_devices)))
     size = base
     stale = 0
     moves = improving = rejected = 0
@@ -320,8 +320,9 @@ def lns(fine: SchedulingInstance, plan: Plan, *, time_limit_s: float, bound_tick
         if not window:
             continue
         try:
-            new, _optimal = neighbourhood_move(fine, best, window, time_limit_s=min(MOVE_TIME_S, left),
-                                              backend=backend, threads=threads, seed=seed + moves)
+            new, _optimal = neighbourhood_move(fine, best, window, time_limit_s=min(policy.lns_move_time_s, left),
+                                              backend=backend, threads=threads, seed=seed + moves,
+                                              tails_after_window=policy.lns_tails_after_window)
         except OpplanError as exc:  # no plan within the move's time: a rejected move
             log.debug("LNS move rejected: %s", exc)
             new, _optimal = None, False
@@ -343,6 +344,20 @@ def lns(fine: SchedulingInstance, plan: Plan, *, time_limit_s: float, bound_tick
             stale, size = 0, base
         else:
             stale += 1
-            if stale % STALE_MOVES == 0:  # stuck: look at larger neighbourhoods
-                size = min(MAX_WINDOW_OPS, fine.num_tasks, int(size * 1.25) + 1)
+            if stale % policy.lns_stale_moves == 0:  # stuck: look at larger neighbourhoods
+                size = min(max_window, fine.num_tasks, int(size * 1.25) + 1)
     return LnsResult(best, first, moves, improving, rejected, time.monotonic() - t0)
+
+
+def lns_phase(state: SearchState, budget: Budget) -> Candidate | None:
+    """Phase 3b of the placement search: `lns` from the incumbent with the time left."""
+    start, unit, params = state.plan, state.unit, state.params
+    left = budget.left_s()
+    state.say(f"LNS on the op plan from {unit(start.makespan_tick)} ({left:.0f}s left; bound "
+              f"{unit(state.bound_tick)})")
+    searched = lns(state.fine, start, time_limit_s=left, bound_tick=state.bound_tick, backend=state.options.backend,
+                   threads=params.threads, seed=params.seed, progress=state.say, unit=unit, policy=state.policy)
+    summary = (f"LNS: {searched.moves} moves ({searched.improving_moves} improving, {searched.rejected_moves}"
+               f" rejected) in {searched.seconds:.1f}s: {unit(start.makespan_tick)} -> "
+               f"{unit(searched.plan.makespan_tick)}")
+    return Candidate(searched.plan, searched.plan.makespan_tick, "LNS", seconds=searched.seconds, summary=summary)

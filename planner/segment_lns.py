@@ -67,6 +67,9 @@ from planner.decompose import (
 )
 from planner.errors import OpplanError
 from planner.schedule.plan import Plan, TaskPlacement
+from planner.search.budget import Budget
+from planner.search.phases import Candidate
+from planner.search.state import SearchState
 
 __all__ = ["SegmentLnsResult", "open_segment_groups", "segment_lns"]
 
@@ -335,3 +338,28 @@ def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decompositi
             group.tries -= 1  # an improving group stays first in line
     raised = decomposition.bound_tick + sum(len(g.members) * (g.bound_tick - g.first_bound_tick) for g in groups)
     return SegmentLnsResult(best, plan.makespan_tick, raised, moves, improving, rejected, time.monotonic() - t0)
+
+
+def segment_phase_applies(state: SearchState) -> bool:
+    """Phase 2c runs on a decomposition of several segments when its share of the time left holds a move."""
+    decomposition = state.decomposition
+    return (isinstance(decomposition, Decomposition) and len(decomposition.segments) > 1
+            and state.policy.segment_lns_share * state.budget.left_s() >= MIN_MOVE_S)
+
+
+def segment_phase(state: SearchState, budget: Budget) -> Candidate | None:
+    """Phase 2c of the placement search: `segment_lns` from the incumbent within `budget`; its proofs raise the
+    incumbent's bound.  None when it made no move (every segment meets its bound in the incumbent)."""
+    assert isinstance(state.decomposition, Decomposition)  # segment_phase_applies
+    start, unit, params = state.plan, state.unit, state.params
+    resolved = segment_lns(state.fine, start, state.decomposition, time_limit_s=budget.left_s(),
+                           bound_tick=state.bound_tick, backend=state.options.backend, threads=params.threads,
+                           seed=params.seed, progress=state.say, unit=unit)
+    if not resolved.moves:
+        return None
+    state.incumbent.raise_bound(resolved.bound_tick)
+    summary = (f"segment LNS: {resolved.moves} moves ({resolved.improving_moves} improving, "
+               f"{resolved.rejected_moves} rejected) in {resolved.seconds:.1f}s: {unit(start.makespan_tick)} -> "
+               f"{unit(resolved.plan.makespan_tick)}; op-level bound {unit(state.bound_tick)}")
+    return Candidate(resolved.plan, resolved.plan.makespan_tick, "segment LNS", seconds=resolved.seconds,
+                     summary=summary)

@@ -9,7 +9,9 @@ import pytest
 from checks import check_plan_valid
 from hypothesis import settings
 
-import planner.solve as solve_module
+import planner.lns as lns_module
+import planner.search.assignment as assignment_phase
+import planner.search.iterated as iterated_phase
 from planner.errors import InfeasibleError
 from planner.solve import SolveOptions, plan_instance
 
@@ -50,6 +52,10 @@ def stg_dir() -> Path:
     return path
 
 
+# the phase module in which the placement search calls each function `plan_with` can switch off or replace
+SEARCH_FUNCTIONS = {"iterated_list_schedule": iterated_phase, "assignment_search": assignment_phase, "lns": lns_module}
+
+
 def _no_plan(*_args, **_kwargs):
     raise InfeasibleError("off for this test")
 
@@ -57,13 +63,14 @@ def _no_plan(*_args, **_kwargs):
 @pytest.fixture
 def plan_with(monkeypatch):
     """`run(instance, off=(...), replace={...})`: `plan_instance` (6 s, one thread, no decomposition) with the named
-    functions of `planner.solve` in `off` replaced by one that finds no plan and those in `replace` by the given
-    ones; checks the plan and returns it with the progress lines — for tests of which phase found the plan."""
+    functions of the search's phases in `off` replaced by one that finds no plan and those in `replace` by the
+    given ones (each in the phase module that calls it: `SEARCH_FUNCTIONS`); checks the plan and returns it with the
+    progress lines — for tests of which phase found the plan."""
     def run(instance, *, off=(), replace=None, time_limit_s: float = 6.0):
         for name in off:
-            monkeypatch.setattr(solve_module, name, _no_plan)
+            monkeypatch.setattr(SEARCH_FUNCTIONS[name], name, _no_plan)
         for name, fn in (replace or {}).items():
-            monkeypatch.setattr(solve_module, name, fn)
+            monkeypatch.setattr(SEARCH_FUNCTIONS[name], name, fn)
         said: list[str] = []
         out = plan_instance(instance, SolveOptions(time_limit_s=time_limit_s, threads=1, decomposition_share=0.0),
                             said.append)

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from instances import layered_with_heft
 
 import planner.heuristics.assignment_search as search_module
-import planner.solve as solve_module
 from experiments.bench_engine import BEFORE_SETTING, phase_setting
 from experiments.layered import layered_dag
 from planner.cost.instance import INELIGIBLE
@@ -31,6 +30,7 @@ from planner.heuristics.assignment_search import (
 )
 from planner.heuristics.list_schedule import heft, list_schedule, upward_rank
 from planner.heuristics.memory import memory_never_binds
+from planner.search.policy import SearchPolicy
 from planner.solve import SolveOptions, plan_instance
 
 
@@ -217,8 +217,8 @@ def test_plan_instance_records_the_phase_when_it_finds_the_plan(plan_with) -> No
     assert any(m.startswith("assignment search: ") and "moves" in m for m in said)
 
 
-def test_the_bench_setting_turns_the_phase_off_and_restores_it() -> None:
-    before = (solve_module.ITERATED_SHARE, solve_module.ASSIGNMENT_SHARE)
-    with phase_setting(BEFORE_SETTING):
-        assert solve_module.ASSIGNMENT_SHARE == 0 and solve_module.ITERATED_SHARE == BEFORE_SETTING["ITERATED_SHARE"]
-    assert (solve_module.ITERATED_SHARE, solve_module.ASSIGNMENT_SHARE) == before
+def test_the_bench_setting_turns_the_phase_off_and_leaves_the_default() -> None:
+    before = (SearchPolicy().iterated_share, SearchPolicy().assignment_share)
+    policy = phase_setting(BEFORE_SETTING)
+    assert policy.assignment_share == 0 and policy.iterated_share == BEFORE_SETTING["iterated_share"]
+    assert (SearchPolicy().iterated_share, SearchPolicy().assignment_share) == before

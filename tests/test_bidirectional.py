@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from instances import layered_with_heft
 
-import planner.solve as solve_module
 from experiments.bench_engine import BEFORE_SETTINGS, MAIN_SETTING, phase_setting
 from experiments.layered import layered_dag
 from planner.errors import InfeasibleError
@@ -23,6 +22,7 @@ from planner.heuristics.iterated import ITERATED_METHOD, iterated_list_schedule
 from planner.heuristics.justify import Justifier, mirrored, mirrored_plan
 from planner.heuristics.list_schedule import heft, heuristic_plan
 from planner.heuristics.memory import memory_never_binds
+from planner.search.policy import SearchPolicy
 
 
 def test_the_mirror_reverses_every_edge_and_keeps_each_delay() -> None:
@@ -133,10 +133,9 @@ def test_plan_instance_names_the_mirror_when_it_found_the_plan(plan_with) -> Non
     assert any(m.startswith("iterated list scheduling race: forward") for m in said)
 
 
-def test_the_main_setting_turns_the_race_off_and_restores_it() -> None:
-    before = solve_module.MIRROR_RACE_SHARE
+def test_the_main_setting_turns_the_race_off_and_leaves_the_default() -> None:
+    before = SearchPolicy().mirror_race_share
     assert before > 0
-    with phase_setting(BEFORE_SETTINGS["main"]):
-        assert solve_module.MIRROR_RACE_SHARE == MAIN_SETTING["MIRROR_RACE_SHARE"] == 0
-    assert solve_module.MIRROR_RACE_SHARE == before
-    assert np.isclose(solve_module.ITERATED_SHARE, 0.6)
+    assert phase_setting(BEFORE_SETTINGS["main"]).mirror_race_share == MAIN_SETTING["mirror_race_share"] == 0
+    assert SearchPolicy().mirror_race_share == before
+    assert np.isclose(SearchPolicy().iterated_share, 0.6)

@@ -3,6 +3,7 @@ merges stay valid contractions, and the merge stops at the solver's size."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import random_dags
 
-import planner.solve as solve_module
 from experiments.layered import layered_dag
 from planner.coarsen import (
     DEFAULT_CP_TOLERANCE,
@@ -34,6 +34,7 @@ from planner.cost.instance import SchedulingInstance
 from planner.ir.hardware import load_topology
 from planner.ir.moe_model import MoEConfig, write_moe_model
 from planner.prepare import prepare
+from planner.search.policy import SearchPolicy
 from planner.solve import SolveOptions, plan_instance
 
 DATA = Path(__file__).resolve().parents[1] / "planner" / "data"
@@ -228,26 +229,24 @@ def _moe_cpu4() -> SchedulingInstance:
     return prepare(DATA / "models" / "moe.onnx", load_topology(PROFILES / "cpu-4.yaml")).instance
 
 
-def test_search_skips_linear_rounds_above_the_op_limit(monkeypatch) -> None:
-    # above LINEAR_MAX_OPS the merge would leave thousands of clusters: the phase says so and runs no round
+def test_search_skips_linear_rounds_above_the_op_limit() -> None:
+    # above the policy's linear_max_ops the merge would leave thousands of clusters: the phase says so and runs no round
     fine = _moe_cpu4()
-    monkeypatch.setattr(solve_module, "LINEAR_MAX_OPS", fine.num_tasks - 1)
     lines: list[str] = []
     out = plan_instance(fine, SolveOptions(time_limit_s=4, threads=2, decomposition_share=0.0, max_rounds=1),
-                        lines.append)
+                        lines.append, policy=dataclasses.replace(SearchPolicy(), linear_max_ops=fine.num_tasks - 1))
     assert any(m.startswith(f"linear clustering skipped: {fine.num_tasks} ops") for m in lines)
     assert not any(m.startswith("linear cluster round") for m in lines)
     assert "linear cluster round" not in [p.source for p in out.phases]
 
 
-def test_search_skips_linear_rounds_when_clusters_exceed_the_model_size(monkeypatch) -> None:
+def test_search_skips_linear_rounds_when_clusters_exceed_the_model_size() -> None:
     # the merge stops short of the backend's count when merging further would lengthen the critical path; a
-    # round on more than CLUSTER_ROUND_FACTOR x the count is not attempted
+    # round on more than cluster_round_factor x the count is not attempted
     fine = _moe_cpu4()
-    monkeypatch.setattr(solve_module, "CLUSTER_ROUND_FACTOR", 0)
     lines: list[str] = []
     plan_instance(fine, SolveOptions(time_limit_s=4, threads=2, decomposition_share=0.0, max_rounds=1),
-                  lines.append)
+                  lines.append, policy=dataclasses.replace(SearchPolicy(), cluster_round_factor=0))
     assert any(m.startswith("linear clustering:") for m in lines)
     assert any(m.startswith("linear cluster rounds skipped:") for m in lines)
     assert not any(m.startswith("linear cluster round ") for m in lines)

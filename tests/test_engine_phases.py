@@ -8,7 +8,9 @@ import pytest
 from checks import check_plan_valid
 from instances import make_instance
 
-import planner.solve as solve_module
+import planner.lns as lns_module
+import planner.search.iterated as iterated_phase
+import planner.search.list_scheduling as list_scheduling
 from experiments.layered import layered_dag
 from planner.decompose import PROGRESS_EVERY_S, _segment_progress
 from planner.errors import InfeasibleError
@@ -17,12 +19,12 @@ from planner.heuristics.list_schedule import Rank, heft
 from planner.heuristics.memory_list import memory_list
 from planner.heuristics.memory_pack import packed_plan
 from planner.heuristics.peft import peft
-from planner.solve import SolveOptions, _best_list_schedule, baseline_makespans, plan_instance
+from planner.solve import SolveOptions, baseline_makespans, plan_instance
 
 
 def test_phase_zero_takes_peft_when_it_is_shortest() -> None:
     inst = layered_dag(40, 3, seed=24, comm_ratio=2.0)  # PEFT beats HEFT here (test_list_schedulers_more)
-    best = _best_list_schedule(inst)
+    best = list_scheduling.best_list_schedule(inst)
     assert best.makespan_tick == min(heft(inst).makespan_tick, heft(inst, rank=Rank.SUM).makespan_tick,
                                      peft(inst).makespan_tick)
     assert best.makespan_tick <= peft(inst).makespan_tick
@@ -62,7 +64,7 @@ def test_baselines_reuse_phase_zero_heft() -> None:
     # the baselines take HEFT's makespan from phase 0 rather than schedule the op graph again; same figures
     inst = layered_dag(60, 3, seed=7, comm_ratio=1.0)
     computed: dict[str, int] = {}
-    _best_list_schedule(inst, computed)
+    list_scheduling.best_list_schedule(inst, computed)
     assert computed == {"heft": heft(inst).makespan_tick}
     assert baseline_makespans(inst, computed) == baseline_makespans(inst)
     assert baseline_makespans(inst, {"heft": -1})["heft"] == -1  # a known figure is taken as it is
@@ -76,10 +78,10 @@ def test_phase_zero_falls_back_to_the_memory_aware_list_schedule(monkeypatch) ->
     # when HEFT and its variants run into a memory dead end (forced here: on real models it happens near the least
     # feasible capacity), the memory-aware list schedule starts the search and the planner still returns a plan
     inst = layered_dag(40, 3, seed=3, comm_ratio=1.0)
-    monkeypatch.setattr(solve_module, "heft", _infeasible)
-    monkeypatch.setattr(solve_module, "peft", _infeasible)
+    monkeypatch.setattr(list_scheduling, "heft", _infeasible)
+    monkeypatch.setattr(list_scheduling, "peft", _infeasible)
     computed: dict[str, int] = {}
-    first = _best_list_schedule(inst, computed)
+    first = list_scheduling.best_list_schedule(inst, computed)
     assert first.makespan_tick == memory_list(inst).makespan_tick and computed == {}
     out = plan_instance(inst, SolveOptions(time_limit_s=3, threads=1, decomposition_share=0.0))
     check_plan_valid(inst, out.op_plan)
@@ -88,12 +90,12 @@ def test_phase_zero_falls_back_to_the_memory_aware_list_schedule(monkeypatch) ->
 
 def test_phase_zero_raises_heft_error_when_nothing_fits(monkeypatch) -> None:
     inst = layered_dag(20, 2, seed=1, comm_ratio=1.0)
-    monkeypatch.setattr(solve_module, "heft", _infeasible)
-    monkeypatch.setattr(solve_module, "peft", _infeasible)
-    monkeypatch.setattr(solve_module, "memory_list", lambda *_a, **_k: _infeasible())
-    monkeypatch.setattr(solve_module, "packed_plan", lambda *_a, **_k: _infeasible())
+    monkeypatch.setattr(list_scheduling, "heft", _infeasible)
+    monkeypatch.setattr(list_scheduling, "peft", _infeasible)
+    monkeypatch.setattr(list_scheduling, "memory_list", lambda *_a, **_k: _infeasible())
+    monkeypatch.setattr(list_scheduling, "packed_plan", lambda *_a, **_k: _infeasible())
     with pytest.raises(InfeasibleError, match="forced: no plan fits memory"):
-        _best_list_schedule(inst)
+        list_scheduling.best_list_schedule(inst)
 
 
 def test_phase_zero_takes_the_memory_aware_schedule_when_heft_hits_memory(monkeypatch) -> None:
@@ -111,10 +113,10 @@ def test_phase_zero_takes_the_memory_aware_schedule_when_heft_hits_memory(monkey
         calls.append("memory_list")
         return memory_list(instance, *args, **kwargs)
 
-    monkeypatch.setattr(solve_module, "heft", heft_stuck_unless_sum)
-    monkeypatch.setattr(solve_module, "peft", _infeasible)
-    monkeypatch.setattr(solve_module, "memory_list", counted_memory_list)
-    plan = _best_list_schedule(inst)
+    monkeypatch.setattr(list_scheduling, "heft", heft_stuck_unless_sum)
+    monkeypatch.setattr(list_scheduling, "peft", _infeasible)
+    monkeypatch.setattr(list_scheduling, "memory_list", counted_memory_list)
+    plan = list_scheduling.best_list_schedule(inst)
     assert calls == ["memory_list"]
     check_plan_valid(inst, plan)
     assert plan.makespan_tick == min(heft(inst, rank=Rank.SUM).makespan_tick, memory_list(inst).makespan_tick)
@@ -123,10 +125,10 @@ def test_phase_zero_takes_the_memory_aware_schedule_when_heft_hits_memory(monkey
 def test_phase_zero_falls_back_to_the_packed_plan(monkeypatch) -> None:
     # below what the list schedulers fit, the parameters-first packed plan is the last resort before infeasible
     inst = layered_dag(20, 2, seed=1, comm_ratio=1.0)
-    monkeypatch.setattr(solve_module, "heft", _infeasible)
-    monkeypatch.setattr(solve_module, "peft", _infeasible)
-    monkeypatch.setattr(solve_module, "memory_list", lambda *_a, **_k: _infeasible())
-    plan = _best_list_schedule(inst)
+    monkeypatch.setattr(list_scheduling, "heft", _infeasible)
+    monkeypatch.setattr(list_scheduling, "peft", _infeasible)
+    monkeypatch.setattr(list_scheduling, "memory_list", lambda *_a, **_k: _infeasible())
+    plan = list_scheduling.best_list_schedule(inst)
     check_plan_valid(inst, plan)
     assert plan.method == packed_plan(inst).method
 
@@ -139,8 +141,8 @@ def test_a_phase_that_finds_no_plan_is_skipped_not_fatal(monkeypatch) -> None:
     def no_plan(*_args, **_kwargs):
         raise InfeasibleError("no list schedule fits (every starting priority failed)")
 
-    monkeypatch.setattr(solve_module, "iterated_list_schedule", no_plan)
-    monkeypatch.setattr(solve_module, "lns", no_plan)
+    monkeypatch.setattr(iterated_phase, "iterated_list_schedule", no_plan)
+    monkeypatch.setattr(lns_module, "lns", no_plan)
     said: list[str] = []
     out = plan_instance(inst, SolveOptions(time_limit_s=3, threads=1, decomposition_share=0.0), said.append)
     check_plan_valid(inst, out.op_plan)

@@ -13,10 +13,10 @@ import numpy as np
 from checks import check_plan_valid
 from instances import make_instance
 
-import planner.lns as lns_module
 from planner.lns import _delivery, neighbourhood_move
 from planner.schedule.plan import PlanMethod
 from planner.schedule.simulate import simulate
+from planner.search.policy import SearchPolicy
 
 X, U, Y, W1, W2, Z = range(6)
 
@@ -59,4 +59,4 @@ def test_a_window_move_finds_the_parallel_schedule() -> None:
     check_plan_valid(inst, new)
     # w1 4-14 on device 0, w2 5-15 on device 1 (after the transfer from y), z (kept on device 0) 16-17
     assert new.makespan_tick == 17
-    assert lns_module.TAILS_AFTER_WINDOW
+    assert SearchPolicy().lns_tails_after_window

@@ -12,7 +12,7 @@ import numpy as np
 from checks import check_plan_valid
 from matplotlib.collections import PolyCollection
 
-import planner.solve as solve_module
+import planner.search.list_scheduling as list_scheduling
 from experiments.layered import layered_dag
 from planner.cli import as_early_as_possible
 from planner.heuristics.list_schedule import Rank, heft, upward_rank
@@ -20,7 +20,9 @@ from planner.plot import gantt_figure, merged_bars
 from planner.schedule.actions import parse_action, try_parse_action
 from planner.schedule.plan_io import load_plan, plan_json, plan_to_dict, save_plan
 from planner.schedule.simulate import retime_plan, simulate_plan
-from planner.solve import PhaseLog, SolveOptions, _best_list_schedule, _history, plan_instance
+from planner.search.list_scheduling import best_list_schedule
+from planner.search.policy import SearchPolicy
+from planner.solve import PhaseLog, SolveOptions, _history, plan_instance
 
 
 def test_past_deadline_runs_heft_only_and_says_what_was_skipped() -> None:
@@ -28,7 +30,7 @@ def test_past_deadline_runs_heft_only_and_says_what_was_skipped() -> None:
     said: list[str] = []
     seconds: list[float] = []
     computed: dict[str, int] = {}
-    best = _best_list_schedule(inst, computed, deadline=time.monotonic() - 1.0, progress=said.append,
+    best = best_list_schedule(inst, computed, deadline=time.monotonic() - 1.0, progress=said.append,
                                seconds=seconds)
     assert best.makespan_tick == heft(inst).makespan_tick == computed["heft"]
     assert len(seconds) == 1
@@ -38,20 +40,18 @@ def test_past_deadline_runs_heft_only_and_says_what_was_skipped() -> None:
 def test_without_deadline_phase_zero_is_unchanged() -> None:
     inst = layered_dag(60, 3, seed=2, comm_ratio=2.0)
     seconds: list[float] = []
-    best = _best_list_schedule(inst, seconds=seconds)
+    best = best_list_schedule(inst, seconds=seconds)
     assert len(seconds) == 3
     assert best.makespan_tick == min(heft(inst).makespan_tick, heft(inst, rank=Rank.SUM).makespan_tick,
-                                     solve_module.peft(inst).makespan_tick)
+                                     list_scheduling.peft(inst).makespan_tick)
 
 
-def test_no_time_left_skips_the_bound_and_the_decomposition_but_plans(monkeypatch) -> None:
+def test_no_time_left_skips_the_bound_and_the_decomposition_but_plans() -> None:
     inst = layered_dag(200, 4, seed=3, comm_ratio=2.0)
     # every unstoppable step is estimated far above any budget: phase 0 keeps HEFT, the rest is skipped for time
-    monkeypatch.setattr(solve_module, "COMM_BOUND_COST", 1e9)
-    monkeypatch.setattr(solve_module, "DECOMPOSITION_COST", 1e9)
-    monkeypatch.setattr(solve_module, "CLUSTER_RUNS_COST", 1e9)
+    policy = dataclasses.replace(SearchPolicy(), comm_bound_cost=1e9, decomposition_cost=1e9, cluster_runs_cost=1e9)
     said: list[str] = []
-    out = plan_instance(inst, SolveOptions(time_limit_s=2.0), progress=said.append)
+    out = plan_instance(inst, SolveOptions(time_limit_s=2.0), progress=said.append, policy=policy)
     check_plan_valid(inst, out.op_plan)
     assert any("communication-aware bound skipped for time" in s for s in said)
     assert any("decomposition skipped for time" in s for s in said)
@@ -122,11 +122,11 @@ def test_writer_replays_once_and_states_the_replayed_times() -> None:
     assert retime_plan(plan, inst).makespan_tick == timeline.makespan_tick
 
 
-def test_assignment_search_is_skipped_when_its_setup_would_overrun(monkeypatch) -> None:
+def test_assignment_search_is_skipped_when_its_setup_would_overrun() -> None:
     inst = layered_dag(200, 4, seed=3, comm_ratio=2.0)
-    monkeypatch.setattr(solve_module, "ASSIGNMENT_START_COST", 1e9)
     said: list[str] = []
-    out = plan_instance(inst, SolveOptions(time_limit_s=8.0), progress=said.append)
+    out = plan_instance(inst, SolveOptions(time_limit_s=8.0), progress=said.append,
+                        policy=dataclasses.replace(SearchPolicy(), assignment_start_cost=1e9))
     check_plan_valid(inst, out.op_plan)
     assert any("assignment search skipped for time" in s for s in said) or any("meets the lower bound" in s
                                                                                 for s in said)

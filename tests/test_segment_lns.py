@@ -89,15 +89,17 @@ def test_the_search_stops_when_every_group_is_proven(devices):
 def test_the_planner_records_the_segment_phase_and_its_bound(monkeypatch):
     # the state phase 2c exists for, forced: phase 0 left a poor plan and phase 1 ran out of time before any
     # segment's solve (its stitched plan none, every segment open)
+    import planner.decompose as decompose_module
+    import planner.search.linear_rounds as linear_rounds_module
     import planner.solve as solve_module
     from planner.solve import SolveOptions, plan_instance
 
     fine = _fork_joins()
     poor = single_device(fine)
-    monkeypatch.setattr(solve_module, "_phase_zero", lambda *_args: (poor, 0.001))
-    monkeypatch.setattr(solve_module, "decompose_and_solve",
+    monkeypatch.setattr(solve_module, "phase_zero", lambda *_args: (poor, 0.001))
+    monkeypatch.setattr(decompose_module, "decompose_and_solve",
                         lambda *_args, **_kwargs: dataclasses.replace(_open_decomposition(fine), plan=None))
-    monkeypatch.setattr(solve_module, "_linear_rounds", lambda *_args: (None, []))
+    monkeypatch.setattr(linear_rounds_module, "linear_rounds", lambda *_args: (None, []))
     said: list[str] = []
     out = plan_instance(fine, SolveOptions(time_limit_s=20.0), said.append)
     validate_plan(fine, out.op_plan)

@@ -1,0 +1,77 @@
+"""The placement search's tuning: one frozen record, passed in (`plan_instance(..., policy=SearchPolicy())`).
+
+Shares are fractions of the time left when a phase starts (`planner.search.budget`).  Startup costs are in list
+schedules: the fastest of phase 0's runs is the unit, so the estimates scale with the instance and the machine.
+A study or a test that wants another setting passes ``dataclasses.replace(SearchPolicy(), knob=value)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from planner.heuristics.bidirectional import RACE_SHARE
+
+DEFAULT_CLUSTERS: Mapping[str, int] = MappingProxyType({"cpsat": 96, "scip": 24, "cbc": 16, "highs": 16})
+"""How many clusters a round gives each backend's placement model (`SearchPolicy.default_clusters`)."""
+
+
+@dataclass(frozen=True)
+class SearchPolicy:
+    """Every knob of the placement search (`planner.solve`), each with the reason for its value."""
+
+    # CP-SAT handles a hundred-odd clusters on 8 devices comfortably; big-M MILPs stall far earlier
+    default_clusters: Mapping[str, int] = field(default_factory=lambda: DEFAULT_CLUSTERS)
+    # a cluster round's model beyond this many times the backend's cluster count does not solve in a round
+    cluster_round_factor: int = 4
+    # runs that are nearly single ops (above this share of the ops) make the op-level model again: no gain
+    cluster_min_shrink: float = 0.8
+    # of the time left, what one cluster round may use; LNS needs the rest on tight plans of large graphs
+    cluster_share: float = 0.3
+    # a graph without bottlenecks above this many ops is one large segment: a bound, rarely a plan
+    one_segment_tasks: int = 150
+    # what the decomposition may use of the budget on such a graph (LNS gets the time instead)
+    one_segment_share: float = 0.15
+    # of the time left after the segment neighbourhoods, what the iterated list scheduler gets
+    iterated_share: float = 0.6
+    # of the iterated search's budget, what each direction of time gets before the shorter one takes the rest;
+    # 0: the forward search alone
+    mirror_race_share: float = RACE_SHARE
+    # of the time left after the iterated search, what the assignment search gets at most (LNS the rest); 0: off
+    assignment_share: float = 0.6
+    # the assignment search hands its time on to LNS after this many moves without gain
+    assignment_stall_moves: int = 6000
+    # of the time left after the cluster rounds, what the segment neighbourhoods get
+    segment_lns_share: float = 0.6
+    # of the time left after the decomposition, what the linear rounds get on a graph with bottlenecks
+    linear_share: float = 0.25
+    # above this many ops the parallelism-keeping merge leaves thousands of clusters, far above what a round solves
+    linear_max_ops: int = 20_000
+    # the communication-aware bound costs 4-9 list schedules (10k-100k ops) and cannot be stopped
+    comm_bound_cost: float = 8
+    # the decomposition's work before its solver (per-segment list schedules, bounds, validations, the stitch)
+    decomposition_cost: float = 5
+    # finding the incumbent's runs for the cluster rounds (`respecting_clusters`) cannot be stopped
+    cluster_runs_cost: float = 8
+    # the iterated search's priorities and the first decodes of its starts
+    iterated_start_cost: float = 5
+    # the assignment search's decoder, first decode and linear clusters, and a first move (which cannot be stopped)
+    assignment_start_cost: float = 2
+    # LNS windows start at 2 ops per device within these bounds: fewer frees too little to move the plan, more makes
+    # a neighbourhood the solver does not close in a move's time
+    lns_min_window_ops: int = 8
+    lns_max_window_ops: int = 48
+    # most time one neighbourhood solve gets: many short moves beat few long ones
+    lns_move_time_s: float = 0.5
+    # after this many moves in a row without a shorter plan the window grows by a quarter (a local optimum of this
+    # size)
+    lns_stale_moves: int = 8
+    # a neighbourhood's tails run only through the ops after the window, and the first op after the window on a
+    # device is released when the window opens; False: tails through the whole plan (window included) and that op
+    # released at its start in the plan, which over-constrains the neighbourhood (kept to measure the difference)
+    lns_tails_after_window: bool = True
+
+    def clusters_for(self, backend: str, target: int | None = None) -> int:
+        """The cluster count a round gives `backend`'s model: `target` when given, else this policy's default."""
+        return target or self.default_clusters.get(backend, 32)
