@@ -14,7 +14,7 @@ files that the onnx wheel ships are opset 6) is converted first:
   rule would meet the last axis instead (a shape error, or another result where the sizes happen to agree).
 
 A model the converter cannot convert is refused with the opset and the fix; a model at opset 7 or above comes back
-unchanged (the importer may still upgrade it later, for shape inference: `onnx_import._infer_shapes`).
+unchanged (the importer may still upgrade it later, for shape inference: `onnx_shapes.infer_shapes`).
 """
 
 from __future__ import annotations

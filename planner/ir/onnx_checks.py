@@ -1,0 +1,277 @@
+"""Reading, parsing and checking an ONNX file, and the user's input shapes: steps 1-7 of `planner.ir.onnx_import`.
+
+Each check either passes or raises an `OpplanError` naming the file, the item and the fix.  External tensors are
+checked against their files, and only the small ones (which may hold shape values) are read: weights are never
+needed to plan, only their shapes.  Op types must have an ONNX schema at the model's opset (``com.microsoft``
+contrib ops accepted).  Input shapes given by the user are checked against the graph inputs and written into them;
+any dynamic input dimension left is reported at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import ModelProto, TensorProto
+
+from planner.errors import DynamicShapeError, InputError, UnsupportedOpError
+from planner.ir.onnx_walk import (
+    CANON_DOMAIN,
+    CONTRIB_DOMAINS,
+    SHOW_ITEMS,
+    all_node_lists,
+    is_external,
+    iter_tensors,
+    names_of_nodes,
+    one_line,
+)
+
+__all__ = ["apply_input_shapes", "check_dynamic_inputs", "check_external_data", "check_op_types", "check_structure",
+           "check_tensor_outputs", "graph_inputs", "parse_model", "read_model_file", "read_old_ir_as_4"]
+
+
+_PROTOBUF_LIMIT_BYTES = 2**31 - 1
+
+_SMALL_EXTERNAL_BYTES = 64 * 1024  # external tensors up to this size are read (they may hold shape values)
+
+_SMALL_EXTERNAL_TOTAL_BYTES = 256 * 2**20
+
+_IR_INITIALIZERS_APART = 4  # from this IR version on an initializer need not be listed among the graph inputs
+
+
+def read_model_file(p: Path, shown: str) -> bytes:
+    if not p.exists():
+        raise InputError("model file not found", path=shown, fix="check the path")
+    if not p.is_file():
+        raise InputError("is not a file", path=shown, fix="pass the path of an .onnx file")
+    size = p.stat().st_size
+    if size > _PROTOBUF_LIMIT_BYTES:
+        raise InputError(f"ONNX file is {size} bytes, over protobuf's 2 GB limit", path=shown,
+                         fix="save the model with external data (onnx.save_model(..., save_as_external_data=True))")
+    try:
+        return p.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read the model file: {exc.strerror}", path=shown, fix="check permissions") from None
+
+
+def parse_model(data: bytes, shown: str) -> ModelProto:
+    model = ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        if data[:1] == b"\x08":  # starts like an ONNX model (field 1, ir_version)
+            raise InputError(f"truncated or corrupt ONNX file ({one_line(exc)})", path=shown,
+                             fix="re-export the model or download it again") from None
+        raise InputError("not an ONNX model (the file is not an ONNX protobuf)", path=shown,
+                         fix="pass an .onnx model file") from None
+    if model.ir_version <= 0 or not model.HasField("graph"):
+        raise InputError("not an ONNX model (no IR version or no graph)", path=shown,
+                         fix="pass an .onnx model file; re-export it if it is truncated or corrupt")
+    return model
+
+
+def read_old_ir_as_4(model: ModelProto, external: bool) -> None:
+    """IR 3 asked that every initializer also be a graph input; files of that time often list only the real
+    inputs (onnxruntime's own `datasets/mul_1.onnx`), and onnxruntime runs them.  Such a graph means the same
+    read as IR 4 (an initializer that is also an input stays an input with a default), so the in-memory copy is
+    read as IR 4 rather than refused by the checker.  External data is checked from the file, so left alone."""
+    if not external and model.ir_version < _IR_INITIALIZERS_APART:
+        model.ir_version = _IR_INITIALIZERS_APART
+
+
+def check_tensor_outputs(model: ModelProto, shown: str) -> None:
+    """Graph outputs must be tensors: a sequence or map output (ai.onnx.ml ZipMap, SequenceConstruct) has no
+    shape to plan with nor a tensor to send between ranks."""
+    bad = [f"{vi.name!r} ({vi.type.WhichOneof('value')})" for vi in model.graph.output
+           if vi.type.WhichOneof("value") not in (None, "tensor_type")]
+    if bad:
+        raise InputError(f"graph output(s) {', '.join(bad[:SHOW_ITEMS])} are not tensors; opplan plans and runs tensor "
+                         "graphs", path=shown, fix="export the model with tensor outputs (e.g. skl2onnx's "
+                                                   "options={'zipmap': False} for classifiers)")
+
+
+def check_structure(model: ModelProto, p: Path, shown: str, external: bool) -> None:
+    # The checker resolves external data files against the folder of the model it is given: with external data,
+    # check the file itself (its folder is the base), otherwise the parsed model (no second read).
+    try:
+        onnx.checker.check_model(str(p) if external else model)
+    except onnx.checker.ValidationError as exc:
+        raise InputError(f"invalid ONNX model (a broken graph, or a truncated or corrupt file): {one_line(exc)}",
+                         path=shown, fix="re-export the model; onnx.checker.check_model shows the details") from None
+
+
+def check_external_data(model: ModelProto, base_dir: Path, shown: str) -> bool:
+    """Check every external tensor's file; read the small ones.  True when the model has external data."""
+    base = base_dir.resolve()
+    loaded = 0
+    found = False
+    for t in iter_tensors(model.graph):
+        if not is_external(t):
+            continue
+        found = True
+        info = {e.key: e.value for e in t.external_data}
+        location = info.get("location", "")
+        target = (base / location).resolve()
+        if not location or os.path.isabs(location) or base not in target.parents:
+            raise InputError(f"tensor {t.name!r} stores its data at {location!r}, outside the model's folder",
+                             path=shown, fix="keep external data files next to the model (relative paths)")
+        if not target.is_file():
+            raise InputError(f"external data file {location!r} of tensor {t.name!r} not found in {base_dir}",
+                             path=shown, fix="copy the external data files next to the model")
+        offset = int(info.get("offset", 0) or 0)
+        length = info.get("length")
+        size = target.stat().st_size
+        n = int(length) if length else size - offset
+        if offset + n > size or n < 0:
+            raise InputError(f"external data file {location!r} is too short for tensor {t.name!r} "
+                             f"(needs bytes {offset}..{offset + n}, has {size})", path=shown,
+                             fix="the data file is truncated: copy it again or re-export the model")
+        if n <= _SMALL_EXTERNAL_BYTES and loaded + n <= _SMALL_EXTERNAL_TOTAL_BYTES:
+            with open(target, "rb") as fh:
+                fh.seek(offset)
+                t.raw_data = fh.read(n)
+            del t.external_data[:]
+            t.data_location = TensorProto.DEFAULT
+            loaded += n
+    return found
+
+
+@lru_cache(maxsize=1)
+def _schema_domains() -> frozenset[str]:
+    return frozenset(s.domain for s in onnx.defs.get_all_schemas_with_history())
+
+
+def check_op_types(model: ModelProto, shown: str) -> None:
+    opsets = {CANON_DOMAIN.get(o.domain, o.domain): o.version for o in model.opset_import}
+    known = _schema_domains()
+    bad: dict[tuple[str, str], list[str]] = {}
+    why: dict[tuple[str, str], str] = {}
+    checked: dict[tuple[str, str], bool] = {}
+    for prefix, nodes in all_node_lists(model.graph):
+        names = names_of_nodes(nodes)
+        for node, name in zip(nodes, names, strict=True):
+            domain = CANON_DOMAIN.get(node.domain, node.domain)
+            key = (domain, node.op_type)
+            ok = checked.get(key)
+            if ok is None:
+                ok = True
+                if domain in CONTRIB_DOMAINS:
+                    pass
+                elif domain not in known:
+                    ok, why[key] = False, f"domain {domain!r} is not an ONNX domain this importer knows"
+                else:
+                    version = opsets.get(domain)
+                    if version is not None and not onnx.defs.has(node.op_type, version, domain):
+                        ok = False
+                        if onnx.defs.has(node.op_type, domain):
+                            first = onnx.defs.get_schema(node.op_type, domain).since_version
+                            why[key] = f"not in opset {version} (it exists from opset {first})"
+                        else:
+                            why[key] = "no ONNX opset defines it"
+                    elif version is None and not onnx.defs.has(node.op_type, domain):
+                        ok, why[key] = False, "no ONNX opset defines it"
+                checked[key] = ok
+            if not ok:
+                bad.setdefault(key, []).append(prefix + name)
+    if bad:
+        listed: list[str] = []
+        for (domain, op_type), node_names in bad.items():
+            more = f" and {len(node_names) - SHOW_ITEMS} more" if len(node_names) > SHOW_ITEMS else ""
+            listed.append(f"{op_type} (domain {domain or 'ai.onnx'!r}: {why[(domain, op_type)]}) "
+                          f"at node(s) {', '.join(map(repr, node_names[:SHOW_ITEMS]))}{more}")
+        raise UnsupportedOpError("unsupported op type(s): " + "; ".join(listed), path=shown,
+                                 fix="replace them by standard ONNX ops (or export with a higher opset) and re-export")
+
+
+def graph_inputs(model: ModelProto) -> list[onnx.ValueInfoProto]:
+    inits = {t.name for t in model.graph.initializer} | {t.values.name for t in model.graph.sparse_initializer}
+    return [vi for vi in model.graph.input if vi.name not in inits]
+
+
+def _fmt_dims(dims: Sequence[object]) -> str:
+    return "x".join(str(d) for d in dims)
+
+
+def _dim_label(d: onnx.TensorShapeProto.Dimension) -> object:
+    if d.HasField("dim_value") and d.dim_value > 0:
+        return d.dim_value
+    return d.dim_param or "?"
+
+
+def apply_input_shapes(model: ModelProto, input_shapes: Mapping[str, Sequence[int]], shown: str) -> None:
+    by_name = {vi.name: vi for vi in graph_inputs(model)}
+    inits = {t.name for t in model.graph.initializer}
+    for name, dims in input_shapes.items():
+        if name not in by_name:
+            if name in inits:
+                raise InputError(f"input shape given for {name!r}, an initializer (weight), not a graph input",
+                                 path=shown, fix=f"graph inputs: {', '.join(list(by_name)[:SHOW_ITEMS]) or 'none'}")
+            close = difflib.get_close_matches(name, list(by_name), n=1, cutoff=0.4)
+            fix = (f"did you mean {close[0]!r}?" if close
+                   else f"graph inputs: {', '.join(list(by_name)[:SHOW_ITEMS]) or 'none'}")
+            raise InputError(f"input shape given for {name!r}, which is not a graph input", path=shown, fix=fix)
+        try:
+            values = tuple(int(d) for d in dims)
+        except (TypeError, ValueError):
+            values = ()
+        if not values and len(tuple(dims)) or any(v <= 0 for v in values):
+            raise InputError(f"input shape {_fmt_dims(tuple(dims))} for {name!r} must be positive integers",
+                             path=shown, fix=f"e.g. --input-shape {name}=1x3x224x224")
+        vi = by_name[name]
+        if not vi.type.HasField("tensor_type"):
+            raise InputError(f"graph input {name!r} is not a tensor; it cannot take an input shape", path=shown,
+                             fix="remove it from --input-shape")
+        tt = vi.type.tensor_type
+        if tt.HasField("shape"):
+            declared = list(tt.shape.dim)
+            if len(declared) != len(values):
+                raise InputError(
+                    f"input {name!r} has rank {len(declared)} ({_fmt_dims([_dim_label(d) for d in declared])}) "
+                    f"but the given shape {_fmt_dims(values)} has rank {len(values)}", path=shown,
+                    fix=f"give {len(declared)} dimensions")
+            for i, (d, v) in enumerate(zip(declared, values, strict=True)):
+                if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != v:
+                    raise InputError(
+                        f"input {name!r} dimension {i} is fixed to {d.dim_value} in the model but the given shape "
+                        f"{_fmt_dims(values)} says {v}", path=shown, fix="change only the dynamic dimensions")
+        tt.shape.Clear()
+        for v in values:
+            tt.shape.dim.add().dim_value = v
+    # Stale shapes from export (e.g. batch 1 written into value_info) would contradict the new input shapes:
+    # let inference recompute everything a standard op produces.
+    standard = {o for node in model.graph.node if CANON_DOMAIN.get(node.domain, node.domain) not in
+                CONTRIB_DOMAINS for o in node.output}
+    keep = [vi for vi in model.graph.value_info if vi.name not in standard]
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(keep)
+    for vi in model.graph.output:
+        if vi.name in standard and vi.type.HasField("tensor_type"):
+            vi.type.tensor_type.ClearField("shape")
+
+
+def check_dynamic_inputs(model: ModelProto, shown: str) -> None:
+    problems: list[str] = []
+    examples: list[str] = []
+    for vi in graph_inputs(model):
+        if not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        if not tt.HasField("shape"):
+            problems.append(f"{vi.name!r} (rank unknown)")
+            examples.append(f"--input-shape {vi.name}=<dims>")
+            continue
+        dyn = [(i, d) for i, d in enumerate(tt.shape.dim) if not (d.HasField("dim_value") and d.dim_value > 0)]
+        if dyn:
+            what = ", ".join(f"dim {i} ({d.dim_param!r})" if d.dim_param else f"dim {i} (unknown)"
+                             for i, d in dyn)
+            problems.append(f"{vi.name!r} {what}")
+            example = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1 for d in tt.shape.dim]
+            examples.append(f"--input-shape {vi.name}={_fmt_dims(example)}")
+    if problems:
+        raise DynamicShapeError(f"dynamic input dimensions without a value: {'; '.join(problems)}", path=shown,
+                                fix=f"give each a value, e.g. {' '.join(examples)}")
