@@ -54,8 +54,9 @@ def _summary(rows: Rows) -> Rows:
 
 
 def _coarsen_sizes(rows: Rows) -> Rows:
-    """The size rows (the parallelism rows of the same section have no critical path before/after)."""
-    return [r for r in rows if r.get("critical_path_before_tick")]
+    """The size rows merged within the critical-path tolerance, what the search uses (the parallelism rows of the
+    same section have no critical path before/after; the rows merged to the count alone have no tolerance)."""
+    return [r for r in rows if r.get("critical_path_before_tick") and r.get("cp_tolerance")]
 
 
 def _planned_rows(rows: Rows) -> Rows:
@@ -101,8 +102,8 @@ TABLES: tuple[ResultTable, ...] = (
         ("graph", "n_tasks", "cp_tolerance", "clusters", "critical_path_before_tick", "critical_path_after_tick",
          "coarsen_s"),
         "Coarsening (section `coarsen`)",
-        "An empty `cp_tolerance` merges to the cluster count; with a tolerance the merge keeps the coarse critical "
-        "path within it of the op graph's.",
+        "The merge keeps the coarse critical path within `cp_tolerance` of the op graph's; `coarsen_s` is seconds "
+        "on the machine that ran the bench.",
         select=_coarsen_sizes),
     ResultTable(
         "heft", "heft.csv",
