@@ -1,5 +1,6 @@
-"""Training costs per operator (planner/cost/training_costs.py): the rules on hand-made graphs, the stage sums that
-plan-compare uses, and the matrix-product FLOPs against PyTorch's own counter on real modules."""
+"""Training costs per operator (planner/cost/backward_rules.py, training_costs.py): the rules on hand-made graphs,
+the stage sums that plan-compare uses, and the matrix-product FLOPs against PyTorch's own counter on real
+modules."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from onnx import TensorProto, helper, save
 from onnx_models import make_model
 
 from planner.compare.model_costs import model_costs
-from planner.cost.training_costs import op_training_costs, parameters, training_costs
+from planner.cost.backward_rules import op_training_costs, parameters
+from planner.cost.training_costs import training_costs
 from planner.ir.hardware import load_topology
 from planner.ir.load import load_model
 from planner.prepare import prepare, run_passes
