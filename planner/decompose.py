@@ -57,17 +57,14 @@ from planner.schedule.simulate import simulate
 from planner.schedule.validate import validate_plan
 from planner.search.budget import Budget
 from planner.search.phases import Candidate
+from planner.search.policy import SearchPolicy
 from planner.search.state import SearchState
 
 ProgressFn = Callable[[str], None]
 
-SEGMENT_MAX_TASKS = 400
-"""Segments larger than this are not given to the solver (their trivial bound and HEFT schedule are used)."""
+DEFAULT_POLICY = SearchPolicy()
 EXACT_BOTTLENECK_TASKS = 20_000
-ITERATED_SEGMENT_SHARE = 1 / 3
-"""Of a segment's solver time, what the iterated list scheduler gets first to improve the solver's warm start (on
-the bundled MoE's 96-op segment, cpu-4: 10 s of it then 20 s of CP-SAT reach 34279 ticks, 30 s of CP-SAT from
-HEFT/CPoP 35030)."""
+"""Up to this many tasks the bottlenecks are found exactly (bit sets, quadratic memory); above, in linear time."""
 PROGRESS_EVERY_S = 5.0  # least seconds between two progress lines of one segment's solve
 
 
@@ -153,7 +150,7 @@ def induced_instance(instance: SchedulingInstance, tasks: Sequence[int], name: s
     tasks = list(tasks)
     local = {t: i for i, t in enumerate(tasks)}
     # the edges among the tasks, in edge order, read from the tasks' own out-edges: a scan of every edge per
-    # segment was quadratic on graphs of many segments (issue 15)
+    # segment is quadratic on graphs of many segments
     succ = instance.successors
     keep = sorted(k for t in tasks for v, k in succ[t] if v in local)
     idx = np.asarray(tasks, dtype=np.int64)
@@ -186,7 +183,7 @@ class SegmentSource(enum.Enum):
     HEFT = "heft"  # HEFT meets the segment's trivial bound: optimal without a solver
     SOLVER = "solver"  # solved by the placement model
     CACHED = "cached"  # an identical segment was solved by the placement model
-    TOO_LARGE = "too large"  # above SEGMENT_MAX_TASKS: HEFT's schedule and the trivial bound
+    TOO_LARGE = "too large"  # above the policy's segment_max_tasks: HEFT's schedule and the trivial bound
     NO_TIME = "no time"  # the budget ran out first: HEFT's schedule and the trivial bound
 
 
@@ -283,13 +280,13 @@ def segment_span(by: Mapping[str, TaskPlacement], sub: SchedulingInstance) -> in
 
 def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, backend: str = "cpsat",
                         threads: int = 8, seed: int = 0, progress: ProgressFn | None = None,
-                        incumbent: Plan | None = None) -> Decomposition:
+                        incumbent: Plan | None = None, policy: SearchPolicy = DEFAULT_POLICY) -> Decomposition:
     """Solve every segment (time shared by size; identical segments once), add up the bound, stitch the plan.
 
     `incumbent` (optional, a valid plan of `instance`): each segment starts from the shorter of HEFT on it and the
     incumbent's schedule of it, so a segment's plan is never longer than the incumbent's part (segments run one
     after another: a bottleneck op separates them), whatever time the solver gets.  A segment given to the solver
-    first gets ITERATED_SEGMENT_SHARE of its time for the iterated list scheduler
+    first gets the policy's `segment_iterated_share` of its time for the iterated list scheduler
     (`planner.heuristics.iterated`, from the classic schedulers and that start's order), whose plan replaces the
     warm start when shorter; the solver's progress is reported every PROGRESS_EVERY_S seconds."""
     say = progress or (lambda _msg: None)
@@ -313,7 +310,7 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
         if plan.makespan_tick <= trivial:
             how = SegmentSource.HEFT
         else:
-            how = SegmentSource.TOO_LARGE if sub.num_tasks > SEGMENT_MAX_TASKS else SegmentSource.NO_TIME
+            how = SegmentSource.TOO_LARGE if sub.num_tasks > policy.segment_max_tasks else SegmentSource.NO_TIME
         results[i] = SegmentResult(segs[i], sub, dev, start, plan.makespan_tick, min(trivial, plan.makespan_tick),
                                    how)
         if how is SegmentSource.NO_TIME:
@@ -339,7 +336,7 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
             continue
         warm = known[i]
         s0 = time.monotonic()
-        searched = iterated_list_schedule(sub, time_limit_s=ITERATED_SEGMENT_SHARE * share, seed=seed,
+        searched = iterated_list_schedule(sub, time_limit_s=policy.segment_iterated_share * share, seed=seed,
                                           starts=[*classic_starts(sub), order_start(sub, warm)],
                                           bound_tick=prev.bound_tick)
         if searched.plan.makespan_tick < warm.makespan_tick:
@@ -442,7 +439,7 @@ def decomposition_phase(state: SearchState, budget: Budget) -> Candidate | None:
     params = state.params
     decomposition = decompose_and_solve(
         state.fine, time_limit_s=min(share * params.time_limit_s, budget.left_s()), backend=options.backend,
-        threads=params.threads, seed=params.seed, progress=state.say, incumbent=incumbent)
+        threads=params.threads, seed=params.seed, progress=state.say, incumbent=incumbent, policy=state.policy)
     state.decomposition = decomposition
     state.incumbent.raise_bound(decomposition.bound_tick)
     stitched = decomposition.plan

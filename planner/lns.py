@@ -97,9 +97,9 @@ def _delivery(fine: SchedulingInstance, plan: Plan, tasks: Sequence[int], start:
 
     Paths through the neighbourhood's own ops or through ops before the window do not count: the model holds the
     first itself, and the second ran before the window opened (what they feed is released at its time in P).
-    Counting them measured as a bug: a frozen op before the window had for tail P's whole schedule after it,
-    window included, so every neighbourhood's objective was at least P's makespan and the solver could not see a
-    shorter window (bundled MoE on cpu-4: all 96-op segment windows "optimal" at P's makespan)."""
+    Counting them would be wrong: a frozen op before the window would have for tail P's whole schedule after it,
+    window included, so every neighbourhood's objective would be at least P's makespan and the solver could not
+    see a shorter window."""
     n = fine.num_tasks
     dur = end - start
     inside = set(tasks)
@@ -187,7 +187,7 @@ def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[in
     warm = dataclasses.replace(plan, instance_name=sub.name, task_ops={},
                                placements=tuple(by[names[t]] for t in tasks))
     # No symmetry rows: the frozen ops pin devices, so few devices stay interchangeable, and the rows are a large
-    # part of building a small model (measured).
+    # part of building a small model.
     solved = solve_placement(sub, backend=backend, time_limit_s=time_limit_s, threads=threads, seed=seed,
                              warm_start=warm, release_tick=release, tail_tick=tail, symmetry_breaking=False)
     sub_by = solved.by_task()
@@ -210,7 +210,7 @@ def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[in
     if max(new_end, default=0) > plan.makespan_tick:
         return None, optimal  # no better: no need to build and check the plan
     # The replay's times are the simulator's (earliest starts under the orders), so the plan is built from them
-    # directly: a full simulation per move cost as much as the solve (measured, README).
+    # directly: a full simulation per move costs as much as the solve.
     rows = tuple(TaskPlacement(names[t], new_device[t], new_start[t], new_end[t]) for t in range(fine.num_tasks))
     new = dataclasses.replace(plan, placements=rows, makespan_tick=max(new_end, default=0) - min(new_start, default=0))
     if memory_may_bind(fine):  # the replay keeps precedence, delays and device order by construction
@@ -227,9 +227,8 @@ def _sentinel_release(fine: SchedulingInstance, t: int, a_tick: int, start: np.n
     """When the first op after the window on a device (a sentinel) may start: at the window's start, or later when
     a predecessor outside the neighbourhood delivers later in P (its end plus the transfer to the sentinel's
     device).  Not its start in P: released there, the sentinel would hold the neighbourhood's objective at P's
-    makespan whenever it lies on P's critical chain, so the model could not see a shorter window (measured on the
-    bundled MoE: every move of a segment window ended "optimal" at P's makespan while the segment alone had a
-    shorter schedule)."""
+    makespan whenever it lies on P's critical chain, so the model could not see a shorter window (every move
+    would end "optimal" at P's makespan while the segment alone has a shorter schedule)."""
     ready = a_tick
     for u, e in fine.predecessors[t]:
         if u not in inside and start[u] < a_tick:

@@ -2,15 +2,14 @@
 
 A large-neighbourhood search whose neighbourhoods are the decomposition's segments (`planner.decompose`: the
 ops between two consecutive bottlenecks).  It exists because the window neighbourhoods of `planner.lns` do not
-reach the plans a whole segment's solve reaches: on the bundled MoE (cpu-4) every plan's gap to the bound sat in
-the 96-op expert segment, where 20 s more of CP-SAT on the whole segment shortened the segment's schedule and
-windows of 16-48 ops of it did not (issue 16's notes).
+reach the plans a whole segment's solve reaches: on model graphs the gap to the bound sits in a few segments (a
+MoE's expert block), and a window of 16-48 ops of such a segment cannot reorder the segment as a whole.
 
 One move, on the incumbent P:
 
 1. **Pick** the group of identical segments (same signature: a stacked model's repeated layers) with the largest
    sum over its copies of (span in P - the least span a move can reach: the segment's proven bound, raised by
-   the moves' proofs); segments too large for the solver (`planner.decompose.SEGMENT_MAX_TASKS`) are never
+   the moves' proofs); segments too large for the solver (`SearchPolicy.segment_max_tasks`) are never
    picked.  A segment phase 1 solved to optimality can still be loose in P (P is not phase 1's plan when the
    stitch failed or a later phase moved it).
 2. **Solve** the copy with the longest span in P as its own instance (the decomposition's induced instance, the
@@ -18,19 +17,17 @@ One move, on the incumbent P:
    its group's gap.  Where the devices are not all interchangeable (*pinned mode*), the segment's bottlenecks
    are pinned to their devices in P (and copies are grouped only with the same pins): the stitch below can swap
    only interchangeable devices, so a free solution that moved a bottleneck to another kind of device could not
-   be put back (on the onnx wheel's Inception-v1 on `mixed-a100-h100.yaml` phase 1's own stitch fails for that
-   reason, and P is the list scheduler's, 12 % above the sum of the segments' optima).
+   be put back (on mixed hardware phase 1's own stitch fails for that reason, and P is then a list schedule).
 3. **Put back** the solution on every copy of the group, and P's own schedule on every other segment, joined by
    `planner.decompose.stitch_segments` (the later segments' devices relabelled by a swap of interchangeable devices
    where a bottleneck moved; replayed on the whole op graph and validated, memory included).  A plan shorter than
    P is accepted; a stitch that fails (memory) is a rejected move.
 
-**Sweep** (pinned mode's first move, with SWEEP_SHARE of the budget).  Pinned to P's devices, a segment keeps P's
-choice of device kind for its bottlenecks, often a poor one (P is a list schedule there).  So first every segment
-is solved once per kind of device for its first and for its last bottleneck (identical segments once per pair),
-and dynamic programming along the segments picks the kinds: a bottleneck two segments share runs on one kind, and
-the sum of the spans less the shared bottlenecks' runs is least.  On Inception-v1 (`mixed-a100-h100.yaml`, 30 s):
-HEFT/CPoP 514.9 us -> sweep 472.6 us -> one move 463.0 us (the list scheduler's race reached 480.0 us).
+**Sweep** (pinned mode's first move, with the policy's `segment_sweep_share` of the budget).  Pinned to P's
+devices, a segment keeps P's choice of device kind for its bottlenecks, often a poor one (P is a list schedule
+there).  So first every segment is solved once per kind of device for its first and for its last bottleneck
+(identical segments once per pair), and dynamic programming along the segments picks the kinds: a bottleneck two
+segments share runs on one kind, and the sum of the spans less the shared bottlenecks' runs is least.
 
 Because segments run one after another (every op of a segment is after its first bottleneck and before its last),
 a shorter segment schedule shortens the plan by as much, times the number of copies, unless an edge that jumps
@@ -69,6 +66,7 @@ from planner.errors import OpplanError
 from planner.schedule.plan import Plan, TaskPlacement
 from planner.search.budget import Budget
 from planner.search.phases import Candidate
+from planner.search.policy import SearchPolicy
 from planner.search.state import SearchState
 
 __all__ = ["SegmentLnsResult", "open_segment_groups", "segment_lns"]
@@ -76,8 +74,7 @@ __all__ = ["SegmentLnsResult", "open_segment_groups", "segment_lns"]
 log = logging.getLogger(__name__)
 ProgressFn = Callable[[str], None]
 
-SWEEP_SHARE = 0.5  # of its budget, what pinned mode's first move (the sweep) may use
-MIN_MOVE_S = 2.0  # least time a segment solve gets (a CP-SAT model of ~100 ops takes about a second to build)
+DEFAULT_POLICY = SearchPolicy()
 
 
 @dataclass(frozen=True)
@@ -114,7 +111,7 @@ def _pins(result: SegmentResult, by: Mapping[str, TaskPlacement]) -> dict[int, l
 
 
 def _groups(fine: SchedulingInstance, decomposition: Decomposition, plan: Plan, pinned: bool) -> list[_Group]:
-    """The groups a move could take: every segment the solver may take (not above SEGMENT_MAX_TASKS), grouped by
+    """The groups a move could take: every segment the solver may take (not too large for it), grouped by
     signature (and, `pinned`, by the devices P gives its bottlenecks), whose span in `plan` is above its bound."""
     by = plan.by_task()
     by_key: dict[tuple, _Group] = {}
@@ -255,7 +252,8 @@ def _solve_option(model: SchedulingInstance, local_first: int | None, limit_s: f
 
 def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decomposition, *, time_limit_s: float,
                 bound_tick: int = 0, backend: str = "cpsat", threads: int = 8, seed: int = 0,
-                progress: ProgressFn | None = None, unit: Callable[[int], str] = str) -> SegmentLnsResult:
+                progress: ProgressFn | None = None, unit: Callable[[int], str] = str,
+                policy: SearchPolicy = DEFAULT_POLICY) -> SegmentLnsResult:
     """Improve `plan` (a valid plan of `fine`) by re-solving its segments (module docstring) until `time_limit_s`
     is spent, no segment is left open, or the plan meets `bound_tick`.  `decomposition` is phase 1's for `fine`.
     A move that fails in the solver is a rejected move, never an error."""
@@ -266,9 +264,10 @@ def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decompositi
     groups = _groups(fine, decomposition, plan, pinned)
     best = plan
     moves = improving = rejected = 0
-    if pinned and groups and time_limit_s >= 2 * MIN_MOVE_S:
+    min_move_s = policy.segment_min_move_s
+    if pinned and groups and time_limit_s >= 2 * min_move_s:
         moves += 1
-        swept = _sweep(fine, best, results, time_limit_s=SWEEP_SHARE * time_limit_s, backend=backend,
+        swept = _sweep(fine, best, results, time_limit_s=policy.segment_sweep_share * time_limit_s, backend=backend,
                        threads=threads, seed=seed)
         say(f"segment LNS: sweep over {len(results)} segments (each solved per kind of device for its bottlenecks, "
             f"the kinds chosen along the graph): plan {unit(best.makespan_tick)} -> "
@@ -281,7 +280,7 @@ def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decompositi
             groups = _groups(fine, decomposition, best, pinned)  # the sweep may have moved the bottlenecks
     while groups and best.makespan_tick > bound_tick:
         left = time_limit_s - (time.monotonic() - t0)
-        if left < MIN_MOVE_S:
+        if left < min_move_s:
             break
         by = best.by_task()
         gaps = [sum(max(0, segment_span(by, results[i].instance) - g.floor_tick) for i in g.members) for g in groups]
@@ -292,7 +291,7 @@ def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decompositi
                    key=lambda k: gaps[k])
         group = groups[pick]
         open_gap = sum(gap for g, gap in zip(groups, gaps) if g.tries == least_tried)
-        move_s = min(left, max(MIN_MOVE_S, left * gaps[pick] / max(1, open_gap)))
+        move_s = min(left, max(min_move_s, left * gaps[pick] / max(1, open_gap)))
         moves += 1
         group.tries += 1
         rep = max(group.members, key=lambda i: segment_span(by, results[i].instance))
@@ -300,11 +299,11 @@ def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decompositi
         model = _restrict(sub, results[rep], _pins(results[rep], by)) if pinned else sub
         warm = restricted_plan(best, model, by)
         try:
-            # CP-SAT's free parallel portfolio, not its interleaved deterministic search: on the MoE's 96-op expert
-            # segment (cpu-4, 15 s from the planner's plan, 34004 ticks) the deterministic search found 34003-34004
-            # in three solves and the portfolio 33435-33627 in four; the moves hit their time limit, so their
-            # result depends on the clock anyway (as the iterated list scheduler's and LNS's do).  Pinned
-            # bottlenecks leave few devices interchangeable: no symmetry rows then (as `planner.lns`).
+            # CP-SAT's free parallel portfolio, not its interleaved deterministic search: a move on a segment of
+            # ~100 ops hits its time limit, so its result depends on the clock anyway (as the iterated list
+            # scheduler's and LNS's do), and within that time the portfolio's diverse workers find shorter
+            # schedules than the interleaved search.  Pinned bottlenecks leave few devices interchangeable: no
+            # symmetry rows then (as `planner.lns`).
             solved = solve_placement(model, backend=backend, time_limit_s=move_s, threads=threads, seed=seed + moves,
                                      warm_start=warm, deterministic=False, symmetry_breaking=not pinned)
         except OpplanError as exc:  # no plan within the move's time: a rejected move
@@ -344,7 +343,7 @@ def segment_phase_applies(state: SearchState) -> bool:
     """Phase 2c runs on a decomposition of several segments when its share of the time left holds a move."""
     decomposition = state.decomposition
     return (isinstance(decomposition, Decomposition) and len(decomposition.segments) > 1
-            and state.policy.segment_lns_share * state.budget.left_s() >= MIN_MOVE_S)
+            and state.policy.segment_lns_share * state.budget.left_s() >= state.policy.segment_min_move_s)
 
 
 def segment_phase(state: SearchState, budget: Budget) -> Candidate | None:
@@ -354,7 +353,7 @@ def segment_phase(state: SearchState, budget: Budget) -> Candidate | None:
     start, unit, params = state.plan, state.unit, state.params
     resolved = segment_lns(state.fine, start, state.decomposition, time_limit_s=budget.left_s(),
                            bound_tick=state.bound_tick, backend=state.options.backend, threads=params.threads,
-                           seed=params.seed, progress=state.say, unit=unit)
+                           seed=params.seed, progress=state.say, unit=unit, policy=state.policy)
     if not resolved.moves:
         return None
     state.incumbent.raise_bound(resolved.bound_tick)

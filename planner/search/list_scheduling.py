@@ -41,8 +41,8 @@ def best_list_schedule(fine: SchedulingInstance, computed: dict[str, int] | None
     """The shortest of the classic list schedules on the op graph (HEFT; HEFT with CPoP's priority; PEFT), and the
     memory-aware list schedule (`memory_list`) when HEFT does not fit memory: HEFT fills the fastest device first and
     can run into a dead end under a tight capacity where a plan that keeps room for the parameters to come exists;
-    when that fails too, the parameters-first packed plan (`memory_pack.packed_plan`, which reaches within 0.01 % of
-    the proven least capacity on the Mixtral what-if).
+    when that fails too, the parameters-first packed plan (`memory_pack.packed_plan`, which finds a plan nearest
+    the least feasible capacity).
     `computed`, when given, receives HEFT's makespan under `Method.HEFT.value` (the baselines reuse it).  When no
     scheduler finds a plan, HEFT's `InfeasibleError` is raised.
 
@@ -57,7 +57,7 @@ def best_list_schedule(fine: SchedulingInstance, computed: dict[str, int] | None
     if deadline is not None:
         # one-off work every list scheduler shares, kept out of the first run's seconds so that they estimate the
         # next runs: the instance's adjacency and topological order (cached) and HEFT's upward rank (cached per
-        # instance; HEFT/CPoP adds to it).  At 1M ops it took more than half of HEFT's first 41 s.
+        # instance; HEFT/CPoP adds to it), which on very large graphs is most of HEFT's first run.
         upward_rank(fine)
     skipped: list[str] = []
 
@@ -84,8 +84,8 @@ def best_list_schedule(fine: SchedulingInstance, computed: dict[str, int] | None
             pass
     if heft_error is not None:
         # memory binds (HEFT ran into a dead end), so the memory-aware list schedule runs even when HEFT/CPoP or
-        # PEFT found a plan: it can be the shorter one (Mixtral on the mixed A100/H100 profile at 13.89 GiB: 639.6
-        # against PEFT's 693.8 ms); it must run when nothing else found a plan
+        # PEFT found a plan: it keeps room for the parameters to come, so under a tight capacity it can be the
+        # shorter one; it must run when nothing else found a plan
         try:
             timed("memory-aware list scheduling", lambda: memory_list(fine), always=not plans)
         except InfeasibleError:

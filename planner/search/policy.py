@@ -71,6 +71,16 @@ class SearchPolicy:
     # device is released when the window opens; False: tails through the whole plan (window included) and that op
     # released at its start in the plan, which over-constrains the neighbourhood (kept to measure the difference)
     lns_tails_after_window: bool = True
+    # segments larger than this are not given to the solver: its model would not close in a share of the budget
+    # (their trivial bound and HEFT's schedule are used)
+    segment_max_tasks: int = 400
+    # of a segment's solver time, what the iterated list scheduler gets first: a shorter warm start than HEFT's
+    # lets CP-SAT spend its time below it
+    segment_iterated_share: float = 1 / 3
+    # of the segment neighbourhoods' budget, what pinned mode's first move (the sweep over device kinds) may use
+    segment_sweep_share: float = 0.5
+    # least time a segment move gets: a CP-SAT model of ~100 ops takes about a second to build
+    segment_min_move_s: float = 2.0
 
     def clusters_for(self, backend: str, target: int | None = None) -> int:
         """The cluster count a round gives `backend`'s model: `target` when given, else this policy's default."""
