@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from formulations.model_api import SolveParams
 from formulations.solve_instance import solve_placement
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.heuristics.comm_bound import comm_lower_bound_tick
@@ -278,9 +279,9 @@ def segment_span(by: Mapping[str, TaskPlacement], sub: SchedulingInstance) -> in
     return max(r.end_tick for r in rows) - min(r.start_tick for r in rows)
 
 
-def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, backend: str = "cpsat",
-                        threads: int = 8, seed: int = 0, progress: ProgressFn | None = None,
-                        incumbent: Plan | None = None, policy: SearchPolicy = DEFAULT_POLICY) -> Decomposition:
+def decompose_and_solve(instance: SchedulingInstance, params: SolveParams, *, backend: str = "cpsat",
+                        progress: ProgressFn | None = None, incumbent: Plan | None = None,
+                        policy: SearchPolicy = DEFAULT_POLICY) -> Decomposition:
     """Solve every segment (time shared by size; identical segments once), add up the bound, stitch the plan.
 
     `incumbent` (optional, a valid plan of `instance`): each segment starts from the shorter of HEFT on it and the
@@ -288,7 +289,9 @@ def decompose_and_solve(instance: SchedulingInstance, *, time_limit_s: float, ba
     after another: a bottleneck op separates them), whatever time the solver gets.  A segment given to the solver
     first gets the policy's `segment_iterated_share` of its time for the iterated list scheduler
     (`planner.heuristics.iterated`, from the classic schedulers and that start's order), whose plan replaces the
-    warm start when shorter; the solver's progress is reported every PROGRESS_EVERY_S seconds."""
+    warm start when shorter; the solver's progress is reported every PROGRESS_EVERY_S seconds.  The segments share
+    `params.time_limit_s`; every solve gets `params.threads` and `params.seed`."""
+    time_limit_s, threads, seed = params.time_limit_s, params.threads, params.seed
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
     segs = segments(instance)
@@ -437,9 +440,10 @@ def decomposition_phase(state: SearchState, budget: Budget) -> Candidate | None:
     if _one_segment(state):
         share = min(share, state.policy.one_segment_share)
     params = state.params
+    time_limit_s = min(share * params.time_limit_s, budget.left_s())
     decomposition = decompose_and_solve(
-        state.fine, time_limit_s=min(share * params.time_limit_s, budget.left_s()), backend=options.backend,
-        threads=params.threads, seed=params.seed, progress=state.say, incumbent=incumbent, policy=state.policy)
+        state.fine, dataclasses.replace(params, time_limit_s=time_limit_s), backend=options.backend,
+        progress=state.say, incumbent=incumbent, policy=state.policy)
     state.decomposition = decomposition
     state.incumbent.raise_bound(decomposition.bound_tick)
     stitched = decomposition.plan

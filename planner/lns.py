@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from formulations.model_api import SolveParams
 from formulations.placement import memory_may_bind
 from formulations.solve_instance import solve_placement
 from planner.coarsen.refine import critical_tasks
@@ -271,13 +272,15 @@ def _replay(fine: SchedulingInstance, orders: Sequence[Sequence[int]]
     return (start, end, device) if done == n else None
 
 
-def lns(fine: SchedulingInstance, plan: Plan, *, time_limit_s: float, bound_tick: int = 0, backend: str = "cpsat",
-        threads: int = 8, seed: int = 0, window_ops: int | None = None, stall_moves: int | None = None,
+def lns(fine: SchedulingInstance, plan: Plan, params: SolveParams, *, bound_tick: int = 0, backend: str = "cpsat",
+        window_ops: int | None = None, stall_moves: int | None = None,
         progress: ProgressFn | None = None, unit: Callable[[int], str] = str,
         policy: SearchPolicy = DEFAULT_POLICY) -> LnsResult:
-    """Improve `plan` (a valid plan of `fine`) by large-neighbourhood search until `time_limit_s` is spent, or
-    `stall_moves` moves in a row did not shorten the plan, or it meets `bound_tick` (module docstring).  Never
-    raises for a failed move: a move that fails in the solver is logged with its traceback and rejected."""
+    """Improve `plan` (a valid plan of `fine`) by large-neighbourhood search until `params.time_limit_s` is spent,
+    or `stall_moves` moves in a row did not shorten the plan, or it meets `bound_tick` (module docstring); each
+    move's solve gets `params.threads` and the seed `params.seed` plus the move's number.  Never raises for a
+    failed move: a move that fails in the solver is logged with its traceback and rejected."""
+    time_limit_s, threads, seed = params.time_limit_s, params.threads, params.seed
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
     rng = np.random.default_rng(seed)
@@ -354,8 +357,8 @@ def lns_phase(state: SearchState, budget: Budget) -> Candidate | None:
     left = budget.left_s()
     state.say(f"LNS on the op plan from {unit(start.makespan_tick)} ({left:.0f}s left; bound "
               f"{unit(state.bound_tick)})")
-    searched = lns(state.fine, start, time_limit_s=left, bound_tick=state.bound_tick, backend=state.options.backend,
-                   threads=params.threads, seed=params.seed, progress=state.say, unit=unit, policy=state.policy)
+    searched = lns(state.fine, start, dataclasses.replace(params, time_limit_s=left), bound_tick=state.bound_tick,
+                   backend=state.options.backend, progress=state.say, unit=unit, policy=state.policy)
     summary = (f"LNS: {searched.moves} moves ({searched.improving_moves} improving, {searched.rejected_moves}"
                f" rejected) in {searched.seconds:.1f}s: {unit(start.makespan_tick)} -> "
                f"{unit(searched.plan.makespan_tick)}")

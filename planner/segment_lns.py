@@ -50,6 +50,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from formulations.model_api import SolveParams
 from formulations.solve_instance import solve_placement
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.decompose import (
@@ -250,13 +251,13 @@ def _solve_option(model: SchedulingInstance, local_first: int | None, limit_s: f
     return _Option(device, start, solved.makespan_tick, first)
 
 
-def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decomposition, *, time_limit_s: float,
-                bound_tick: int = 0, backend: str = "cpsat", threads: int = 8, seed: int = 0,
-                progress: ProgressFn | None = None, unit: Callable[[int], str] = str,
-                policy: SearchPolicy = DEFAULT_POLICY) -> SegmentLnsResult:
-    """Improve `plan` (a valid plan of `fine`) by re-solving its segments (module docstring) until `time_limit_s`
-    is spent, no segment is left open, or the plan meets `bound_tick`.  `decomposition` is phase 1's for `fine`.
-    A move that fails in the solver is a rejected move, never an error."""
+def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decomposition, params: SolveParams, *,
+                bound_tick: int = 0, backend: str = "cpsat", progress: ProgressFn | None = None,
+                unit: Callable[[int], str] = str, policy: SearchPolicy = DEFAULT_POLICY) -> SegmentLnsResult:
+    """Improve `plan` (a valid plan of `fine`) by re-solving its segments (module docstring) until
+    `params.time_limit_s` is spent, no segment is left open, or the plan meets `bound_tick`.  `decomposition` is
+    phase 1's for `fine`.  A move that fails in the solver is a rejected move, never an error."""
+    time_limit_s, threads, seed = params.time_limit_s, params.threads, params.seed
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
     results = list(decomposition.segments)
@@ -351,9 +352,9 @@ def segment_phase(state: SearchState, budget: Budget) -> Candidate | None:
     incumbent's bound.  None when it made no move (every segment meets its bound in the incumbent)."""
     assert isinstance(state.decomposition, Decomposition)  # segment_phase_applies
     start, unit, params = state.plan, state.unit, state.params
-    resolved = segment_lns(state.fine, start, state.decomposition, time_limit_s=budget.left_s(),
-                           bound_tick=state.bound_tick, backend=state.options.backend, threads=params.threads,
-                           seed=params.seed, progress=state.say, unit=unit, policy=state.policy)
+    resolved = segment_lns(state.fine, start, state.decomposition,
+                           dataclasses.replace(params, time_limit_s=budget.left_s()), bound_tick=state.bound_tick,
+                           backend=state.options.backend, progress=state.say, unit=unit, policy=state.policy)
     if not resolved.moves:
         return None
     state.incumbent.raise_bound(resolved.bound_tick)

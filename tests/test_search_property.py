@@ -13,6 +13,7 @@ import planner.decompose as decompose_module
 import planner.lns as lns_module
 import planner.search.cluster_rounds as cluster_rounds_module
 from experiments.layered import layered_dag
+from formulations.model_api import SolveParams
 from planner.coarsen.respect import respecting_clusters
 from planner.errors import InfeasibleError
 from planner.heuristics.list_schedule import heft
@@ -101,7 +102,7 @@ def test_an_lns_move_is_a_valid_plan_or_rejected(seed: int) -> None:
 def test_lns_never_returns_a_longer_plan() -> None:
     inst = layered_dag(60, 4, seed=7, comm_ratio=2.0)
     plan = heft(inst)
-    out = lns(inst, plan, time_limit_s=2.0, threads=1, bound_tick=inst.trivial_lower_bound_tick())
+    out = lns(inst, plan, SolveParams(time_limit_s=2.0, threads=1), bound_tick=inst.trivial_lower_bound_tick())
     validate_plan(inst, out.plan)
     assert out.plan.makespan_tick <= plan.makespan_tick
     assert out.moves >= 1

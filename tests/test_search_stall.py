@@ -7,6 +7,7 @@ import pytest
 from checks import check_plan_valid
 
 from experiments.layered import layered_dag
+from formulations.model_api import SolveParams
 from planner.heuristics.iterated import iterated_list_schedule
 from planner.heuristics.list_schedule import heft
 from planner.lns import lns
@@ -28,7 +29,7 @@ def test_iterated_stops_after_stall_moves_without_a_better_plan(stall: int) -> N
 def test_lns_stops_after_stall_moves_and_keeps_or_improves_the_plan() -> None:
     inst = layered_dag(50, 3, seed=4, comm_ratio=1.0)
     start = heft(inst)
-    result = lns(inst, start, time_limit_s=600, stall_moves=4, threads=1)
+    result = lns(inst, start, SolveParams(time_limit_s=600, threads=1), stall_moves=4)
     check_plan_valid(inst, result.plan)
     assert result.plan.makespan_tick <= start.makespan_tick
     assert result.moves >= 4 or result.plan.makespan_tick <= inst.trivial_lower_bound_tick()

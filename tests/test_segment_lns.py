@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from formulations.model_api import SolveParams
 from formulations.solve_instance import solve_placement
 from planner import segment_lns as segment_lns_module
 from planner.decompose import Decomposition, SegmentSource, decompose_and_solve, segment_span
@@ -38,7 +39,7 @@ def _open_decomposition(fine) -> Decomposition:
     """Phase 1's decomposition of `fine` as if its budget had run out before any segment was solved: every
     segment's bound its trivial bound, so every group is open (on this graph the list schedule would otherwise
     solve them)."""
-    found = decompose_and_solve(fine, time_limit_s=0.0)
+    found = decompose_and_solve(fine, SolveParams(time_limit_s=0.0))
     results = tuple(dataclasses.replace(r, how=SegmentSource.NO_TIME, bound_tick=r.instance.trivial_lower_bound_tick())
                     for r in found.segments)
     shared = SEGMENTS - 1  # inner bottlenecks, counted in two segments (1 tick each)
@@ -50,7 +51,7 @@ def test_a_segment_move_shortens_every_copy_and_raises_the_bound():
     start = single_device(fine)
     decomposition = _open_decomposition(fine)
     assert open_segment_groups(fine, decomposition, start) == 1  # three copies of one segment
-    found = segment_lns(fine, start, decomposition, time_limit_s=20.0)
+    found = segment_lns(fine, start, decomposition, SolveParams(time_limit_s=20.0))
     validate_plan(fine, found.plan)
     before, after = start.by_task(), found.plan.by_task()
     for r in decomposition.segments:  # the one solve is put back on all three copies
@@ -67,7 +68,7 @@ def test_a_failed_stitch_is_a_rejected_move_and_keeps_the_plan(monkeypatch):
     fine = _fork_joins()
     start = single_device(fine)
     monkeypatch.setattr(segment_lns_module, "stitch_segments", lambda *_args: None)
-    found = segment_lns(fine, start, _open_decomposition(fine), time_limit_s=20.0)
+    found = segment_lns(fine, start, _open_decomposition(fine), SolveParams(time_limit_s=20.0))
     assert found.plan is start
     assert found.rejected_moves >= 1 and found.improving_moves == 0
 
@@ -76,13 +77,13 @@ def test_no_group_opens_on_one_segment_or_without_a_decomposition():
     fine = _fork_joins()
     assert open_segment_groups(fine, None, single_device(fine)) == 0
     one = make_instance("one", [[5, 5]] * 3, [(0, 1, 1), (0, 2, 1)])  # one segment: the other phases' job
-    assert open_segment_groups(one, decompose_and_solve(one, time_limit_s=1.0), single_device(one)) == 0
+    assert open_segment_groups(one, decompose_and_solve(one, SolveParams(time_limit_s=1.0)), single_device(one)) == 0
 
 
 @pytest.mark.parametrize("devices", [2, 4])
 def test_the_search_stops_when_every_group_is_proven(devices):
     fine = _fork_joins(devices)
-    found = segment_lns(fine, single_device(fine), _open_decomposition(fine), time_limit_s=60.0)
+    found = segment_lns(fine, single_device(fine), _open_decomposition(fine), SolveParams(time_limit_s=60.0))
     assert found.moves == 1  # the tiny segment is proven optimal in its first move, and nothing is left open
 
 
@@ -121,11 +122,11 @@ def _two_kinds():
 
 def test_the_sweep_chooses_the_bottlenecks_kinds_where_the_stitch_cannot():
     fine = _two_kinds()
-    decomposition = decompose_and_solve(fine, time_limit_s=10.0)
+    decomposition = decompose_and_solve(fine, SolveParams(time_limit_s=10.0))
     assert len(decomposition.segments) == 2 and decomposition.plan is None  # the case the sweep is for
     # every op on d0: pinned to that plan's devices, b1 would stay on d0 (14 ticks at best)
     start = simulate(fine, [list(range(fine.num_tasks)), []]).to_plan(method=PlanMethod.HEFT, lower_bound_tick=0)
-    found = segment_lns(fine, start, decomposition, time_limit_s=10.0)
+    found = segment_lns(fine, start, decomposition, SolveParams(time_limit_s=10.0))
     validate_plan(fine, found.plan)
     optimum = solve_placement(fine, time_limit_s=20.0)
     assert optimum.status == "optimal" and optimum.makespan_tick == 12
@@ -135,7 +136,7 @@ def test_the_sweep_chooses_the_bottlenecks_kinds_where_the_stitch_cannot():
 
 def test_a_sweep_out_of_time_is_a_rejected_move():
     fine = _two_kinds()
-    decomposition = decompose_and_solve(fine, time_limit_s=10.0)
+    decomposition = decompose_and_solve(fine, SolveParams(time_limit_s=10.0))
     start = simulate(fine, [list(range(fine.num_tasks)), []]).to_plan(method=PlanMethod.HEFT, lower_bound_tick=0)
     assert segment_lns_module._sweep(fine, start, decomposition.segments, time_limit_s=0.0, backend="cpsat",
                                      threads=1, seed=0) is None

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from brute_force import brute_force_makespan, random_instance
 
+from formulations.model_api import SolveParams
 from planner.cost.instance import SchedulingInstance
 from planner.decompose import bottleneck_tasks, decompose_and_solve, induced_instance, segments
 from planner.heuristics.list_schedule import heft
@@ -100,7 +101,7 @@ def test_decomposition_bound_never_exceeds_the_brute_force_optimum(seed: int) ->
     inst = random_instance(seed)
     best = brute_force_makespan(inst)
     assert best is not None
-    dec = decompose_and_solve(inst, time_limit_s=2, threads=2)
+    dec = decompose_and_solve(inst, SolveParams(time_limit_s=2, threads=2))
     assert dec.bound_tick <= best
     if dec.plan is not None:
         validate_plan(inst, dec.plan)
@@ -174,7 +175,7 @@ def test_decomposition_segments_are_never_longer_than_the_incumbents_part() -> N
     inst = prepare(MOE, load_topology(H100.parent / "cpu-4.yaml")).instance
     incumbent = heft(inst, rank=Rank.SUM)
     by = incumbent.by_task()
-    dec = decompose_and_solve(inst, time_limit_s=0.5, threads=2, incumbent=incumbent)
+    dec = decompose_and_solve(inst, SolveParams(time_limit_s=0.5, threads=2), incumbent=incumbent)
     assert len(dec.segments) > 1
     for r in dec.segments:
         rows = [by[inst.task_names[t]] for t in r.segment.tasks]
