@@ -22,7 +22,6 @@ from formulations.backends import get_backend
 from formulations.model_api import SolveParams, SolveStatus
 from formulations.pipeline import (
     PipelineTimes,
-    _pair_bound,
     build_pipeline_model,
     device_bound_tick,
     hint_pipeline,
@@ -30,6 +29,7 @@ from formulations.pipeline import (
     solve_pipeline,
     split_start_times,
 )
+from formulations.pipeline_bounds import pair_bound
 from planner.compare.pipelines import simulate_baseline
 from planner.errors import InfeasibleError
 from planner.pipeline.generators import gpipe
@@ -284,7 +284,7 @@ def test_pair_bound_subtracts_the_best_savings() -> None:
     pipe = uniform_pipeline(2, 2, num_devices=1, weight_grad_tick=2, fb_overlap=0.5)
     tasks = unroll_actions(pipe)
     device = [0] * tasks.instance.num_tasks
-    assert _pair_bound(tasks.instance, device, pair_candidates(pipe, tasks, device)) == 8
+    assert pair_bound(tasks.instance, device, pair_candidates(pipe, tasks, device)) == 8
 
 
 # A cap below the parameters plus the largest single activation on a device is refused before solving: a V on one
@@ -306,7 +306,7 @@ def test_pair_bound_takes_the_critical_path_with_pair_durations() -> None:
     device = [next(d for d in range(inst.num_devices) if inst.eligible(t, d)) for t in range(inst.num_tasks)]
     pairs = pair_candidates(pipe, tasks, device)
     assert pairs
-    assert _pair_bound(inst, device, pairs) == 16
+    assert pair_bound(inst, device, pairs) == 16
     # one micro-batch: no pair, each F is an ancestor of every B on its device
     one = uniform_pipeline(2, 1, num_devices=2, weight_grad_tick=2, fb_overlap=0.5, comm_tick=1)
     tasks1 = unroll_actions(one)
