@@ -1,13 +1,12 @@
-"""The search on a mirror half measured under named settings, side by side in one run (issue 11, the preset at
-p = 16): the figures behind the README's sections "Workers and step size on the half" and "The half's settings as a
-command", which earlier came from scratch scripts.
+"""The search on a mirror half measured under named settings, side by side in one run, on the DeepSeek-V3-like
+preset at p = 16.
 
 The case is the bench row ``preset:16`` without the rest of `plan-compare`: the DeepSeek-V3-like preset (61 layers)
 on h100-2x8-ib, p = 16, m = 64, DualPipe's placement, DualPipe's peak memory per device as the cap, warm-started
-from the stream list schedule (`planner.pipeline.stream_greedy.best_stream_list`, 7175 ms), searched by
-`formulations.pipeline_lns.solve_pipeline_lns` (which folds this pipeline and searches its half) for `--seconds`
-each.  A setting is a set of values for the search's module constants (`SETTINGS`); each runs with them patched for
-its run only, so ``two-phase`` is exactly what `plan-compare` runs.
+from the stream list schedule (`planner.pipeline.stream_greedy.best_stream_list`), searched by
+`planner.search.pipeline.solve.solve_pipeline_lns` (which folds this pipeline and searches its half) for
+`--seconds` each.  A setting is a search policy (`SETTINGS`: `planner.search.pipeline.policy.PipelineSearchPolicy`
+with some knobs changed), passed to that run alone, so ``two-phase`` is exactly what `plan-compare` runs.
 
 Columns: setting, seed, seconds, the warm start's and the final makespan (ms), the makespan at each checkpoint of
 `CHECKPOINTS_S` before its end (``ms_at_60s`` ...), bubble / DualPipe's (total idle over the devices against
@@ -24,43 +23,46 @@ Rerun: ``python -m experiments.bench_half --seconds 600 --settings two-phase,sho
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
 from collections.abc import Sequence
-from contextlib import ExitStack
 from pathlib import Path
-from unittest import mock
 
 from experiments.bench import write_csv
+from planner.search.pipeline.policy import PipelineSearchPolicy
 
 REPO = Path(__file__).resolve().parents[1]
 CHECKPOINTS_S = (60, 120, 300, 600, 900, 1200, 1800, 2400, 3600)
-# name -> (what it is, the values of `formulations.pipeline_lns`'s constants it runs with)
-SETTINGS: dict[str, tuple[str, dict[str, object]]] = {
+DEFAULT = PipelineSearchPolicy()
+
+
+def _half(**changes: object) -> PipelineSearchPolicy:
+    """The default policy with the half's knobs in `changes` changed."""
+    return dataclasses.replace(DEFAULT, half=dataclasses.replace(DEFAULT.half, **changes))  # type: ignore[arg-type]
+
+
+# name -> (what it is, the search policy it runs with)
+SETTINGS: dict[str, tuple[str, PipelineSearchPolicy]] = {
     "two-phase": ("the default: a periodic start where it replays shorter (15 % of the time), then half the time "
                   "in 0.5 s steps on 4 workers, then 2 s steps on 8 with one step on each end (fill, drain) halfway "
-                  "through them and one at their end", {}),
-    "no-ends": ("the two phases without the steps on the ends (the default before 2026-12-04 17:00 UTC)",
-                {"HALF_ENDS": False}),
-    "ends-once": ("one round of the ends' steps, at the end of the second phase (the default on 2026-12-04 from "
-                  "17:00 UTC)", {"ENDS_ROUNDS": 1}),
-    "ends-wide": ("the default with each end's step over a quarter of the tasks, not 17 %", {"ENDS_SHARE": 0.25}),
+                  "through them and one at their end", DEFAULT),
+    "no-ends": ("the two phases without the steps on the ends", _half(ends=False)),
+    "ends-once": ("one round of the ends' steps, at the end of the second phase", _half(ends_rounds=1)),
+    "ends-wide": ("the default with each end's step over a quarter of the tasks, not 17 %",
+                  dataclasses.replace(DEFAULT, lns=dataclasses.replace(DEFAULT.lns, ends_share=0.25))),
     "ends-thrice": ("three rounds of the ends' steps, the second phase split in three before them",
-                    {"ENDS_ROUNDS": 3}),
-    "ends-four-short": ("four rounds of the ends' steps, each within 30 s (measured 2026-12-04, not kept)",
-                        {"ENDS_ROUNDS": 4, "ENDS_STEP_S": 30.0}),
-    "deterministic": ("CP-SAT's deterministic mode in every step, the first phase on 1 worker (the default before "
-                      "2026-12-05)", {"HALF_DETERMINISTIC": True, "HALF_THREADS": 1}),
-    "one-worker": ("the default with the first phase's steps on 1 CP-SAT worker (the default before 2026-12-05 "
-                   "03:00 UTC)", {"HALF_THREADS": 1}),
+                    _half(ends_rounds=3)),
+    "ends-four-short": ("four rounds of the ends' steps, each within 30 s", _half(ends_rounds=4, ends_step_s=30.0)),
+    "deterministic": ("CP-SAT's deterministic mode in every step, the first phase on 1 worker",
+                      _half(deterministic=True, threads=1)),
+    "one-worker": ("the default with the first phase's steps on 1 CP-SAT worker", _half(threads=1)),
     "workers-4-both": ("the default with the second phase in 1 s steps on 4 workers, not 2 s on 8",
-                       {"HALF_STEP_SHARE": 0.25, "HALF_SECOND_THREADS": 4}),
-    "list-start": ("the default from the list schedule alone, no periodic start (the default before 2026-12-05 "
-                   "05:36 UTC)", {"PERIODIC_SHARE": 0.0}),
-    "short": ("0.5 s steps on 1 worker all the time", {"HALF_FIRST_SHARE": 1.0, "HALF_ENDS": False,
-                                                       "HALF_THREADS": 1}),
-    "long": ("2 s steps on 8 workers all the time (the default before 2026-12-04)",
-             {"HALF_FIRST_SHARE": 0.0, "HALF_ENDS": False}),
+                       _half(step_share=0.25, second_threads=4)),
+    "list-start": ("the default from the list schedule alone, no periodic start",
+                   dataclasses.replace(DEFAULT, periodic=dataclasses.replace(DEFAULT.periodic, share=0.0))),
+    "short": ("0.5 s steps on 1 worker all the time", _half(first_share=1.0, ends=False, threads=1)),
+    "long": ("2 s steps on 8 workers all the time", _half(first_share=0.0, ends=False)),
 }
 
 
@@ -87,8 +89,8 @@ def preset_case(quick: bool):
 def bench_half(settings: Sequence[str], seeds: Sequence[int], seconds: float, quick: bool = False) -> list[dict]:
     """Each setting of `settings` (names of `SETTINGS`) with each seed, `seconds` each, one after another: one row
     each (module docstring)."""
-    from formulations import pipeline_lns
     from planner.pipeline.metrics import figures
+    from planner.search.pipeline import solve
 
     pipeline, cap, warm, span, dp_bubble, tpu = preset_case(quick)
     rows: list[dict] = []
@@ -104,11 +106,8 @@ def bench_half(settings: Sequence[str], seeds: Sequence[int], seconds: float, qu
                     if time.monotonic() - t0 >= t and t not in marks:
                         marks[t] = min(step.before_tick, step.after_tick) / tpu  # a periodic start may lose
 
-            with ExitStack() as patched:  # the setting's constants, restored after its run
-                for constant, value in SETTINGS[name][1].items():
-                    patched.enter_context(mock.patch.object(pipeline_lns, constant, value))
-                sol, lns = pipeline_lns.solve_pipeline_lns(pipeline, cap, warm_start=warm, time_limit_s=seconds,
-                                                           seed=seed, progress=progress)
+            sol, lns = solve.solve_pipeline_lns(pipeline, cap, warm_start=warm, time_limit_s=seconds, seed=seed,
+                                                progress=progress, policy=SETTINGS[name][1])
             found = figures(pipeline, sol.timeline)
             row = {"setting": name, "seed": seed, "seconds": seconds, "start_ms": round(span / tpu, 2),
                    "makespan_ms": round(found.makespan_tick / tpu, 2),

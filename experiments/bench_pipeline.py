@@ -36,8 +36,8 @@ The MoE case runs the planned row twice: at k = 1 (row ``opplan``) and at the au
 Rerun: ``python -m experiments.bench --only pipeline`` (writes bench/results/pipeline.csv); some rows only:
 ``python -m experiments.bench_pipeline --rows preset:8,hf_gpt2:8`` (writes bench/results/pipeline_rows.csv; names in
 `bench_pipeline`).  The memory bound gets `BOUND_S` on the model and preset rows.
-Each solve of the planned row gives `planner.compare.pipelines.LNS_SHARE` of its time to the large-neighbourhood
-search (`formulations.pipeline_lns`); `bench_lns` measures it against the same budget without it
+Each solve of the planned row gives `planner.compare.compare_policy.ComparePolicy.lns_share` of its time to the
+large-neighbourhood search (`planner.search.pipeline`); `bench_lns` measures it against the same budget without it
 (``python -m experiments.bench_pipeline``, bench/results/pipeline_lns.csv).
 """
 
@@ -304,21 +304,22 @@ def _opplan_rows(case: str, p: int, m: int, cmp, costs) -> list[dict]:
 
 
 def bench_lns(quick: bool = False, time_limit_s: float | None = None) -> list[dict]:
-    """The large-neighbourhood search (`formulations.pipeline_lns`) measured: each case planned twice in one run,
+    """The large-neighbourhood search (`planner.search.pipeline`) measured: each case planned twice in one run,
     with the same budget, without the search (``lns_share`` 0: the full model gets the whole solve) and with it
-    (`planner.compare.pipelines.LNS_SHARE`): the bundled MoE (8 stages, m = 16, 120 s), transformers' Mixtral export
+    (`ComparePolicy.lns_share`): the bundled MoE (8 stages, m = 16, 120 s), transformers' Mixtral export
     at 8 stages (m = 16, 60 s) and the DeepSeek-V3-like preset at p = 16, m = 64 (h100-2x8-ib, 120 s).  One row per
     (case, setting): makespan, bubble / DualPipe's, bound, gap, what the search gained.  Rerun:
     ``python -m experiments.bench_pipeline`` (writes bench/results/pipeline_lns.csv; ``--quick``: small sizes, 10 s)."""
     import tempfile
 
-    from planner.compare.pipelines import LNS_SHARE, compare
+    from planner.compare.compare_policy import ComparePolicy
+    from planner.compare.pipelines import compare
 
     tmp = tempfile.TemporaryDirectory()
     cases = _side_by_side_cases(quick, Path(tmp.name), ("hf_mixtral",), exports_when_quick=True, preset=True)
     rows: list[dict] = []
     for case, p, m, costs, seconds in cases:
-        for share in (0.0, LNS_SHARE):
+        for share in (0.0, ComparePolicy().lns_share):
             limit = seconds if time_limit_s is None else time_limit_s
             print(f"   {case} p={p} m={m}, {limit:g} s, lns share {share}", flush=True)
             cmp = compare(p, m, costs, time_limit_s=limit, lns_share=share,
@@ -414,7 +415,7 @@ def bench_cut_moves(quick: bool = False) -> list[dict]:
 def bench_placement(quick: bool = False, reps: int = 1) -> list[dict]:
     """The planned row's placement defaults measured side by side in one run, the same budget each:
     ``old`` (`compare(opplan_placement="both")`: both placements, half the time each, and no cut round scored by
-    the bound: `planner.compare.pipelines.BOUND_ROUND` off — the default before) against ``new`` (the default:
+    the bound: `ComparePolicy.bound_round` off) against ``new`` (the default:
     ``auto`` solves a placement alone when it has both the shortest warm start and the lowest bound, and a solve
     within 1 % of its cut's bound is followed by cut rounds scored by the bound).  Cases: the bundled MoE (8
     stages, m = 16, 120 s), transformers' Qwen2-MoE and Mixtral exports at 4 stages (m = 8, 60 s), unit costs
@@ -427,7 +428,7 @@ def bench_placement(quick: bool = False, reps: int = 1) -> list[dict]:
     import sys
     import tempfile
 
-    from planner.compare import pipelines
+    from planner.compare.compare_policy import ComparePolicy
     from planner.compare.pipelines import compare
     from planner.pipeline.registry import UnitCosts
 
@@ -447,15 +448,14 @@ def bench_placement(quick: bool = False, reps: int = 1) -> list[dict]:
               ("unit F=B=W=1, fb-overlap 0.5, a2a 0.5", 4, 8, UnitCosts(f=1, b=1, w=1, fb_overlap=0.5, a2a=0.5),
                unit_s)]
     rows: list[dict] = []
-    default = pipelines.BOUND_ROUND
     try:
         for rep in range(reps):
             for case, p, m, costs, seconds in cases:
                 for setting, placement, bound_round in (("old", "both", False), ("new", "auto", True)):
-                    pipelines.BOUND_ROUND = bound_round  # read by _plan_placement at each call
                     print(f"   rep {rep} {case} p={p} m={m}, {seconds:g} s, {setting}", flush=True)
                     started = time.monotonic()
-                    cmp = compare(p, m, costs, time_limit_s=seconds, opplan_placement=placement)
+                    cmp = compare(p, m, costs, time_limit_s=seconds, opplan_placement=placement,
+                                  policy=ComparePolicy(bound_round=bound_round))
                     wall = time.monotonic() - started
                     print(cmp.table(), flush=True)
                     unit, mem = ("F", "activation of one stage") if isinstance(costs, UnitCosts) else \
@@ -473,7 +473,6 @@ def bench_placement(quick: bool = False, reps: int = 1) -> list[dict]:
                                     "uptime": os.getloadavg()[0]})
                         rows.append(row)
     finally:
-        pipelines.BOUND_ROUND = default
         tmp.cleanup()
     return rows
 

@@ -1,15 +1,14 @@
-"""The same steps of the half's search solved under several CP-SAT settings, side by side in one run (issue 11, the
-preset at p = 16): the per-step figures behind the README's sections "CP-SAT's deterministic mode in the half's
-steps" and "Four workers in the first phase", which earlier came from a scratch script.
+"""The same steps of the half's search solved under several CP-SAT settings, side by side in one run, on the
+DeepSeek-V3-like preset at p = 16: what each setting proves and gains per step, from the same incumbent.
 
 The case is `experiments.bench_half`'s (the bench row ``preset:16``: DualPipe's placement and peak memory, the
 list schedule as the warm start), folded to its mirror half when it folds.  An incumbent is first searched for
-`--warm-seconds` with the first phase's settings (`formulations.pipeline_lns.HALF_THREADS` workers, `HALF_STEP_S`
-steps, CP-SAT's default portfolio), so that the steps below start where the search spends its time, not on the
-list schedule.  From that one incumbent, neighbourhoods are drawn with each seed of `--seeds`: `--draws` of each kind
-(``critical``, ``window``, ``microbatches``) at each size (100, 180 and 260 tasks).  Each neighbourhood is solved
-once per configuration (`formulations.pipeline_lns.solve_step`, the search's own step), always from the incumbent,
-so a configuration's gains are each step's alone, summed.
+`--warm-seconds` with the first phase's settings (`planner.search.pipeline.policy.HalfSearchPolicy`: its `threads`
+workers, `step_s` steps, CP-SAT's default portfolio), so that the steps below start where the search spends its
+time, not on the list schedule.  From that one incumbent, neighbourhoods are drawn with each seed of `--seeds`:
+`--draws` of each kind (``critical``, ``window``, ``microbatches``) at each size (100, 180 and 260 tasks).  Each
+neighbourhood is solved once per configuration (`formulations.pipeline_step.solve_step`, the search's own step),
+always from the incumbent, so a configuration's gains are each step's alone, summed.
 
 A configuration is ``WORKERSxSECONDS`` (CP-SAT workers, the step's limit), in the default portfolio, or with a
 trailing ``d`` in CP-SAT's deterministic mode (``1x0.5d``).  Columns: configuration, seed, steps, proven (the
@@ -65,9 +64,14 @@ def parse_config(text: str) -> Config:
 def bench_steps(configs: Sequence[Config], seeds: Sequence[int], warm_s: float, draws: int,
                 quick: bool = False) -> list[dict]:
     """One row per configuration and seed (module docstring)."""
-    from formulations import pipeline_lns
     from formulations.pipeline import prepare_pipeline
+    from formulations.pipeline_step import solve_step
+    from formulations.pipeline_units import Units
     from planner.pipeline.mirror import fold
+    from planner.search.pipeline.half import improve_folded
+    from planner.search.pipeline.lns import improve_pipeline
+    from planner.search.pipeline.neighbourhoods import neighbourhood
+    from planner.search.pipeline.policy import HalfSearchPolicy, PipelineLnsPolicy
 
     pipeline, cap, warm, _span, _dp_bubble, tpu = preset_case(quick)
     setup = prepare_pipeline(pipeline, cap, warm_start=warm, fifo=True, pair_window=2)
@@ -75,10 +79,11 @@ def bench_steps(configs: Sequence[Config], seeds: Sequence[int], warm_s: float, 
     rows: list[dict] = []
 
     def measure(space, incumbent):
-        found = pipeline_lns.improve_pipeline(space, incumbent, time_limit_s=warm_s, step_s=pipeline_lns.HALF_STEP_S,
-                                              threads=pipeline_lns.HALF_THREADS, deterministic=False,
+        first = HalfSearchPolicy()  # the first phase's steps and workers
+        found = improve_pipeline(space, incumbent, time_limit_s=warm_s, policy=PipelineLnsPolicy(step_s=first.step_s),
+                                 threads=first.threads, deterministic=False,
                                               bound_tick=setup.trivial_tick)
-        units = pipeline_lns.Units(space, found.times.pairs)
+        units = Units(space, found.times.pairs)
         order = units.order(found.times.start)
         timed = units.replay(order)
         assert timed is not None, "the search's own schedule replays"
@@ -86,16 +91,16 @@ def bench_steps(configs: Sequence[Config], seeds: Sequence[int], warm_s: float, 
         before = space.makespan_tick(units.times(start))
         for seed in seeds:
             rng = random.Random(seed)
-            frees = [frozenset(units.rep[t] for t in pipeline_lns.neighbourhood(kind, space, found.times, size, rng))
+            frees = [frozenset(units.rep[t] for t in neighbourhood(kind, space, found.times, size, rng))
                      for size in SIZES for kind in KINDS for _ in range(draws)]
             for config in configs:
                 proven = gained = 0
                 gain_tick, wall_s = 0, 0.0
                 for k, free in enumerate(frees):
                     t0 = time.monotonic()
-                    ok, stepped = pipeline_lns.solve_step(units, "cpsat", order, start, tail, free,
-                                                          time_limit_s=config.step_s, threads=config.workers,
-                                                          seed=seed + k, deterministic=config.deterministic)
+                    ok, stepped = solve_step(units, "cpsat", order, start, tail, free, time_limit_s=config.step_s,
+                                             threads=config.workers, seed=seed + k,
+                                             deterministic=config.deterministic)
                     wall_s += time.monotonic() - t0
                     after = before if stepped is None else space.makespan_tick(units.times(stepped[1][0]))
                     proven += ok
@@ -112,7 +117,7 @@ def bench_steps(configs: Sequence[Config], seeds: Sequence[int], warm_s: float, 
     if mirror is None or quick:
         measure(setup, setup.known)
     else:
-        pipeline_lns.improve_folded(setup, mirror, setup.known, measure)
+        improve_folded(setup, mirror, setup.known, measure)
     return rows
 
 

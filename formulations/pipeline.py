@@ -44,7 +44,7 @@ Constraints (family name, building function):
    micro-batch permutations.  Without candidate pairs it loses no schedule, so the bound holds for every order.
    The micro-batches are identical and independent: the same tasks, durations and delays, and no edge joins two.
    So from any schedule, give micro-batch k of each task (F, B, W of a stage, a send, an all-to-all) the k-th
-   smallest start among that task's copies (`formulations.pipeline_lns.renamed_in_order`).  Each stream runs the
+   smallest start among that task's copies (`formulations.pipeline_units.renamed_in_order`).  Each stream runs the
    same intervals (family 2).  Memory takes and frees the same bytes at the same ticks (family 3).  An edge's
    S_v >= E_u + c_e, which holds for every micro-batch, holds between the sorted lists too: the k-th smallest S_v
    is at least the k-th smallest E_u + c_e (family 1).  So the renamed schedule is in order, with the same
@@ -66,7 +66,7 @@ saving d_f + d_b (+ d_w) - D_q of a pair containing it (the larger of the two fi
 Building: `build_pipeline_model` creates the variables and calls one function per family; `hint_pipeline` hints a
 known schedule; `prepare_pipeline` gathers the data, bounds and warm start of a solve (`PipelineSetup`) and
 `finish_pipeline` turns a schedule into the `PipelineSolution` (both shared with the large-neighbourhood search,
-`formulations.pipeline_lns`).  Tasks are keyed by their `Action` (`planner.pipeline.unroll.Unrolled`), never by
+`planner.search.pipeline`).  Tasks are keyed by their `Action` (`planner.pipeline.unroll.Unrolled`), never by
 parsing names.
 Solving: `formulations.driver.solve_formulation` on `PipelineFormulation` (the warm start is the known
 solution; MILP backends bound family 3 conservatively, so a warm start they call infeasible comes back).

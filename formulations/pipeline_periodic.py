@@ -1,13 +1,12 @@
 """A periodic schedule of a long pipeline: one micro-batch of every chain per period, the same timing shifted by
-the period for each next micro-batch (modulo scheduling), as a warm start for the search (issue 11, the
-DeepSeek-V3-like preset at p = 16).
+the period for each next micro-batch (modulo scheduling), as a warm start for the pipeline search
+(`planner.search.pipeline.periodic`).
 
-Why.  The search (`formulations.pipeline_lns`) improves a schedule a few hundred tasks at a time.  On the preset at
-p = 16 its schedules' steady state ran device 7's communication stream (153.38 ms of all-to-alls and sends per
-micro-batch of each chain, the busiest stream) about one micro-batch per 164 ms: each gap is one compute task that
-outlasts the all-to-all run beside it, and closing it needs every device's stream order changed together, which no
-neighbourhood of that size reaches (README, "Where the middle idles").  A periodic schedule plans exactly that
-steady state across all devices at once, on one micro-batch's tasks (142 on the preset's mirror half).
+Why.  The search improves a schedule a few hundred tasks at a time.  Where the busiest stream carries all-to-alls
+and sends, a steady state in which it idles between micro-batches (each gap one compute task that outlasts the
+all-to-all run beside it) needs every device's stream order changed together to close, which no neighbourhood of
+that size reaches.  A periodic schedule plans exactly that steady state across all devices at once, on one
+micro-batch's tasks.
 
 The model (CP-SAT by default, through `formulations.backends`; the pipeline unrolled with one micro-batch per
 chain; the period T fixed):
@@ -23,18 +22,15 @@ chain; the period T fixed):
   at most ceil(L / T) copies alive at once, so sum of a x ceil(L / T) over a device's parts, with its parameters,
   within its cap is enough (each part counted at its own peak: the sum can only overstate; bytes counted in units
   of the parts' greatest common divisor, the room rounded down).  This is *soft*: the excess is penalised
-  (`EXCESS_WEIGHT` per unit) rather than forbidden,
-  because with it hard CP-SAT found no schedule at all in 60 s at T = 156 ms on the preset, and with it soft one
-  with no excess (scratch runs, 2026-12-05).  A schedule with excess is not returned;
+  (`EXCESS_WEIGHT` per unit) rather than forbidden, because with a hard cap CP-SAT often finds no schedule at all
+  at a tight period, where the soft rows lead it to one with no excess.  A schedule with excess is not returned;
 * objective: excess first, then the span (the unrolled schedule lasts (m - 1) T + span).
 
 Unrolled over all micro-batches, the schedule is valid: every micro-batch's tasks keep their precedences, a
 stream's tasks of all micro-batches are its tasks of one period shifted by multiples of T (no two overlap), and at
 any time at most ceil(L / T) copies of each part are alive.  Its fill and drain are the steady state's, slower
-than they need to be; the search's first replay (`Units.replay`: every task as early as its stream order allows)
-takes most of that back, and its steps the rest.  Measured on the preset at p = 16 (scratch, 60 s per solve):
-T = 156 ms, span 2334 ms, unrolled 7170 ms, replayed **6579 ms**, where the list schedule starts at 7175; T = 154,
-unrolled 7201, replayed 6639; T = 153.38 (the stream's work) left 53 GiB of excess.
+than they need to be; the search's first replay (`formulations.pipeline_units.Units.replay`: every task as early as
+its stream order allows) takes most of that back, and its steps the rest.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ figures on the profile's first p devices, cut between layers or between a layer'
 (``--granularity K``, ``--subchunk-a2a``; `planner.compare.subchunks`).  With ``--fb-overlap X`` < 1 the planned
 schedule may also run overlapped F&B pairs (`formulations.pipeline`, family 6).  Each solve of the planned
 schedule gives ``--lns-share`` of its time to a large-neighbourhood search after the full model
-(`formulations.pipeline_lns`), which prints a line on stderr at each gain; ``--lns-mode`` says whether it may
+(`planner.search.pipeline`), which prints a line on stderr at each gain; ``--lns-mode`` says whether it may
 run micro-batches out of order inside a neighbourhood.  When the planned schedule is not proven optimal, the
 memory bound (`formulations.pipeline_memory_bound`: one device at a time, with the memory cap) gets
 ``--bound-time`` seconds after the solves and says whether any schedule can reach half of DualPipe's bubble.
@@ -42,9 +42,10 @@ from planner.cli_args import (
     positive_int,
     positive_seconds,
 )
+from planner.compare.compare_policy import ComparePolicy
 from planner.compare.memory_bound_note import MEMORY_BOUND_S
 from planner.compare.model_costs import ModelCosts, model_costs
-from planner.compare.pipelines import BOUND_TIE, LNS_MODES, LNS_SHARE, PLACEMENTS, compare, write_outputs
+from planner.compare.pipelines import LNS_MODES, PLACEMENTS, compare, write_outputs
 from planner.compare.presets import PRESETS, MicroBatch, PresetCosts, load_op_times, op_key, preset_costs
 from planner.cost.training_costs import training_costs
 from planner.errors import InputError
@@ -79,10 +80,11 @@ def _compare(args: argparse.Namespace) -> int:
         unknown = [n for n in names if n not in GENERATORS]
         if unknown:
             raise InputError(f"unknown schedules {unknown}", fix=f"use some of {','.join(GENERATORS)}")
+    policy = dataclasses.replace(ComparePolicy(), lns_share=args.lns_share)  # the defaults, with the user's share
     cmp = compare(args.stages, args.microbatches, costs, schedules=names, opplan=not args.no_opplan,
                   memory_cap_units=args.memory, opplan_placement=args.placement, time_limit_s=args.time_limit,
                   backend=args.backend, granularity=args.granularity, subchunk_a2a=args.subchunk_a2a,
-                  lns_share=args.lns_share, lns_mode=args.lns_mode, bound_time_s=args.bound_time,
+                  lns_mode=args.lns_mode, bound_time_s=args.bound_time, policy=policy,
                   progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(cmp.table())
     written = write_outputs(cmp, args.out, pictures=not args.no_pictures)
@@ -201,10 +203,10 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         "(2p half stages), fixed (one stage per device); auto (default) solves the one of dualpipe "
                         "and v that has both the shortest warm start within the cap (the list schedule counts where "
                         "there are communication streams) and the lowest bound (lower by less than "
-                        f"{BOUND_TIE * 100:.0f}%% of that warm start's gap does not count) alone, with the time "
-                        "left after that choice, or both when neither has; both tries dualpipe and v, half the time "
-                        "limit each, and keeps the better; warm solves only the one whose baselines run shortest "
-                        "within the cap, with the whole time limit")
+                        f"{ComparePolicy().bound_tie * 100:.0f}%% of that warm start's gap does not count) alone, "
+                        "with the time left after that choice, or both when neither has; both tries dualpipe and v, "
+                        "half the time limit each, and keeps the better; warm solves only the one whose baselines "
+                        "run shortest within the cap, with the whole time limit")
     parser.add_argument("--granularity", type=parse_granularity, default=1, metavar="K",
                         help="model mode: the planned schedule also splits every piece of its cut into K sub-chunks "
                         "(operator clusters: MoE experts apart from attention; planner.compare.subchunks) and "
@@ -217,10 +219,10 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--schedules", default=None, help="comma-separated baselines (default: all)")
     parser.add_argument("--time-limit", type=positive_seconds, default=120.0, help="solver time limit in seconds")
     parser.add_argument("--backend", default="cpsat", help="solver backend (default cpsat)")
-    parser.add_argument("--lns-share", type=fraction, default=LNS_SHARE, metavar="X",
+    parser.add_argument("--lns-share", type=fraction, default=ComparePolicy().lns_share, metavar="X",
                         help="of each solve of the planned schedule, the share the large-neighbourhood search gets "
-                        "after the full model (formulations.pipeline_lns; its gains are printed on stderr; 0: off; "
-                        f"default {LNS_SHARE})")
+                        "after the full model (planner.search.pipeline; its gains are printed on stderr; 0: off; "
+                        f"default {ComparePolicy().lns_share})")
     parser.add_argument("--lns-mode", choices=LNS_MODES, default="in-order",
                         help="reorder: the search may run micro-batches out of order inside a neighbourhood and "
                         "fixes the streams a neighbourhood does not touch; in-order (default): neither")

@@ -10,8 +10,11 @@ import pytest
 from instances import moe_model_costs, uneven_cut
 
 from formulations.pipeline import pipeline_device_bound, prepare_pipeline
+from planner.compare.baselines import SPLIT, WARM_FROM, pipeline_of, scales_of, simulate_baseline
+from planner.compare.compare_policy import ComparePolicy
 from planner.compare.cut_search import refine_cut, single_moves, with_cut
-from planner.compare.pipelines import _SPLIT, _WARM_FROM, _choose, _pipeline, compare, scales_of, simulate_baseline
+from planner.compare.pipelines import compare
+from planner.compare.placement_choice import choose
 from planner.errors import OpplanError
 from planner.pipeline.registry import GENERATORS, UnitCosts, pipeline_for
 from planner.schedule.validate import validate_plan
@@ -31,9 +34,9 @@ def _signals(p, m, costs):
     cap = simulate_baseline("dualpipe", p, m, costs, sc).figures.max_peak_memory_bytes
     out = {}
     for pl in ("dualpipe", "v"):
-        rows = [simulate_baseline(n, p, m, costs, sc) for n in _WARM_FROM[pl]]
+        rows = [simulate_baseline(n, p, m, costs, sc) for n in WARM_FROM[pl]]
         warm = min(r.figures.makespan_tick for r in rows if r.figures.max_peak_memory_bytes <= cap)
-        out[pl] = (warm, prepare_pipeline(_pipeline(_SPLIT[pl], p, m, costs, sc), cap).trivial_tick)
+        out[pl] = (warm, prepare_pipeline(pipeline_of(SPLIT[pl], p, m, costs, sc), cap).trivial_tick)
     return out
 
 
@@ -102,11 +105,9 @@ def test_the_bound_score_ends_at_a_local_optimum_of_the_cut_s_bound(costs):
         refine_cut(uneven, 1, "dualpipe", P, M, refs, None, deadline_s=time.monotonic() + 1, score="nothing")
 
 
-def test_a_round_by_the_bound_follows_a_solve_at_its_cut_s_bound(costs, monkeypatch):
+def test_a_round_by_the_bound_follows_a_solve_at_its_cut_s_bound(costs):
     # the bundled MoE at p = 4, m = 8 on DualPipe's placement: small enough that the first solve closes its gap
     # within seconds, so the next cut round is scored by the bound; every schedule stays valid and within the cap
-    import planner.compare.pipelines as pipelines
-
     moe = costs
     cmp = compare(P, M, moe, schedules=("dualpipe",), opplan_placement="dualpipe", time_limit_s=20)
     opp = cmp.row("opplan")
@@ -117,8 +118,8 @@ def test_a_round_by_the_bound_follows_a_solve_at_its_cut_s_bound(costs, monkeypa
 
     inst, tl = simulate_pipeline(opp.pipeline, opp.schedule)
     validate_plan(inst, tl.to_plan(method="opplan"))
-    monkeypatch.setattr(pipelines, "BOUND_ROUND", False)
-    off = compare(P, M, moe, schedules=("dualpipe",), opplan_placement="dualpipe", time_limit_s=20)
+    off = compare(P, M, moe, schedules=("dualpipe",), opplan_placement="dualpipe", time_limit_s=20,
+                  policy=ComparePolicy(bound_round=False))
     assert off.row("opplan").notes["cut"]["bound_rounds"] == 0
 
 
@@ -127,33 +128,34 @@ def test_a_bound_lower_by_a_small_part_of_the_gap_does_not_split_the_time():
     # and a bound 0.2 % above the V's (5670 against 5660), 10 ms against its 1505 ms gap: solved alone (measured:
     # 6905 ms alone with 600 s against 6997 with the time split)
     warm, bound = {"dualpipe": 717539, "v": 732430}, {"dualpipe": 566993, "v": 566023}
-    assert _choose(["dualpipe", "v"], warm, bound) == \
+    assert choose(["dualpipe", "v"], warm, bound) == \
         ("dualpipe", "dualpipe alone, the shortest warm start, its bound within 5% of its gap of the lowest")
     # the unit rows: the V's warm start is its bound (no gap), DualPipe's bound lower: both, as before
-    assert _choose(["dualpipe", "v"], {"dualpipe": 26, "v": 25.5}, {"dualpipe": 25, "v": 25.5})[0] is None
+    assert choose(["dualpipe", "v"], {"dualpipe": 26, "v": 25.5}, {"dualpipe": 25, "v": 25.5})[0] is None
     # a bound lower by more than the tie: both
-    assert _choose(["dualpipe", "v"], {"dualpipe": 100, "v": 110}, {"dualpipe": 90, "v": 89})[0] is None
-    assert _choose(["dualpipe", "v"], {"dualpipe": 100, "v": 110}, {"dualpipe": 90, "v": 89.6})[0] == "dualpipe"
+    assert choose(["dualpipe", "v"], {"dualpipe": 100, "v": 110}, {"dualpipe": 90, "v": 89})[0] is None
+    assert choose(["dualpipe", "v"], {"dualpipe": 100, "v": 110}, {"dualpipe": 90, "v": 89.6})[0] == "dualpipe"
     # the plain rule first; with no warm start anywhere (every one inf) the plain rule takes the lowest bound
-    assert _choose(["dualpipe", "v"], warm, {"dualpipe": 1, "v": 2})[1].endswith("and the lowest bound")
+    assert choose(["dualpipe", "v"], warm, {"dualpipe": 1, "v": 2})[1].endswith("and the lowest bound")
     inf = float("inf")
-    assert _choose(["dualpipe", "v"], {"dualpipe": inf, "v": inf}, {"dualpipe": 3, "v": 2}) == \
+    assert choose(["dualpipe", "v"], {"dualpipe": inf, "v": inf}, {"dualpipe": 3, "v": 2}) == \
         ("v", "v alone, the shortest warm start and the lowest bound")
 
 
 def test_auto_hands_its_list_schedules_to_the_solve(monkeypatch):
     # unit costs with pairs and all-to-alls (communication streams): the placement choice computes each placement's
     # list schedule once, and the solve of the chosen placement (same pipeline) takes it instead of computing again
-    import planner.compare.pipelines as pm
+    import planner.compare.placement_choice as choice
+    import planner.compare.planned_row as planned
 
     paired = UnitCosts(f=1, b=1, w=1, fb_overlap=0.5, a2a=0.5)
     seen: list[int] = []
-    real = pm.best_stream_list
-    monkeypatch.setattr(pm, "best_stream_list", lambda pipe, cap: seen.append(pipe.num_stages) or real(pipe, cap))
+    real = choice.best_stream_list
+    monkeypatch.setattr(choice, "best_stream_list", lambda pipe, cap: seen.append(pipe.num_stages) or real(pipe, cap))
 
     def recomputed(*_args, **_kwargs):
         raise AssertionError("the solve computed the list schedule again")
-    monkeypatch.setattr(pm, "best_greedy", recomputed)
+    monkeypatch.setattr(planned, "best_greedy", recomputed)
     cmp = compare(4, 8, paired, schedules=("dualpipe", "zb-v", "dualpipev"), time_limit_s=4)
     opp = cmp.row("opplan")
     assert sorted(seen) == [8, 8]  # DualPipe's placement (2 x 4 stages) and the V (8 chunks), once each

@@ -1,5 +1,5 @@
-"""`experiments.bench_half`: the command line is checked before anything runs, a setting's constants reach the
-search only for its own run, and a quick run writes one row per setting and seed with figures that agree (the
+"""`experiments.bench_half`: the command line is checked before anything runs, a setting's policy reaches the
+search for its own run, and a quick run writes one row per setting and seed with figures that agree (the
 search never returns a longer schedule than its warm start)."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import csv
 import pytest
 
 from experiments import bench_half
-from formulations import pipeline_lns
+from planner.search.pipeline import solve
+from planner.search.pipeline.policy import PipelineSearchPolicy
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -25,27 +26,28 @@ def test_a_bad_command_line_is_an_error_before_any_run(argv, says, monkeypatch, 
     assert says in capsys.readouterr().err
 
 
-def test_each_setting_runs_with_its_constants_and_restores_them(monkeypatch, tmp_path) -> None:
+def test_each_setting_runs_with_its_policy(monkeypatch, tmp_path) -> None:
     seen = []
-    real = pipeline_lns.solve_pipeline_lns
+    real = solve.solve_pipeline_lns
 
     def spy(*args, **kwargs):
-        seen.append((pipeline_lns.HALF_FIRST_SHARE, pipeline_lns.HALF_ENDS and pipeline_lns.ENDS_ROUNDS,
-                     kwargs["seed"], kwargs["time_limit_s"]))
+        half = kwargs["policy"].half
+        seen.append((half.first_share, half.ends and half.ends_rounds, kwargs["seed"], kwargs["time_limit_s"]))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline_lns, "solve_pipeline_lns", spy)
-    before = pipeline_lns.HALF_FIRST_SHARE
-    assert pipeline_lns.HALF_ENDS
+    monkeypatch.setattr(solve, "solve_pipeline_lns", spy)
+    default = PipelineSearchPolicy()
+    before = default.half.first_share
+    assert default.half.ends
     out = tmp_path / "half.csv"
-    rounds = pipeline_lns.ENDS_ROUNDS
+    rounds = default.half.ends_rounds
     names = ("two-phase", "no-ends", "ends-once", "short", "long")
     bench_half.main(["--quick", "--seconds", "2", "--settings", ",".join(names), "--seeds", "0,1", "--out", str(out)])
     assert seen == [(before, rounds, 0, 2.0), (before, rounds, 1, 2.0), (before, False, 0, 2.0),
                     (before, False, 1, 2.0), (before, 1, 0, 2.0), (before, 1, 1, 2.0), (1.0, False, 0, 2.0),
                     (1.0, False, 1, 2.0), (0.0, False, 0, 2.0), (0.0, False, 1, 2.0)]
-    assert rounds == 2  # the default the README's "The ends in rounds" measured
-    assert pipeline_lns.HALF_FIRST_SHARE == before and pipeline_lns.HALF_ENDS and pipeline_lns.ENDS_ROUNDS == rounds
+    assert rounds == 2  # two rounds of the ends by default (`HalfSearchPolicy.ends_rounds`)
+    assert bench_half.SETTINGS["two-phase"][1] == default  # ``two-phase`` is what plan-compare runs
     rows = list(csv.DictReader(out.open()))
     assert [(r["setting"], r["seed"]) for r in rows] == [(name, seed) for name in names for seed in ("0", "1")]
     for r in rows:

@@ -1,16 +1,17 @@
 """plan-compare names the devices at the memory cap (`planner.compare.pipelines.devices_at_cap`): where the cap,
-not the order, keeps the planned schedule above its cut's bound (issue 11)."""
+not the order, keeps the planned schedule above its cut's bound."""
 
 from __future__ import annotations
 
 import pytest
 
-from planner.compare.pipelines import AT_CAP_SHARE, compare, devices_at_cap
+from planner.compare.compare_policy import ComparePolicy
+from planner.compare.pipelines import compare, devices_at_cap
 from planner.pipeline.registry import UnitCosts
 
 
 def test_devices_within_one_percent_of_the_cap_count() -> None:
-    assert AT_CAP_SHARE == 0.99
+    assert ComparePolicy().at_cap_share == 0.99
     assert devices_at_cap((10, 98, 99, 100, 50), 100) == (2, 3)
     assert devices_at_cap((10, 100), None) == ()
     assert devices_at_cap((), 100) == ()

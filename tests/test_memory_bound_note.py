@@ -8,13 +8,8 @@ import dataclasses
 
 from formulations.pipeline import solve_pipeline
 from planner.compare.memory_bound_note import half_bubble_tick, note_memory_bound
-from planner.compare.pipelines import (
-    CompareRow,
-    _memory_bound_text,
-    _note_other_placements,
-    scales_of,
-    simulate_baseline,
-)
+from planner.compare.pipelines import CompareRow, _note_other_placements, scales_of, simulate_baseline
+from planner.compare.table_text import memory_bound_text
 from planner.pipeline.metrics import figures
 from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.unroll import StageCost, TrainingPipeline
@@ -41,7 +36,7 @@ def test_the_note_says_which_device_rules_out_half_the_bubble() -> None:
     assert note["half_bubble_answers"] == "d1 feasible, d0 infeasible"
     assert note["half_bubble_unreachable"] is True and note["bound_tick"] == 20 and note["device"] == 0
     assert row.notes["bound_tick"] == 20 and row.notes["gap"] == 0 and row.notes["status"] is PlanStatus.OPTIMAL
-    text = _memory_bound_text(note, "ticks")
+    text = memory_bound_text(note, "ticks")
     assert "no schedule of this pipeline under the cap reaches it (d1 feasible, d0 infeasible)" in text
     assert note["half_bubble_reached"] is False
 
@@ -79,7 +74,7 @@ def test_a_row_that_reaches_half_the_bubble_says_so() -> None:
     assert isinstance(note, dict)
     assert note["half_bubble_reached"] is True and note["half_bubble_unreachable"] is False
     assert note["half_bubble_answers"] == ""
-    assert _memory_bound_text(note, "ticks").endswith("needs at most 17 ticks: this schedule reaches it")
+    assert memory_bound_text(note, "ticks").endswith("needs at most 17 ticks: this schedule reaches it")
 
 
 def test_the_other_placement_gets_its_own_bound_where_half_the_bubble_is_ruled_out() -> None:
@@ -97,7 +92,7 @@ def test_the_other_placement_gets_its_own_bound_where_half_the_bubble_is_ruled_o
     row = CompareRow("opplan", notes={"placement": "v", "memory_bound": {"half_bubble_unreachable": True}})
     _note_other_placements(row, 4, 8, costs, scales, None)
     assert row.notes["memory_bound"] == {"half_bubble_unreachable": True, "other_placements_units": {"dualpipe": 25.0}}
-    text = _memory_bound_text({"device": 0, "bound_units": 26, "probes": 1, "seconds": 1, "complete": True,
+    text = memory_bound_text({"device": 0, "bound_units": 26, "probes": 1, "seconds": 1, "complete": True,
                                "half_bubble_units": 25.2, "half_bubble_unreachable": True,
                                "other_placements_units": {"v": 25.5}}, "F")
     assert text.endswith("reaches it; on its own cut, the v placement's bound 25.5 F (above it)")
@@ -111,8 +106,8 @@ def test_the_line_names_a_pair_that_raised_the_bound() -> None:
     note = {"bound_units": 40.0, "device": 0, "devices": (0, 1), "complete": True, "probes": 5, "seconds": 2.0,
             "half_bubble_units": 39.0, "half_bubble_unreachable": True, "half_bubble_answers": "d0 feasible, "
             "d1 feasible, d0+d1 infeasible"}
-    text = _memory_bound_text(note, "us")
+    text = memory_bound_text(note, "us")
     assert "(devices 0 and 1 together: their relaxation with the cap raised it;" in text
     assert "no schedule of this pipeline under the cap reaches it (d0 feasible, d1 feasible, d0+d1 infeasible)" in text
-    alone = _memory_bound_text({**note, "devices": (1,), "device": 1}, "us")
+    alone = memory_bound_text({**note, "devices": (1,), "device": 1}, "us")
     assert "(device 1's relaxation with the cap raised it;" in alone

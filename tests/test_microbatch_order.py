@@ -21,9 +21,11 @@ from formulations.pipeline import (
     solve_pipeline,
     split_start_times,
 )
-from formulations.pipeline_lns import improve_pipeline, in_order, renamed_in_order
+from formulations.pipeline_units import in_order, renamed_in_order
 from planner.pipeline.unroll import StageCost, TrainingPipeline, uniform_pipeline
 from planner.schedule.plan import PlanStatus
+from planner.search.pipeline.lns import improve_pipeline
+from planner.search.pipeline.policy import PipelineLnsPolicy
 
 SEEDS = range(8)
 
@@ -66,8 +68,8 @@ def test_schedules_out_of_order_are_renamed_into_order(seed: int, placement: str
     pipe = uneven_pipeline(4, 6, placement, seed)
     setup = prepare_pipeline(pipe)
     assert setup.known is not None
-    got = improve_pipeline(setup, setup.known, time_limit_s=60, step_s=5, max_steps=6, fifo_inside=False,
-                           threads=2, seed=seed)
+    got = improve_pipeline(setup, setup.known, time_limit_s=60, policy=PipelineLnsPolicy(step_s=5), max_steps=6,
+                           fifo_inside=False, threads=2, seed=seed)
     assert not got.in_order and not in_order(setup, got.times)
     _check_renamed(setup, got.times)
 

@@ -98,12 +98,13 @@ def test_a_placement_that_gives_no_schedule_says_why(monkeypatch):
     # the planned row's skipped reason names each placement and its error, not a guess (it used to say "within the
     # memory cap" whatever the solver raised)
     import planner.compare.pipelines as pipelines_module
+    import planner.compare.planned_row as planned_row_module
     from planner.errors import OpplanError
 
     def failing(*_args, **_kwargs):
         raise OpplanError("forced: the solver's schedule failed validation")
 
-    monkeypatch.setattr(pipelines_module, "solve_pipeline_lns", failing)  # the planned row's solve (with the search)
+    monkeypatch.setattr(planned_row_module, "solve_pipeline_lns", failing)  # the planned row's solve (with the search)
     cmp = pipelines_module.compare(4, 8, UnitCosts(), schedules=("dualpipe",), opplan_placement="v", time_limit_s=2)
     row = cmp.row("opplan")
     assert row.skipped == "no placement gave a schedule (v placement: forced: the solver's schedule failed validation)"

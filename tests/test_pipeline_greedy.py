@@ -8,7 +8,7 @@ from collections import defaultdict
 import pytest
 
 from formulations.pipeline import solve_pipeline
-from planner.compare.pipelines import _pipeline, simulate_baseline
+from planner.compare.baselines import pipeline_of, simulate_baseline
 from planner.pipeline.greedy import best_greedy, greedy_times
 from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.unroll import uniform_pipeline, unroll
@@ -68,7 +68,7 @@ def test_two_direction_greedy_beats_dualpipe_at_its_memory_and_warm_starts(p, m)
     sc = Scales.of(c)
     dp = simulate_baseline("dualpipe", p, m, c, sc)
     cap = dp.figures.max_peak_memory_bytes
-    pipe = _pipeline("dualpipe", p, m, c, sc)
+    pipe = pipeline_of("dualpipe", p, m, c, sc)
     times, span = best_greedy(pipe, [cap] * p)
     assert _check(pipe, times, cap) == span < dp.figures.makespan_tick
     sol = solve_pipeline(pipe, cap, warm_start=times, time_limit_s=2)

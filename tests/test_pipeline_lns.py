@@ -1,4 +1,4 @@
-"""The large-neighbourhood search over pipeline schedules (`formulations.pipeline_lns`, issue 11 "Scale"): it never
+"""The large-neighbourhood search over pipeline schedules (`planner.search.pipeline`): it never
 returns a longer or an invalid schedule, keeps every memory cap, keeps the incumbent's pairs, works with
 communication streams, and is wired into plan-compare.  Small cases only; nothing here asserts on speed."""
 
@@ -11,21 +11,13 @@ import random
 import pytest
 from random_pipelines import uneven_pipeline
 
-import formulations.pipeline_lns as lns_module
-import planner.compare.pipelines as pipelines_module
+import formulations.pipeline_step as step_module
+import planner.compare.planned_row as planned_row_module
+import planner.search.pipeline.solve as solve_module
 from formulations.backends import get_backend
 from formulations.model_api import SolveParams
 from formulations.pipeline import finish_pipeline, prepare_pipeline, split_start_times
-from formulations.pipeline_lns import (
-    ENDS_SHARE,
-    KINDS,
-    Units,
-    critical_chain,
-    improve_pipeline,
-    in_order,
-    neighbourhood,
-    solve_pipeline_lns,
-)
+from formulations.pipeline_units import Units, in_order
 from planner.cli_compare import compare_main
 from planner.compare.pipelines import compare, simulate_baseline
 from planner.compare.presets import preset_costs
@@ -38,6 +30,10 @@ from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.streams import simulate_pipeline
 from planner.pipeline.unroll import uniform_pipeline
 from planner.schedule.plan import PlanStatus
+from planner.search.pipeline.lns import improve_pipeline
+from planner.search.pipeline.neighbourhoods import KINDS, critical_chain, neighbourhood
+from planner.search.pipeline.policy import PipelineLnsPolicy, PipelineSearchPolicy
+from planner.search.pipeline.solve import solve_pipeline_lns
 
 
 def _baseline(name: str, p: int, m: int, costs: UnitCosts):
@@ -66,8 +62,8 @@ def test_never_longer_valid_and_within_the_memory_cap(placement, seed, fix_untou
     cap = [3 * per_device * heaviest] * p  # binds: about three micro-batches of the heaviest stages in flight
     setup = prepare_pipeline(pipe, cap)  # warm start: the greedy list schedule under the cap
     assert setup.known is not None
-    result = improve_pipeline(setup, setup.known, time_limit_s=60, step_s=5, max_steps=12, seed=seed,
-                              fix_untouched=fix_untouched)
+    result = improve_pipeline(setup, setup.known, time_limit_s=60, policy=PipelineLnsPolicy(step_s=5), max_steps=12,
+                              seed=seed, fix_untouched=fix_untouched)
     assert len(result.steps) >= 1
     _check(setup, result, cap)
 
@@ -90,7 +86,7 @@ def test_fixed_streams_keep_their_times_and_only_the_touched_streams_are_modelle
     sizes = {}
     for fix in (False, True):
         builder = get_backend("cpsat").new_builder()
-        step = lns_module._step_model(units, builder, start, tail, order, free, True, fix)
+        step = step_module._step_model(units, builder, start, tail, order, free, True, fix)
         assert step is not None
         sizes[fix] = len(step.start)
         fixed = [r for r, g in step.region.items() if g == "f"]
@@ -98,8 +94,8 @@ def test_fixed_streams_keep_their_times_and_only_the_touched_streams_are_modelle
         assert all(units.stream[r] in touched for r in step.start) or not fix
     assert sizes[True] < sizes[False]
     for seed in range(3):
-        result = improve_pipeline(setup, setup.known, time_limit_s=60, step_s=5, max_steps=8, seed=seed,
-                                  kinds=("devices",), fix_untouched=True)
+        result = improve_pipeline(setup, setup.known, time_limit_s=60, policy=PipelineLnsPolicy(step_s=5),
+                                  max_steps=8, seed=seed, kinds=("devices",), fix_untouched=True)
         _check(setup, result, cap)
 
 
@@ -107,13 +103,14 @@ def test_a_poor_order_is_improved_and_the_step_log_says_so():
     # Two stages, two micro-batches, F = B = W = 1, GPipe's order (every F, then every backward B W): device 1
     # runs F0 [1,2), F1 [2,3), B0 W0 [3,5), B1 W1 [5,7); device 0 idles from 2 to 5 and ends at 9.  Running W0 on
     # device 1 after B1 (so that B1 reaches device 0 sooner) does better.  One neighbourhood holds all 12 tasks
-    # (INITIAL_SIZE > 12), so the first step solves the whole instance.
+    # (`PipelineLnsPolicy.initial_size` > 12), so the first step solves the whole instance.
     pipe = uniform_pipeline(2, 2)
     _, tl = simulate_pipeline(pipe, gpipe(2, 2))
     setup = prepare_pipeline(pipe, warm_start=split_start_times(pipe, tl))
     assert setup.known is not None and setup.makespan_tick(setup.known) == 9
     seen = []
-    result = improve_pipeline(setup, setup.known, time_limit_s=60, step_s=30, max_steps=3, progress=seen.append)
+    result = improve_pipeline(setup, setup.known, time_limit_s=60, policy=PipelineLnsPolicy(step_s=30), max_steps=3,
+                              progress=seen.append)
     assert result.best_tick < 9 and result.gains >= 1 and seen and seen[0].gained
     assert result.time_to_best_s >= 0
     _check(setup, result, [2**40] * 2)
@@ -126,7 +123,7 @@ def test_pairs_are_kept_and_the_schedule_stays_valid():
     cap = [fig.max_peak_memory_bytes] * 4
     setup = prepare_pipeline(pipe, cap, warm_start=split_start_times(pipe, tl))
     assert setup.known is not None and setup.known.pairs
-    result = improve_pipeline(setup, setup.known, time_limit_s=60, step_s=5, max_steps=10)
+    result = improve_pipeline(setup, setup.known, time_limit_s=60, policy=PipelineLnsPolicy(step_s=5), max_steps=10)
     assert result.times.pairs == setup.known.pairs
     _check(setup, result, cap)
 
@@ -138,7 +135,7 @@ def test_communication_streams_all_to_all_and_pairs():
     cap = [fig.max_peak_memory_bytes] * 4
     setup = prepare_pipeline(pipe, cap, warm_start=split_start_times(pipe, tl))
     assert setup.known is not None and max(setup.device) >= 4  # tasks on the communication streams
-    result = improve_pipeline(setup, setup.known, time_limit_s=60, step_s=5, max_steps=10)
+    result = improve_pipeline(setup, setup.known, time_limit_s=60, policy=PipelineLnsPolicy(step_s=5), max_steps=10)
     _check(setup, result, cap)
 
 
@@ -173,7 +170,7 @@ def test_neighbourhoods_have_their_size_and_the_critical_chain_is_tight():
     assert ends[chain[-1]] == setup.makespan_tick(times)
     assert all(ends[a] <= times.start[b] for a, b in zip(chain, chain[1:]))
     by_start = sorted(range(len(times.start)), key=lambda t: (times.start[t], t))
-    count = math.ceil(ENDS_SHARE * len(by_start))
+    count = math.ceil(PipelineLnsPolicy().ends_share * len(by_start))
     assert count > 10  # the ends are larger than the drawn kinds' size
     assert neighbourhood("head", setup, times, 10, rng) == frozenset(by_start[:count])  # the fill
     assert neighbourhood("tail", setup, times, 10, rng) == frozenset(by_start[-count:])  # the drain
@@ -185,7 +182,8 @@ def test_same_seed_same_schedule():
     pipe = uneven_pipeline(3, 6, "fixed", 5)
     setup = prepare_pipeline(pipe)
     assert setup.known is not None
-    runs = [improve_pipeline(setup, setup.known, time_limit_s=120, step_s=60, max_steps=6, seed=3, threads=1)
+    runs = [improve_pipeline(setup, setup.known, time_limit_s=120, policy=PipelineLnsPolicy(step_s=60), max_steps=6,
+                             seed=3, threads=1)
             for _ in range(2)]
     assert runs[0].times == runs[1].times and runs[0].best_tick == runs[1].best_tick
 
@@ -193,7 +191,8 @@ def test_same_seed_same_schedule():
 @pytest.mark.parametrize("deterministic", [True, False])
 def test_each_step_solves_in_the_mode_asked(monkeypatch, deterministic):
     # the search's `deterministic` reaches every step's CP-SAT parameters (the half's search asks for the default
-    # portfolio, `HALF_DETERMINISTIC`; other searches keep the deterministic mode); either way the schedule is valid
+    # portfolio, `HalfSearchPolicy.deterministic`; other searches keep the deterministic mode); either way the
+    # schedule is valid
     pipe = uneven_pipeline(3, 6, "fixed", 5)
     heaviest = max(int(c.activation_bytes) for c in pipe.stages)
     cap = [3 * heaviest] * 3
@@ -205,9 +204,9 @@ def test_each_step_solves_in_the_mode_asked(monkeypatch, deterministic):
         asked.append(kwargs["deterministic"])
         return SolveParams(**kwargs)
 
-    monkeypatch.setattr(lns_module, "SolveParams", params)
-    result = improve_pipeline(setup, setup.known, time_limit_s=60, step_s=2, max_steps=4, threads=2,
-                              deterministic=deterministic)
+    monkeypatch.setattr(step_module, "SolveParams", params)
+    result = improve_pipeline(setup, setup.known, time_limit_s=60, policy=PipelineLnsPolicy(step_s=2), max_steps=4,
+                              threads=2, deterministic=deterministic)
     assert asked and asked == [deterministic] * len(result.steps)
     _check(setup, result, cap)
 
@@ -231,10 +230,10 @@ def test_solve_with_search_bound_never_above_the_makespan(fifo_inside):
 
 def test_a_stalled_search_hands_its_time_back_to_the_full_model(monkeypatch):
     """The first full solve is forced to stop at its warm start with only the trivial bound (what a time limit does
-    on a large model); the search then stalls at once (`STALL_STEPS` = 1 here) and the full model, solved again
+    on a large model); the search then stalls at once (`stall_steps` = 1 here) and the full model, solved again
     from the search's schedule with the time left, proves this small pipeline optimal."""
     pipe = uneven_pipeline(3, 4, "fixed", 3)
-    real = lns_module.solve_formulation
+    real = solve_module.solve_formulation
     calls: list[int] = []
 
     def cut_short(formulation, **kw):
@@ -244,32 +243,31 @@ def test_a_stalled_search_hands_its_time_back_to_the_full_model(monkeypatch):
                                        lower_bound_tick=kw["lower_bound_tick"])
         return real(formulation, **kw)
 
-    monkeypatch.setattr(lns_module, "solve_formulation", cut_short)
-    monkeypatch.setattr(lns_module, "STALL_STEPS", 1)
-    sol, lns = solve_pipeline_lns(pipe, time_limit_s=30, lns_share=0.5, threads=1)
+    monkeypatch.setattr(solve_module, "solve_formulation", cut_short)
+    sol, lns = solve_pipeline_lns(pipe, time_limit_s=30, lns_share=0.5, threads=1,
+                                  policy=PipelineSearchPolicy(stall_steps=1))
     assert len(calls) == 2 and lns is not None and lns.resolve is not None and lns.after_full_solve
     assert lns.resolve[1] == sol.plan.makespan_tick <= lns.best_tick
     assert sol.status == PlanStatus.OPTIMAL and sol.lower_bound_tick == sol.plan.makespan_tick
 
 
 def test_a_pipeline_above_the_size_limit_starts_the_search_from_its_warm_start(monkeypatch):
-    """Above `FULL_SOLVE_MAX_TASKS` (lowered here) the first full solve is skipped: the search starts from the warm
+    """Above `full_solve_max_tasks` (lowered here) the first full solve is skipped: the search starts from the warm
     start itself and the bound is the setup's trivial bound; the full model runs only as the stalled search's
-    hand-back (`STALL_STEPS` = 1 here), which then proves this small pipeline optimal."""
+    hand-back (`stall_steps` = 1 here), which then proves this small pipeline optimal."""
     pipe = uneven_pipeline(3, 4, "fixed", 3)
     setup = prepare_pipeline(pipe)
     assert setup.known is not None and setup.tasks.instance.num_tasks > 10
-    real = lns_module.solve_formulation
+    real = solve_module.solve_formulation
     calls: list[float] = []
 
     def counted(formulation, **kw):
         calls.append(kw["lower_bound_tick"])
         return real(formulation, **kw)
 
-    monkeypatch.setattr(lns_module, "FULL_SOLVE_MAX_TASKS", 10)
-    monkeypatch.setattr(lns_module, "solve_formulation", counted)
-    monkeypatch.setattr(lns_module, "STALL_STEPS", 1)
-    sol, lns = solve_pipeline_lns(pipe, time_limit_s=30, lns_share=0.5, threads=1)
+    monkeypatch.setattr(solve_module, "solve_formulation", counted)
+    sol, lns = solve_pipeline_lns(pipe, time_limit_s=30, lns_share=0.5, threads=1,
+                                  policy=PipelineSearchPolicy(stall_steps=1, full_solve_max_tasks=10))
     assert lns is not None and lns.start_tick == setup.makespan_tick(setup.known)  # no full solve before it
     assert not lns.after_full_solve
     assert len(calls) == 1 and lns.resolve is not None  # the hand-back only
@@ -315,13 +313,13 @@ def test_cli_takes_lns_share(tmp_path, capsys):
 def test_compare_passes_the_search_mode(monkeypatch, mode, reorder):
     costs = UnitCosts(f=1, b=2, w=1)
     seen: list[dict] = []
-    real = pipelines_module.solve_pipeline_lns
+    real = planned_row_module.solve_pipeline_lns
 
     def spy(*args, **kw):
         seen.append(kw)
         return real(*args, **kw)
 
-    monkeypatch.setattr(pipelines_module, "solve_pipeline_lns", spy)
+    monkeypatch.setattr(planned_row_module, "solve_pipeline_lns", spy)
     cmp = compare(4, 8, costs, time_limit_s=2, lns_mode=mode, schedules=("dualpipe", "zb-v"))
     opp, dp = cmp.row("opplan"), cmp.row("dualpipe")
     assert opp.figures.max_peak_memory_bytes <= dp.figures.max_peak_memory_bytes
@@ -330,8 +328,8 @@ def test_compare_passes_the_search_mode(monkeypatch, mode, reorder):
 
 def test_compare_keeps_order_by_default_reorders_a_preset_when_asked_and_refuses_an_unknown_mode(monkeypatch):
     seen: list[dict] = []
-    real = pipelines_module.solve_pipeline_lns
-    monkeypatch.setattr(pipelines_module, "solve_pipeline_lns", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    real = planned_row_module.solve_pipeline_lns
+    monkeypatch.setattr(planned_row_module, "solve_pipeline_lns", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
     costs = preset_costs("deepseek-v3", load_topology(PROFILES_DIR / "h100-2x8-ib.yaml"), 2, num_layers=4)
     compare(2, 4, costs, time_limit_s=2, schedules=("dualpipe",))
     assert seen and all(kw["fifo_inside"] is True and kw["fix_untouched"] is False for kw in seen)

@@ -1,4 +1,4 @@
-"""The mirror fold (`planner/pipeline/mirror.py`, issue 11): DualPipe's placement of a symmetric pipeline folds onto
+"""The mirror fold (`planner/pipeline/mirror.py`): DualPipe's placement of a symmetric pipeline folds onto
 half its devices, with the hop across the middle kept as a send; every schedule of the half unfolds to a valid
 schedule of the whole pipeline within the caps and with the same makespan; asymmetric pipelines do not fold; and
 the search runs on the half where the pipeline is too large for the full model."""
@@ -9,10 +9,9 @@ import dataclasses
 
 import pytest
 
-import formulations.pipeline_lns as lns_module
+import planner.search.pipeline.solve as solve_module
 from formulations.pipeline import finish_pipeline, prepare_pipeline
-from formulations.pipeline_lns import improve_folded, improve_pipeline, solve_pipeline_lns
-from planner.compare.pipelines import _pipeline, simulate_baseline
+from planner.compare.baselines import pipeline_of, simulate_baseline
 from planner.errors import InputError
 from planner.pipeline.metrics import figures
 from planner.pipeline.mirror import fold
@@ -21,6 +20,10 @@ from planner.pipeline.stream_greedy import best_stream_list
 from planner.pipeline.unroll import unroll_actions
 from planner.schedule.actions import Action, ActionKind
 from planner.schedule.plan import PlanStatus
+from planner.search.pipeline.half import improve_folded
+from planner.search.pipeline.lns import improve_pipeline
+from planner.search.pipeline.policy import HalfSearchPolicy, PipelineLnsPolicy, PipelineSearchPolicy
+from planner.search.pipeline.solve import solve_pipeline_lns
 
 P, M = 4, 8
 COSTS = UnitCosts(f=2, b=2, w=1, comm=1, comm_stream=True, a2a=1.0)
@@ -30,7 +33,7 @@ def _dualpipe():
     """DualPipe's placement with sends and all-to-alls on communication streams, and DualPipe's peak as the cap."""
     sc = Scales.of(COSTS)
     cap = simulate_baseline("dualpipe", P, M, COSTS, sc).figures.max_peak_memory_bytes
-    return _pipeline("dualpipe", P, M, COSTS, sc), cap
+    return pipeline_of("dualpipe", P, M, COSTS, sc), cap
 
 
 def _valid(pipe, times: dict[str, int], cap: int) -> tuple[int, list[int]]:
@@ -100,7 +103,7 @@ def test_asymmetric_pipelines_do_not_fold(change):
     pipe, cap = _dualpipe()
     caps = [cap] * P
     if change == "v placement":
-        pipe = _pipeline("zb-v", P, M, COSTS, Scales.of(COSTS))
+        pipe = pipeline_of("zb-v", P, M, COSTS, Scales.of(COSTS))
     elif change == "caps":
         caps = [cap, cap, cap, cap + 1]
     elif change == "stage cost":
@@ -120,8 +123,8 @@ def test_a_half_does_not_fold_again():
     assert folded is not None and fold(folded.half, [cap] * (P // 2)) is None
 
 
-def test_a_pipeline_too_large_for_the_full_model_is_searched_on_its_half(monkeypatch):
-    """Above `FULL_SOLVE_MAX_TASKS` (lowered here) a symmetric pipeline with a symmetric warm start is searched on
+def test_a_pipeline_too_large_for_the_full_model_is_searched_on_its_half():
+    """Above `full_solve_max_tasks` (lowered here) a symmetric pipeline with a symmetric warm start is searched on
     its half: the schedule that comes back is valid (`finish_pipeline` checks it), within the cap, symmetric and no
     longer than the warm start; an asymmetric warm start is searched on the whole pipeline."""
     pipe, cap = _dualpipe()
@@ -130,9 +133,9 @@ def test_a_pipeline_too_large_for_the_full_model_is_searched_on_its_half(monkeyp
     half_times, _ = best_stream_list(folded.half, [cap] * (P // 2))
     warm = folded.unfold_times(half_times)
     warm_span, _ = _valid(pipe, warm, cap)
-    monkeypatch.setattr(lns_module, "FULL_SOLVE_MAX_TASKS", 10)
-    monkeypatch.setattr(lns_module, "STALL_STEPS", 10**6)  # no hand-back to the full model: the search's own result
-    sol, lns = solve_pipeline_lns(pipe, cap, warm_start=warm, time_limit_s=6, threads=1)
+    # no hand-back to the full model (no stall limit): the search's own result
+    policy = PipelineSearchPolicy(full_solve_max_tasks=10, stall_steps=10**6)
+    sol, lns = solve_pipeline_lns(pipe, cap, warm_start=warm, time_limit_s=6, threads=1, policy=policy)
     assert lns is not None and lns.folded and not lns.after_full_solve and lns.resolve is None
     times = {x.task: x.start_tick for x in sol.timeline.placements}
     assert folded.fold_times(times) is not None
@@ -145,20 +148,22 @@ def test_a_pipeline_too_large_for_the_full_model_is_searched_on_its_half(monkeyp
     setup = prepare_pipeline(pipe, cap, warm_start=moved)
     assert setup.known is not None
     assert improve_folded(setup, folded, setup.known, lambda *_: pytest.fail("searched")) is None
-    _, lns = solve_pipeline_lns(pipe, cap, warm_start=moved, time_limit_s=4, threads=1)
+    _, lns = solve_pipeline_lns(pipe, cap, warm_start=moved, time_limit_s=4, threads=1, policy=policy)
     assert lns is not None and not lns.folded
 
 
 @pytest.mark.parametrize("rounds", [1, 2])
 def test_the_half_is_searched_in_short_steps_then_long_ones_then_its_ends_without_a_stall_limit(monkeypatch, rounds):
-    """The search on a half runs `HALF_FIRST_SHARE` of its time in `HALF_STEP_S` steps on at most `HALF_THREADS`
-    CP-SAT workers, then the rest from that schedule in half the step limit on the caller's workers (measured
-    better on the preset at p = 16: the module constants' comment), split into `ENDS_ROUNDS` parts each followed by
-    one step on the fill and one on the drain (``head``, ``tail``, each within `ENDS_TIME_SHARE` of the time, kept
-    back from the phases), then the second phase again in the time they left, with no stall limit (above
-    `FULL_SOLVE_MAX_TASKS` there is no full model to hand the time back to); the steps of all parts reach
-    `progress` and the result numbered in one sequence, timed from the search's start."""
-    monkeypatch.setattr(lns_module, "ENDS_ROUNDS", rounds)
+    """The search on a half runs `first_share` of its time in steps of the half's `step_s` on at most its `threads`
+    CP-SAT workers, then the rest from that schedule in half the step limit on the caller's workers
+    (`HalfSearchPolicy`), split into `ends_rounds` parts each followed by one step on the fill and one on the drain
+    (``head``, ``tail``, each within `ends_time_share` of the time, kept back from the phases), then the second phase
+    again in the time they left, with no stall limit (above `full_solve_max_tasks` there is no full model to hand
+    the time back to); the steps of all parts reach `progress` and the result numbered in one sequence, timed from
+    the search's start."""
+    half = HalfSearchPolicy(ends_rounds=rounds)
+    lns_policy = PipelineLnsPolicy(step_s=1.0, min_step_s=0.2)  # steps in both phases of this short run
+    policy = PipelineSearchPolicy(lns=lns_policy, half=half, full_solve_max_tasks=10)
     pipe, cap = _dualpipe()
     folded = fold(pipe, [cap] * P)
     assert folded is not None
@@ -169,28 +174,27 @@ def test_the_half_is_searched_in_short_steps_then_long_ones_then_its_ends_withou
         seen.append(kwargs)
         return improve_pipeline(*args, **kwargs)
 
-    monkeypatch.setattr(lns_module, "improve_pipeline", spy)
-    monkeypatch.setattr(lns_module, "FULL_SOLVE_MAX_TASKS", 10)
-    monkeypatch.setattr(lns_module, "MIN_STEP_S", 0.2)  # steps in both phases of this short run
+    monkeypatch.setattr(solve_module, "improve_pipeline", spy)
     reported = []
     sol, lns = solve_pipeline_lns(pipe, cap, warm_start=folded.unfold_times(half_times), time_limit_s=6, threads=8,
-                                  step_s=1.0, progress=reported.append)
+                                  policy=policy, progress=reported.append)
     assert lns is not None and lns.folded and lns.resolve is None
-    ends_s = seen[2]["step_s"]  # the share of the time the search got (6 s less what came before it)
-    assert 0 < ends_s <= min(lns_module.ENDS_STEP_S, lns_module.ENDS_TIME_SHARE * 6)
-    second = (1.0 * lns_module.HALF_STEP_SHARE, 8, None, None, None)
+    ends_s = seen[2]["policy"].step_s  # the share of the time the search got (6 s less what came before it)
+    assert 0 < ends_s <= min(half.ends_step_s, half.ends_time_share * 6)
+    second = (1.0 * half.step_share, 8, None, None, None)
     ends = [(ends_s, 8, None, ("head",), 1), (ends_s, 8, None, ("tail",), 1)]
-    assert [(k["step_s"], k["threads"], k["stall_steps"], k.get("kinds"), k.get("max_steps")) for k in seen] == \
-        [(lns_module.HALF_STEP_S, lns_module.HALF_THREADS, None, None, None)] + [second, *ends] * rounds + [second]
-    # every part's steps in CP-SAT's mode for the half (`HALF_DETERMINISTIC`: the default portfolio)
-    assert [k["deterministic"] for k in seen] == [lns_module.HALF_DETERMINISTIC] * len(seen)
-    assert lns_module.HALF_DETERMINISTIC is False
+    assert [(k["policy"].step_s, k["threads"], k["stall_steps"], k.get("kinds"), k.get("max_steps")) for k in seen] \
+        == [(half.step_s, half.threads, None, None, None)] + [second, *ends] * rounds + [second]
+    # every part's steps in CP-SAT's mode for the half (`HalfSearchPolicy.deterministic`: the default portfolio)
+    assert [k["deterministic"] for k in seen] == [half.deterministic] * len(seen)
+    assert half.deterministic is False
+    assert all(k["policy"].min_step_s == lns_policy.min_step_s for k in seen)  # the rest of the caller's policy
     # the ends' time is kept back from the phases; the rounds split the second phase's time evenly
-    assert seen[0]["time_limit_s"] <= (6 - 2 * rounds * ends_s) * lns_module.HALF_FIRST_SHARE + 1e-9
+    assert seen[0]["time_limit_s"] <= (6 - 2 * rounds * ends_s) * half.first_share + 1e-9
     assert all(seen[i + j]["time_limit_s"] <= ends_s for i in range(2, 3 * rounds + 1, 3) for j in (0, 1))
     if rounds == 2:  # half of what the first phase and the ends left (it may stop up to MIN_STEP_S early)
-        searched_s = ends_s / lns_module.ENDS_TIME_SHARE  # the half's search's own limit, a little under 6 s
-        left_s = searched_s - 4 * ends_s - seen[0]["time_limit_s"] + lns_module.MIN_STEP_S
+        searched_s = ends_s / half.ends_time_share  # the half's search's own limit, a little under 6 s
+        left_s = searched_s - 4 * ends_s - seen[0]["time_limit_s"] + lns_policy.min_step_s
         assert seen[1]["time_limit_s"] <= left_s / 2 + 1e-9
     if sol.plan.status is not PlanStatus.OPTIMAL:  # a search at its bound takes no more steps
         assert [s.kind for s in lns.steps].count("head") == [s.kind for s in lns.steps].count("tail") == rounds

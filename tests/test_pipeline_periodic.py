@@ -1,4 +1,4 @@
-"""The periodic schedule (`formulations.pipeline_periodic`) and the search's periodic start (issue 11): unrolled it
+"""The periodic schedule (`formulations.pipeline_periodic`) and the search's periodic start: unrolled it
 is a valid schedule within the caps, its period is at least the busiest stream's work, memory limits the period,
 and the search starts from it only where it replays shorter."""
 
@@ -8,17 +8,19 @@ import dataclasses
 
 import pytest
 
-import formulations.pipeline_lns as lns_module
 from formulations.pipeline import device_of, finish_pipeline, prepare_pipeline
-from formulations.pipeline_lns import periodic_start, replayed_tick, solve_pipeline_lns
 from formulations.pipeline_periodic import period_lower_bound_tick, solve_periodic
-from planner.compare.pipelines import _pipeline, simulate_baseline
+from planner.compare.baselines import pipeline_of, simulate_baseline
 from planner.pipeline.metrics import figures
 from planner.pipeline.mirror import fold
 from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.stream_greedy import best_stream_list
 from planner.pipeline.unroll import unroll_actions
 from planner.schedule.plan import PlanStatus
+from planner.search.pipeline.lns import replayed_tick
+from planner.search.pipeline.periodic import periodic_start
+from planner.search.pipeline.policy import PeriodicPolicy, PipelineSearchPolicy
+from planner.search.pipeline.solve import solve_pipeline_lns
 
 P, M = 4, 8
 COSTS = UnitCosts(f=2, b=2, w=1, comm=1, comm_stream=True, a2a=1.0)
@@ -29,7 +31,7 @@ def _half():
     its mirror fold."""
     sc = Scales.of(COSTS)
     cap = simulate_baseline("dualpipe", P, M, COSTS, sc).figures.max_peak_memory_bytes
-    pipe = _pipeline("dualpipe", P, M, COSTS, sc)
+    pipe = pipeline_of("dualpipe", P, M, COSTS, sc)
     folded = fold(pipe, [cap] * P)
     assert folded is not None
     return pipe, cap, folded
@@ -92,7 +94,7 @@ def test_memory_lengthens_the_period():
     _check(half, found.unrolled(half), one)
 
 
-def test_the_search_starts_from_the_periodic_schedule_only_where_it_replays_shorter(monkeypatch):
+def test_the_search_starts_from_the_periodic_schedule_only_where_it_replays_shorter():
     pipe, cap, folded = _half()
     half_times, _ = best_stream_list(folded.half, folded.half_caps([cap] * P))
     warm = folded.unfold_times(half_times)
@@ -100,12 +102,12 @@ def test_the_search_starts_from_the_periodic_schedule_only_where_it_replays_shor
     assert setup.known is not None
     listed = replayed_tick(setup, setup.known)
     # a period this long replays to a longer schedule than the list schedule's: the list schedule stays
-    monkeypatch.setattr(lns_module, "PERIODIC_MARGINS", (3.0,))
-    times, periodic = periodic_start(setup, folded, setup.known, time_limit_s=10, threads=1, seed=0)
+    times, periodic = periodic_start(setup, folded, setup.known, time_limit_s=10, threads=1, seed=0,
+                                     policy=PeriodicPolicy(margins=(3.0,)))
     assert periodic is None and times == setup.known
     # a period at the stream bound: the start taken is the shorter of the two, and it is valid
-    monkeypatch.setattr(lns_module, "PERIODIC_MARGINS", (0.0, 0.2))
-    times, periodic = periodic_start(setup, folded, setup.known, time_limit_s=20, threads=1, seed=0)
+    times, periodic = periodic_start(setup, folded, setup.known, time_limit_s=20, threads=1, seed=0,
+                                     policy=PeriodicPolicy(margins=(0.0, 0.2)))
     if periodic is None:
         assert times == setup.known
     else:
@@ -117,16 +119,15 @@ def test_the_search_starts_from_the_periodic_schedule_only_where_it_replays_shor
 
 
 @pytest.mark.parametrize("share", [0.0, 0.2])
-def test_solve_pipeline_lns_reports_its_periodic_start(monkeypatch, share):
+def test_solve_pipeline_lns_reports_its_periodic_start(share):
     pipe, cap, folded = _half()
     half_times, _ = best_stream_list(folded.half, folded.half_caps([cap] * P))
     warm = folded.unfold_times(half_times)
     warm_span, _ = _check(pipe, warm, cap)
-    monkeypatch.setattr(lns_module, "FULL_SOLVE_MAX_TASKS", 10)
-    monkeypatch.setattr(lns_module, "PERIODIC_SHARE", share)
-    monkeypatch.setattr(lns_module, "PERIODIC_MARGINS", (0.0,))
+    policy = PipelineSearchPolicy(periodic=PeriodicPolicy(margins=(0.0,), share=share), full_solve_max_tasks=10)
     seen = []
-    sol, lns = solve_pipeline_lns(pipe, cap, warm_start=warm, time_limit_s=8, threads=1, progress=seen.append)
+    sol, lns = solve_pipeline_lns(pipe, cap, warm_start=warm, time_limit_s=8, threads=1, progress=seen.append,
+                                  policy=policy)
     assert lns is not None and lns.folded
     periodic_steps = [s for s in seen if s.kind == "periodic"]
     if share == 0.0:

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from formulations.pipeline import finish_pipeline, prepare_pipeline
-from planner.compare.pipelines import _pipeline, simulate_baseline
+from planner.compare.baselines import pipeline_of, simulate_baseline
 from planner.pipeline import stream_greedy
 from planner.pipeline.greedy import best_greedy
 from planner.pipeline.metrics import figures
@@ -52,7 +52,7 @@ def test_valid_within_the_cap_and_shorter_than_every_baseline_when_all_to_alls_l
     rows = {n: simulate_baseline(n, p, m, c, sc) for n in BASELINES}
     cap = rows["dualpipe"].figures.max_peak_memory_bytes
     best_baseline = min(r.figures.makespan_tick for r in rows.values())
-    pipe = _pipeline(placement, p, m, c, sc)
+    pipe = pipeline_of(placement, p, m, c, sc)
     found = best_stream_list(pipe, [cap] * p)
     assert found is not None
     times, span = found
@@ -63,7 +63,7 @@ def test_valid_within_the_cap_and_shorter_than_every_baseline_when_all_to_alls_l
 def test_every_rule_keeps_micro_batches_in_order_per_stage_and_kind():
     c = UnitCosts(f=1, b=2, w=1, a2a=0.5)
     sc = Scales.of(c)
-    pipe = _pipeline("zb-v", 3, 6, c, sc)
+    pipe = pipeline_of("zb-v", 3, 6, c, sc)
     cap = simulate_baseline("zb-v", 3, 6, c, sc).figures.max_peak_memory_bytes
     for rule in PORTFOLIO:
         times = stream_list_times(pipe, [cap] * 3, rule)
@@ -81,7 +81,7 @@ def test_the_reserve_keeps_a_v_from_filling_its_memory_with_first_chunk_forwards
     # reserved slot leaves it room.
     c = UnitCosts(f=1, b=1, w=1, a2a=1.0)
     sc = Scales.of(c)
-    pipe = _pipeline("zb-v", 2, 8, c, sc)
+    pipe = pipeline_of("zb-v", 2, 8, c, sc)
     act = int(pipe.stages[0].activation_bytes)
     cap = [4 * act] * 2
     assert stream_list_times(pipe, cap, ListRule(True, 0, share=1.0)) is None
@@ -95,7 +95,7 @@ def test_none_without_streams_or_when_nothing_fits_and_best_greedy_hands_streams
     assert stream_list_times(plain, [100, 100], PORTFOLIO[0]) is None  # no communication streams
     c = UnitCosts(f=1, b=1, w=1, a2a=1.0)
     sc = Scales.of(c)
-    pipe = _pipeline("dualpipe", 4, 8, c, sc)
+    pipe = pipeline_of("dualpipe", 4, 8, c, sc)
     assert best_stream_list(pipe, [0] * 4) is None  # no forward fits
     cap = [10**9] * 4
     assert best_greedy(pipe, cap) == best_stream_list(pipe, cap)
@@ -133,7 +133,7 @@ def test_little_limits_by_hand():
 def test_prepare_without_the_list_schedule_gives_the_same_bound_and_no_warm_start():
     # `compare`'s placement choice needs only the bound: it skips the list schedule (seconds on large pipelines)
     c = UnitCosts(f=1, b=1, w=1, a2a=1.0)
-    pipe = _pipeline("zb-v", 4, 8, c, Scales.of(c))
+    pipe = pipeline_of("zb-v", 4, 8, c, Scales.of(c))
     with_list = prepare_pipeline(pipe, 10**9)
     without = prepare_pipeline(pipe, 10**9, constructive=False)
     assert with_list.known is not None and without.known is None
@@ -146,7 +146,7 @@ def test_fitted_limits_keep_the_activations_in_flight_under_the_cap_and_memory_n
     # no limit grows, and the schedule is valid within the cap
     c = UnitCosts(f=1, b=1, w=1, a2a=1.0)
     sc = Scales.of(c)
-    pipe = _pipeline("zb-v", 4, 8, c, sc)
+    pipe = pipeline_of("zb-v", 4, 8, c, sc)
     prepared = stream_tasks(pipe)
     assert prepared is not None
     cap = 5 * int(pipe.stages[0].activation_bytes)

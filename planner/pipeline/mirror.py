@@ -21,7 +21,7 @@ precedences is a precedence of the half or the mirror of one, and each stream ru
 
 What it costs: the symmetric schedules are a subset.  The best one can be longer than the best schedule, so a
 bound found on the half bounds nothing of the full pipeline.  What it buys: half the tasks.  The search
-(`formulations.pipeline_lns`) then covers the whole schedule with neighbourhoods of its usual size twice as
+(`planner.search.pipeline`) then covers the whole schedule with neighbourhoods of its usual size twice as
 often, which is what lets it shorten large symmetric pipelines within the same time limit
 (docs/layers/pipeline.md, "Mirror fold")."""
 
