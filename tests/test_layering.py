@@ -63,7 +63,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("formulations.model_api", ("formulations/__init__.py", "formulations/model_api.py")),
     ("formulations.backends", ("formulations/backends/",)),
     ("formulations.driver", ("formulations/driver.py",)),
-    ("formulations.models", ("formulations/",)),  # placement, solve_instance, stages, pipeline, pipeline_lns
+    ("formulations.models", ("formulations/",)),  # placement, solve_instance, stages, pipeline, pipeline_step
     ("search", ("planner/search/",)),  # the searches' budgets and phases (planner/search/__init__.py and below)
     # the pipeline search: neighbourhoods, time shares and starts over the pipeline models below it
     ("search.pipeline", ("planner/search/pipeline/",)),
