@@ -479,7 +479,7 @@ def bench_placement(quick: bool = False, reps: int = 1) -> list[dict]:
 
 def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line, parsed before anything runs: `--help` prints it, an unknown flag or row is an error (exit
-    2), never a bench run (`--help` used to start the 70-minute default run)."""
+    2), never a bench run (the default run takes over an hour)."""
     ap = argparse.ArgumentParser(prog="python -m experiments.bench_pipeline",
                                  description="Pipeline benchmarks; default: the search against the same "
                                              "budget without it (bench/results/pipeline_lns.csv).")

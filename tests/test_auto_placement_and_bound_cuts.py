@@ -72,7 +72,7 @@ def test_auto_solves_the_dominant_placement_alone_and_both_when_the_signals_disa
                    opplan_placement="both")
     assert sorted(both.row("opplan").notes["tried"]) == ["dualpipe", "v"]
     # plain unit costs: ZB-V's warm start is shorter (25.5 < 26) but DualPipe's bound is lower (25 < 25.5), so
-    # auto solves both, as before (and DualPipe's placement reaches the proven 25)
+    # auto solves both (and DualPipe's placement reaches the proven 25)
     unit = UnitCosts(f=1, b=1, w=1)
     sig = _signals(4, 8, unit)
     assert sig["v"][0] < sig["dualpipe"][0] and sig["dualpipe"][1] < sig["v"][1]
@@ -125,12 +125,11 @@ def test_a_round_by_the_bound_follows_a_solve_at_its_cut_s_bound(costs):
 
 def test_a_bound_lower_by_a_small_part_of_the_gap_does_not_split_the_time():
     # the preset at p = 16 (ms x 100 ticks): DualPipe's placement has the shorter list schedule (7175 against 7324)
-    # and a bound 0.2 % above the V's (5670 against 5660), 10 ms against its 1505 ms gap: solved alone (measured:
-    # 6905 ms alone with 600 s against 6997 with the time split)
+    # and a bound 0.2 % above the V's (5670 against 5660), 10 ms against its 1505 ms gap: solved alone
     warm, bound = {"dualpipe": 717539, "v": 732430}, {"dualpipe": 566993, "v": 566023}
     assert choose(["dualpipe", "v"], warm, bound) == \
         ("dualpipe", "dualpipe alone, the shortest warm start, its bound within 5% of its gap of the lowest")
-    # the unit rows: the V's warm start is its bound (no gap), DualPipe's bound lower: both, as before
+    # the unit rows: the V's warm start is its bound (no gap), DualPipe's bound lower: both
     assert choose(["dualpipe", "v"], {"dualpipe": 26, "v": 25.5}, {"dualpipe": 25, "v": 25.5})[0] is None
     # a bound lower by more than the tie: both
     assert choose(["dualpipe", "v"], {"dualpipe": 100, "v": 110}, {"dualpipe": 90, "v": 89})[0] is None

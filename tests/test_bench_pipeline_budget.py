@@ -1,5 +1,5 @@
 """The pipeline bench gives the transformers exports' and the preset's planned rows their budget by stage count
-(`experiments.bench_pipeline.EXPORT_LIMIT_S`: 60 s at 4 stages, the issue's 10 minutes at 8, where time moved the
+(`experiments.bench_pipeline.EXPORT_LIMIT_S`: 60 s at 4 stages, the bench's 10 minutes at 8, where time moves the
 rows; `PRESET_LIMIT_S`: 10 minutes at p = 8 and 16) and the memory bound its `BOUND_S`, checked without exporting or
 solving: `compare`, the export and the costs are stood in for."""
 
@@ -12,7 +12,7 @@ import pytest
 from experiments import bench_pipeline
 
 
-def test_the_eight_stage_exports_get_the_issues_ten_minutes(monkeypatch, tmp_path):
+def test_the_eight_stage_exports_get_ten_minutes(monkeypatch, tmp_path):
     pytest.importorskip("transformers")
     import experiments.hf_models as hf
     import planner.compare.pipelines as pipelines
@@ -34,10 +34,10 @@ def test_the_eight_stage_exports_get_the_issues_ten_minutes(monkeypatch, tmp_pat
     assert {name for name, _ in by_stages} == {"hf_mixtral", "hf_qwen2_moe", "hf_gpt2"}
     for name in ("hf_mixtral", "hf_qwen2_moe", "hf_gpt2"):
         assert by_stages[name, 4] == 60.0
-        assert by_stages[name, 8] == 600.0  # the issue's "Scale": planned within 10 minutes
+        assert by_stages[name, 8] == 600.0  # planned within the bench's 10 minutes
 
 
-def test_the_preset_at_eight_stages_gets_the_issues_ten_minutes(monkeypatch):
+def test_the_preset_at_eight_stages_gets_ten_minutes(monkeypatch):
     import planner.compare.pipelines as pipelines
     import planner.compare.presets as presets
 

@@ -95,8 +95,8 @@ def test_cli_reports_bad_arguments_as_one_line(capsys):
 
 
 def test_a_placement_that_gives_no_schedule_says_why(monkeypatch):
-    # the planned row's skipped reason names each placement and its error, not a guess (it used to say "within the
-    # memory cap" whatever the solver raised)
+    # the planned row's skipped reason names each placement and its error, not a guess (such as "within the memory
+    # cap" whatever the solver raised)
     import planner.compare.pipelines as pipelines_module
     import planner.compare.planned_row as planned_row_module
     from planner.errors import OpplanError

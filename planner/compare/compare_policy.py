@@ -14,7 +14,8 @@ from planner.search.pipeline.policy import PipelineSearchPolicy
 class ComparePolicy:
     """The planned row's tuning (`planner.compare.pipelines`, `planner.compare.planned_row`)."""
 
-    # of a placement's time on a model, what the first cut search gets: the cut the baselines use is rarely far off
+    # of a placement's time on a model, what the first cut search gets (the solves get the rest: they, not the cut
+    # search, order the tasks)
     cut_share: float = 0.25
     # a solve that ends within `bound_round_gap` of its cut's bound leaves nothing for a reorder to gain, so the
     # next cut round scores cuts by their bound (only a cut with a lower bound can be shorter)

@@ -13,9 +13,9 @@ class PipelineLnsPolicy:
     """The steps of the large-neighbourhood search (`planner.search.pipeline.lns.improve_pipeline`) and the shape of
     its neighbourhoods (`planner.search.pipeline.neighbourhoods`)."""
 
-    step_s: float = 4.0  # solver time of one step, besides its build: long enough to prove a few hundred tasks
-    min_step_s: float = 1.0  # no step starts with less time left: a shorter one rarely even finds the hint again
-    initial_size: int = 64  # tasks of the first neighbourhood: a size most steps prove within `step_s`
+    step_s: float = 4.0  # solver time of one step, besides its build: on a whole pipeline shorter steps gain less
+    min_step_s: float = 1.0  # no step starts with less time left (what is left goes back to the caller)
+    initial_size: int = 64  # tasks of the first neighbourhood; `grow` and `shrink` fit the size to the pipeline
     min_size: int = 8  # tasks: a smaller neighbourhood has nothing left to reorder
     grow: float = 1.25  # size factor after a step proven optimal within its time: that size was too easy
     shrink: float = 0.8  # size factor after a step cut by its time limit without a gain: that size was too hard
