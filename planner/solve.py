@@ -80,8 +80,6 @@ __all__ = ["DEFAULT_CLUSTERS", "ClusterSolution", "Method", "Outcome", "PhaseLog
 
 DEFAULT_OPTIONS = SolveOptions()
 DEFAULT_POLICY = SearchPolicy()
-LEAST_LEFT_S = 0.5
-"""The op-level searches start only with more than this many seconds left (less finds nothing)."""
 
 
 def _history(phases: Sequence[PhaseLog], unit: Callable[[int], str]) -> str:
@@ -180,11 +178,11 @@ def _search_phases(policy: SearchPolicy) -> tuple[Phase[SearchState], ...]:
                   startup_why="to find the incumbent's runs"),
             Phase("segment LNS", segment_phase, applies=segment_phase_applies, share=policy.segment_lns_share),
             Phase(iterated.NAME, iterated.run, applies=iterated.applies, share=policy.iterated_share,
-                  min_left_s=LEAST_LEFT_S, startup_s=iterated.startup_s, startup_why="to decode its starts"),
+                  min_left_s=policy.least_left_s, startup_s=iterated.startup_s, startup_why="to decode its starts"),
             Phase("assignment search", assignment.run, applies=assignment.applies, share=policy.assignment_share,
-                  min_left_s=LEAST_LEFT_S, startup_s=assignment.startup_s, startup_share=policy.assignment_share,
+                  min_left_s=policy.least_left_s, startup_s=assignment.startup_s, startup_share=policy.assignment_share,
                   startup_why="to set it up"),
-            Phase("LNS", lns_phase, min_left_s=LEAST_LEFT_S))
+            Phase("LNS", lns_phase, min_left_s=policy.least_left_s))
 
 
 def plan_instance(fine: SchedulingInstance, options: SolveOptions = DEFAULT_OPTIONS,

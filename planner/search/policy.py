@@ -58,6 +58,9 @@ class SearchPolicy:
     iterated_start_cost: float = 5
     # the assignment search's decoder, first decode and linear clusters, and a first move (which cannot be stopped)
     assignment_start_cost: float = 2
+    # the op-level searches (iterated, assignment, LNS) start only with more than this many seconds left: less
+    # finds nothing and only delays the answer
+    least_left_s: float = 0.5
     # LNS windows start at 2 ops per device within these bounds: fewer frees too little to move the plan, more makes
     # a neighbourhood the solver does not close in a move's time
     lns_min_window_ops: int = 8
