@@ -3,9 +3,9 @@
 torchrun starts the processes and sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT; each rank
 reads them (init_method ``env://``), loads the plan and the model (the same path on every host; the hash is
 checked on each), builds its share and runs.  Rank 0 gathers the timings and writes the report.  WORLD_SIZE must
-equal the plan's number of devices, or pass --nproc WORLD_SIZE to fold devices onto ranks (device d on rank
-d % N).  If a rank fails, torchrun's agent stops the others; a rank waiting on a dead peer gives up after
---timeout seconds.
+equal the plan's number of devices, or pass --ranks WORLD_SIZE to fold devices onto ranks (device d on rank
+d % N; torchrun reads any option of its own that starts with --nproc, so ours is --ranks there).  If a rank
+fails, torchrun's agent stops the others; a rank waiting on a dead peer gives up after --timeout seconds.
 
 One host, 4 ranks::
 
@@ -41,7 +41,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m planner.execute.torchrun", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--plan", type=Path, required=True)
-    parser.add_argument("--nproc", type=int, default=None)
+    parser.add_argument("--ranks", "--nproc", dest="nproc", type=int, default=None,
+                        help="fold the plan's devices onto this many ranks (device d on rank d %% N)")
     parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--repeat", type=int, default=1)
@@ -56,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         part = partition_plan(plan, graph, world if args.nproc is None else args.nproc, str(args.plan))
         if part.world_size != world:
             raise InputError(f"torchrun started {world} ranks; the plan needs {part.world_size} "
-                             f"(or pass --nproc {world})", path=str(args.plan))
+                             f"(or pass --ranks {world})", path=str(args.plan))
     except OpplanError as exc:
         print(f"error: rank {rank}: {exc}", file=sys.stderr)
         return exc.exit_status
