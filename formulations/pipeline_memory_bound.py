@@ -24,9 +24,8 @@ way back, and idles.  This module proves that idle time by relaxing the whole pi
   smallest start among that task's copies.  A machine then runs the same intervals.  Memory sees the same events:
   every copy of a task takes or frees the same bytes.  A lag x_j >= y_j + l holding for every j holds for the
   sorted lists too (the k-th smallest x >= the k-th smallest y + l).  The ranked releases above hold for any list
-  sorted this way.  It cuts the m! namings of each relaxed schedule down to one: on the preset at p = 16,
-  devices 3, 4 and 6 went from undecided after 600 s to a schedule in 4 s at the half-bubble makespan; on GPT-2's
-  export at p = 8 devices 1 and 2 were proven infeasible in 15 s instead of 207-226 s;
+  sorted this way.  It cuts the m! namings of each relaxed schedule down to one, which turns probes that stay
+  undecided within their time into proofs or schedules within seconds;
 * d's memory exactly as the pipeline formulation counts it (family 3): activations taken at F's start, the part
   B frees at B's end and the rest at W's end, beside d's parameters, within the cap.
 

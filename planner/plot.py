@@ -131,9 +131,10 @@ def gantt_figure(
     px_per_unit = axes_w_px / max(x1 - x0, 1e-12)
 
     # one bar collection per device, each bar with its group's colour: a stacked model has thousands of groups, and
-    # each broken_barh call rescales the axes (3,206 calls took 14 s on a 100k-op plan; one per device and colour,
-    # 84 calls, still 2-3 s).  With more bars than pixels across (`dense`), no bar can be seen alone and white edges
-    # would wash the rows out: bars of one colour less than a pixel apart are drawn as one, without edges.
+    # each broken_barh call rescales the axes (one call per group costs seconds on a large model's plan; one per
+    # device and colour is a few dozen calls).  With more bars than pixels across (`dense`), no bar can be seen
+    # alone and white edges would wash the rows out: bars of one colour less than a pixel apart are drawn as one,
+    # without edges.
     dense = len(placements) > axes_w_px
     merge_gap = 1.0 / px_per_unit if dense else -1.0
     spans: dict[int, list[tuple[float, float]]] = defaultdict(list)

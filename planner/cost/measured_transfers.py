@@ -7,15 +7,13 @@ receives it waited for and the sends it made.  Per transfer, summed over the ran
 * per receive = (post_s + recv_late_s) / receives: the receiver posting the receive, and waiting for the data
                 after the sending op had ended (the transport and the receiver's wake-up).
 
-On this project's 2-vCPU machine a run of Inception-v1 over 2 gloo ranks measured about 1 ms of rank time per
-transfer (a receive posted while the gloo thread read another message waited 5 ms), where the probe that
-`plan-calibrate` runs (16-float messages between tiny ops) measured 0.04-0.19 ms: the transfers of a real model cost
-what the run says, not what the probe does.  A re-plan takes these figures instead of the profile's: every link
-between two devices gets latency = per send + per receive (the receive's wait includes the transport's own
-latency; the bytes term stays the link's, so a message's bytes are counted once more inside the measured wait: a
-small excess, 0.06 ms of the 1 ms above), and the runtime replay (`planner.schedule.runtime_replay`) charges them to
-the ranks.
-"""
+A real model's transfers can cost a rank several times what the probe of `plan-calibrate` measures (16-float
+messages between tiny ops): a receive posted while the transport reads another message waits for it. So the
+transfers of a real model cost what the run says, not what the probe does. A re-plan takes these figures instead of
+the profile's: every link between two devices gets latency = per send + per receive (the receive's wait includes the
+transport's own latency; the bytes term stays the link's, so a message's bytes are counted once more inside the
+measured wait: a small excess), and the runtime replay (`planner.schedule.runtime_replay`)
+charges them to the ranks."""
 
 from __future__ import annotations
 

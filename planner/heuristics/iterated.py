@@ -17,9 +17,9 @@ it: a (1+1) evolution strategy over priority vectors.
     every RESTART_EVERY moves without improvement, the parent goes back to the next starting point, or to the
     best plan's priority (in turn)
 
-Measured alternatives: threshold acceptance (accept a child up to 1 % or 3 % longer, the threshold shrinking to 0
-over the budget) was worse on 3 of 4 layered graphs (300-1,000 tasks, 20 s); perturbing every task on every move
-(no local moves) was worse on all 5 graphs tried.
+Alternatives that search worse on the engine bench's layered graphs: threshold acceptance (accept a child up to a
+few per cent longer, the threshold shrinking to 0 over the budget), and perturbing every task on every move (no
+local moves).
 
 The noise is in ticks, so it reorders tasks whose priorities are within a few task lengths of each other (tasks
 of the same layer or of neighbouring ones) and leaves the coarse order (sources before sinks) alone.  Every plan is
