@@ -1,7 +1,7 @@
 """The bench modules parse their command lines before anything runs: `--help` prints the usage and an unknown flag
-(or, for `experiments.bench_pipeline`, an unknown row) is an error, never a bench run (`bench_pipeline --help` once
-started its 70-minute default run; `bench_heft` and `bench_coarsen` ran whatever they were given).  Every bench
-function is replaced by one that fails the test if called."""
+(or, for `experiments.bench_pipeline`, an unknown row) is an error, never a bench run: a bench's default run takes
+minutes to more than an hour, so a mistyped flag must not start it.  Every bench function is replaced by one that
+fails the test if called."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_rows_reach_the_row_bench(monkeypatch, tmp_path) -> None:
 
 @pytest.mark.parametrize("module", ["bench_heft", "bench_coarsen"])
 def test_the_other_benches_read_help_and_refuse_unknown_flags(module, monkeypatch, capsys) -> None:
-    # they have no options, and used to run their benches (minutes) whatever the command line said
+    # they have no options: any flag is an error, so the command line can never start a bench (minutes) by mistake
     import importlib
 
     bench = importlib.import_module(f"experiments.{module}")

@@ -3,9 +3,9 @@ held at the incumbent's makespan by work the neighbourhood itself re-schedules.
 
 The graph: x (device 1) -> u -> y (device 0), y -> w1, w2 (10 ticks each), w1, w2 -> z.  The incumbent runs
 w1 and w2 one after the other on device 0 (makespan 25 with the 1-tick transfers) while device 1 idles; putting
-w2 on device 1 ends at 15.  A window of {w1, w2} opens after y.  Before the fix, x's tail went through u and y into
-the window's own schedule and z (the first op after the window on device 0) was released at its start in the
-incumbent: both held the neighbourhood's objective at 25, so the model had nothing to gain."""
+w2 on device 1 ends at 15.  A window of {w1, w2} opens after y.  Were x's tail to go through u and y into the
+window's own schedule, or z (the first op after the window on device 0) to be released at its start in the
+incumbent, either would hold the neighbourhood's objective at 25, and the model would have nothing to gain."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_tails_run_only_through_ops_after_the_window() -> None:
     a_tick = int(start[W1])
     after = dict(zip(tasks, _delivery(inst, plan, tasks, start, end, device, a_tick, chained={Z}), strict=True))
     assert after == {X: 0, Y: 0, W1: 0, W2: 0, Z: 0}  # nothing runs after the window outside the neighbourhood
-    # before the fix: x's tail went through u, y, the window's serial w1, w2 and z to the incumbent's end
+    # tails through the whole incumbent (no window): x's tail runs through u, y, the window's serial w1, w2 and z
     before = dict(zip(tasks, _delivery(inst, plan, tasks, start, end, device, None, chained={Z}), strict=True))
     assert before[X] == plan.makespan_tick - int(end[X])
 
