@@ -97,7 +97,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-HW = REPO / "planner" / "data" / "hardware_profiles" / "cpu-4.yaml"
+HW = REPO / "hardware_profiles" / "cpu-4.yaml"
 NPROC = 4
 ORT_INTER_OP_THREADS = 4
 MILP_TIME_LIMIT_S = 20

@@ -130,3 +130,24 @@ def test_plan_run_fast_refuses_what_it_cannot_do(plans, capsys):
     assert run_main(["--plan", str(plans["moe"]), "--executor", "fast", "--backend", "nccl"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "fast executor" in err[0]
+
+
+@pytest.mark.dist
+def test_ranks_forked_after_the_parent_used_torch_threads_still_run(plans):
+    """A parent whose torch kernels already ran on two threads (OpenMP's pool started) forks ranks that run torch
+    kernels with two threads asked for: they finish (torch stays on one thread in a rank) and match."""
+    from planner.execute.fast_run import FastSpec, launch_fast
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        torch.mm(torch.ones(512, 512), torch.ones(512, 512))
+        plan, graph = load_checked_plan(plans["moe"])
+        feeds = default_feeds(graph)
+        run = launch_fast(FastSpec(plan.model_path, graph, partition_plan(plan, graph, 1), feeds, threads=2,
+                                   engine="torch", repeat=1, warmup=1, run_timeout_s=60))
+    finally:
+        torch.set_num_threads(before)
+    ref = run_onnxruntime(plan.model_path, feeds, list(run.outputs))
+    for name, value in ref.items():
+        np.testing.assert_allclose(run.outputs[name], value, atol=ATOL)

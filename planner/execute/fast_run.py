@@ -10,7 +10,9 @@ copy into the receiver's slot, a receive is a view of it.  Between repetitions e
 within one, a rank drops each tensor after its last use.
 
 `launch_fast(spec)` forks one process per rank on this host (`procs.run_forked`: a rank that fails or hangs
-stops the run with its error).  Each rank sets `threads` torch and onnxruntime intra-op threads.  Every rank
+stops the run with its error).  A rank's `threads` are onnxruntime's intra-op threads; torch's kernels run on one
+thread there, since OpenMP's thread pool (torch's) cannot start in a process forked from one that already used it
+(the child waits forever on a lock held by a thread it did not inherit).  Every rank
 reports, per measured repetition, its start on the host's monotonic clock and its end, so that the run's makespan
 is the latest end less the earliest start (`FastRun.makespans_s`).
 """
@@ -139,7 +141,7 @@ class _Rank:
     """One rank's prepared work: segments, engines, the environment and what to drop when."""
 
     def __init__(self, rank: int, spec: FastSpec, transport: ShmTransport) -> None:
-        torch.set_num_threads(spec.threads)
+        torch.set_num_threads(1)  # see the module docstring: a rank's threads are onnxruntime's
         t = time.perf_counter()
         part = spec.partition
         self.rank, self.spec, self.transport = rank, spec, transport

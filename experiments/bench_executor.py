@@ -1,0 +1,270 @@
+"""`make bench` section `runtime`: what a user gets when they run a model on this host, side by side in one run.
+
+For each model, in this process one after the other (each the median of `repeat` calls after warm-up):
+
+* `ort-1`              onnxruntime, 1 intra-op thread, sequential (the original file, all graph optimizations);
+* `ort-2-intra`        onnxruntime, 2 intra-op threads;
+* `ort-parallel-2`     onnxruntime's parallel mode, 2 inter-op threads, 1 intra-op thread;
+* `torch-1`, `torch-2` our torch kernels as straight-line code over the whole graph (`engines.TorchEngine`), 1 and 2
+                       torch threads;
+
+then in forked processes with the fast executor (`planner.execute.fast_run`, engines chosen per segment):
+
+* `opplan-1-rank`      every op on one rank, 1 thread;
+* `opplan-chosen`      the plan `plan-solve` makes on a 2-process CPU profile, run as `plan-run --choose` runs it:
+                       one rank with both cores against the plan's ranks, the faster beyond the noise
+                       (`fast_choice.choose_run`); the row says which (`chosen`, `reason`).
+
+Each row: `median_ms`, `spread_ms` (max - min), `ratio_to_fastest_single` (the row's median over the fastest of
+`ort-1`, `torch-1` and `opplan-1-rank`: the best one process on one core does), and the busy-loop effective
+parallelism of 2 processes measured at the start and at the end of the section (`effective_parallelism_start`,
+`_end`; ~2 on two free cores), so that a speed-up can be read against the cores the run really had.
+
+Models: Inception-v1 from the onnx wheel at batch 1 and 8, the bundled MoE at batch 1 and 16, a BERT-base-width
+encoder (transformers' `BertModel`, random weights, 4 layers, sequence 128, exported with torch's dynamo
+exporter) and a four-tower network written here (independent branches from one input, joined at the end).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+CORES = 2
+SINGLE = ("ort-1", "torch-1", "opplan-1-rank")
+
+
+def _median_ms(step: Callable[[], Any], repeat: int, warmup: int = 3) -> tuple[float, float]:
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e3, (max(times) - min(times)) * 1e3
+
+
+# ------------------------------------------------------------------------------------------------- the models
+def _rebatched(model: Path, batch: int, out: Path) -> Path:
+    """`model` with its first data input's leading dimension set to `batch` (shapes inferred again); a Reshape of an
+    activation to a constant shape that starts with the old batch 1 gets `batch` there too (Inception-v1 flattens
+    to [1, 1024] before its classifier)."""
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.load(str(model))
+    inits = {init.name: init for init in m.graph.initializer}
+    for node in m.graph.node:
+        shape = inits.get(node.input[1]) if node.op_type == "Reshape" and node.input[0] not in inits else None
+        if shape is not None:
+            value = numpy_helper.to_array(shape).copy()
+            if value.size and value[0] == 1:
+                value[0] = batch
+                shape.CopyFrom(numpy_helper.from_array(value, shape.name))
+    data = next(i for i in m.graph.input if i.name not in inits)  # old files list weights among the inputs
+    for value in (data, *m.graph.output):
+        value.type.tensor_type.shape.dim[0].dim_value = batch
+    del m.graph.value_info[:]
+    onnx.save(onnx.shape_inference.infer_shapes(m), str(out))
+    return out
+
+
+def _towers(out: Path, towers: int = 4, width: int = 256, depth: int = 6, batch: int = 64) -> Path:
+    """Four independent MLP towers on one input, summed at the end: real parallelism between branches."""
+    import torch
+
+    torch.manual_seed(0)
+
+    class Towers(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.towers = torch.nn.ModuleList(
+                torch.nn.Sequential(*[m for _ in range(depth) for m in (torch.nn.Linear(width, width),
+                                                                         torch.nn.GELU())])
+                for _ in range(towers))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return sum(t(x) for t in self.towers)
+
+    torch.onnx.export(Towers().eval(), (torch.randn(batch, width),), str(out), input_names=["x"],
+                      output_names=["y"], dynamo=True, external_data=False)
+    return out
+
+
+def _encoder(out: Path, layers: int = 4, seq: int = 128) -> Path:
+    """transformers' BertModel at BERT-base width (768 hidden, 12 heads, 3072 intermediate), random weights."""
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(0)
+    config = tf.BertConfig(hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+                           num_hidden_layers=layers, max_position_embeddings=seq, vocab_size=1000)
+    model = tf.BertModel(config).eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = model
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.inner(ids).last_hidden_state
+
+    ids = torch.randint(0, 1000, (1, seq))
+    torch.onnx.export(Hidden().eval(), (ids,), str(out), input_names=["input_ids"], output_names=["hidden"],
+                      dynamo=True, external_data=False)
+    return out
+
+
+def _in_child(fn: Callable[[], Any], what: str) -> Any:
+    """`fn()` in a forked child: torch's exporter and its kernels start thread pools that a process forked later
+    (every rank of the fast executor) could inherit mid-lock, so this process never runs them itself."""
+    from planner.execute.procs import run_forked
+
+    return run_forked(1, lambda _rank: fn(), timeout_s=1200, what=what, error=RuntimeError)[0]
+
+
+def bench_models(tmp: Path, quick: bool) -> dict[str, Path]:
+    from experiments.bench_runtime import models as light_models
+    from planner.ir.moe_model import MoEConfig, write_moe_model
+
+    light = light_models()
+    out = {"inception_v1-b1": light["inception_v1"],
+           "inception_v1-b8": _rebatched(light["inception_v1"], 8, tmp / "inception_v1-b8.onnx"),
+           "moe-b1": light["moe"],
+           "moe-b16": write_moe_model(tmp / "moe-b16.onnx", MoEConfig(batch=16)),
+           "towers": _in_child(lambda: _towers(tmp / "towers.onnx"), "exporting the towers")}
+    if not quick:
+        out["bert-encoder"] = _in_child(lambda: _encoder(tmp / "bert-encoder.onnx"), "exporting the encoder")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ the timings
+def _ort_rows(model: Path, feeds: dict[str, np.ndarray], repeat: int) -> dict[str, tuple[float, float]]:
+    import onnxruntime as ort
+
+    def session(intra: int, parallel: bool) -> Callable[[], Any]:
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = intra
+        opts.inter_op_num_threads = 2 if parallel else 1
+        opts.execution_mode = ort.ExecutionMode.ORT_PARALLEL if parallel else ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.log_severity_level = 3
+        s = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+        return lambda: s.run(None, feeds)
+
+    return {"ort-1": _median_ms(session(1, False), repeat), "ort-2-intra": _median_ms(session(2, False), repeat),
+            "ort-parallel-2": _median_ms(session(1, True), repeat)}
+
+
+def _torch_rows(model: Path, graph, feeds: dict[str, np.ndarray], repeat: int) -> dict[str, tuple[float, float]]:
+    import torch
+
+    from planner.execute.engines import TorchEngine
+    from planner.execute.program import load_program, to_tensor
+    from planner.execute.segments import Segment
+
+    program = load_program(graph, model)
+    base = {k: to_tensor(v) for k, v in feeds.items()}
+    base.update(program.constants)
+    env: dict[str, torch.Tensor] = {}
+    engine = TorchEngine(Segment(tuple(op.name for op in graph.ops), (), tuple(graph.graph_outputs)), program, env)
+
+    def step() -> None:
+        env.clear()
+        env.update(base)
+        engine(env)
+
+    rows = {}
+    before = torch.get_num_threads()
+    with torch.inference_mode():
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            rows[f"torch-{threads}"] = _median_ms(step, repeat)
+    torch.set_num_threads(before)
+    return rows
+
+
+def _plan(model: Path, hw: Path, out: Path, time_limit_s: float) -> Path:
+    from planner.cli import solve_main
+
+    rc = solve_main(["--model", str(model), "--hw", str(hw), "--time-limit", str(time_limit_s), "--out", str(out),
+                     "--no-pictures", "--quiet", "--format", "json"])
+    if rc != 0:
+        raise RuntimeError(f"plan-solve failed on {model}")
+    return out
+
+
+def model_rows(name: str, model: Path, hw: Path, tmp: Path, repeat: int, time_limit_s: float) -> list[dict]:
+    """Every configuration of one model (module docstring), one row each."""
+    import contextlib
+    import io
+
+    from planner.execute.fast_choice import RunConfig, choose_run, run_config
+    from planner.execute.program import default_feeds
+    from planner.execute.runner import load_checked_plan
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        plan_path = _plan(model, hw, tmp / f"{name}.plan.json", time_limit_s)
+    plan, graph = load_checked_plan(plan_path)
+    feeds = default_feeds(graph)
+    times = {**_in_child(lambda: _ort_rows(model, feeds, repeat), "onnxruntime's timings"),
+             **_in_child(lambda: _torch_rows(model, graph, feeds, repeat), "torch's timings")}
+    one, _ = run_config(plan, graph, feeds, RunConfig(1, 1), repeat=repeat)
+    times["opplan-1-rank"] = (one.median_s * 1e3, one.spread_s * 1e3)
+    choice = choose_run(plan, graph, feeds, cores=CORES, repeat=repeat)
+    times["opplan-chosen"] = (choice.chosen.median_s * 1e3, choice.chosen.spread_s * 1e3)
+    fastest_single = min(times[k][0] for k in SINGLE)
+    extra = {"opplan-chosen": {"chosen": choice.chosen.config.label(), "reason": choice.reason,
+                               "engines": "; ".join(f"{e} {n}" for e, n in sorted(choice.chosen.engines.items())),
+                               "trials_ms": "; ".join(f"{t.config.label()} {t.median_s * 1e3:.3f}"
+                                                      for t in choice.trials)},
+             "opplan-1-rank": {"engines": "; ".join(f"{e} {n}" for e, n in sorted(one.engines.items()))}}
+    return [{"model": name, "config": config, "median_ms": round(ms, 4), "spread_ms": round(spread, 4),
+             "ratio_to_fastest_single": round(ms / fastest_single, 3), "ops": len(graph.ops),
+             "plan_devices_used": len({p.device for p in plan.placements}),
+             "predicted_ms": round(plan.makespan_tick * (plan.tick_s or 1.0) * 1e3, 4), "repeat": repeat,
+             **extra.get(config, {})}
+            for config, (ms, spread) in times.items()]
+
+
+def bench_executor(quick: bool) -> list[dict]:
+    from experiments.bench_runtime import effective_parallelism, nominal_profile
+
+    repeat = 3 if quick else 11
+    time_limit_s = 5 if quick else 20
+    start = effective_parallelism(CORES)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        hw = nominal_profile(tmp, CORES)
+        for name, model in bench_models(tmp, quick).items():
+            try:
+                rows.extend(model_rows(name, model, hw, tmp, repeat, time_limit_s))
+            except Exception as exc:  # noqa: BLE001 - a bench row records its failure, the others still run
+                rows.append({"model": name, "config": "", "error": f"{type(exc).__name__}: {exc}"})
+            print(f"   {name}: done", file=sys.stderr, flush=True)
+    end = effective_parallelism(CORES)
+    for row in rows:
+        row.update(effective_parallelism_start=round(start, 2), effective_parallelism_end=round(end, 2))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the section alone and print its rows: ``python -m experiments.bench_executor [--quick]``."""
+    args = sys.argv[1:] if argv is None else argv
+    rows = bench_executor("--quick" in args)
+    for row in rows:
+        print(row)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
