@@ -1,6 +1,7 @@
 """`make bench` section `runtime`: what a user gets when they run a model on this host, side by side in one run.
 
-For each model, in this process one after the other (each the median of `repeat` calls after warm-up):
+For each model, one after the other, each timing in a forked child (each the median of `repeat` calls after
+warm-up; the parent starts no thread pool that the executor's forked ranks could inherit):
 
 * `ort-1`              onnxruntime, 1 intra-op thread, sequential (the original file, all graph optimizations);
 * `ort-2-intra`        onnxruntime, 2 intra-op threads;
@@ -11,9 +12,16 @@ For each model, in this process one after the other (each the median of `repeat`
 then in forked processes with the fast executor (`planner.execute.fast_run`, engines chosen per segment):
 
 * `opplan-1-rank`      every op on one rank, 1 thread;
-* `opplan-chosen`      the plan `plan-solve` makes on a 2-process CPU profile, run as `plan-run --choose` runs it:
-                       one rank with both cores against the plan's ranks, the faster beyond the noise
-                       (`fast_choice.choose_run`); the row says which (`chosen`, `reason`).
+* `opplan-chosen`      the plan `plan-solve` makes on a 2-process CPU profile and the model's op times as the
+                       executor's onnxruntime engine runs them (`engine_times.onnxruntime_op_times`, what
+                       `plan-calibrate --engine onnxruntime --model M` writes for `plan-solve --measured`), run as
+                       `plan-run --choose` runs it: one rank with both cores against the plan's ranks, the faster
+                       beyond the noise (`fast_choice.choose_run`); the row says which (`chosen`, `reason`).
+
+`predicted_ms` is what planning predicts for a row's configuration where it predicts one: the sum of the op times
+for one rank on one thread, the plan's makespan for its ranks (`plan_predicted_ms` on the chosen row in any case);
+onnxruntime's intra-op threads inside one op are not modelled, so one rank with two threads has none.
+`measured_vs_predicted` is the row's median over it.
 
 Each row: `median_ms`, `spread_ms` (max - min), `ratio_to_fastest_single` (the row's median over the fastest of
 `ort-1`, `torch-1` and `opplan-1-rank`: the best one process on one core does), and the busy-loop effective
@@ -192,11 +200,12 @@ def _torch_rows(model: Path, graph, feeds: dict[str, np.ndarray], repeat: int) -
     return rows
 
 
-def _plan(model: Path, hw: Path, out: Path, time_limit_s: float) -> Path:
+def _plan(model: Path, hw: Path, out: Path, time_limit_s: float, measured: Path | None = None) -> Path:
     from planner.cli import solve_main
 
     rc = solve_main(["--model", str(model), "--hw", str(hw), "--time-limit", str(time_limit_s), "--out", str(out),
-                     "--no-pictures", "--quiet", "--format", "json"])
+                     "--no-pictures", "--quiet", "--format", "json",
+                     *(["--measured", str(measured)] if measured is not None else [])])
     if rc != 0:
         raise RuntimeError(f"plan-solve failed on {model}")
     return out
@@ -207,14 +216,20 @@ def model_rows(name: str, model: Path, hw: Path, tmp: Path, repeat: int, time_li
     import contextlib
     import io
 
+    from planner.cli_calibrate import op_csv
+    from planner.execute.engine_times import onnxruntime_op_times
     from planner.execute.fast_choice import RunConfig, choose_run, run_config
-    from planner.execute.program import default_feeds
+    from planner.execute.program import default_feeds, prepared_graph
     from planner.execute.runner import load_checked_plan
 
-    with contextlib.redirect_stdout(io.StringIO()):
-        plan_path = _plan(model, hw, tmp / f"{name}.plan.json", time_limit_s)
-    plan, graph = load_checked_plan(plan_path)
+    graph = prepared_graph(model)
     feeds = default_feeds(graph)
+    op_s = _in_child(lambda: onnxruntime_op_times(graph, model, feeds, repeat=max(repeat, 5)), "the op times")
+    times_csv = tmp / f"{name}.times.csv"
+    times_csv.write_text(op_csv(op_s))
+    with contextlib.redirect_stdout(io.StringIO()):
+        plan_path = _plan(model, hw, tmp / f"{name}.plan.json", time_limit_s, times_csv)
+    plan, graph = load_checked_plan(plan_path)
     times = {**_in_child(lambda: _ort_rows(model, feeds, repeat), "onnxruntime's timings"),
              **_in_child(lambda: _torch_rows(model, graph, feeds, repeat), "torch's timings")}
     one, _ = run_config(plan, graph, feeds, RunConfig(1, 1), repeat=repeat)
@@ -222,17 +237,28 @@ def model_rows(name: str, model: Path, hw: Path, tmp: Path, repeat: int, time_li
     choice = choose_run(plan, graph, feeds, cores=CORES, repeat=repeat)
     times["opplan-chosen"] = (choice.chosen.median_s * 1e3, choice.chosen.spread_s * 1e3)
     fastest_single = min(times[k][0] for k in SINGLE)
+    plan_ms = plan.makespan_tick * (plan.tick_s or 1.0) * 1e3
+    one_rank_ms = sum(op_s.values()) * 1e3  # one rank, one thread: the op times one after the other
+    chosen_ms = plan_ms if choice.chosen.config.ranks > 1 else (one_rank_ms if choice.chosen.config.threads == 1
+                                                                 else None)
     extra = {"opplan-chosen": {"chosen": choice.chosen.config.label(), "reason": choice.reason,
+                               "predicted_ms": round(chosen_ms, 4) if chosen_ms is not None else None,
+                               "plan_predicted_ms": round(plan_ms, 4),
                                "engines": "; ".join(f"{e} {n}" for e, n in sorted(choice.chosen.engines.items())),
                                "trials_ms": "; ".join(f"{t.config.label()} {t.median_s * 1e3:.3f}"
                                                       for t in choice.trials)},
-             "opplan-1-rank": {"engines": "; ".join(f"{e} {n}" for e, n in sorted(one.engines.items()))}}
-    return [{"model": name, "config": config, "median_ms": round(ms, 4), "spread_ms": round(spread, 4),
-             "ratio_to_fastest_single": round(ms / fastest_single, 3), "ops": len(graph.ops),
-             "plan_devices_used": len({p.device for p in plan.placements}),
-             "predicted_ms": round(plan.makespan_tick * (plan.tick_s or 1.0) * 1e3, 4), "repeat": repeat,
-             **extra.get(config, {})}
-            for config, (ms, spread) in times.items()]
+             "opplan-1-rank": {"engines": "; ".join(f"{e} {n}" for e, n in sorted(one.engines.items())),
+                               "predicted_ms": round(one_rank_ms, 4)}}
+    rows = []
+    for config, (ms, spread) in times.items():
+        row = {"model": name, "config": config, "median_ms": round(ms, 4), "spread_ms": round(spread, 4),
+               "ratio_to_fastest_single": round(ms / fastest_single, 3), "ops": len(graph.ops),
+               "plan_devices_used": len({p.device for p in plan.placements}), "repeat": repeat,
+               **extra.get(config, {})}
+        if row.get("predicted_ms"):
+            row["measured_vs_predicted"] = round(ms / row["predicted_ms"], 3)
+        rows.append(row)
+    return rows
 
 
 def bench_executor(quick: bool) -> list[dict]:

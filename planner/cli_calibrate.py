@@ -54,7 +54,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     repeats = args.repeats or (3 if args.quick else 5)
     spec = CalibrationSpec(nproc=args.nproc, threads=args.threads, repeats=repeats,
                            sizes=default_sizes(args.device, args.quick),
-                           model_path=str(args.model) if args.model else None, timeout_s=args.timeout,
+                           model_path=str(args.model) if args.model and args.engine == "torch" else None,
+                           timeout_s=args.timeout,
                            progress=not args.quiet, device=args.device, op_factors=not args.no_op_factors,
                            runtime_probe=not args.no_runtime_probe, sharing=not args.no_sharing)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
@@ -91,10 +92,21 @@ def _calibrate(args: argparse.Namespace) -> int:
               f"{cal.wall_s:.1f} s" + (f"; load average {load:.2f} at the start" if load is not None else ""))
     print(f"wrote profile: {args.out}")
     if args.model is not None:
+        op_seconds = cal.op_seconds if args.engine == "torch" else _onnxruntime_op_seconds(args.model, repeats)
         times = args.op_times or args.out.with_name(args.model.stem + ".times.csv")
-        atomic_write_text(times, op_csv(cal.op_seconds))
-        print(f"wrote op times: {times} ({len(cal.op_seconds)} ops; plan-solve --measured {times})")
+        atomic_write_text(times, op_csv(op_seconds))
+        print(f"wrote op times: {times} ({len(op_seconds)} ops as {args.engine} runs them; "
+              f"plan-solve --measured {times})")
     return 0
+
+
+def _onnxruntime_op_seconds(model: Path, repeats: int) -> dict[str, float]:
+    """The model's ops as the fast executor's onnxruntime engine runs them, one thread, on default inputs."""
+    from planner.execute.engine_times import onnxruntime_op_times
+    from planner.execute.program import default_feeds, prepared_graph
+
+    graph = prepared_graph(model)
+    return onnxruntime_op_times(graph, model, default_feeds(graph), repeat=max(repeats, 5))
 
 
 def calibrate_main(argv: Sequence[str] | None = None) -> int:
@@ -112,6 +124,9 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("calibrated.yaml"), help="profile to write")
     parser.add_argument("--name", default=None, help="the profile's name (default calibrated-<host>-<nproc>)")
     parser.add_argument("--model", type=Path, default=None, help="also time this ONNX model's ops")
+    parser.add_argument("--engine", choices=("torch", "onnxruntime"), default="torch",
+                        help="how --model's ops are timed: our torch runtime's calls (default), or onnxruntime's "
+                             "kernels as the fast executor runs them (plan-run --executor fast)")
     parser.add_argument("--op-times", type=Path, default=None,
                         help="where --model's op,seconds CSV goes (default <model stem>.times.csv beside --out)")
     parser.add_argument("--repeats", type=positive_int, default=None, help="repeats per figure (default 5; 3 quick)")

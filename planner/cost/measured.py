@@ -74,20 +74,23 @@ def _load_ort_profile(path: Path) -> dict[str, float]:
         raise InputError(f"not valid JSON ({exc.msg} at line {exc.lineno})", path=str(path)) from None
     if isinstance(events, dict) and "op_seconds" in events:
         return _load_run_report(path, events["op_seconds"])
+    samples = ort_kernel_samples(events)
+    if not samples:
+        raise InputError("no Node kernel_time events found", path=str(path),
+                         fix="profile with onnxruntime SessionOptions.enable_profiling = True")
+    return {k: sum(v) / len(v) for k, v in samples.items()}
+
+
+def ort_kernel_samples(events: object) -> dict[str, list[float]]:
+    """node name -> its kernel seconds, one sample per run, from an onnxruntime profile's events (a list of
+    Chrome-trace events, or an object holding them under `traceEvents`)."""
     if isinstance(events, dict):
         events = events.get("traceEvents", [])
-    sums: dict[str, float] = defaultdict(float)
-    counts: dict[str, int] = defaultdict(int)
-    for ev in events:
+    samples: dict[str, list[float]] = defaultdict(list)
+    for ev in events if isinstance(events, list) else ():
         if not isinstance(ev, dict) or ev.get("cat") != "Node":
             continue
         name = str(ev.get("name", ""))
-        if not name.endswith("_kernel_time"):
-            continue
-        node = name[: -len("_kernel_time")]
-        sums[node] += float(ev.get("dur", 0.0)) * 1e-6
-        counts[node] += 1
-    if not sums:
-        raise InputError("no Node kernel_time events found", path=str(path),
-                         fix="profile with onnxruntime SessionOptions.enable_profiling = True")
-    return {k: sums[k] / counts[k] for k in sums}
+        if name.endswith("_kernel_time"):
+            samples[name[: -len("_kernel_time")]].append(float(ev.get("dur", 0.0)) * 1e-6)
+    return dict(samples)

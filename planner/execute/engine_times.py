@@ -1,0 +1,49 @@
+"""Each op's seconds as the fast executor's onnxruntime engine runs it, for planning on what a run really costs.
+
+`onnxruntime_op_times(graph, model_path, feeds)` cuts the whole planned graph out as one model (the planner's op
+names on its nodes: `planner.ir.onnx_segment`), runs it on onnxruntime's CPU provider with basic graph
+optimizations only (constant folding and no fusion, so every node that runs keeps its name), profiles `warmup`
+then `repeat` runs, and returns op -> the median of its kernel seconds over the `repeat` runs.  Ops that
+onnxruntime folded away or never timed get 0: they cost nothing when the engine runs them.
+`plan-calibrate --model M --engine onnxruntime` writes these times as the CSV `plan-solve --measured` reads.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from planner.cost.measured import ort_kernel_samples
+from planner.ir.graph import OpGraph
+from planner.ir.onnx_segment import SegmentSpec, segment_models
+
+__all__ = ["onnxruntime_op_times"]
+
+
+def onnxruntime_op_times(graph: OpGraph, model_path: str | Path, feeds: Mapping[str, np.ndarray], *,
+                         threads: int = 1, repeat: int = 10, warmup: int = 2) -> dict[str, float]:
+    """op -> median seconds per run on onnxruntime with `threads` intra-op threads (module docstring)."""
+    ops = tuple(op.name for op in graph.ops)
+    inputs = tuple(t for t in graph.graph_inputs if t not in graph.initializers)
+    (model,) = segment_models(graph, model_path, [SegmentSpec(ops, inputs, tuple(graph.graph_outputs))])
+    run_feeds = {t: np.ascontiguousarray(feeds[t]) for t in inputs}
+    with tempfile.TemporaryDirectory() as tmp:
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        opts.log_severity_level = 3
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.enable_profiling = True
+        opts.profile_file_prefix = str(Path(tmp) / "ort")
+        session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+        for _ in range(warmup + repeat):
+            session.run(None, run_feeds)
+        samples = ort_kernel_samples(json.loads(Path(session.end_profiling()).read_text()))
+    return {name: statistics.median(samples[name][-repeat:]) if samples.get(name) else 0.0 for name in ops}
