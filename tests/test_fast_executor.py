@@ -151,3 +151,25 @@ def test_ranks_forked_after_the_parent_used_torch_threads_still_run(plans):
     ref = run_onnxruntime(plan.model_path, feeds, list(run.outputs))
     for name, value in ref.items():
         np.testing.assert_allclose(run.outputs[name], value, atol=ATOL)
+
+
+def test_engine_op_times_name_every_op_and_feed_the_planner(plans, tmp_path, repo_root):
+    """plan-calibrate --engine onnxruntime writes one time per op of the planned graph (the planner's names), and
+    plan-solve plans on them."""
+    from planner.cli_calibrate import calibrate_main
+    from planner.cost.measured import load_measured_times
+    from planner.execute.program import prepared_graph
+
+    model = repo_root / "planner" / "data" / "models" / "moe.onnx"
+    times = tmp_path / "moe.times.csv"
+    assert calibrate_main(["--quick", "--model", str(model), "--engine", "onnxruntime", "--out",
+                           str(tmp_path / "cal.yaml"), "--op-times", str(times), "--quiet",
+                           "--no-op-factors", "--no-runtime-probe", "--no-sharing"]) == 0
+    measured = load_measured_times(times)
+    graph = prepared_graph(model)
+    assert set(measured) == {op.name for op in graph.ops}
+    assert all(v >= 0 for v in measured.values())
+    assert all(measured[op.name] > 0 for op in graph.ops if op.op_type == "MatMul")
+    out = tmp_path / "plan.json"
+    assert solve_main(["--model", str(model), "--measured", str(times), "--method", "heft", "--out", str(out),
+                       "--no-pictures", "--quiet", "--format", "json"]) == 0

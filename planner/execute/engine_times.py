@@ -1,10 +1,11 @@
 """Each op's seconds as the fast executor's onnxruntime engine runs it, for planning on what a run really costs.
 
 `onnxruntime_op_times(graph, model_path, feeds)` cuts the whole planned graph out as one model (the planner's op
-names on its nodes: `planner.ir.onnx_segment`), runs it on onnxruntime's CPU provider with basic graph
-optimizations only (constant folding and no fusion, so every node that runs keeps its name), profiles `warmup`
-then `repeat` runs, and returns op -> the median of its kernel seconds over the `repeat` runs.  Ops that
-onnxruntime folded away or never timed get 0: they cost nothing when the engine runs them.
+names on its nodes: `planner.ir.onnx_segment`), runs it on onnxruntime's CPU provider with graph optimizations
+off (even the basic level fuses a MatMul and its Add into a Gemm of another name, and the op's time would be
+lost), profiles `warmup` then `repeat` runs, and returns op -> the median of its kernel seconds over the `repeat`
+runs.  The engine itself runs segments fully optimized, so these times lean high where onnxruntime fuses.  An
+op onnxruntime never timed gets 0.
 `plan-calibrate --model M --engine onnxruntime` writes these times as the CSV `plan-solve --measured` reads.
 """
 
@@ -37,7 +38,7 @@ def onnxruntime_op_times(graph: OpGraph, model_path: str | Path, feeds: Mapping[
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         opts.log_severity_level = 3
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.enable_profiling = True
