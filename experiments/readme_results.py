@@ -76,6 +76,28 @@ def _stg_per_set(rows: Rows) -> Rows:
     return out
 
 
+def _runtime_by_model(rows: Rows) -> Rows:
+    """One row per model from the runtime section's one row per (model, configuration)."""
+    out: dict[str, dict[str, str]] = {}
+    for r in rows:
+        model = out.setdefault(r.get("model", ""), {"model": r.get("model", "")})
+        config = r.get("config", "")
+        model[config.replace("-", "_") + "_ms"] = r.get("median_ms", "")
+        model["effective_parallelism"] = (f"{r.get('effective_parallelism_start', '')} / "
+                                          f"{r.get('effective_parallelism_end', '')}")
+        if config == "opplan-chosen":
+            model.update(opplan_ms=r.get("median_ms", ""), opplan_runs=r.get("chosen", ""),
+                         measured_vs_predicted=r.get("measured_vs_predicted", ""))
+    for model in out.values():
+        singles = [float(model[k]) for k in ("ort_1_ms", "torch_1_ms", "opplan_1_rank_ms") if model.get(k)]
+        ours, intra = model.get("opplan_ms"), model.get("ort_2_intra_ms")
+        if singles and ours:
+            model["speedup_vs_best_single"] = f"{min(singles) / float(ours):.2f}"
+        if ours and intra:
+            model["vs_ort_2_intra"] = f"{float(ours) / float(intra):.2f}"
+    return list(out.values())
+
+
 TABLES: tuple[ResultTable, ...] = (
     ResultTable(
         "engine", "engine.csv",
@@ -119,10 +141,14 @@ TABLES: tuple[ResultTable, ...] = (
     ),
     ResultTable(
         "runtime", "runtime.csv",
-        ("model", "config", "median_ms", "ratio_to_fastest_single", "effective_parallelism"),
-        "Measured runs of planned models (section `runtime`)",
-        "`ratio_to_fastest_single` divides by the fastest single-process run of the same model.",
-    ),
+        ("model", "ort_1_ms", "ort_2_intra_ms", "ort_parallel_2_ms", "torch_1_ms", "opplan_1_rank_ms",
+         "opplan_ms", "opplan_runs", "speedup_vs_best_single", "vs_ort_2_intra", "measured_vs_predicted",
+         "effective_parallelism"),
+        "Running a model on this host: onnxruntime, torch and opplan's run side by side (section `runtime`)",
+        "Medians in ms; `opplan_ms` is the run `plan-run --choose` picks (`opplan_runs`); `speedup_vs_best_single` "
+        "is the fastest one-process, one-thread run over it, `vs_ort_2_intra` its time over onnxruntime's with two "
+        "intra-op threads (the same cores); effective parallelism of 2 processes at the section's start / end.",
+        select=_runtime_by_model),
     ResultTable(
         "pipeline", "pipeline.csv",
         ("case", "p", "m", "makespan", "time_unit", "bubble_ratio", "bubble_vs_dualpipe", "peak_memory",

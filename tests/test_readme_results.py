@@ -72,4 +72,17 @@ def test_the_registry_names_each_block_once_and_has_the_runtime_table() -> None:
     assert len(names) == len(set(names))
     runtime = next(t for t in TABLES if t.name == "runtime")
     assert runtime.csv_name == "runtime.csv"
-    assert runtime.columns == ("model", "config", "median_ms", "ratio_to_fastest_single", "effective_parallelism")
+    assert runtime.columns[0] == "model" and "opplan_ms" in runtime.columns and "vs_ort_2_intra" in runtime.columns
+
+
+def test_the_runtime_table_has_one_row_per_model_with_opplan_against_the_others(tmp_path) -> None:
+    from experiments.readme_results import render_table
+
+    runtime = next(t for t in TABLES if t.name == "runtime")
+    rows = [{"model": "m", "config": c, "median_ms": ms, "effective_parallelism_start": "1.9",
+             "effective_parallelism_end": "1.8", "chosen": "2 ranks x 1 thread" if c == "opplan-chosen" else "",
+             "measured_vs_predicted": "1.1" if c == "opplan-chosen" else ""}
+            for c, ms in (("ort-1", "10"), ("ort-2-intra", "6"), ("ort-parallel-2", "9"), ("torch-1", "12"),
+                          ("torch-2", "8"), ("opplan-1-rank", "11"), ("opplan-chosen", "5"))]
+    text = render_table(runtime, rows, "x.csv")
+    assert "| m | 10 | 6 | 9 | 12 | 11 | 5 | 2 ranks x 1 thread | 2.00 | 0.83 | 1.1 | 1.9 / 1.8 |" in text
