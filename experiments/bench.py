@@ -12,7 +12,11 @@ absolute seconds across runs.  Sections:
                `stg-hard-dev` (30 whose optimum lies above the trivial bound); one CSV per set
                (`bench/results/stg-dev.csv`, `stg-hard-dev.csv`) besides the section's `stg.csv` (both, with a `set`
                column).
-* `runtime`  - MoE and 3 light CNNs: serial torch, onnxruntime sequential/parallel, opplan measured and simulated.
+* `runtime`  - what running a model on this host gives: onnxruntime (1 thread, 2 intra-op, parallel mode), torch (1 and
+               2 threads), opplan on one rank and as `plan-run --choose` runs its plan, with the effective
+               parallelism at both ends (`experiments/bench_executor.py`).
+* `runtime-calibration` - plan, calibrate, run and re-plan on 2 traced gloo ranks: measured against predicted
+               (`experiments/bench_runtime.py`).
 * `pipeline` - GPipe ... DualPipeV and the planned schedule at DualPipe's memory (unit costs and the MoE).
 * `engine`   - the search (`plan_instance`) against HEFT, HEFT/CPoP, PEFT on 20 random layered DAGs (300-2,000 tasks,
                4 and 8 devices, comm/compute 0.5-2) and the bundled MoE on a100-4-pcie and cpu-4, 60 s each:
@@ -119,7 +123,13 @@ def bench_stg(quick: bool) -> list[dict]:
 
 
 def bench_runtime(quick: bool) -> list[dict]:
-    from experiments.bench_runtime import bench_runtime as run
+    from experiments.bench_executor import bench_executor as run
+
+    return run(quick)
+
+
+def bench_runtime_calibration(quick: bool) -> list[dict]:
+    from experiments.bench_runtime import bench_calibration as run
 
     return run(quick)
 
@@ -142,6 +152,7 @@ SECTIONS: dict[str, Callable[[bool], list[dict]]] = {
     "heft": bench_heft,
     "stg": bench_stg,
     "runtime": bench_runtime,
+    "runtime-calibration": bench_runtime_calibration,
     "pipeline": bench_pipeline,
     "engine": bench_engine,
 }
