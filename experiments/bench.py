@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-# RESULTS and write_csv are also imported from here (bench_runtime, bench_half, bench_steps)
+# RESULTS and write_csv live in bench_common, which every bench module imports (no module imports this one)
 from experiments.bench_common import RESULTS, write_csv
 from experiments.readme_results import update_readme
 

@@ -759,7 +759,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     if "--op-types" in args:
-        from experiments.bench import RESULTS, write_csv
+        from experiments.bench_common import RESULTS, write_csv
 
         quick = "--quick" in args
         load = round(os.getloadavg()[0], 2)
@@ -771,7 +771,7 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown_table(links, LINK_COLUMNS))
         return 0
     if "--calibration" in args:
-        from experiments.bench import RESULTS, write_csv
+        from experiments.bench_common import RESULTS, write_csv
 
         quick = "--quick" in args
         rows = bench_calibration(quick)
