@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from experiments.bench import write_csv
+from experiments.bench_common import write_csv
 from planner.search.pipeline.policy import PipelineSearchPolicy
 
 REPO = Path(__file__).resolve().parents[1]

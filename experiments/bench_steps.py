@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.bench import write_csv
+from experiments.bench_common import write_csv
 from experiments.bench_half import preset_case
 
 REPO = Path(__file__).resolve().parents[1]
