@@ -7,6 +7,9 @@ default of `solve_placement`):
   HEFT's plan optimal in well under a second of a 20 s budget, so the search stops on its own;
 * the bundled MoE on the default profile (cpu-4) with no time at all: HEFT always runs, every later step is skipped
   for time (its deadline has passed), so the plan is HEFT's;
+* two small layered graphs without the decomposition (`decomposition_share=0`), where the iterated list scheduler
+  (phase 3a), in its forward direction, reaches the communication-aware bound within about a second of a 120 s
+  budget (its forward slice of the race is about 10 s) and so stops on its own;
 * every instance of the STG development set (zero communication, identical processors) with a 10 s budget: each
   ends with the plan meeting its bound (by a list schedule or the decomposition's proof) within about a second.
 
@@ -35,10 +38,13 @@ STG_DEV = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "stg-d
 # (case name, hardware profile bundled with the package, time limit in seconds)
 MOE_CASES = (("moe-h100-8-nvlink", "h100-8-nvlink.yaml", 20.0), ("moe-cpu-4-no-time", "cpu-4.yaml", 0.0))
 STG_TIME_LIMIT_S = 10.0
+# (case name, tasks, devices, seed, comm/compute ratio) of `experiments.layered.layered_dag`
+LAYERED_CASES = (("layered-20x2-s1-c1", 20, 2, 1, 1.0), ("layered-30x2-s0-c1", 30, 2, 0, 1.0))
+LAYERED_TIME_LIMIT_S = 120.0
 
 
-def _options(time_limit_s: float) -> SolveOptions:
-    return SolveOptions(time_limit_s=time_limit_s, threads=1, seed=0)
+def _options(time_limit_s: float, decomposition_share: float = 0.5) -> SolveOptions:
+    return SolveOptions(time_limit_s=time_limit_s, threads=1, seed=0, decomposition_share=decomposition_share)
 
 
 def placement_digest(plan) -> str:
@@ -47,8 +53,8 @@ def placement_digest(plan) -> str:
     return hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
 
 
-def _figures(instance: SchedulingInstance, time_limit_s: float, *, placement: bool) -> dict:
-    out = plan_instance(instance, _options(time_limit_s))
+def _figures(instance: SchedulingInstance, options: SolveOptions, *, placement: bool) -> dict:
+    out = plan_instance(instance, options)
     plan = out.op_plan
     figures = {"makespan_tick": plan.makespan_tick, "lower_bound_tick": plan.lower_bound_tick,
                "status": str(plan.status), "search": [list(step) for step in plan.search]}
@@ -58,7 +64,14 @@ def _figures(instance: SchedulingInstance, time_limit_s: float, *, placement: bo
 
 
 def moe_figures(profile: str, time_limit_s: float) -> dict:
-    return _figures(prepare(BUNDLED_MODEL, load_topology(profile)).instance, time_limit_s, placement=True)
+    return _figures(prepare(BUNDLED_MODEL, load_topology(profile)).instance, _options(time_limit_s), placement=True)
+
+
+def layered_figures(tasks: int, devices: int, seed: int, comm_ratio: float) -> dict:
+    from experiments.layered import layered_dag
+
+    return _figures(layered_dag(tasks, devices, seed=seed, comm_ratio=comm_ratio),
+                    _options(LAYERED_TIME_LIMIT_S, decomposition_share=0.0), placement=True)
 
 
 def stg_rows() -> list[tuple[str, int]]:
@@ -71,14 +84,15 @@ def stg_figures(graph: str, procs: int) -> dict:
     from planner.ir.taskgraph import load_stg
     from planner.ir.topology import Topology
 
-    return _figures(build_instance(load_stg(STG_DEV / graph), Topology.identical(procs)), STG_TIME_LIMIT_S,
+    return _figures(build_instance(load_stg(STG_DEV / graph), Topology.identical(procs)), _options(STG_TIME_LIMIT_S),
                     placement=False)
 
 
 def golden_figures() -> dict:
-    """What `search_golden.json` stores: per MoE case and per STG instance (``graph/procs``), the op plan's
-    makespan, lower bound, status and search history (and, for the MoE, its placement digest)."""
+    """What `search_golden.json` stores: per MoE case, layered case and STG instance (``graph/procs``), the op
+    plan's makespan, lower bound, status and search history (and, but for STG, its placement digest)."""
     return {"moe": {name: moe_figures(profile, limit) for name, profile, limit in MOE_CASES},
+            "layered": {name: layered_figures(*case) for name, *case in LAYERED_CASES},
             "stg": {f"{graph}/{procs}": stg_figures(graph, procs) for graph, procs in stg_rows()}}
 
 
@@ -89,6 +103,11 @@ def _golden() -> dict:
 @pytest.mark.parametrize(("name", "profile", "time_limit_s"), MOE_CASES)
 def test_moe_plan_is_the_recorded_one(name, profile, time_limit_s):
     assert moe_figures(profile, time_limit_s) == _golden()["moe"][name]
+
+
+@pytest.mark.parametrize(("name", "tasks", "devices", "seed", "comm_ratio"), LAYERED_CASES)
+def test_layered_plan_is_the_recorded_one(name, tasks, devices, seed, comm_ratio):
+    assert layered_figures(tasks, devices, seed, comm_ratio) == _golden()["layered"][name]
 
 
 def test_stg_dev_plans_are_the_recorded_ones():
