@@ -173,3 +173,28 @@ def test_engine_op_times_name_every_op_and_feed_the_planner(plans, tmp_path, rep
     out = tmp_path / "plan.json"
     assert solve_main(["--model", str(model), "--measured", str(times), "--method", "heft", "--out", str(out),
                        "--no-pictures", "--quiet", "--format", "json"]) == 0
+
+
+@pytest.mark.dist
+def test_a_static_batch_changed_at_planning_runs_and_checks_against_the_rebatched_model(tmp_path, hw_dir, capsys):
+    """A model exported at batch 1 (a Reshape to [1, 2, 2] carries the batch) planned at batch 8 with
+    --input-shape runs, and --check compares with onnxruntime on the model at batch 8 (the file refuses it)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Sigmoid", ["x"], ["r"], name="sigmoid"),
+             helper.make_node("Reshape", ["r", "shape"], ["y"], name="flatten")]
+    graph = helper.make_graph(nodes, "fixed-batch", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 2])],
+                              [helper.make_tensor("shape", TensorProto.INT64, [3], [1, 2, 2])])
+    model = tmp_path / "fixed.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    plan = tmp_path / "plan.json"
+    assert solve_main(["--model", str(model), "--hw", str(hw_dir / "cpu-4.yaml"), "--input-shape", "x=8x4",
+                       "--method", "round_robin", "--out", str(plan), "--no-pictures", "--quiet",
+                       "--format", "json"]) == 0
+    capsys.readouterr()
+    assert run_main(["--plan", str(plan), "--executor", "fast", "--nproc", "2", "--repeat", "1", "--check",
+                     "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["max_abs_error"] is not None and report["max_abs_error"] <= 1e-6

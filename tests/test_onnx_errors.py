@@ -211,3 +211,30 @@ def test_inconsistent_shapes_fail_inference(tmp_path):
     m = _model([helper.make_node("Add", ["a", "b"], ["y"], name="add")], [("a", F, [2, 3]), ("b", F, [4, 5])],
                [("y", F, [2, 3])])
     _raises(InputError, _save(tmp_path, m), "shape inference failed", "add")
+
+
+def _fixed_batch_flatten():
+    """A model exported at batch 1: input 1x4, a Reshape of an activation to the constant [1, 2, 2] and a Reshape of
+    a weight to [1, 4] (the weight's shape has no batch in it)."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Reshape", ["r", "shape"], ["y"], name="flatten"),
+             helper.make_node("Reshape", ["w", "wshape"], ["w2"], name="weight_view"),
+             helper.make_node("Add", ["r", "w2"], ["z"], name="add")]
+    return _model(nodes, [("x", F, [1, 4])], [("y", F, [1, 2, 2]), ("z", F, [1, 4])],
+                  {"shape": np.array([1, 2, 2], np.int64), "wshape": np.array([1, 4], np.int64),
+                   "w": np.ones(4, np.float32)})
+
+
+def test_a_fixed_batch_changes_with_the_reshapes_that_carry_it(tmp_path):
+    g = load_onnx(_save(tmp_path, _fixed_batch_flatten()), input_shapes={"x": (8, 4)})
+    assert g.tensors["x"].shape == (8, 4) and g.tensors["y"].shape == (8, 2, 2) and g.tensors["z"].shape == (8, 4)
+    assert g.tensors["w2"].shape == (1, 4)  # the weight's Reshape keeps its constant
+
+
+def test_a_fixed_batch_change_that_the_graph_cannot_follow_is_named(tmp_path):
+    # the Add broadcasts a (1, 4) weight view against the activation, so batch 8 is fine; a Reshape to a constant
+    # that does not start with the old batch ([2, 2]) cannot hold 8 x 4 elements
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="square")]
+    m = _model(nodes, [("x", F, [1, 4])], [("y", F, [2, 2])], {"shape": np.array([2, 2], np.int64)})
+    msg = _raises(Exception, _save(tmp_path, m), input_shapes={"x": (8, 4)})
+    assert "square" in msg or "Reshape" in msg

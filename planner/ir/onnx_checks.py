@@ -10,6 +10,7 @@ any dynamic input dimension left is reported at once.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import ModelProto, TensorProto
+from onnx import ModelProto, TensorProto, numpy_helper
 
 from planner.errors import DynamicShapeError, InputError, UnsupportedOpError
 from planner.ir.onnx_walk import (
@@ -31,8 +32,9 @@ from planner.ir.onnx_walk import (
     one_line,
 )
 
-__all__ = ["apply_input_shapes", "check_dynamic_inputs", "check_external_data", "check_op_types", "check_structure",
-           "check_tensor_outputs", "graph_inputs", "parse_model", "read_model_file", "read_old_ir_as_4"]
+__all__ = ["apply_input_shapes", "check_reshape_counts", "check_dynamic_inputs", "check_external_data",
+           "check_op_types", "check_structure", "check_tensor_outputs", "graph_inputs", "parse_model",
+           "read_model_file", "read_old_ir_as_4"]
 
 
 _PROTOBUF_LIMIT_BYTES = 2**31 - 1
@@ -203,7 +205,12 @@ def _dim_label(d: onnx.TensorShapeProto.Dimension) -> object:
     return d.dim_param or "?"
 
 
-def apply_input_shapes(model: ModelProto, input_shapes: Mapping[str, Sequence[int]], shown: str) -> None:
+def apply_input_shapes(model: ModelProto, input_shapes: Mapping[str, Sequence[int]], shown: str
+                       ) -> dict[str, tuple[int, int]]:
+    """Give the named graph inputs these shapes: dynamic dimensions take their values, and a leading dimension the
+    model fixes may change too (a static batch, `rebatch_reshapes`); any other fixed dimension must stay.  Returns
+    the inputs whose fixed batch changed, input -> (old, new), for `check_reshape_counts` after inference."""
+    batches: dict[str, tuple[int, int]] = {}
     by_name = {vi.name: vi for vi in graph_inputs(model)}
     inits = {t.name for t in model.graph.initializer}
     for name, dims in input_shapes.items():
@@ -236,12 +243,18 @@ def apply_input_shapes(model: ModelProto, input_shapes: Mapping[str, Sequence[in
                     fix=f"give {len(declared)} dimensions")
             for i, (d, v) in enumerate(zip(declared, values, strict=True)):
                 if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != v:
+                    if i == 0:
+                        batches[name] = (d.dim_value, v)
+                        continue
                     raise InputError(
                         f"input {name!r} dimension {i} is fixed to {d.dim_value} in the model but the given shape "
-                        f"{_fmt_dims(values)} says {v}", path=shown, fix="change only the dynamic dimensions")
+                        f"{_fmt_dims(values)} says {v}", path=shown,
+                        fix="change only the dynamic dimensions and the leading (batch) one")
         tt.shape.Clear()
         for v in values:
             tt.shape.dim.add().dim_value = v
+    if batches:
+        rebatch_reshapes(model, batches, shown)
     # Stale shapes from export (e.g. batch 1 written into value_info) would contradict the new input shapes:
     # let inference recompute everything a standard op produces.
     standard = {o for node in model.graph.node if CANON_DOMAIN.get(node.domain, node.domain) not in
@@ -252,6 +265,52 @@ def apply_input_shapes(model: ModelProto, input_shapes: Mapping[str, Sequence[in
     for vi in model.graph.output:
         if vi.name in standard and vi.type.HasField("tensor_type"):
             vi.type.tensor_type.ClearField("shape")
+    return batches
+
+
+def rebatch_reshapes(model: ModelProto, batches: Mapping[str, tuple[int, int]], shown: str) -> None:
+    """A static batch changed (input -> (old, new) leading dimension): every Reshape of an activation to a constant
+    shape that starts with the old batch starts with the new one (exporters write the batch into flattening
+    Reshapes, e.g. [1, 1024] before a classifier).  Inputs whose batches disagree are refused; a model that fixes
+    the batch elsewhere fails shape inference next, which names the node."""
+    pairs = set(batches.values())
+    if len(pairs) > 1:
+        raise InputError(f"the given shapes change the fixed leading dimension of {', '.join(map(repr, batches))} "
+                         f"differently ({', '.join(f'{a} -> {b}' for a, b in sorted(pairs))})", path=shown,
+                         fix="give every fixed-batch input the same new batch")
+    ((old, new),) = pairs
+    inits = {t.name: t for t in model.graph.initializer}
+    constants = {node.output[0]: attr.t for node in model.graph.node if node.op_type == "Constant"
+                 for attr in node.attribute if attr.name == "value"}
+    reshapes = [n for n in model.graph.node if n.op_type == "Reshape" and len(n.input) > 1]
+    of_weights = {n.input[1] for n in reshapes if n.input[0] in inits}  # a shape shared with a weight stays
+    for node in reshapes:
+        if node.input[0] in inits or node.input[1] in of_weights:
+            continue
+        shape = inits.get(node.input[1]) or constants.get(node.input[1])
+        if shape is None:
+            continue
+        value = numpy_helper.to_array(shape).copy()
+        if value.ndim == 1 and value.size and value[0] == old:
+            value[0] = new
+            shape.CopyFrom(numpy_helper.from_array(value, shape.name))
+
+
+def check_reshape_counts(model: ModelProto, shapes: Mapping[str, tuple[int, ...] | None], shown: str) -> None:
+    """After a fixed batch changed: every Reshape whose input and output shapes are known keeps its element count
+    (onnx's shape inference does not check it), so a model that fixes its batch in a shape the batch change could
+    not follow is refused at import, naming the node, not at run time."""
+    for node in model.graph.node:
+        if node.op_type != "Reshape" or len(node.input) < 2 or not node.output:
+            continue
+        src, dst = shapes.get(node.input[0]), shapes.get(node.output[0])
+        if src is None or dst is None:
+            continue
+        n_src, n_dst = math.prod(src), math.prod(dst)
+        if n_src != n_dst:
+            raise InputError(f"Reshape {node.name or node.output[0]!r} turns {_fmt_dims(src)} ({n_src} elements) "
+                             f"into {_fmt_dims(dst)} ({n_dst}): the model fixes its batch there", path=shown,
+                             fix="plan the batch the model was exported with, or re-export it with a dynamic batch")
 
 
 def check_dynamic_inputs(model: ModelProto, shown: str) -> None:

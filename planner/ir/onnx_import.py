@@ -63,6 +63,7 @@ from planner.ir.onnx_checks import (
     check_dynamic_inputs,
     check_external_data,
     check_op_types,
+    check_reshape_counts,
     check_structure,
     check_tensor_outputs,
     parse_model,
@@ -153,12 +154,13 @@ def _normalized_cached(stamp: tuple, shown: str, shapes: tuple, values: tuple
     check_tensor_outputs(model, shown)
     read_old_ir_as_4(model, external)
     check_structure(model, p, shown, external)
-    if shapes:
-        apply_input_shapes(model, dict(shapes), shown)
+    rebatched = apply_input_shapes(model, dict(shapes), shown) if shapes else {}
     if values:
         bind_input_values(model, dict(values), shown)
     check_dynamic_inputs(model, shown)
     model, bounded, types = infer_shapes(model, shown)
+    if rebatched:
+        check_reshape_counts(model, {name: ty.shape for name, ty in types.items()}, shown)
     return model, types, bounded, sha
 
 

@@ -129,23 +129,39 @@ def run_onnxruntime(model_path: str | Path | bytes, feeds: Mapping[str, np.ndarr
 REFERENCE_FILE = "the model file"
 REFERENCE_UPGRADED = (f"the model upgraded to opset {UPGRADE_OPSET} as opplan planned it (onnxruntime runs no op "
                       f"version below opset {LEGACY_OPSET}; planner.ir.onnx_legacy)")
+REFERENCE_REBATCHED = ("the model with the batch opplan planned (the file fixes another; its batch-carrying "
+                       "Reshapes follow: onnx_checks.rebatch_reshapes)")
+
+
+def _changes_fixed_dims(model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]]) -> bool:
+    """True when a given input shape differs from a dimension the file fixes (a static batch changed)."""
+    for vi in model.graph.input:
+        given = input_shapes.get(vi.name)
+        if given is None or not vi.type.HasField("tensor_type"):
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if any(d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != int(g) for d, g in zip(dims, given)):
+            return True
+    return False
 
 
 def reference_outputs(model_path: str | Path, feeds: Mapping[str, np.ndarray], outputs: Iterable[str] | None,
                       input_shapes: Mapping[str, Sequence[int]], input_values: Mapping[str, Sequence[float]]
                       ) -> tuple[dict[str, np.ndarray], str]:
-    """onnxruntime's outputs for `--check`, and which model gave them (`REFERENCE_FILE` or `REFERENCE_UPGRADED`):
-    the original file, except below opset 7, whose old op versions onnxruntime refuses; there the model exactly as
+    """onnxruntime's outputs for `--check`, and which model gave them (`REFERENCE_FILE`, `REFERENCE_UPGRADED` or
+    `REFERENCE_REBATCHED`): the original file, except below opset 7, whose old op versions onnxruntime refuses, and
+    where the plan changed a batch the file fixes (the file would refuse the inputs); there the model exactly as
     the importer upgraded it (`onnx_import.normalized_model`, the one the ranks ran), with the inputs it bound as
     initializers left out of `feeds`.  That still checks the run against an independent runtime, not the
     upgrade itself (`planner.ir.onnx_legacy` says what the upgrade changes)."""
     model = onnx.load(str(model_path), load_external_data=False)
-    if (default_opset(model) or LEGACY_OPSET) >= LEGACY_OPSET:
+    rebatched = _changes_fixed_dims(model, input_shapes)
+    if (default_opset(model) or LEGACY_OPSET) >= LEGACY_OPSET and not rebatched:
         return run_onnxruntime(model_path, feeds, outputs), REFERENCE_FILE
     upgraded = normalized_model(model_path, input_shapes, input_values)
     bound = {t.name for t in upgraded.graph.initializer}
     return (run_onnxruntime(upgraded.SerializeToString(), {k: v for k, v in feeds.items() if k not in bound}, outputs),
-            REFERENCE_UPGRADED)
+            REFERENCE_REBATCHED if rebatched else REFERENCE_UPGRADED)
 
 
 def bound_input_feeds(model_path: str | Path, input_values: Mapping[str, Iterable[float]]) -> dict[str, np.ndarray]:
