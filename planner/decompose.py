@@ -291,19 +291,50 @@ def decompose_and_solve(instance: SchedulingInstance, params: SolveParams, *, ba
     (`planner.heuristics.iterated`, from the classic schedulers and that start's order), whose plan replaces the
     warm start when shorter; the solver's progress is reported every PROGRESS_EVERY_S seconds.  The segments share
     `params.time_limit_s`; every solve gets `params.threads` and `params.seed`."""
-    time_limit_s, threads, seed = params.time_limit_s, params.threads, params.seed
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
     segs = segments(instance)
     subs = [induced_instance(instance, s.tasks, f"{instance.name}[seg{i}]") for i, s in enumerate(segs)]
-    results: list[SegmentResult | None] = [None] * len(segs)
-    todo: list[int] = []
-    known: dict[int, Plan] = {}
+    results, known = _listed_segments(segs, subs, incumbent, policy)
+    todo = [i for i, r in enumerate(results) if r.how is SegmentSource.NO_TIME]
+    cache: dict[tuple, int] = {}
+    sizes = {segment_signature(subs[i]): subs[i].num_tasks for i in todo}
+    left_size = sum(sizes.values())
+    for i in todo:
+        sub = subs[i]
+        sig = segment_signature(sub)
+        if sig in cache:
+            src = results[cache[sig]]
+            results[i] = dataclasses.replace(src, segment=segs[i], instance=sub,
+                                             how=SegmentSource.CACHED if src.how is SegmentSource.SOLVER else src.how)
+            continue
+        remaining = params.time_limit_s - (time.monotonic() - t0)
+        share = remaining * sub.num_tasks / max(1, left_size)
+        left_size -= sub.num_tasks
+        cache[sig] = i
+        if share >= 0.2:
+            results[i] = _solved_segment(i, results[i], known[i], share, params, backend, say, policy)
+    dur = instance.duration_tick
+    shared = {s.first for s in segs if s.first is not None}
+    overlap = sum(int(np.where(dur[b] < INELIGIBLE, dur[b], 0).max()) for b in shared)
+    bound = max(0, sum(r.bound_tick for r in results) - overlap)
+    stitched = stitch_segments(instance, results)
+    return Decomposition(tuple(results), bound, stitched, time.monotonic() - t0)
+
+
+def _listed_segments(segs: Sequence[Segment], subs: Sequence[SchedulingInstance], incumbent: Plan | None,
+                     policy: SearchPolicy) -> tuple[list[SegmentResult], list[Plan]]:
+    """Each segment's list schedule (`_list_schedule`) with its communication-aware bound (identical segments
+    share it), and how it is settled: by the list schedule when that meets the bound, else too large for the
+    solver or waiting for it (`SegmentSource.NO_TIME`).  (the results, the list schedules)."""
     incumbent_by = incumbent.by_task() if incumbent is not None else None
     memo: dict[tuple, Plan] = {}
     bounds: dict[tuple, int] = {}  # segment signature -> its communication-aware bound
-    for i, sub in enumerate(subs):
-        plan = known[i] = _list_schedule(sub, incumbent, incumbent_by, memo)
+    results: list[SegmentResult] = []
+    known: list[Plan] = []
+    for seg, sub in zip(segs, subs, strict=True):
+        plan = _list_schedule(sub, incumbent, incumbent_by, memo)
+        known.append(plan)
         dev, start = segment_rows(plan, sub)
         # the trivial bound raised by the transfers joins cannot avoid; identical segments share it
         sig = segment_signature(sub)
@@ -314,53 +345,30 @@ def decompose_and_solve(instance: SchedulingInstance, params: SolveParams, *, ba
             how = SegmentSource.HEFT
         else:
             how = SegmentSource.TOO_LARGE if sub.num_tasks > policy.segment_max_tasks else SegmentSource.NO_TIME
-        results[i] = SegmentResult(segs[i], sub, dev, start, plan.makespan_tick, min(trivial, plan.makespan_tick),
-                                   how)
-        if how is SegmentSource.NO_TIME:
-            todo.append(i)
-    cache: dict[tuple, int] = {}
-    sizes = {segment_signature(subs[i]): subs[i].num_tasks for i in todo}
-    left_size = sum(sizes.values())
-    for i in todo:
-        sub, prev = subs[i], results[i]
-        assert prev is not None
-        sig = segment_signature(sub)
-        if sig in cache:
-            src = results[cache[sig]]
-            assert src is not None
-            results[i] = dataclasses.replace(src, segment=segs[i], instance=sub,
-                                             how=SegmentSource.CACHED if src.how is SegmentSource.SOLVER else src.how)
-            continue
-        remaining = time_limit_s - (time.monotonic() - t0)
-        share = remaining * sub.num_tasks / max(1, left_size)
-        left_size -= sub.num_tasks
-        cache[sig] = i
-        if share < 0.2:
-            continue
-        warm = known[i]
-        s0 = time.monotonic()
-        searched = iterated_list_schedule(sub, time_limit_s=policy.segment_iterated_share * share, seed=seed,
-                                          starts=[*classic_starts(sub), order_start(sub, warm)],
-                                          bound_tick=prev.bound_tick)
-        if searched.plan.makespan_tick < warm.makespan_tick:
-            warm = searched.plan
-        plan = solve_placement(sub, backend=backend, time_limit_s=max(0.2, share - (time.monotonic() - s0)),
-                               threads=threads, seed=seed, warm_start=warm,
-                               progress=_segment_progress(say, i, sub.num_tasks))
-        dev, start = segment_rows(plan, sub)
-        results[i] = SegmentResult(segs[i], sub, dev, start, plan.makespan_tick,
-                                   max(prev.bound_tick, min(plan.lower_bound_tick, plan.makespan_tick)),
-                                   SegmentSource.SOLVER)
-        say(f"segment {i} ({sub.num_tasks} tasks): makespan {plan.makespan_tick}, bound {plan.lower_bound_tick} "
-            f"(trivial {sub.trivial_lower_bound_tick()}, warm start {warm.makespan_tick} from {warm.method}), "
-            f"{plan.status}")
-    final = [r for r in results if r is not None]
-    dur = instance.duration_tick
-    shared = {s.first for s in segs if s.first is not None}
-    overlap = sum(int(np.where(dur[b] < INELIGIBLE, dur[b], 0).max()) for b in shared)
-    bound = max(0, sum(r.bound_tick for r in final) - overlap)
-    stitched = stitch_segments(instance, final)
-    return Decomposition(tuple(final), bound, stitched, time.monotonic() - t0)
+        results.append(SegmentResult(seg, sub, dev, start, plan.makespan_tick, min(trivial, plan.makespan_tick), how))
+    return results, known
+
+
+def _solved_segment(index: int, prev: SegmentResult, warm: Plan, share_s: float, params: SolveParams, backend: str,
+                    say: ProgressFn, policy: SearchPolicy) -> SegmentResult:
+    """Segment `index` solved in `share_s` seconds: first the iterated list scheduler from `warm` (the policy's
+    share of the time), then the placement model from the shorter of the two; its bound never below `prev`'s."""
+    sub = prev.instance
+    s0 = time.monotonic()
+    searched = iterated_list_schedule(sub, time_limit_s=policy.segment_iterated_share * share_s, seed=params.seed,
+                                      starts=[*classic_starts(sub), order_start(sub, warm)],
+                                      bound_tick=prev.bound_tick)
+    if searched.plan.makespan_tick < warm.makespan_tick:
+        warm = searched.plan
+    plan = solve_placement(sub, backend=backend, time_limit_s=max(0.2, share_s - (time.monotonic() - s0)),
+                           threads=params.threads, seed=params.seed, warm_start=warm,
+                           progress=_segment_progress(say, index, sub.num_tasks))
+    dev, start = segment_rows(plan, sub)
+    say(f"segment {index} ({sub.num_tasks} tasks): makespan {plan.makespan_tick}, bound {plan.lower_bound_tick} "
+        f"(trivial {sub.trivial_lower_bound_tick()}, warm start {warm.makespan_tick} from {warm.method}), "
+        f"{plan.status}")
+    return SegmentResult(prev.segment, sub, dev, start, plan.makespan_tick,
+                         max(prev.bound_tick, min(plan.lower_bound_tick, plan.makespan_tick)), SegmentSource.SOLVER)
 
 
 def _segment_progress(say: ProgressFn, index: int, size: int):
