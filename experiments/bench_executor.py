@@ -216,7 +216,7 @@ def model_rows(name: str, model: Path, hw: Path, tmp: Path, repeat: int, time_li
     import contextlib
     import io
 
-    from planner.cli_calibrate import op_csv
+    from planner.execute.calibrate_profile import op_csv
     from planner.execute.engine_times import onnxruntime_op_times
     from planner.execute.fast_choice import RunConfig, choose_run, run_config
     from planner.execute.program import default_feeds, prepared_graph
