@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,23 +148,7 @@ def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[in
     device = np.array([by[n].device for n in names], dtype=np.int64)
     free = set(window)
     a_tick = int(min(start[list(window)]))
-    frozen: set[int] = set()
-    for v in window:
-        frozen.update(u for u, _ in fine.predecessors[v] if u not in free)
-    for d in range(fine.num_devices):
-        before = [t for t in range(fine.num_tasks) if device[t] == d and start[t] < a_tick and t not in free]
-        if before:
-            frozen.add(max(before, key=lambda t: (end[t], start[t])))
-    # The first op after the window on each device (P's) is frozen too: without it the model sees a device as idle
-    # after the window, while the put-back runs that device's later ops after whatever the window puts there, so
-    # a move could load a device the model thought free (most rejected moves were that).  Its delivery tail
-    # follows its device's order, which the put-back keeps.
-    sentinels: set[int] = set()
-    for d in range(fine.num_devices):
-        after = [t for t in range(fine.num_tasks) if device[t] == d and start[t] >= a_tick and t not in free]
-        if after:
-            sentinels.add(min(after, key=lambda t: (start[t], end[t])))
-    frozen |= sentinels
+    frozen, sentinels = _frozen(fine, free, a_tick, start, end, device)
     tasks = sorted(free | frozen, key=lambda t: (start[t], t))
     sub = induced_instance(fine, tasks, f"{fine.name}[lns@{a_tick}]")
     dur = sub.duration_tick.copy()
@@ -193,17 +177,8 @@ def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[in
                              warm_start=warm, release_tick=release, tail_tick=tail, symmetry_breaking=False)
     sub_by = solved.by_task()
     placed = {t: sub_by[names[t]] for t in (*window, *sentinels)}
-    orders: list[list[int]] = [[] for _ in range(fine.num_devices)]
-    pre = [t for t in range(fine.num_tasks) if t not in free and start[t] < a_tick]
-    post = [t for t in range(fine.num_tasks) if t not in free and t not in sentinels and start[t] >= a_tick]
-    for t in sorted(pre, key=lambda t: (start[t], end[t])):
-        orders[device[t]].append(t)
-    for t in sorted(placed, key=lambda t: (placed[t].start_tick, placed[t].end_tick)):
-        orders[placed[t].device].append(t)
-    for t in sorted(post, key=lambda t: (start[t], end[t])):
-        orders[device[t]].append(t)
     optimal = solved.status == "optimal"
-    times = _replay(fine, orders)
+    times = _replay(fine, _put_back(fine, placed, free, sentinels, a_tick, start, end, device))
     if times is None:
         log.debug("LNS move at tick %d rejected: the orders deadlock", a_tick)
         return None, optimal
@@ -221,6 +196,44 @@ def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[in
             log.debug("LNS move at tick %d rejected: %s", a_tick, exc)
             return None, optimal
     return new, optimal
+
+
+def _frozen(fine: SchedulingInstance, free: set[int], a_tick: int, start: np.ndarray, end: np.ndarray,
+            device: np.ndarray) -> tuple[set[int], set[int]]:
+    """The frozen ops of the neighbourhood of the window `free` opening at `a_tick` (module docstring, step 2), and
+    among them the sentinels.  The first op after the window on each device (P's) is frozen too: without it the
+    model sees a device as idle after the window, while the put-back runs that device's later ops after whatever
+    the window puts there, so a move could load a device the model thought free.  Its delivery tail follows its
+    device's order, which the put-back keeps."""
+    frozen: set[int] = set()
+    for v in free:
+        frozen.update(u for u, _ in fine.predecessors[v] if u not in free)
+    for d in range(fine.num_devices):
+        before = [t for t in range(fine.num_tasks) if device[t] == d and start[t] < a_tick and t not in free]
+        if before:
+            frozen.add(max(before, key=lambda t: (end[t], start[t])))
+    sentinels: set[int] = set()
+    for d in range(fine.num_devices):
+        after = [t for t in range(fine.num_tasks) if device[t] == d and start[t] >= a_tick and t not in free]
+        if after:
+            sentinels.add(min(after, key=lambda t: (start[t], end[t])))
+    return frozen | sentinels, sentinels
+
+
+def _put_back(fine: SchedulingInstance, placed: Mapping[int, TaskPlacement], free: set[int], sentinels: set[int],
+              a_tick: int, start: np.ndarray, end: np.ndarray, device: np.ndarray) -> list[list[int]]:
+    """Per device (module docstring, step 4): P's ops before the window, then the solution's `placed` ops (the
+    window and the sentinels) in its order, then P's ops after the window."""
+    orders: list[list[int]] = [[] for _ in range(fine.num_devices)]
+    pre = [t for t in range(fine.num_tasks) if t not in free and start[t] < a_tick]
+    post = [t for t in range(fine.num_tasks) if t not in free and t not in sentinels and start[t] >= a_tick]
+    for t in sorted(pre, key=lambda t: (start[t], end[t])):
+        orders[device[t]].append(t)
+    for t in sorted(placed, key=lambda t: (placed[t].start_tick, placed[t].end_tick)):
+        orders[placed[t].device].append(t)
+    for t in sorted(post, key=lambda t: (start[t], end[t])):
+        orders[device[t]].append(t)
+    return orders
 
 
 def _sentinel_release(fine: SchedulingInstance, t: int, a_tick: int, start: np.ndarray, end: np.ndarray,
