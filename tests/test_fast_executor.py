@@ -198,3 +198,21 @@ def test_a_static_batch_changed_at_planning_runs_and_checks_against_the_rebatche
                      "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["max_abs_error"] is not None and report["max_abs_error"] <= 1e-6
+
+
+@pytest.mark.dist
+def test_plan_calibrate_prices_the_shared_memory_link_when_asked(tmp_path, capsys):
+    from planner.cli_calibrate import calibrate_main
+    from planner.ir.hardware import load_topology
+
+    out = tmp_path / "shm.yaml"
+    assert calibrate_main(["--quick", "--nproc", "2", "--transport", "shm", "--out", str(out), "--quiet",
+                           "--no-op-factors", "--no-runtime-probe", "--no-sharing"]) == 0
+    text = out.read_text()
+    assert "shared-memory-measured" in text and "gloo ping-pong" not in text
+    topology = load_topology(out)
+    assert topology.devices and len(topology.devices) == 2
+    capsys.readouterr()
+    assert calibrate_main(["--quick", "--transport", "shm", "--out", str(tmp_path / "x.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--nproc 2" in err[0] and not (tmp_path / "x.yaml").exists()

@@ -1,0 +1,74 @@
+"""What a transfer through shared memory costs on this host, measured as the fast executor transfers.
+
+`shm_link_figures(sizes_bytes, repeats)` forks two processes that ping-pong float32 tensors through a
+`ShmTransport` (a send copies into the peer's slot and wakes it; a receive waits and views the slot): per size, the
+one-way time is half the median round trip.  The latency is the one-way time of the smallest size; the bandwidth is
+the largest size's bytes over its one-way time less that latency.  `plan-calibrate --transport shm` writes them as
+the profile's intra-host link, so that plans for the fast executor price its transfers.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from functools import partial
+
+import torch
+
+from planner.execute.partition import Transfer
+from planner.execute.procs import run_forked
+from planner.execute.shm_transport import ShmTransport
+
+__all__ = ["ShmLink", "shm_link_figures"]
+
+
+class ShmLink:
+    """One-way seconds per size, and the latency and bandwidth read from them (module docstring)."""
+
+    def __init__(self, one_way_s: dict[int, float]) -> None:
+        self.one_way_s = one_way_s
+        small, large = min(one_way_s), max(one_way_s)
+        self.latency_s = one_way_s[small]
+        self.bandwidth_bytes_per_s = large / max(one_way_s[large] - self.latency_s, 1e-9)
+
+
+def _transfers(size_bytes: int, repeats: int) -> list[Transfer]:
+    n = max(1, size_bytes // 4)
+    out = []
+    for k in range(repeats):
+        out.append(Transfer(f"ping{k}", 0, 1, k, 2 * k, (n,), "float", "", n * 4))
+        out.append(Transfer(f"pong{k}", 1, 0, k, 2 * k + 1, (n,), "float", "", n * 4))
+    return out
+
+
+def _ping_pong(rank: int, transport: ShmTransport, transfers: list[Transfer]) -> list[float]:
+    torch.set_num_threads(1)
+    payload = torch.ones(transfers[0].shape)
+    transport.barrier()
+    rounds = []
+    for k in range(0, len(transfers), 2):
+        ping, pong = transfers[k], transfers[k + 1]
+        t = time.perf_counter()
+        if rank == 0:
+            transport.send(ping, payload)
+            transport.receive(pong)
+        else:
+            transport.send(pong, transport.receive(ping).clone())
+        rounds.append(time.perf_counter() - t)
+    transport.barrier()
+    return rounds
+
+
+def shm_link_figures(sizes_bytes: Sequence[int] = (64, 1 << 20), repeats: int = 50,
+                     timeout_s: float = 120.0) -> ShmLink:
+    """Measure the shared-memory link with two forked processes (module docstring); a size gets fewer round trips
+    where `repeats` of them would hold more than 64 MiB of slots."""
+    one_way: dict[int, float] = {}
+    for size in sizes_bytes:
+        transfers = _transfers(size, max(5, min(repeats, (64 << 20) // (2 * size))))
+        transport = ShmTransport(transfers, 2, timeout_s)
+        rounds = run_forked(2, partial(_ping_pong, transport=transport, transfers=transfers), timeout_s=timeout_s,
+                            what="the shared-memory ping-pong", error=RuntimeError)[0]
+        one_way[size] = statistics.median(rounds[len(rounds) // 5:]) / 2  # the first rounds warm the pages
+    return ShmLink(one_way)
