@@ -2,8 +2,10 @@
 
 `plot_gantt(timeline, path)` draws devices as rows and tasks as bars coloured by group — by default the action kind
 for pipeline tasks (F, B, W, BW, F&B), else the layer prefix of the task name (``/layer1/attn/...`` -> ``layer1``,
-``t12`` -> ``t``); pass `group=` to choose.  Communication is a thin grey bar in the lower part of the sending
-device's row (plus arrows to the receiver when there are few transfers).  Below, one memory line per device with
+``t12`` -> ``t``), and the op type (`op_types=`, op name -> type) when names carry no structure (ops named
+``n0..n175`` all fall in one name group ``n``, which tells nothing); pass `group=` to choose.  Communication is a
+thin grey bar in the lower part of the sending device's row (plus arrows that end on the receiver's row when there
+are few transfers).  Below, one memory line per device with
 its capacity as a dashed line of the same colour.  Labels are written only inside bars wide enough for them, so
 a few hundred tasks stay readable.  For a plan use `planner.schedule.timeline.timeline_of_plan(instance, plan)`
 (its own times) or `planner.schedule.simulate.simulate_plan` (replayed).
@@ -24,7 +26,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from matplotlib import colormaps
@@ -50,6 +52,17 @@ def default_group(task: str) -> str:
     if head == name:
         head = re.sub(r"[_\-]*\d+$", "", head) or head
     return head or task
+
+
+def structured_group(task_names: Sequence[str], op_types: Mapping[str, str] | None) -> Callable[[str], str]:
+    """The default grouping of these tasks: `default_group`, unless its groups carry no structure (every task in
+    one name group) and `op_types` names the tasks' op types, then the op type (a task without one keeps its name
+    group)."""
+    if not op_types or len(task_names) < 2:
+        return default_group
+    if len({default_group(t) for t in task_names}) > 1:
+        return default_group
+    return lambda task: op_types.get(task) or default_group(task)
 
 
 def _time_scale(timeline: Timeline, time_unit: tuple[float, str] | None) -> tuple[float, str]:
@@ -86,6 +99,7 @@ def gantt_figure(
     time_unit: tuple[float, str] | None = None,
     memory_unit: tuple[float, str] | None = None,
     bubble_ratio: float | None = None,
+    op_types: Mapping[str, str] | None = None,
 ) -> Figure:
     """The Gantt chart (and memory panel) of `timeline` as a `Figure`.
 
@@ -94,8 +108,10 @@ def gantt_figure(
     own (a pipeline counts its compute streams only, not the communication streams drawn below them).
     `time_unit` = (ticks per unit, label) and `memory_unit` = (bytes per unit, label) override the automatic units.
     The memory panel is left out when nothing in the plan holds memory (a task graph without `memory`).
+    `op_types` (op name -> op type) colours the bars by op type when the names carry no structure
+    (`structured_group`).  A transfer's arrow ends on the receiving device's row, at the receiver's bar height.
     """
-    group = group or default_group
+    group = group or structured_group([p.task for p in timeline.placements], op_types)
     num_dev = timeline.num_devices
     scale, unit = _time_scale(timeline, time_unit)
     peak = max(timeline.memory.peak_bytes, default=0)
@@ -169,7 +185,8 @@ def gantt_figure(
             ax.broken_barh(comm_spans, (d + 0.26, 0.1), facecolors="0.45", edgecolors="none", alpha=0.8)
         if len(timeline.transfers) <= max_arrows:
             for x in timeline.transfers:
-                ax.annotate("", xy=(x.end_tick * scale, x.dst_device - 0.38),
+                # the head sits inside the receiver's bar band (rows run top to bottom: d - 0.38 .. d + 0.22)
+                ax.annotate("", xy=(x.end_tick * scale, x.dst_device - 0.08),
                             xytext=(x.start_tick * scale, x.src_device + 0.31),
                             arrowprops={"arrowstyle": "->", "color": "0.35", "lw": 0.6, "alpha": 0.7})
 
@@ -229,7 +246,7 @@ def _plot_memory(ax, timeline: Timeline, scale: float, unit: str, x_end: float,
     top = max([peak] + [c for c in finite_caps if c <= 4 * max(peak, 1)])
     bscale, bunit = memory_unit
     cmap = colormaps["tab10"]
-    off_scale: list[str] = []
+    off_scale: dict[str, list[str]] = defaultdict(list)  # capacity text -> every device with that capacity
     for d, row in enumerate(mem.steps):
         color = cmap(d % 10)
         xs = [t * scale for t, _ in row] + [x_end]
@@ -241,7 +258,7 @@ def _plot_memory(ax, timeline: Timeline, scale: float, unit: str, x_end: float,
             if cap <= 4 * max(peak, 1):
                 ax.axhline(cap / bscale, color=color, linestyle="--", linewidth=0.8)
             else:
-                off_scale.append(f"{timeline.device_names[d]} {format_bytes(cap)}")
+                off_scale[format_bytes(cap)].append(timeline.device_names[d])
     ax.set_ylim(0, top / bscale * 1.12)
     ax.set_ylabel(f"memory ({bunit})")
     ax.set_xlabel(f"time ({unit})")
@@ -249,7 +266,9 @@ def _plot_memory(ax, timeline: Timeline, scale: float, unit: str, x_end: float,
     if timeline.num_devices <= 16:
         ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
     if off_scale:
-        ax.text(0.995, 0.97, "capacity off scale: " + ", ".join(off_scale[:4]), transform=ax.transAxes,
+        # every device is named: a note naming half of them reads as if the others had no capacity
+        told = "; ".join(f"{', '.join(names)} {cap_text}" for cap_text, names in off_scale.items())
+        ax.text(0.995, 0.97, "capacity off scale: " + told, transform=ax.transAxes,
                 ha="right", va="top", fontsize=7, color="0.3")
 
 

@@ -137,3 +137,55 @@ def test_trace_in_microseconds_when_ticks_have_seconds():
     by = tl.by_task()
     for e in xs:
         assert abs(e["ts"] - by[e["name"]].start_tick * 1000) < 1e-6
+
+
+def test_ops_without_structured_names_are_grouped_by_op_type(drawn):
+    """Ops named t0..t39 fall in one name group, which tells nothing: the legend then lists their op types."""
+    from planner.plot import gantt_figure
+
+    inst = random_instance(5, 40, 4)
+    tl = simulate(inst, round_robin_orders(inst, 1))
+    types = {name: ("MatMul", "Add", "Softmax")[i % 3] for i, name in enumerate(inst.task_names)}
+    plain = gantt_figure(tl, show_comm=False)
+    assert [t.get_text() for t in plain.axes[0].get_legend().get_texts()] == ["t"]
+    typed = gantt_figure(tl, show_comm=False, op_types=types)
+    assert sorted(t.get_text() for t in typed.axes[0].get_legend().get_texts()) == ["Add", "MatMul", "Softmax"]
+    # names with structure keep their name groups even when op types are given
+    _, pipe = _pipeline_timeline()
+    fig = gantt_figure(pipe, op_types={p.task: "MatMul" for p in pipe.placements})
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["F", "B", "W", "transfer"]
+
+
+def test_transfer_arrows_end_on_the_receiving_row():
+    from matplotlib.text import Annotation
+
+    from planner.plot import gantt_figure
+
+    _, tl = _pipeline_timeline()
+    fig = gantt_figure(tl)
+    arrows = [a for a in fig.axes[0].texts if isinstance(a, Annotation)]
+    assert len(arrows) == len(tl.transfers) > 0
+    for a, x in zip(arrows, tl.transfers):
+        end_x, end_y = a.xy
+        assert end_x == pytest.approx(x.end_tick)
+        assert round(end_y) == x.dst_device  # inside the receiver's row, not above it
+        assert x.dst_device - 0.38 < end_y < x.dst_device + 0.22  # within its bar band
+        start_y = a.xyann[1]
+        assert round(start_y) == x.src_device
+
+
+def test_memory_note_names_every_device_off_scale():
+    import dataclasses
+
+    import numpy as np
+
+    from planner.plot import gantt_figure
+
+    inst = random_instance(3, 30, 8)
+    inst = dataclasses.replace(inst, capacity_bytes=np.full(8, 2**50, dtype=np.int64),
+                               activation_bytes=np.full(inst.num_tasks, 2**20, dtype=np.int64))
+    tl = simulate(inst, round_robin_orders(inst, 1))
+    fig = gantt_figure(tl)
+    (note,) = [t.get_text() for t in fig.axes[1].texts if t.get_text().startswith("capacity off scale")]
+    for name in tl.device_names:
+        assert name in note
