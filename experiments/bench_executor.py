@@ -12,11 +12,11 @@ warm-up; the parent starts no thread pool that the executor's forked ranks could
 then in forked processes with the fast executor (`planner.execute.fast_run`, engines chosen per segment):
 
 * `opplan-1-rank`      every op on one rank, 1 thread;
-* `opplan-chosen`      the plan `plan-solve` makes on a 2-process CPU profile and the model's op times as the
-                       executor's onnxruntime engine runs them (`engine_times.onnxruntime_op_times`, what
-                       `plan-calibrate --engine onnxruntime --model M` writes for `plan-solve --measured`), run as
-                       `plan-run --choose` runs it: one rank with both cores against the plan's ranks, the faster
-                       beyond the noise (`fast_choice.choose_run`); the row says which (`chosen`, `reason`).
+* `opplan-chosen`      the plan `plan-solve` makes on what `plan-calibrate --nproc 2 --transport shm --model M
+                       --engine onnxruntime` measured (a 2-process profile whose link is the shared memory the
+                       executor transfers through, and the model's op times as its onnxruntime engine runs them),
+                       run as `plan-run --choose` runs it: one rank with both cores against the plan's ranks, the
+                       faster beyond the noise (`fast_choice.choose_run`); the row says which (`chosen`, `reason`).
 
 `predicted_ms` is what planning predicts for a row's configuration where it predicts one: the sum of the op times
 for one rank on one thread, the plan's makespan for its ranks (`plan_predicted_ms` on the chosen row in any case);
@@ -211,25 +211,36 @@ def _plan(model: Path, hw: Path, out: Path, time_limit_s: float, measured: Path 
     return out
 
 
-def model_rows(name: str, model: Path, hw: Path, tmp: Path, repeat: int, time_limit_s: float) -> list[dict]:
+def _calibrate(model: Path, profile: Path, times: Path) -> None:
+    """What a user runs before planning for the fast executor: the 2-process profile with its shared-memory link,
+    and the model's op times as onnxruntime runs them (figures a plan with measured op times does not read are
+    measured in quick mode)."""
+    from planner.cli_calibrate import calibrate_main
+
+    rc = calibrate_main(["--nproc", str(CORES), "--transport", "shm", "--quick", "--no-op-factors",
+                         "--no-runtime-probe", "--no-sharing", "--model", str(model), "--engine", "onnxruntime",
+                         "--out", str(profile), "--op-times", str(times), "--quiet"])
+    if rc != 0:
+        raise RuntimeError(f"plan-calibrate failed on {model}")
+
+
+def model_rows(name: str, model: Path, tmp: Path, repeat: int, time_limit_s: float) -> list[dict]:
     """Every configuration of one model (module docstring), one row each."""
     import contextlib
     import io
 
-    from planner.execute.calibrate_profile import op_csv
-    from planner.execute.engine_times import onnxruntime_op_times
+    from planner.cost.measured import load_measured_times
     from planner.execute.fast_choice import RunConfig, choose_run, run_config
-    from planner.execute.program import default_feeds, prepared_graph
+    from planner.execute.program import default_feeds
     from planner.execute.runner import load_checked_plan
 
-    graph = prepared_graph(model)
-    feeds = default_feeds(graph)
-    op_s = _in_child(lambda: onnxruntime_op_times(graph, model, feeds, repeat=max(repeat, 5)), "the op times")
-    times_csv = tmp / f"{name}.times.csv"
-    times_csv.write_text(op_csv(op_s))
+    profile, times_csv = tmp / f"{name}.profile.yaml", tmp / f"{name}.times.csv"
     with contextlib.redirect_stdout(io.StringIO()):
-        plan_path = _plan(model, hw, tmp / f"{name}.plan.json", time_limit_s, times_csv)
+        _calibrate(model, profile, times_csv)  # it forks its own processes
+        plan_path = _plan(model, profile, tmp / f"{name}.plan.json", time_limit_s, times_csv)
+    op_s = load_measured_times(times_csv)
     plan, graph = load_checked_plan(plan_path)
+    feeds = default_feeds(graph)
     times = {**_in_child(lambda: _ort_rows(model, feeds, repeat), "onnxruntime's timings"),
              **_in_child(lambda: _torch_rows(model, graph, feeds, repeat), "torch's timings")}
     one, _ = run_config(plan, graph, feeds, RunConfig(1, 1), repeat=repeat)
@@ -262,7 +273,7 @@ def model_rows(name: str, model: Path, hw: Path, tmp: Path, repeat: int, time_li
 
 
 def bench_executor(quick: bool) -> list[dict]:
-    from experiments.bench_runtime import effective_parallelism, nominal_profile
+    from experiments.bench_runtime import effective_parallelism
 
     repeat = 3 if quick else 11
     time_limit_s = 5 if quick else 20
@@ -270,10 +281,9 @@ def bench_executor(quick: bool) -> list[dict]:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        hw = nominal_profile(tmp, CORES)
         for name, model in bench_models(tmp, quick).items():
             try:
-                rows.extend(model_rows(name, model, hw, tmp, repeat, time_limit_s))
+                rows.extend(model_rows(name, model, tmp, repeat, time_limit_s))
             except Exception as exc:  # noqa: BLE001 - a bench row records its failure, the others still run
                 rows.append({"model": name, "config": "", "error": f"{type(exc).__name__}: {exc}"})
             print(f"   {name}: done", file=sys.stderr, flush=True)
