@@ -153,18 +153,16 @@ class _Rank:
         self.env: dict[str, torch.Tensor] = {}
         self.choices = _engines(spec, self.segments, program, self.env)
         self.kept = set(part.outputs) if rank == 0 else set()
-        self.needed = _needed_after(self.segments, self.kept)
+        needed = _needed_after(self.segments, self.kept)
+        # per segment, the tensors no later segment reads: dropped right after it (computed once, not per run)
+        self.drops = [tuple(t for t in (*seg.inputs, *(w for op in seg.ops for w in spec.graph.op(op).writes))
+                            if t not in needed[i] and t not in self.base) for i, seg in enumerate(self.segments)]
         self.incoming = {tr.tensor: tr for lst in part.incoming(rank).values() for tr in lst}
         read = {t for seg in self.segments for t in seg.receive}
         self.unread = tuple(t for t in self.incoming if t not in read)
         self.times: list[list[list[float]]] = [[[] for _ in c] for c in self.choices]
         self.build_s = time.perf_counter() - t
 
-    def _drop(self, i: int, seg: Segment) -> None:
-        made = (t for name in seg.ops for t in self.spec.graph.op(name).writes)
-        for t in (*seg.inputs, *made):
-            if t not in self.needed[i] and t not in self.base:
-                self.env.pop(t, None)
 
     def repetition(self, measure_all: bool) -> tuple[float, float, float]:
         """One repetition: (start on the monotonic clock, seconds to the end, compute seconds)."""
@@ -186,7 +184,8 @@ class _Rank:
                 self.times[i][k].append(dt)
             for tr in seg.send:
                 transport.send(tr, env[tr.tensor])
-            self._drop(i, seg)
+            for t in self.drops[i]:
+                env.pop(t, None)
         for t in self.unread:  # graph outputs sent to rank 0
             env[t] = transport.receive(self.incoming[t])
         return t0, time.perf_counter() - t0, busy
