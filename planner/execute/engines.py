@@ -81,15 +81,16 @@ class TorchEngine:
                     env[name] = value
 
 
-def ort_session(model: bytes, threads: int) -> ort.InferenceSession:
-    """onnxruntime's CPU provider on a serialized model: sequential, `threads` intra-op threads, no spinning
-    between calls (a spinning pool would take the core another rank computes on)."""
+def ort_session(model: bytes, threads: int, spin: bool = False) -> ort.InferenceSession:
+    """onnxruntime's CPU provider on a serialized model: sequential, `threads` intra-op threads; its idle threads
+    spin only with `spin` (a rank alone on the host: a spinning pool would take the core another rank computes
+    on)."""
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.log_severity_level = 3
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
 
 
@@ -102,9 +103,9 @@ class OrtEngine:
 
     name = "onnxruntime"
 
-    def __init__(self, segment: Segment, model: bytes, threads: int) -> None:
+    def __init__(self, segment: Segment, model: bytes, threads: int, spin: bool = False) -> None:
         try:
-            self._session = ort_session(model, threads)
+            self._session = ort_session(model, threads, spin)
         except Exception as exc:  # onnxruntime's own error types (unsupported op, invalid graph) share no base
             raise EngineUnavailable(f"onnxruntime cannot run the segment starting at {segment.ops[0]!r}: "
                                     f"{str(exc).splitlines()[0]}") from None

@@ -120,7 +120,7 @@ def _engines(spec: FastSpec, segments: tuple[Segment, ...], program: Program, en
     out: list[list[Engine]] = []
     for seg, model, te in zip(segments, models, torch_engines, strict=True):
         try:
-            ort_engine = OrtEngine(seg, model, spec.threads)
+            ort_engine = OrtEngine(seg, model, spec.threads, spin=spec.partition.world_size == 1)
         except EngineUnavailable:
             out.append([te])
             continue
