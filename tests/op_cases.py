@@ -101,6 +101,12 @@ CASES = [
                                         "count_include_pad": 1}, 11),
     ("AveragePool", [f32(1, 2, 7, 8)], {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1,
                                         "count_include_pad": 1}, 11),
+    # global pooling as exporters write it: a ceil_mode window larger than the (padded) feature map
+    ("AveragePool", [f32(1, 2, 7, 7)], {"kernel_shape": [224, 224], "strides": [224, 224], "ceil_mode": 1}, 11),
+    ("AveragePool", [f32(1, 2, 7, 5)], {"kernel_shape": [14, 9], "strides": [14, 9], "ceil_mode": 1,
+                                        "pads": [1, 0, 1, 2], "count_include_pad": 1}, 11),
+    ("MaxPool", [f32(1, 2, 7, 7)], {"kernel_shape": [224, 224], "strides": [224, 224], "ceil_mode": 1}, 12),
+    ("MaxPool", [f32(1, 2, 6, 9)], {"kernel_shape": [13, 3], "strides": [13, 3], "ceil_mode": 1}, 12),
     ("GlobalAveragePool", [f32(2, 3, 4, 5)], {}, 11),
     ("LRN", [f32(1, 7, 3, 3)], {"size": 5, "alpha": 1e-2, "beta": 0.75, "bias": 2.0}, 11),
     ("LRN", [f32(1, 7, 3, 3)], {"size": 3}, 11),  # onnxruntime rejects even sizes

@@ -21,8 +21,9 @@ Conventions (one number per node, from static shapes; bytes moved are counted by
   bias when present; InstanceNormalization and GroupNormalization 7; RMSNormalization 3 + 1 for scale;
   MeanVarianceNormalization 5; LpNormalization 3.  LRN: 2 x size + 4 per element (squares and sums over the
   window, then scale, bias, power, divide).
-* **Pooling**: MaxPool/AveragePool: prod(kernel_shape) per output element; LpPool twice that; GlobalAveragePool /
-  GlobalMaxPool: 1 per input element; GlobalLpPool 2.
+* **Pooling**: MaxPool/AveragePool: prod(kernel_shape) per output element, each extent clipped to the padded
+  input (as onnxruntime reads a window larger than its input; Conv's window likewise); LpPool twice that;
+  GlobalAveragePool / GlobalMaxPool: 1 per input element; GlobalLpPool 2.
 * **TopK**: n x max(1, ceil(log2 k)) compares per slice of length n along the axis (a heap of size k).
   **Unique**: n x ceil(log2 n) (a sort), estimated.  **NonZero**: 1 compare per input element, estimated (its
   output size is data-dependent).
@@ -153,7 +154,8 @@ def zero(n: NodeShapes) -> int:
 def _conv_like(x_index: int, w_index: int, bias_index: int | None, transpose: bool = False) -> Rule:
     def rule(n: NodeShapes) -> int:
         w = n.inp(w_index)
-        per = w[1] * numel(w[2:])  # (C/group) x prod(kernel) for Conv; (M/group) x prod(kernel) for transposed
+        window = w[2:] if transpose or x_index != 0 else clipped_window(n, w[2:])
+        per = w[1] * numel(window)  # (C/group) x prod(kernel) for Conv; (M/group) x prod(kernel) for transposed
         # Conv: every output element is C/group x prod(k) MACs.  ConvTranspose: every *input* element scatters
         # into M/group x prod(k) outputs.
         macs = (numel(n.inp(x_index)) if transpose else numel(n.out(0))) * per
@@ -288,14 +290,29 @@ def lrn(n: NodeShapes) -> int:
     return (2 * size + 4) * numel(n.out(0))
 
 
+def clipped_window(n: NodeShapes, kernel: Shape) -> Shape:
+    """The window a kernel really reads: each extent clipped to the padded input (explicit pads; auto_pad SAME
+    never makes a window larger than its padded input).  Exporters write global pooling as a ceil_mode pool whose
+    kernel exceeds the feature map; onnxruntime visits only the cells inside, so the cost does too.  Unknown input
+    shape: the kernel as given."""
+    if not n.has_input(0) or len(n.inp(0)) != len(kernel) + 2:
+        return kernel
+    spatial = n.inp(0)[2:]
+    pads = _ints(n.attr("pads") or (0,) * (2 * len(kernel)))
+    if len(pads) != 2 * len(kernel):
+        return kernel
+    return tuple(min(k, d + pads[i] + pads[i + len(kernel)]) for i, (k, d) in enumerate(zip(kernel, spatial,
+                                                                                         strict=True)))
+
+
 def pool(factor: int) -> Rule:
     def rule(n: NodeShapes) -> int:
         kernel = n.attr("kernel_shape")
         if not kernel:
             raise MissingShapeError("kernel_shape")
-        return factor * numel(n.out(0)) * numel(_ints(kernel))
+        return factor * numel(n.out(0)) * numel(clipped_window(n, _ints(kernel)))
 
-    rule.__doc__ = f"{factor} x prod(kernel_shape) per output element."
+    rule.__doc__ = f"{factor} x prod(kernel_shape, clipped to the padded input) per output element."
     return rule
 
 
@@ -361,6 +378,16 @@ _ZERO_OPS = (
 
 DATA_DEPENDENT: frozenset[str] = frozenset({"NonZero", "Unique", "Compress", "NonMaxSuppression"})
 """Standard op types whose output size depends on the data: always estimated (the importer bounds the shape)."""
+
+PER_ELEMENT_OP_TYPES: frozenset[str] = frozenset({
+    *_ELEMENTWISE, "Sum", "Max", "Min", "Mean", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool",
+    "GlobalMaxPool", "GlobalLpPool", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+    "ReduceMean", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ArgMax", "ArgMin", "CumSum", "CumProd",
+    "Softmax", "LogSoftmax", "Hardmax", "BatchNormalization", "LayerNormalization", "RMSNormalization",
+    "InstanceNormalization", "GroupNormalization", "MeanVarianceNormalization", "LpNormalization", "LRN",
+    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+"""Standard op types whose work is a bounded number of FLOPs per element read or written (a sanity check flags
+any costed far above that)."""
 
 RULES: dict[tuple[str, str], Rule] = {
     **{("", op): zero for op in _ZERO_OPS},

@@ -8,7 +8,7 @@ An op function has the signature ``fn(inputs, attrs, ctx) -> list[Tensor]``:
   shapes and dtypes from the import, for ops whose semantics changed between opsets or whose output is static).
 
 It returns one tensor per requested output (trailing optional outputs may be left out).  Functions never modify
-their inputs.  Modules by family: `elementwise`, `shape`, `nn`, `reduce`, `index`, `resize`, `rnn`, `control`
+their inputs.  Modules by family: `elementwise`, `shape`, `nn`, `quant`, `reduce`, `index`, `resize`, `rnn`, `control`
 (If, Loop, Scan: one op on one rank, bodies through this same table).
 
 `unsupported_ops(graph)` lists what the runtime lacks, before any process starts.
@@ -88,7 +88,7 @@ def scalar(t: Tensor) -> float | int | bool:
 
 
 # Import the families so that they register themselves.
-from planner.execute.ops import control, elementwise, index, nn, reduce, resize, rnn, shape  # noqa: E402,F401
+from planner.execute.ops import control, elementwise, index, nn, quant, reduce, resize, rnn, shape  # noqa: E402,F401
 
 # Ops with data-dependent output shapes: the plan's static shapes are only bounds for them, so a distributed run
 # could not size its receive buffers (and the runtime has no implementation for them).

@@ -125,6 +125,11 @@ def conv_transpose(ins, attrs, ctx):
 
 
 def _pool_geometry(x, attrs):
+    """kernel, strides, dilations, pads and the extra end padding ceil_mode needs, for a pool over x.
+
+    A window larger than the padded input (exporters write global pooling as a ceil_mode pool with a kernel
+    bigger than the feature map) yields one output whose window, as onnxruntime reads it, is the padded input
+    itself: the kernel is clipped to it, so that no cells beyond the input are padded in and visited."""
     kernel = list(attrs["kernel_shape"])
     nd = len(kernel)
     strides, dilations, pads = _window_args(x, attrs, kernel)
@@ -132,10 +137,13 @@ def _pool_geometry(x, attrs):
     # Output size per ONNX; extra end padding makes a floor-mode torch pool produce exactly it.
     extra = []
     for i in range(nd):
-        span = x.shape[2 + i] + pads[i] + pads[i + nd] - ((kernel[i] - 1) * dilations[i] + 1)
+        padded = x.shape[2 + i] + pads[i] + pads[i + nd]
+        span = padded - ((kernel[i] - 1) * dilations[i] + 1)
         out = (math.ceil(span / strides[i]) if ceil_mode else span // strides[i]) + 1
         if ceil_mode and (out - 1) * strides[i] >= x.shape[2 + i] + pads[i]:
             out -= 1  # the last window would start in the end padding
+        if out == 1 and span < 0 and dilations[i] == 1:
+            kernel[i] = padded  # the one window covers the whole padded input and nothing beyond counts
         extra.append(max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1
                          - (x.shape[2 + i] + pads[i] + pads[i + nd])))
     return kernel, strides, dilations, pads, extra
