@@ -100,6 +100,8 @@ def gantt_figure(
     memory_unit: tuple[float, str] | None = None,
     bubble_ratio: float | None = None,
     op_types: Mapping[str, str] | None = None,
+    group_colors: Callable[[str], str] | None = None,
+    group_words: Mapping[str, str] | None = None,
 ) -> Figure:
     """The Gantt chart (and memory panel) of `timeline` as a `Figure`.
 
@@ -109,7 +111,8 @@ def gantt_figure(
     `time_unit` = (ticks per unit, label) and `memory_unit` = (bytes per unit, label) override the automatic units.
     The memory panel is left out when nothing in the plan holds memory (a task graph without `memory`).
     `op_types` (op name -> op type) colours the bars by op type when the names carry no structure
-    (`structured_group`).  A transfer's arrow ends on the receiving device's row, at the receiver's bar height.
+    (`structured_group`); `group_colors` gives a group's colour and `group_words` its legend entry (default: the
+    group's name).  A transfer's arrow ends on the receiving device's row, at the receiver's bar height.
     """
     group = group or structured_group([p.task for p in timeline.placements], op_types)
     num_dev = timeline.num_devices
@@ -138,7 +141,8 @@ def gantt_figure(
     for i in ordered:
         g = group_of[i]
         if g not in groups:
-            groups[g] = _KIND_COLORS.get(g) or cmap(len(groups) % 20)
+            groups[g] = (group_colors(g) if group_colors is not None else None) or _KIND_COLORS.get(g) \
+                or cmap(len(groups) % 20)
 
     end = max(timeline.end_tick, 1)
     x0 = timeline.start_tick * scale
@@ -203,7 +207,8 @@ def gantt_figure(
         figures.append("link contention")
     ax.set_title(f"{title or timeline.instance_name}: " + ", ".join(figures), fontsize=10)
     if len(groups) <= 20:
-        handles = [Patch(facecolor=c, label=g) for g, c in groups.items()]
+        words = group_words or {}
+        handles = [Patch(facecolor=c, label=words.get(g, g)) for g, c in groups.items()]
         if show_comm and timeline.transfers:
             handles.append(Patch(facecolor="0.45", label="transfer"))
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
