@@ -9,11 +9,14 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from planner.bundled_profiles import DEFAULT_PROFILE
 from planner.cli_args import (
     ArgumentParser,
     fraction,
@@ -21,34 +24,28 @@ from planner.cli_args import (
     positive_int,
     positive_seconds,
 )
-from planner.coarsen import coarsen, contract
-from planner.coarsen.bounded import DEFAULT_CP_TOLERANCE
-from planner.coarsen.dot import cluster_graph_dot
-from planner.cost.measured import load_measured_times
-from planner.cost.measured_transfers import measured_transfer_s, with_transfer_latency
+from planner.cli_outputs import check_output_dir, check_output_file, moved, staged_dir
 from planner.data import BUNDLED_MODEL as DEFAULT_MODEL
 from planner.errors import InputError, OpplanError
-from planner.ir.hardware import DEFAULT_PROFILE, load_topology
-from planner.ir.load import parse_input_shape, parse_input_value
-from planner.ir.moe_structure import find_moe_layers
-from planner.ir.topology import Topology
-from planner.ir.units import format_bytes, format_time, parse_bytes
-from planner.plot import plot_gantt
-from planner.prepare import prepare
-from planner.report import clustering_summary, inspect_summary, plan_summary
-from planner.report_format import print_clustering, print_inspect_table, print_plan_table
-from planner.runtime_choice import choose_plan, retimed_run_plan
-from planner.schedule.atomic import atomic_write_text
-from planner.schedule.plan import Plan, PlanStatus
-from planner.schedule.plan_io import load_plan, save_plan
-from planner.schedule.runtime_replay import RuntimeReplay
-from planner.schedule.simulate import plan_orders, replayed_plan, retime_plan, simulate_plan
-from planner.schedule.timeline import Timeline
-from planner.schedule.trace import write_chrome_trace
-from planner.schedule.validate import check_plan
-from planner.solve import DEFAULT_CLUSTERS, Method, SolveOptions, plan_instance
-from planner.whatif import memory_sweep, parse_memory_range, write_whatif
+from planner.search.options import Method
 
+if TYPE_CHECKING:
+    from planner.schedule.plan import Plan
+    from planner.schedule.timeline import Timeline
+
+# The heavy modules (onnx, matplotlib, the solvers) are imported inside the command bodies, after the arguments are
+# parsed and the output paths checked: `--help` and a bad argument answer at once, and Ctrl-C while they load is
+# one line like any other moment.
+
+PAUSE_ENV = "OPPLAN_PAUSE_AT"
+
+
+def pause_point(name: str) -> None:
+    """Wait here (saying so on stderr) when the environment variable `PAUSE_ENV` names this point: the tests send
+    Ctrl-C at a moment they choose (before the heavy imports, while writing) and check that nothing is left."""
+    if os.environ.get(PAUSE_ENV) == name:
+        print(f"paused at {name}", file=sys.stderr, flush=True)
+        time.sleep(600)
 
 def _run(main: Callable[[argparse.Namespace], int], parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     """Parse (a bad argument is one line and status 2: `planner.cli_args`), run, and turn every user error into one
@@ -81,6 +78,10 @@ def _add_model_args(parser: argparse.ArgumentParser) -> None:
 
 def _load_model_and_hw(args: argparse.Namespace):
     """The model after the same passes plan-solve runs (constant folding, dead code), costed on the hardware."""
+    from planner.ir.hardware import load_topology
+    from planner.ir.load import parse_input_shape, parse_input_value
+    from planner.prepare import prepare
+
     shapes = dict(parse_input_shape(s) for s in args.input_shape)
     topology = load_topology(args.hw or DEFAULT_PROFILE)
     values = dict(parse_input_value(s) for s in args.input_value)
@@ -89,6 +90,13 @@ def _load_model_and_hw(args: argparse.Namespace):
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    if args.dot:
+        check_output_file(args.dot, "--dot")
+    pause_point("imports")
+    from planner.ir.moe_structure import find_moe_layers
+    from planner.report import inspect_summary
+    from planner.report_format import print_inspect_table
+
     prepared, _topology, instance = _load_model_and_hw(args)
     if args.clusters or args.dot:
         return _inspect_clusters(args, instance)
@@ -103,6 +111,14 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _inspect_clusters(args: argparse.Namespace, instance) -> int:
+    from planner.coarsen import coarsen
+    from planner.coarsen.bounded import DEFAULT_CP_TOLERANCE
+    from planner.coarsen.dot import cluster_graph_dot
+    from planner.report import clustering_summary
+    from planner.report_format import print_clustering
+    from planner.schedule.atomic import atomic_write_text
+    from planner.search.policy import DEFAULT_CLUSTERS
+
     # The clusters the search's linear rounds start from: the same target and the parallelism-keeping merge.
     target = args.target_clusters or DEFAULT_CLUSTERS["cpsat"]
     result = coarsen(instance, target_clusters=target, cp_tolerance=DEFAULT_CP_TOLERANCE)
@@ -121,7 +137,7 @@ def inspect_main(argv: Sequence[str] | None = None) -> int:
     """plan-inspect: op count, FLOPs, parameter and activation bytes, bounds on the hardware, heaviest ops."""
     parser = ArgumentParser(prog="plan-inspect", description=inspect_main.__doc__)
     _add_model_args(parser)
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="how to print the summary")
     parser.add_argument("--top", type=nonnegative_int, default=10, help="how many of the heaviest ops to list")
     parser.add_argument("--clusters", action="store_true",
                         help="report the coarsening the search starts from (linear clustering + the merge that "
@@ -146,18 +162,22 @@ def _parse_rules(items: Sequence[str], flag: str) -> dict[str, str]:
 
 
 def _add_solve_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--method", choices=[m.value for m in Method], default="milp")
-    parser.add_argument("--backend", default="cpsat", help="cpsat (default), scip, cbc or highs")
+    parser.add_argument("--method", choices=[m.value for m in Method], default="milp",
+                        help="milp: the bi-level search (exact on clusters, refined); the others are the heuristics "
+                        "alone")
+    parser.add_argument("--backend", default="cpsat", help="MILP solver: cpsat (default), scip, cbc or highs")
     parser.add_argument("--time-limit", type=positive_seconds, default=60.0, metavar="S",
                         help="total budget in seconds")
     parser.add_argument("--gap", type=fraction, default=0.0, help="stop at this relative gap (0.01 = 1%%)")
-    parser.add_argument("--threads", type=positive_int, default=8)
-    parser.add_argument("--seed", type=nonnegative_int, default=0)
+    parser.add_argument("--threads", type=positive_int, default=8, help="solver threads")
+    parser.add_argument("--seed", type=nonnegative_int, default=0, help="solver random seed")
     parser.add_argument("--clusters", type=positive_int, default=None, help="target number of clusters for the MILP")
     parser.add_argument("--rounds", type=nonnegative_int, default=4, help="most refinement rounds of the bi-level loop")
 
 
 def _options(args: argparse.Namespace):
+    from planner.search.options import SolveOptions
+
     return SolveOptions(method=Method(args.method), backend=args.backend, time_limit_s=args.time_limit,
                         rel_gap=args.gap, threads=args.threads, seed=args.seed, target_clusters=args.clusters,
                         max_rounds=args.rounds)
@@ -203,6 +223,10 @@ def as_early_as_possible(plan: Plan, fine) -> tuple[Plan, Timeline]:
     Also returns the returned plan's replay.  The replay that retimes the plan is that replay whenever the
     returned plan orders each device's ops the same way (always when the plan is kept; checked when the retimed
     one is returned: ops of no length at one tick may sort differently), so at 100k ops one replay (~2 s) is saved."""
+    from planner.schedule.plan import PlanStatus
+    from planner.schedule.simulate import plan_orders, replayed_plan, simulate_plan
+    from planner.schedule.validate import check_plan
+
     orders = plan_orders(fine, plan)
     timeline = simulate_plan(fine, plan)
     tight = replayed_plan(plan, fine, timeline)
@@ -217,9 +241,12 @@ def as_early_as_possible(plan: Plan, fine) -> tuple[Plan, Timeline]:
     return retimed, timeline
 
 
-def _write_outputs(outcome, plan_path: Path, *, pictures: bool, provenance: dict,
-                   op_types: dict[str, str] | None = None) -> dict:
+def _write_outputs(outcome, plan_path: Path, *, pictures: bool, provenance: dict) -> dict:
     """Save the plan (atomically) and, next to it, the Gantt PNG and the Chrome trace of the op-level timeline."""
+    from planner.plot import plot_gantt
+    from planner.schedule.plan_io import save_plan
+    from planner.schedule.trace import write_chrome_trace
+
     placed, timeline = _in_user_ids(outcome)  # the timeline: the saved plan, replayed (the times the file states)
     plan = dataclasses.replace(placed, **provenance)
     plan_path.parent.mkdir(parents=True, exist_ok=True)
@@ -227,15 +254,43 @@ def _write_outputs(outcome, plan_path: Path, *, pictures: bool, provenance: dict
     written = {"plan": str(plan_path)}
     if pictures:
         stem = plan_path.with_suffix("")
-        gantt = plot_gantt(timeline, f"{stem}.gantt.png", title=f"{plan.instance_name}: {plan.method}",
-                           op_types=op_types)
+        gantt = plot_gantt(timeline, f"{stem}.gantt.png", title=f"{plan.instance_name}: {plan.method}")
         trace = Path(f"{stem}.trace.json")
         write_chrome_trace(timeline, trace)
         written.update(gantt=str(gantt), trace=str(trace))
     return {"timeline": timeline, "written": written, "plan": plan}
 
 
+def _plan_files(plan_path: Path, *, pictures: bool) -> list[tuple[Path, str]]:
+    """The files a plan is written as (`_write_outputs`), each with the flag that names it in an error."""
+    files = [(plan_path, "--out")]
+    if pictures:
+        stem = plan_path.with_suffix("")
+        files += [(Path(f"{stem}.gantt.png"), "--out"), (Path(f"{stem}.trace.json"), "--out")]
+    return files
+
+
+def _solve_outputs(args: argparse.Namespace) -> list[tuple[Path, str]]:
+    return _plan_files(args.out, pictures=not args.no_pictures)
+
+
 def _solve(args: argparse.Namespace) -> int:
+    for path, flag in _solve_outputs(args):
+        check_output_file(path, flag)
+    pause_point("imports")
+    from planner.cost.measured import load_measured_times
+    from planner.cost.measured_transfers import measured_transfer_s, with_transfer_latency
+    from planner.ir.hardware import load_topology
+    from planner.ir.load import parse_input_shape, parse_input_value
+    from planner.ir.topology import Topology
+    from planner.ir.units import parse_bytes
+    from planner.prepare import prepare
+    from planner.report import plan_summary
+    from planner.report_format import print_plan_table
+    from planner.runtime_choice import choose_plan, retimed_run_plan
+    from planner.schedule.runtime_replay import RuntimeReplay
+    from planner.solve import plan_instance
+
     if args.graph is not None:
         if args.model is not None:
             raise InputError("give either --model or --graph, not both")
@@ -283,8 +338,7 @@ def _solve(args: argparse.Namespace) -> int:
         "hardware_path": str(Path(topology.source_path).resolve()) if topology.source_path else "",
         "hardware_sha256": topology.source_sha256, "input_shapes": shapes, "input_values": values,
     }
-    out = _write_outputs(outcome, args.out, pictures=not args.no_pictures, provenance=provenance,
-                         op_types={op.name: op.op_type for op in prepared.graph.ops})
+    out = _write_outputs(outcome, args.out, pictures=not args.no_pictures, provenance=provenance)
     extra = {"written": out["written"]}
     if outcome.phases:
         extra.update(found_by=outcome.found_by)
@@ -317,7 +371,7 @@ def solve_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pin", action="append", default=[], metavar="PATTERN=DEVICE", help="run matching ops there")
     parser.add_argument("--forbid", action="append", default=[], metavar="PATTERN=DEVICE", help="never there")
     parser.add_argument("--no-pictures", action="store_true", help="skip the Gantt PNG and the trace")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="how to print the summary")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     _add_solve_args(parser)
     return _run(_solve, parser, argv)
@@ -327,6 +381,8 @@ def solve_main(argv: Sequence[str] | None = None) -> int:
 def _simulate_instance(plan: Plan, fine, plan_path: str):
     """The instance the plan's tasks live on: the op graph, or (an older plan file whose tasks are clusters) the op
     graph contracted to the plan's clusters.  Names the first task the model does not have."""
+    from planner.coarsen import contract
+
     index = fine.task_index
     if not plan.task_ops:
         unknown = next((p.task for p in plan.placements if p.task not in index), None)
@@ -345,6 +401,21 @@ def _simulate_instance(plan: Plan, fine, plan_path: str):
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    if args.out:
+        for path, flag in _plan_files(args.out, pictures=True):
+            check_output_file(path, flag)
+    pause_point("imports")
+    from planner.ir.hardware import load_topology
+    from planner.ir.topology import Topology
+    from planner.ir.units import format_time
+    from planner.plot import plot_gantt
+    from planner.prepare import prepare
+    from planner.report import plan_summary
+    from planner.report_format import print_plan_table
+    from planner.schedule.plan_io import load_plan, save_plan
+    from planner.schedule.simulate import retime_plan, simulate_plan
+    from planner.schedule.trace import write_chrome_trace
+
     plan = load_plan(args.plan)
     model = Path(plan.model_path)
     if not plan.model_path or not model.is_file():
@@ -397,22 +468,32 @@ def _simulate(args: argparse.Namespace) -> int:
 def simulate_main(argv: Sequence[str] | None = None) -> int:
     """plan-simulate: replay a plan (same devices and orders) on its hardware or other hardware (--hw)."""
     parser = ArgumentParser(prog="plan-simulate", description=simulate_main.__doc__)
-    parser.add_argument("--plan", type=Path, required=True)
-    parser.add_argument("--hw", type=Path, default=None, help="other hardware profile (same number of devices)")
+    parser.add_argument("--plan", type=Path, required=True, help="plan file from plan-solve")
+    parser.add_argument("--hw", type=Path, default=None,
+                        help="other hardware profile (same number of devices; default: the plan's own)")
     parser.add_argument("--contention", action="store_true", help="serialize transfers on each directed link")
     parser.add_argument("--out", type=Path, default=None, help="write the re-timed plan (+ Gantt and trace) here")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="how to print the summary")
     return _run(_simulate, parser, argv)
 
 
 # ------------------------------------------------------------------------------------------------ plan-whatif
 def _whatif(args: argparse.Namespace) -> int:
+    check_output_dir(args.out_dir, "--out-dir")
+    pause_point("imports")
+    from planner.ir.hardware import load_topology
+    from planner.ir.units import format_bytes, format_time
+    from planner.prepare import prepare
+    from planner.whatif import memory_sweep, parse_memory_range, write_whatif
+
     capacities = parse_memory_range(args.memory)
     topology = load_topology(args.hw or DEFAULT_PROFILE)
     prepared = prepare(args.model or DEFAULT_MODEL, topology)
     say = _progress_printer(args.quiet)
     result = memory_sweep(prepared.instance, capacities, _options(args), progress=say)
-    csv_path, png_path = write_whatif(result, args.out_dir)
+    pause_point("writing")
+    with staged_dir(args.out_dir) as staging:  # both files or neither, even on Ctrl-C while drawing
+        csv_path, png_path = moved(list(write_whatif(result, staging)), staging, args.out_dir)
     unit = prepared.instance.time_unit
     for row in result.rows:
         shown = format_time(row.makespan_s, unit=unit) if row.feasible else f"infeasible: {row.reason}"
@@ -432,8 +513,9 @@ def whatif_main(argv: Sequence[str] | None = None) -> int:
     parser = ArgumentParser(prog="plan-whatif", description=whatif_main.__doc__)
     _add_model_args(parser)
     parser.add_argument("--memory", required=True, metavar="FROM:TO:STEP", help="e.g. 8GiB:80GiB:8GiB, or a list a,b,c")
-    parser.add_argument("--out-dir", type=Path, default=Path("out/whatif"))
-    parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--out-dir", type=Path, default=Path("out/whatif"),
+                        help="folder for whatif.csv and whatif.png")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     _add_solve_args(parser)
     parser.set_defaults(time_limit=20.0)
     return _run(_whatif, parser, argv)

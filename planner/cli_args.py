@@ -21,6 +21,8 @@ from typing import NoReturn
 
 __all__ = [
     "ArgumentParser",
+    "DefaultsHelpFormatter",
+    "RawDescriptionDefaultsHelpFormatter",
     "count",
     "fraction",
     "nonnegative_float",
@@ -31,8 +33,30 @@ __all__ = [
 ]
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows each option's default, unless its help text already names it or there is none to show
+    (None, a flag's False, an empty list: the help text says what happens then)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        nothing = default is None or default is False or default is argparse.SUPPRESS or default == []
+        if nothing or "default" in text.lower():
+            return text
+        return super()._get_help_string(action)
+
+
+class RawDescriptionDefaultsHelpFormatter(DefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """`DefaultsHelpFormatter` that keeps the description's own line breaks (a command line to copy)."""
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """`argparse.ArgumentParser` whose errors are one line on stderr and exit status 2 (`--help` is unchanged)."""
+    """`argparse.ArgumentParser` whose errors are one line on stderr and exit status 2, and whose ``--help`` shows
+    the defaults (`DefaultsHelpFormatter`)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         # argparse words its messages "argument --devices: ..."; the flag alone is what the user typed

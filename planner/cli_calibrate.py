@@ -15,6 +15,7 @@ from pathlib import Path
 
 from planner.cli import _run
 from planner.cli_args import ArgumentParser, positive_int, positive_seconds
+from planner.cli_outputs import check_output_file
 from planner.errors import InputError
 from planner.schedule.atomic import atomic_write_text
 
@@ -47,8 +48,9 @@ FACTOR_HOW = ("op_cost_factors.{op_type} = geometric mean over the representativ
 def _calibrate(args: argparse.Namespace) -> int:
     if args.model is not None and not args.model.is_file():
         raise InputError("model not found", path=str(args.model), fix="pass an ONNX model file")
-    if args.transport == "shm" and args.nproc < 2:
-        raise InputError("--transport shm prices a link between processes", fix="pass --nproc 2 or more")
+    check_output_file(args.out, "--out")
+    if args.model is not None:
+        check_output_file(_op_times_path(args), "--op-times")
     # here, not at the top: torch stays optional (module docstring)
     from planner.execute.calibrate import CalibrationSpec, calibrate, default_sizes
     from planner.execute.calibrate_profile import op_csv, profile_document, profile_yaml, summary_lines
@@ -78,12 +80,6 @@ def _calibrate(args: argparse.Namespace) -> int:
                                torch_version=cal.torch_version, name=args.name, load_avg=load,
                                memory_bytes=cal.device_memory_bytes or None, device=args.device,
                                op_cost_factors={t: fit.factor for t, fit in fits.items()})
-        if args.transport == "shm":
-            from planner.execute.calibrate_profile import with_shared_memory_link
-            from planner.execute.shm_probe import shm_link_figures
-
-            link = shm_link_figures()
-            with_shared_memory_link(doc, link.latency_s, link.bandwidth_bytes_per_s)
         text = profile_yaml(doc)
     except ValueError as exc:
         raise InputError(f"the measured profile does not validate: {exc}", path=str(args.out)) from None
@@ -101,11 +97,16 @@ def _calibrate(args: argparse.Namespace) -> int:
     print(f"wrote profile: {args.out}")
     if args.model is not None:
         op_seconds = cal.op_seconds if args.engine == "torch" else _onnxruntime_op_seconds(args.model, repeats)
-        times = args.op_times or args.out.with_name(args.model.stem + ".times.csv")
+        times = _op_times_path(args)
         atomic_write_text(times, op_csv(op_seconds))
         print(f"wrote op times: {times} ({len(op_seconds)} ops as {args.engine} runs them; "
               f"plan-solve --measured {times})")
     return 0
+
+
+def _op_times_path(args: argparse.Namespace) -> Path:
+    """Where --model's op,seconds CSV goes: --op-times, or <model stem>.times.csv beside --out."""
+    return args.op_times or args.out.with_name(args.model.stem + ".times.csv")
 
 
 def _onnxruntime_op_seconds(model: Path, repeats: int) -> dict[str, float]:
@@ -129,15 +130,12 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
                         help="processes measuring at once: the number of ranks plans will run on (default 1)")
     parser.add_argument("--threads", type=positive_int, default=1,
                         help="torch threads per process (plan-run's ranks use 1; default 1)")
-    parser.add_argument("--out", type=Path, default=Path("calibrated.yaml"), help="profile to write")
+    parser.add_argument("--out", type=Path, default=Path("calibrated.yaml"), help="hardware profile to write")
     parser.add_argument("--name", default=None, help="the profile's name (default calibrated-<host>-<nproc>)")
     parser.add_argument("--model", type=Path, default=None, help="also time this ONNX model's ops")
     parser.add_argument("--engine", choices=("torch", "onnxruntime"), default="torch",
                         help="how --model's ops are timed: our torch runtime's calls (default), or onnxruntime's "
                              "kernels as the fast executor runs them (plan-run --executor fast)")
-    parser.add_argument("--transport", choices=("gloo", "shm"), default="gloo",
-                        help="the intra-host link the profile prices: gloo (plan-run's traced ranks; default) or "
-                             "shm (shared memory, plan-run --executor fast); needs --nproc 2 or more")
     parser.add_argument("--op-times", type=Path, default=None,
                         help="where --model's op,seconds CSV goes (default <model stem>.times.csv beside --out)")
     parser.add_argument("--repeats", type=positive_int, default=None, help="repeats per figure (default 5; 3 quick)")

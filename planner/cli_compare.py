@@ -31,8 +31,9 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from planner.cli import _run
+from planner.cli import _run, pause_point
 from planner.cli_args import (
     ArgumentParser,
     fraction,
@@ -42,17 +43,18 @@ from planner.cli_args import (
     positive_int,
     positive_seconds,
 )
-from planner.compare.compare_policy import ComparePolicy
+from planner.cli_outputs import check_output_dir, staged_dir
+from planner.compare.compare_policy import LNS_MODES, PLACEMENTS, ComparePolicy
 from planner.compare.memory_bound_note import MEMORY_BOUND_S
-from planner.compare.model_costs import ModelCosts, model_costs
-from planner.compare.pipelines import LNS_MODES, PLACEMENTS, compare, write_outputs
 from planner.compare.presets import PRESETS, MicroBatch, PresetCosts, load_op_times, op_key, preset_costs
-from planner.cost.training_costs import training_costs
 from planner.errors import InputError
-from planner.ir.hardware import load_topology
-from planner.ir.moe_structure import find_moe_layers
-from planner.pipeline.registry import GENERATORS, UnitCosts
-from planner.prepare import prepare
+
+if TYPE_CHECKING:
+    from planner.compare.model_costs import ModelCosts
+    from planner.pipeline.registry import UnitCosts
+
+# The comparison, its plots and the model import are loaded inside `_compare`, after the arguments are parsed and
+# --out checked: --help answers at once.
 
 # Like plan-solve (out/plan.json) and plan-whatif (out/whatif): a run without --out still leaves its results.
 DEFAULT_OUT = "out/compare"
@@ -64,6 +66,11 @@ def parse_granularity(text: str) -> int | None:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    check_output_dir(args.out, "--out")
+    pause_point("imports")
+    from planner.compare.pipelines import compare, write_outputs
+    from planner.pipeline.registry import GENERATORS, UnitCosts
+
     costs: UnitCosts | ModelCosts | PresetCosts = UnitCosts(
         f=args.f, b=args.b, w=args.w, activation=args.activation, param=args.param, comm=args.comm,
         fb_overlap=args.fb_overlap, comm_stream=args.comm_stream, a2a=args.a2a)
@@ -87,7 +94,9 @@ def _compare(args: argparse.Namespace) -> int:
                   lns_mode=args.lns_mode, bound_time_s=args.bound_time, policy=policy,
                   progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(cmp.table())
-    written = write_outputs(cmp, args.out, pictures=not args.no_pictures)
+    pause_point("writing")
+    with staged_dir(args.out) as staging:  # every file or none, even on Ctrl-C while drawing
+        written = write_outputs(cmp, staging, pictures=not args.no_pictures)
     print(f"wrote {len(written)} files to {args.out} (compare.csv, <schedule>.torch.csv, pictures)")
     for r in cmp.ok_rows():
         if r.pipeline is not None and len(r.pipeline.chains) > 1:
@@ -107,6 +116,8 @@ def _preset_costs(args: argparse.Namespace) -> PresetCosts:
         raise InputError(f"unknown preset {args.preset!r}", fix=f"use one of {', '.join(PRESETS)}")
     if args.hw is None:
         raise InputError("--preset needs --hw (the hardware profile the stages run on)")
+    from planner.ir.hardware import load_topology
+
     mb = MicroBatch(args.seq_len or MicroBatch.seq_len, args.microbatch_seqs or MicroBatch.seqs)
     # --expert-parallel sets the preset's EP degree; without it the EP degree is the stage count
     op_times = load_op_times(args.preset_times) if args.preset_times is not None else None
@@ -126,6 +137,12 @@ def _preset_costs(args: argparse.Namespace) -> PresetCosts:
 
 
 def _model_costs(args: argparse.Namespace) -> ModelCosts:
+    from planner.compare.model_costs import model_costs
+    from planner.cost.training_costs import training_costs
+    from planner.ir.hardware import load_topology
+    from planner.ir.moe_structure import find_moe_layers
+    from planner.prepare import prepare
+
     if args.hw is None:
         raise InputError("--model needs --hw (the hardware profile the stages run on)")
     prepared = prepare(args.model, load_topology(args.hw))

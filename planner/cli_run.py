@@ -14,14 +14,22 @@ from pathlib import Path
 
 import numpy as np
 
-from planner.cli import _run
-from planner.cli_args import ArgumentParser, nonnegative_int, positive_int, positive_seconds
+from planner.cli import _run, pause_point
+from planner.cli_args import (
+    ArgumentParser,
+    RawDescriptionDefaultsHelpFormatter,
+    nonnegative_int,
+    positive_int,
+    positive_seconds,
+)
+from planner.cli_outputs import check_output_dir, check_output_file, moved, staged_dir
 from planner.errors import InputError
-from planner.ir.load import parse_input_shape
 from planner.ir.units import format_time
 
 
 def _shapes(items: Sequence[str]):
+    from planner.ir.load import parse_input_shape  # here: it loads onnx, which --help does without
+
     return dict(parse_input_shape(s) for s in items) or None
 
 
@@ -98,6 +106,9 @@ def _run_plan(args: argparse.Namespace) -> int:
         return _list_ops()
     if args.plan is None:
         raise InputError("--plan is required (or --list-ops)")
+    if args.report is not None:
+        check_output_file(args.report, "--report")
+        check_output_file(args.report.with_name(args.report.stem + ".trace.json"), "--report")
     if args.executor == "fast" or args.choose:
         if args.backend != "gloo" or args.report is not None:
             raise InputError("the fast executor runs on one host through shared memory and writes no run.json",
@@ -160,7 +171,7 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     (torchrun --nnodes H --nproc-per-node P --node-rank I --rdzv-backend c10d --rdzv-endpoint HOST:PORT ...);
     each rank reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment."""
     parser = ArgumentParser(prog="plan-run", description=run_main.__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                            formatter_class=RawDescriptionDefaultsHelpFormatter)
     parser.add_argument("--plan", type=Path, default=None, help="plan file from plan-solve (an ONNX model's plan)")
     parser.add_argument("--list-ops", action="store_true", help="print the ONNX op types the runtime runs and exit")
     parser.add_argument("--replan", action="store_true",
@@ -192,15 +203,20 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--choose", action="store_true",
                         help="fast executor: measure one rank with every core against the plan's ranks and run "
                              "the faster (the split only when it wins beyond the run-to-run noise)")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="how to print the summary")
     return _run(_run_plan, parser, argv)
 
 
 def _codegen(args: argparse.Namespace) -> int:
+    check_output_dir(args.out, "--out")
+    pause_point("imports")
     # here, not at the top: torch stays optional (module docstring)
     from planner.execute.codegen import write_code
 
-    written = write_code(args.plan, args.out, nproc=args.nproc, input_shapes=_shapes(args.input_shape))
+    pause_point("writing")
+    with staged_dir(args.out) as staging:  # the whole folder or none, even on Ctrl-C while writing the weights
+        written = moved(write_code(args.plan, staging, nproc=args.nproc, input_shapes=_shapes(args.input_shape)),
+                        staging, args.out)
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -210,10 +226,12 @@ def codegen_main(argv: Sequence[str] | None = None) -> int:
     """plan-codegen: write one plain PyTorch file per rank (torch calls in plan order, explicit sends and
     receives), each rank's weights beside it (torch.save) and a launcher for torchrun; the folder needs only torch."""
     parser = ArgumentParser(prog="plan-codegen", description=codegen_main.__doc__)
-    parser.add_argument("--plan", type=Path, required=True)
+    parser.add_argument("--plan", type=Path, required=True, help="plan file from plan-solve (an ONNX model's plan)")
     parser.add_argument("--out", type=Path, required=True, help="folder for rank_<r>.py, launch.py, weights")
-    parser.add_argument("--nproc", type=positive_int, default=None)
-    parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=AxBxC")
+    parser.add_argument("--nproc", type=positive_int, default=None,
+                        help="ranks (default: one per planned device; fewer: device d runs on rank d %% N)")
+    parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=AxBxC",
+                        help="input shapes the code runs (default: the ones the plan was made with)")
     return _run(_codegen, parser, argv)
 
 

@@ -36,3 +36,7 @@ class ComparePolicy:
 
 
 DEFAULT_COMPARE_POLICY = ComparePolicy()  # for argument defaults
+# the choices of `planner.compare.pipelines.compare`; here, beside the policy, so that plan-compare's argument
+# parser reads them without loading the comparison (and its plotting)
+PLACEMENTS = ("auto", "both", "warm", "dualpipe", "v", "fixed")  # `compare`'s opplan_placement
+LNS_MODES = ("in-order", "reorder")  # `compare`'s lns_mode (planner.compare.pipelines' docstring)

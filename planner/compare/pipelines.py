@@ -52,7 +52,7 @@ from typing import TypedDict
 
 from formulations.pipeline import prepare_pipeline
 from planner.compare.baselines import SPLIT, WARM_FROM, free_placements, pipeline_of, scales_of, simulate_baseline
-from planner.compare.compare_policy import DEFAULT_COMPARE_POLICY, ComparePolicy
+from planner.compare.compare_policy import DEFAULT_COMPARE_POLICY, LNS_MODES, PLACEMENTS, ComparePolicy
 from planner.compare.compare_row import CompareRow
 from planner.compare.cut_bound import every_cut_bound_tick
 from planner.compare.memory_bound_note import MEMORY_BOUND_S, note_memory_bound
@@ -72,8 +72,6 @@ __all__ = ["CSV_COLUMNS", "LNS_MODES", "PLACEMENTS", "CompareRow", "CompareValue
            "devices_at_cap", "scales_of", "simulate_baseline", "write_outputs"]
 
 CSV_COLUMNS = ("schedule", "makespan", "bubble_ratio", "peak_memory", "param_memory")
-PLACEMENTS = ("auto", "both", "warm", "dualpipe", "v", "fixed")  # `compare`'s opplan_placement
-LNS_MODES = ("in-order", "reorder")  # `compare`'s lns_mode (module docstring)
 
 
 class CompareValues(TypedDict):
