@@ -2,11 +2,13 @@
 
 What `write_code(plan, out_dir)` writes:
 
-* ``rank_<r>.py`` per rank: one function ``run(inputs, W, timeout)``, straight-line code in plan order.  Each op is
-  one line with its direct torch call (``torch.matmul``, ``F.conv2d``, ``torch.cat`` ...; `codegen_ops`), every
-  attribute written out, tensors as local variables named after the ONNX tensors, weights as ``W["name"]``.  An
-  explicit ``recv(src, tag, shape, dtype, timeout)`` comes before the op that first reads a tensor made on another
-  rank, an explicit ``send(tensor, dst, tag)`` right after the op that makes one another rank reads.
+* ``rank_<r>.py`` per rank (one rank per device the plan places work on, unless ``nproc`` says otherwise; a
+  planned device left empty gets no rank): one function ``run(inputs, W, timeout)``, straight-line code in plan
+  order.  Each op is one line with its direct torch call (``torch.matmul``, ``F.conv2d``, ``torch.cat`` ...;
+  `codegen_ops`), every attribute written out, tensors as local variables named after the ONNX tensors, weights
+  as ``W["name"]``.  An explicit ``recv(src, tag, shape, dtype, timeout)`` comes before the op that first reads
+  a tensor made on another rank, an explicit ``send(tensor, dst, tag)`` right after the op that makes one another
+  rank reads.
 * ``rank_<r>.weights.pt``: that rank's weights and folded constants (``torch.save`` of name -> tensor; safetensors
   is not a dependency of this project).
 * ``p2p.py`` (send / receive) and, only when an op has no direct torch translation, ``onnx_ops.py``
@@ -21,6 +23,7 @@ another machine that has torch.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import keyword
 import re
 from collections.abc import Mapping, Sequence
@@ -36,6 +39,7 @@ from planner.execute.program import default_feeds, to_tensor
 from planner.execute.runner import load_checked_plan
 from planner.ir.graph import OpGraph
 from planner.ir.onnx_values import model_program
+from planner.schedule.plan import Plan
 
 __all__ = ["write_code"]
 
@@ -193,11 +197,23 @@ def _tensors(values: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
     return {k: to_tensor(v).clone() for k, v in values.items()}
 
 
+def used_devices_only(plan: Plan) -> Plan:
+    """The plan on the devices it places work on, renumbered in their order: a device with no op would be a rank
+    that only waits, so the code gets one rank per used device (ranks may still share devices with --nproc)."""
+    used = sorted({p.device for p in plan.placements})
+    if len(used) == len(plan.device_names):
+        return plan
+    index = {d: i for i, d in enumerate(used)}
+    return dataclasses.replace(plan, device_names=tuple(plan.device_names[d] for d in used),
+                               placements=tuple(dataclasses.replace(p, device=index[p.device])
+                                                for p in plan.placements))
+
+
 def write_code(plan_path: str | Path, out_dir: str | Path, *, nproc: int | None = None,
                input_shapes: Mapping[str, Sequence[int]] | None = None) -> list[Path]:
     """Write the folder described in the module docstring into `out_dir`; return the paths written."""
     plan, graph = load_checked_plan(plan_path, input_shapes)
-    part = partition_plan(plan, graph, nproc, str(plan_path))
+    part = partition_plan(plan if nproc is not None else used_devices_only(plan), graph, nproc, str(plan_path))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []

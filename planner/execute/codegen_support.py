@@ -16,7 +16,7 @@ from planner.execute import codegen_p2p, ops
 
 __all__ = ["onnx_ops_source", "p2p_source"]
 
-_FAMILIES = ("elementwise", "shape", "nn", "reduce", "index", "resize", "rnn", "control")  # every ops module
+_FAMILIES = ("elementwise", "shape", "nn", "quant", "reduce", "index", "resize", "rnn", "control")  # every ops module
 
 _ONNX_OP = '''
 
