@@ -24,6 +24,7 @@ from typing import Any
 
 from planner.cost.instance import SchedulingInstance
 from planner.ir.graph import OpGraph
+from planner.ir.op_workload import has_flop_rule
 
 
 def param_bytes_as_placed(instance: SchedulingInstance) -> int:
@@ -64,7 +65,25 @@ def inspect_summary(graph: OpGraph, instance: SchedulingInstance, *, top: int = 
             for i in heaviest
         ],
         "estimated_op_types": dict(estimated.most_common()),
+        "estimated_why": {t: estimated_why(graph, t) for t in estimated},
     }
+
+
+def estimated_why(graph: OpGraph, op_type: str) -> str:
+    """Why the ops of `op_type` are estimated, as the cost model really treats them: no FLOP rule (timed by the
+    bytes they move), FLOPs counted on shapes bounded at import (data-dependent sizes, If/Loop bodies), or shapes
+    the rule could not read (timed by bytes)."""
+    ops = [op for op in graph.ops if op.op_type == op_type and op.estimated]
+    ruled = [op for op in ops if has_flop_rule(op.op_type, op.domain)]
+    shaped = [op.flops > 0 or all(t in graph.tensors for t in (*op.reads, *op.writes)) for op in ruled]
+    reasons = []
+    if len(ruled) < len(ops):
+        reasons.append("no FLOP rule, costed by bytes moved")
+    if any(shaped):
+        reasons.append("FLOPs counted on shapes bounded at import, not known")
+    if not all(shaped):
+        reasons.append("shapes unknown to its FLOP rule, costed by bytes moved")
+    return "; ".join(reasons)
 
 
 def plan_summary(plan, timeline, instance: SchedulingInstance, *, baselines: dict[str, int] | None = None,

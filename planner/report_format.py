@@ -59,8 +59,10 @@ def print_inspect_table(summary: dict[str, Any], console: Console | None = None)
         heavy.add_row(row["name"], row["op_type"], format_time(row["time"], unit), human_count(row["flops"]))
     console.print(heavy)
     if summary["estimated_op_types"]:
-        est = ", ".join(f"{k} x{v}" for k, v in summary["estimated_op_types"].items())
-        console.print(f"[yellow]estimated (costed by bytes moved, no FLOP rule):[/] {est}")
+        why = summary.get("estimated_why", {})
+        est = ", ".join(f"{k} x{v}" + (f" ({why[k]})" if why.get(k) else "")
+                        for k, v in summary["estimated_op_types"].items())
+        console.print(f"[yellow]estimated:[/] {est}")
     else:
         console.print("every op type has a cost rule (nothing estimated)")
 

@@ -21,6 +21,7 @@ from planner.ir.model_warnings import (
     model_warnings,
     runtime_gaps,
 )
+from planner.report import estimated_why
 
 F = TensorProto.FLOAT
 
@@ -97,3 +98,15 @@ def test_a_data_dependent_op_is_named_before_planning(tmp_path):
     assert runtime_gaps(graph) == unsupported_ops(graph)
     (line,) = model_warnings(graph)
     assert "cannot run 1 op(s)" in line and "(NonZero)" in line and "\n" not in line
+
+
+def test_the_estimated_ops_say_why(tmp_path):
+    w = np.ones((2, 4), np.float32)
+    model = make_model(
+        [helper.make_node("NonZero", ["x"], ["n"]), helper.make_node("Cast", ["n"], ["c"], to=F),
+         helper.make_node("Transpose", ["c"], ["t"]), helper.make_node("MatMul", ["t", "w"], ["y"]),
+         helper.make_node("Det", ["m"], ["d"])],
+        [("x", F, [2, 3]), ("m", F, [3, 3])], [("y", F, ["k", 4]), ("d", F, [])], {"w": w}, opset=13)
+    graph = load_model(_save(model, tmp_path))
+    assert estimated_why(graph, "MatMul") == "FLOPs counted on shapes bounded at import, not known"
+    assert estimated_why(graph, "Det") == "no FLOP rule, costed by bytes moved"

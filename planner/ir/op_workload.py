@@ -456,6 +456,12 @@ RULES: dict[tuple[str, str], Rule] = {
 _CANON_DOMAIN = {"ai.onnx": ""}
 
 
+def has_flop_rule(op_type: str, domain: str = "") -> bool:
+    """Whether a FLOP rule exists for the op type (an estimated op with one had shapes its rule could not read, or
+    shapes bounded rather than known)."""
+    return (_CANON_DOMAIN.get(domain, domain), op_type) in RULES
+
+
 def op_flops(node: NodeShapes) -> tuple[int, bool]:
     """(FLOPs, estimated) of one node.  estimated is True when no rule applies, a needed shape is unknown, or the
     op's output size is data-dependent."""
