@@ -93,10 +93,10 @@ def _compare(args: argparse.Namespace) -> int:
                   backend=args.backend, granularity=args.granularity, subchunk_a2a=args.subchunk_a2a,
                   lns_mode=args.lns_mode, bound_time_s=args.bound_time, policy=policy,
                   progress=lambda line: print(line, file=sys.stderr, flush=True))
-    print(cmp.table())
-    pause_point("writing")
+    print(cmp.table(verbose=args.verbose))
     with staged_dir(args.out) as staging:  # every file or none, even on Ctrl-C while drawing
         written = write_outputs(cmp, staging, pictures=not args.no_pictures)
+        pause_point("writing")
     print(f"wrote {len(written)} files to {args.out} (compare.csv, <schedule>.torch.csv, pictures)")
     for r in cmp.ok_rows():
         if r.pipeline is not None and len(r.pipeline.chains) > 1:
@@ -248,6 +248,9 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         "(formulations.pipeline_memory_bound; 0: off; default %(default)g)")
     parser.add_argument("--no-opplan", action="store_true", help="baselines only")
     parser.add_argument("--no-pictures", action="store_true", help="skip the PNG files")
+    parser.add_argument("--verbose", action="store_true",
+                        help="the planned row's line also says how the search went (placement choice, cut search, "
+                        "bounds, granularity, neighbourhood search, warm start, devices at the cap)")
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"write compare.csv, torch CSVs and pictures here (default {DEFAULT_OUT})")
     return _run(_compare, parser, argv)

@@ -61,7 +61,7 @@ from planner.compare.placement_choice import Listed, dominant, warmest
 from planner.compare.planned_row import PlacementJob, RowSearch, plan_placement
 from planner.compare.plot import plot_schedule, plot_side_by_side
 from planner.compare.presets import PresetCosts
-from planner.compare.table_text import figure_text, opplan_line
+from planner.compare.table_text import figure_text, opplan_line, outcome_line
 from planner.errors import OpplanError
 from planner.pipeline.registry import GENERATORS, Scales, UnitCosts
 from planner.schedule.atomic import atomic_write_text
@@ -139,8 +139,9 @@ class Comparison:
                 marks["opplan"] = "best of all"
         return marks
 
-    def table(self) -> str:
-        """The table plan-compare prints: one row per schedule, figures in the comparison's units (`units`)."""
+    def table(self, *, verbose: bool = True) -> str:
+        """The table plan-compare prints: one row per schedule, figures in the comparison's units (`units`), the
+        planned row's line (`verbose`: with how the search went) and the outcome in words (`outcome_line`)."""
         time_unit, memory_unit = self.units()
         lines = [f"{'schedule':<18}{'makespan':>12}{'bubble':>9}{'peak mem':>12}{'params':>12}",
                  f"{'':<18}{f'({time_unit})':>12}{'':>9}{f'({memory_unit})':>12}{f'({memory_unit})':>12}"]
@@ -155,7 +156,11 @@ class Comparison:
                          f"{figure_text(v['peak_memory']):>12}{figure_text(v['param_memory']):>12}{mark}")
         opp = next((r for r in self.rows if r.name == "opplan" and not r.skipped), None)
         if opp is not None:
-            lines.append(opplan_line(opp, time_unit, memory_unit, self.memory_cap_units, self.policy.bound_round_gap))
+            lines.append(opplan_line(opp, time_unit, memory_unit, self.memory_cap_units, self.policy.bound_round_gap,
+                                     verbose=verbose))
+            figures = {r.name: {k: float(v) for k, v in self.values(r).items() if k != "schedule"}  # type: ignore[arg-type]
+                       for r in self.ok_rows()}
+            lines.append(outcome_line(figures, time_unit))
         return "\n".join(lines)
 
 

@@ -1,8 +1,11 @@
-"""The words of `plan-compare`'s table: one number format for every figure (`figure_text`) and the planned row's
-line (`opplan_line`), read from the notes the planned row's steps leave on it (`planner.compare.compare_row`).
+"""The words of `plan-compare`'s table: one number format for every figure (`figure_text`), the planned row's
+line (`opplan_line`: short, or with the search story when verbose), read from the notes the planned row's steps
+leave on it (`planner.compare.compare_row`), and the table's last line, the outcome in words (`outcome_line`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from planner.compare.compare_row import CompareRow
 
@@ -14,10 +17,17 @@ def figure_text(value: float) -> str:
 
 
 def opplan_line(opp: CompareRow, time_unit: str, memory_unit: str, cap_units: float | None,
-                bound_round_gap: float) -> str:
-    """The planned row's line under the table: status, bound, gap, placement (and why), what the cut search, the
-    bounds, the granularity and the search did, warm start, memory cap and the devices at it, seconds."""
+                bound_round_gap: float, *, verbose: bool = True) -> str:
+    """The planned row's line under the table: status, bound, gap, placement, memory cap and seconds; `verbose`
+    adds why the placement, what the cut search, the bounds, the granularity and the search did, the warm start
+    and the devices at the cap."""
     bound = opp.notes.get("bound_units")
+    if not verbose:
+        return (f"opplan: {opp.notes.get('status')}, bound "
+                f"{figure_text(bound) + ' ' + time_unit if isinstance(bound, (int, float)) else bound}, gap "
+                f"{opp.notes.get('gap', 0):.1%}, placement {opp.notes.get('placement')}, memory cap "
+                f"{figure_text(cap_units) + ' ' + memory_unit if cap_units is not None else 'none'}, "
+                f"{opp.notes.get('solve_time_s', 0):.1f} s (--verbose: how the search went)")
     told = _cut_text(opp.notes.get("cut"), time_unit, bound_round_gap)
     told += _every_cut_text(opp.notes.get("every_cut"), time_unit)
     told += memory_bound_text(opp.notes.get("memory_bound"), time_unit)
@@ -130,3 +140,48 @@ def memory_bound_text(note: object, time_unit: str) -> str:
                 f" {time_unit if v < float('inf') else ''}".rstrip()
                 + (" (above it)" if v > float(half) else " (below it)") for pl, v in others.items())
     return text
+
+
+def outcome_line(values: Mapping[str, Mapping[str, float]], time_unit: str) -> str:
+    """The table's last line ('result: opplan 25 unit — 3.8 % shorter than DualPipe, ...'): the planned schedule
+    against DualPipe and against the best other schedule, from the rows' figures (schedule name -> {"makespan",
+    "bubble_ratio", "peak_memory"}, the CSV's values).  Empty when there is no planned row; the DualPipe parts are
+    left out when DualPipe did not run."""
+    opp = values.get("opplan")
+    if opp is None:
+        return ""
+    parts = [f"result: opplan {figure_text(opp['makespan'])} {time_unit}"]
+    dp = values.get("dualpipe")
+    others = {n: v for n, v in values.items() if n not in ("opplan", "dualpipe")}
+    best = min(others, key=lambda n: others[n]["makespan"], default=None)
+    versus = []
+    if dp is not None:
+        versus.append(_versus(opp["makespan"], dp["makespan"], "DualPipe"))
+    if best is not None:
+        versus.append(_versus(opp["makespan"], others[best]["makespan"], f"the best other schedule ({best})",
+                              bare=bool(versus) and versus[0].endswith("shorter than DualPipe")))
+    if dp is not None:
+        versus.append(_share("bubble", opp["bubble_ratio"], dp["bubble_ratio"], f"{dp['bubble_ratio']:.1%}"))
+        versus.append(_share("peak memory", opp["peak_memory"], dp["peak_memory"], figure_text(dp["peak_memory"])))
+    return parts[0] + (" — " + ", ".join(versus) if versus else "")
+
+
+def _versus(makespan: float, other: float, name: str, *, bare: bool = False) -> str:
+    """'23.4 % shorter than NAME' (or '4.0 % longer than NAME', 'as long as NAME'); `bare`: '18.0 % than NAME'
+    when shorter, as the second of two comparisons reads ('23.4 % shorter than A, 18.0 % than B')."""
+    if other <= 0 or makespan == other:
+        return f"as long as {name}"
+    change = (other - makespan) / other
+    if change > 0:
+        return f"{100 * change:.1f} %{'' if bare else ' shorter'} than {name}"
+    return f"{-100 * change:.1f} % longer than {name}"
+
+
+def _share(what: str, value: float, reference: float, reference_text: str) -> str:
+    """'bubble 57 % of DualPipe's': `value` as a share of DualPipe's `reference`; 'bubble as DualPipe's (0.0%)'
+    when both are 0, and the ratio left out when only the reference is 0."""
+    if reference > 0:
+        return f"{what} {100 * value / reference:.0f} % of DualPipe's"
+    if value == reference:
+        return f"{what} as DualPipe's ({reference_text})"
+    return f"{what} {figure_text(value)}, DualPipe's {reference_text}"
