@@ -41,10 +41,11 @@ PAUSE_ENV = "OPPLAN_PAUSE_AT"
 
 
 def pause_point(name: str) -> None:
-    """Wait here (saying so on stderr) when the environment variable `PAUSE_ENV` names this point: the tests send
-    Ctrl-C at a moment they choose (before the heavy imports, while writing) and check that nothing is left."""
+    """Wait here (saying so on stdout) when the environment variable `PAUSE_ENV` names this point: the tests send
+    Ctrl-C at a moment they choose (before the heavy imports, inside an output folder written but not yet moved into
+    place) and check that stderr holds one line and nothing is left."""
     if os.environ.get(PAUSE_ENV) == name:
-        print(f"paused at {name}", file=sys.stderr, flush=True)
+        print(f"paused at {name}", flush=True)
         time.sleep(600)
 
 def _run(main: Callable[[argparse.Namespace], int], parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
@@ -491,9 +492,9 @@ def _whatif(args: argparse.Namespace) -> int:
     prepared = prepare(args.model or DEFAULT_MODEL, topology)
     say = _progress_printer(args.quiet)
     result = memory_sweep(prepared.instance, capacities, _options(args), progress=say)
-    pause_point("writing")
     with staged_dir(args.out_dir) as staging:  # both files or neither, even on Ctrl-C while drawing
         csv_path, png_path = moved(list(write_whatif(result, staging)), staging, args.out_dir)
+        pause_point("writing")
     unit = prepared.instance.time_unit
     for row in result.rows:
         shown = format_time(row.makespan_s, unit=unit) if row.feasible else f"infeasible: {row.reason}"

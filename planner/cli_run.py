@@ -178,7 +178,8 @@ def run_main(argv: Sequence[str] | None = None) -> int:
                         help="with --input-shape other than the plan's: plan those shapes (HEFT) and run that")
     parser.add_argument("--nproc", type=positive_int, default=None,
                         help="processes (default: one per planned device; fewer: device d runs on rank d %% N)")
-    parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo",
+                        help="torch.distributed backend of the traced executor (nccl: one GPU per rank)")
     parser.add_argument("--threads", type=positive_int, default=1,
                         help="torch threads per rank (default 1; calibrate with the same plan-calibrate --threads)")
     parser.add_argument("--check", action="store_true", help="compare the outputs with onnxruntime")
@@ -213,10 +214,10 @@ def _codegen(args: argparse.Namespace) -> int:
     # here, not at the top: torch stays optional (module docstring)
     from planner.execute.codegen import write_code
 
-    pause_point("writing")
     with staged_dir(args.out) as staging:  # the whole folder or none, even on Ctrl-C while writing the weights
         written = moved(write_code(args.plan, staging, nproc=args.nproc, input_shapes=_shapes(args.input_shape)),
                         staging, args.out)
+        pause_point("writing")
     for path in written:
         print(f"wrote {path}")
     return 0

@@ -1,14 +1,18 @@
 """Every command refuses bad input the same way (docs/layers/cli.md): exit status 2, one line on stderr that
 starts with ``error:`` and names the file or flag, no traceback, and no output file.
 
-One table of cases across plan-inspect, plan-solve, plan-simulate, plan-whatif, plan-compare, plan-run and
-plan-codegen.  Each case runs in a fresh empty working directory (so the commands' default outputs, such as
-``out/plan.json``, would land there) with every ``--out`` pointing into it; afterwards the directory must be empty.
+One table of cases across plan-inspect, plan-solve, plan-simulate, plan-whatif, plan-compare, plan-run,
+plan-codegen and plan-calibrate.  Each case runs in a fresh empty working directory (so the commands' default
+outputs, such as ``out/plan.json``, would land there) with every ``--out`` pointing into it; afterwards the
+directory must be empty, and the inputs folder (where the unusable output paths point) must hold no new file, folder
+or temp file.  Unusable output paths (a folder where a file belongs, a path under a file, a folder without write
+permission) are refused before any work, so those cases finish at once.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from planner.cli import inspect_main, simulate_main, solve_main, whatif_main
+from planner.cli_calibrate import calibrate_main
 from planner.cli_compare import compare_main
 from planner.cli_run import codegen_main, run_main
 
@@ -24,7 +29,8 @@ MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
 HW = REPO / "hardware_profiles"
 
 MAINS = {"plan-inspect": inspect_main, "plan-solve": solve_main, "plan-simulate": simulate_main,
-         "plan-whatif": whatif_main, "plan-compare": compare_main, "plan-run": run_main, "plan-codegen": codegen_main}
+         "plan-whatif": whatif_main, "plan-compare": compare_main, "plan-run": run_main, "plan-codegen": codegen_main,
+         "plan-calibrate": calibrate_main}
 
 GRAPH = {"tasks": [{"id": "a", "duration": 5, "memory": 0}, {"id": "b", "duration": 3}, {"id": "c", "duration": 4}],
          "edges": [{"src": "a", "dst": "b", "comm": 15}, {"src": "a", "dst": "c", "comm": 1}]}
@@ -33,7 +39,8 @@ GRAPH = {"tasks": [{"id": "a", "duration": 5, "memory": 0}, {"id": "b", "duratio
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> Path:
     """Input files the cases read (never written to by a case): a task graph, a 4-device HEFT plan of the bundled
-    MoE, a binary file, a text file that is not JSON, a profile with two typos."""
+    MoE, a binary file, a text file that is not JSON, a profile with two typos, a folder where plan-solve's Gantt
+    picture of ``side.json`` would go, and a folder nobody may write in."""
     d = tmp_path_factory.mktemp("inputs")
     (d / "g.json").write_text(json.dumps(GRAPH))
     assert solve_main(["--method", "heft", "--out", str(d / "moe.plan.json"), "--quiet", "--no-pictures",
@@ -43,6 +50,8 @@ def inputs(tmp_path_factory) -> Path:
     (d / "folder").mkdir()
     typos = (HW / "cpu-4.yaml").read_text().replace("memory:", "memroy:", 1).replace("count:", "cuont:", 1)
     (d / "typos.yaml").write_text(typos)
+    (d / "side.gantt.png").mkdir()
+    (d / "locked").mkdir(mode=0o555)
     return d
 
 
@@ -99,21 +108,85 @@ CASES = [
     ("plan-codegen", ["--plan", "{in}/moe.plan.json", "--nproc", "0", "--out", "{out}/gen"], "--nproc"),
     ("plan-codegen", ["--plan", "{in}/moe.plan.json", "--nproc", "5", "--out", "{out}/gen"], "--nproc 5"),
     ("plan-codegen", ["--plan", "{in}/missing.json", "--out", "{out}/gen"], "missing.json"),
+    # more bad arguments
+    ("plan-inspect", ["--input-shape", "x=2x"], "x=2x"),
+    ("plan-simulate", ["--plan", "{in}/moe.plan.json", "--format", "xml"], "--format"),
+    ("plan-simulate", [], "--plan"),
+    ("plan-whatif", ["--memory", "1GiB", "--threads", "0", "--out-dir", "{out}/w"], "--threads"),
+    ("plan-whatif", ["--memory", "1GiB", "--gap", "5", "--out-dir", "{out}/w"], "--gap"),
+    ("plan-whatif", ["--out-dir", "{out}/w"], "--memory"),
+    ("plan-compare", ["--stages", "2", "--microbatches", "4", "--lns-share", "2", "--out", "{out}/c"], "--lns-share"),
+    ("plan-compare", ["--stages", "2", "--microbatches", "4", "--placement", "moon", "--out", "{out}/c"],
+     "--placement"),
+    ("plan-compare", ["--stages", "2", "--microbatches", "4", "--granularity", "0", "--out", "{out}/c"],
+     "--granularity"),
+    ("plan-compare", ["--stages", "2", "--microbatches", "4", "--bound-time", "-1", "--out", "{out}/c"],
+     "--bound-time"),
+    ("plan-compare", ["--stages", "2", "--microbatches", "4", "--time-limit", "inf", "--out", "{out}/c"],
+     "--time-limit"),
+    ("plan-compare", ["--stages", "2", "--microbatches", "4", "--layers", "4", "--out", "{out}/c"], "--preset"),
+    ("plan-compare", ["--stages", "2", "--microbatches", "4", "--preset", "nope", "--hw", str(HW / "cpu-4.yaml"),
+                      "--out", "{out}/c"], "nope"),
+    ("plan-run", ["--plan", "{in}/moe.plan.json", "--timeout", "0"], "--timeout"),
+    ("plan-run", ["--plan", "{in}/moe.plan.json", "--backend", "mpi"], "--backend"),
+    ("plan-run", ["--plan", "{in}/moe.plan.json", "--warmup", "-1"], "--warmup"),
+    ("plan-run", [], "--plan"),
+    ("plan-codegen", ["--plan", "{in}/moe.plan.json"], "--out"),
+    ("plan-calibrate", ["--nproc", "0", "--out", "{out}/c.yaml"], "--nproc"),
+    ("plan-calibrate", ["--threads", "-1", "--out", "{out}/c.yaml"], "--threads"),
+    ("plan-calibrate", ["--timeout", "0", "--out", "{out}/c.yaml"], "--timeout"),
+    ("plan-calibrate", ["--device", "tpu", "--out", "{out}/c.yaml"], "--device"),
+    ("plan-calibrate", ["--model", "{in}/missing.onnx", "--out", "{out}/c.yaml"], "missing.onnx"),
+    # output paths that cannot be written, refused before any work: a folder where a file belongs, a path under a
+    # file (at any depth), and a folder without write permission
+    ("plan-inspect", ["--clusters", "--dot", "{in}/folder"], "is a folder"),
+    ("plan-inspect", ["--clusters", "--dot", "{in}/notes.txt/c.dot"], "is a file"),
+    ("plan-solve", ["--graph", "{in}/g.json", "--devices", "2", "--out", "{in}/folder"], "is a folder"),
+    ("plan-solve", ["--out", "{in}/folder"], "is a folder"),
+    ("plan-solve", ["--graph", "{in}/g.json", "--devices", "2", "--out", "{in}/notes.txt/p.json"], "is a file"),
+    ("plan-solve", ["--graph", "{in}/g.json", "--devices", "2", "--out", "{in}/notes.txt/a/b/p.json"], "is a file"),
+    ("plan-solve", ["--graph", "{in}/g.json", "--devices", "2", "--out", "{in}/side.json"], "side.gantt.png"),
+    ("plan-solve", ["--graph", "{in}/g.json", "--devices", "2", "--out", "{in}/locked/p.json"], "no permission"),
+    ("plan-simulate", ["--plan", "{in}/moe.plan.json", "--out", "{in}/folder"], "is a folder"),
+    ("plan-simulate", ["--plan", "{in}/moe.plan.json", "--out", "{in}/notes.txt/re.json"], "is a file"),
+    ("plan-simulate", ["--plan", "{in}/moe.plan.json", "--out", "{in}/locked/re.json"], "no permission"),
+    ("plan-whatif", ["--memory", "1GiB", "--out-dir", "{in}/notes.txt"], "is a file, not a folder"),
+    ("plan-whatif", ["--memory", "1GiB", "--out-dir", "{in}/notes.txt/w"], "is a file"),
+    ("plan-whatif", ["--memory", "1GiB", "--out-dir", "{in}/locked"], "no permission"),
+    ("plan-compare", ["--stages", "2", "--microbatches", "4", "--out", "{in}/notes.txt"], "is a file, not a folder"),
+    ("plan-compare", ["--stages", "2", "--microbatches", "4", "--out", "{in}/notes.txt/c"], "is a file"),
+    ("plan-compare", ["--stages", "2", "--microbatches", "4", "--model", str(MOE), "--hw", str(HW / "cpu-4.yaml"),
+                      "--out", "{in}/notes.txt/c"], "is a file"),
+    ("plan-compare", ["--stages", "2", "--microbatches", "4", "--out", "{in}/locked/c"], "no permission"),
+    ("plan-run", ["--plan", "{in}/moe.plan.json", "--report", "{in}/folder"], "is a folder"),
+    ("plan-run", ["--plan", "{in}/moe.plan.json", "--report", "{in}/notes.txt/run.json"], "is a file"),
+    ("plan-codegen", ["--plan", "{in}/moe.plan.json", "--out", "{in}/notes.txt"], "is a file, not a folder"),
+    ("plan-codegen", ["--plan", "{in}/moe.plan.json", "--out", "{in}/notes.txt/gen"], "is a file"),
+    ("plan-codegen", ["--plan", "{in}/moe.plan.json", "--out", "{in}/locked/gen"], "no permission"),
+    ("plan-calibrate", ["--out", "{in}/folder"], "is a folder"),
+    ("plan-calibrate", ["--out", "{in}/notes.txt/c.yaml"], "is a file"),
+    ("plan-calibrate", ["--model", str(MOE), "--op-times", "{in}/folder", "--out", "{out}/c.yaml"], "is a folder"),
 ]
+# root may write anywhere: the write-permission cases then have nothing to refuse
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+PARAMS = [pytest.param(c, a, n, id=f"{c} {' '.join(a)}",
+                       marks=[pytest.mark.skipif(AS_ROOT and n == "no permission", reason="root may write anywhere")])
+          for c, a, n in CASES]
 
 
 def test_the_table_covers_every_command_and_enough_cases():
-    assert len(CASES) >= 25
+    assert len(CASES) >= 60
     assert {command for command, _, _ in CASES} == set(MAINS)
 
 
-@pytest.mark.parametrize("command,argv,names", CASES, ids=[f"{c} {' '.join(a)}" for c, a, _ in CASES])
+@pytest.mark.parametrize("command,argv,names", PARAMS)
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(inputs, tmp_path, monkeypatch, capsys, command, argv,
                                                         names):
     work = tmp_path / "cwd"
     work.mkdir()
     monkeypatch.chdir(work)
     args = [a.replace("{in}", str(inputs)).replace("{out}", str(work)) for a in argv]
+    before = sorted(inputs.rglob("*"))
     assert MAINS[command](args) == 2
     captured = capsys.readouterr()
     err = captured.err
@@ -121,6 +194,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(inputs, tmp_path, monke
     assert names in err, err
     assert "Traceback" not in err and "heft:" not in err, err
     assert list(work.iterdir()) == [], f"{command} wrote {list(work.iterdir())}"
+    assert sorted(inputs.rglob("*")) == before, f"{command} left something in the inputs folder"
 
 
 def test_console_script_says_it_in_one_line(tmp_path):

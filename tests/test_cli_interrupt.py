@@ -1,0 +1,165 @@
+"""Ctrl-C, file modes and ``--help`` of the commands.
+
+Ctrl-C at any moment outside a search is one line (``interrupted``) on stderr, exit status 130, and nothing partial
+left: output folders are written under a hidden temporary name and moved into place at the end.  The tests stop a
+command at a moment they choose (`planner.cli.PAUSE_ENV`: before the heavy imports, or inside an output folder that
+is written but not yet moved into place), wait for its ``paused at`` line and send SIGINT to the subprocess.
+
+Written files honour the umask (0644 under 022), and ``--help`` loads neither onnx nor matplotlib, states every
+option's purpose and shows its default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from planner.cli import PAUSE_ENV, inspect_main, simulate_main, solve_main, whatif_main
+from planner.cli_args import ArgumentParser, DefaultsHelpFormatter
+from planner.cli_calibrate import calibrate_main
+from planner.cli_compare import compare_main
+from planner.cli_run import codegen_main, run_main
+from planner.schedule.atomic import atomic_write_text
+
+BIN = Path(sys.executable).parent
+GRAPH = {"tasks": [{"id": "a", "duration": 5}, {"id": "b", "duration": 3}, {"id": "c", "duration": 4}],
+         "edges": [{"src": "a", "dst": "b", "comm": 15}, {"src": "a", "dst": "c", "comm": 1}]}
+COMMANDS = {"plan-inspect": inspect_main, "plan-solve": solve_main, "plan-simulate": simulate_main,
+            "plan-whatif": whatif_main, "plan-compare": compare_main, "plan-run": run_main,
+            "plan-codegen": codegen_main, "plan-calibrate": calibrate_main}
+
+
+def _interrupted_at(point: str, argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """Run a console script until it says ``paused at <point>``, send it SIGINT, and return how it ended."""
+    proc = subprocess.Popen([str(BIN / argv[0]), *argv[1:]], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, PAUSE_ENV: point})
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.strip() == f"paused at {point}":
+                break
+        else:
+            raise AssertionError(f"{argv[0]} never reached {point}: {proc.stderr.read() if proc.stderr else ''}")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _assert_interrupted(done: subprocess.CompletedProcess) -> None:
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "interrupted\n", done.stderr
+
+
+@pytest.fixture
+def graph(tmp_path: Path) -> Path:
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(GRAPH))
+    return path
+
+
+def test_ctrl_c_while_loading_is_one_line_and_writes_nothing(tmp_path, graph):
+    work = tmp_path / "work"
+    work.mkdir()
+    done = _interrupted_at("imports", ["plan-solve", "--graph", str(graph), "--devices", "2", "--out",
+                                       str(work / "p.json")], work)
+    _assert_interrupted(done)
+    assert list(work.iterdir()) == []
+
+
+def test_ctrl_c_while_plan_compare_writes_leaves_no_folder(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    done = _interrupted_at("writing", ["plan-compare", "--stages", "2", "--microbatches", "4", "--no-opplan",
+                                       "--out", str(work / "cmp")], work)
+    _assert_interrupted(done)
+    assert list(work.iterdir()) == []  # neither cmp nor its temporary folder
+
+
+def test_ctrl_c_while_plan_whatif_writes_keeps_the_old_folder_as_it_was(tmp_path, graph):
+    out = tmp_path / "w"
+    out.mkdir()
+    (out / "whatif.csv").write_text("the previous run\n")
+    done = _interrupted_at("writing", ["plan-whatif", "--memory", "1GiB,2GiB", "--method", "heft", "--quiet",
+                                       "--out-dir", str(out)], tmp_path)
+    _assert_interrupted(done)
+    assert [p.name for p in out.iterdir()] == ["whatif.csv"]
+    assert (out / "whatif.csv").read_text() == "the previous run\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.json", "w"]
+
+
+def test_staged_folders_appear_whole(tmp_path):
+    """Without an interrupt the staged folder lands in place, readable by others (the umask's mode)."""
+    out = tmp_path / "new" / "cmp"
+    old = os.umask(0o022)
+    try:
+        assert compare_main(["--stages", "2", "--microbatches", "4", "--no-opplan", "--no-pictures",
+                             "--out", str(out)]) == 0
+    finally:
+        os.umask(old)
+    assert (out / "compare.csv").is_file()
+    assert out.stat().st_mode & 0o777 == 0o755
+    assert (out / "compare.csv").stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in out.parent.iterdir()] == ["cmp"]  # no temporary folder left beside it
+
+
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_written_files_honour_the_umask(tmp_path, graph, umask, mode):
+    old = os.umask(umask)
+    try:
+        atomic_write_text(tmp_path / "a.txt", "x")
+        assert solve_main(["--graph", str(graph), "--devices", "2", "--method", "heft", "--quiet", "--format",
+                           "json", "--out", str(tmp_path / "p.json")]) == 0
+    finally:
+        os.umask(old)
+    for name in ("a.txt", "p.json", "p.trace.json", "p.gantt.png"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == mode, name
+
+
+def test_help_loads_neither_onnx_nor_matplotlib():
+    code = ("import sys\n"
+            "from planner.cli import inspect_main, simulate_main, solve_main, whatif_main\n"
+            "from planner.cli_calibrate import calibrate_main\n"
+            "from planner.cli_compare import compare_main\n"
+            "from planner.cli_run import codegen_main, run_main\n"
+            "for main in (inspect_main, simulate_main, solve_main, whatif_main, calibrate_main, compare_main,\n"
+            "             codegen_main, run_main):\n"
+            "    assert main(['--help']) == 0\n"
+            "heavy = ('onnx', 'matplotlib', 'torch', 'ortools', 'onnxruntime')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "[]"
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_option_has_help_and_shows_its_default(monkeypatch, command):
+    parsers: list[argparse.ArgumentParser] = []
+
+    def capture(self, args=None, namespace=None):
+        parsers.append(self)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(ArgumentParser, "parse_args", capture)
+    assert COMMANDS[command]([]) == 0
+    (parser,) = parsers
+    formatter = DefaultsHelpFormatter(command)
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        assert action.help, f"{command} {action.option_strings} has no help text"
+        default = action.default
+        if default is None or default is False or default == []:
+            continue
+        shown = formatter._get_help_string(action) or ""
+        assert "default" in shown.lower(), f"{command} {action.option_strings} does not show its default"
