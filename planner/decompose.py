@@ -52,6 +52,7 @@ from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.heuristics.comm_bound import comm_lower_bound_tick
 from planner.heuristics.iterated import classic_starts, iterated_list_schedule, order_start
 from planner.heuristics.list_schedule import heft
+from planner.ir.units import format_time
 from planner.schedule.errors import PlanInvalidError, SimulationError
 from planner.schedule.plan import Plan, PlanMethod, TaskPlacement
 from planner.schedule.simulate import simulate
@@ -362,26 +363,36 @@ def _solved_segment(index: int, prev: SegmentResult, warm: Plan, share_s: float,
         warm = searched.plan
     plan = solve_placement(sub, backend=backend, time_limit_s=max(0.2, share_s - (time.monotonic() - s0)),
                            threads=params.threads, seed=params.seed, warm_start=warm,
-                           progress=_segment_progress(say, index, sub.num_tasks))
+                           progress=_segment_progress(say, index, sub.num_tasks, _time_text(sub)))
     dev, start = segment_rows(plan, sub)
-    say(f"segment {index} ({sub.num_tasks} tasks): makespan {plan.makespan_tick}, bound {plan.lower_bound_tick} "
-        f"(trivial {sub.trivial_lower_bound_tick()}, warm start {warm.makespan_tick} from {warm.method}), "
-        f"{plan.status}")
+    told = _time_text(sub)
+    say(f"segment {index} ({sub.num_tasks} tasks): makespan {told(plan.makespan_tick)}, segment bound "
+        f"{told(plan.lower_bound_tick)} (trivial {told(sub.trivial_lower_bound_tick())}, warm start "
+        f"{told(warm.makespan_tick)} from {warm.method}), {plan.status}")
     return SegmentResult(prev.segment, sub, dev, start, plan.makespan_tick,
                          max(prev.bound_tick, min(plan.lower_bound_tick, plan.makespan_tick)), SegmentSource.SOLVER)
 
 
-def _segment_progress(say: ProgressFn, index: int, size: int):
-    """A solver progress callback that reports a segment's incumbent and bound as they improve, at most every
-    PROGRESS_EVERY_S seconds (a long segment solve otherwise prints nothing for half the budget)."""
+def _time_text(instance: SchedulingInstance) -> Callable[[float], str]:
+    """Ticks of `instance` -> its time with a unit (`format_time`: seconds with a prefix, or the instance's own
+    unit), so that progress lines never print bare solver ticks."""
+    tick_s, unit = instance.tick_s, instance.time_unit or "tick"
+    return (lambda tick: format_time(tick * tick_s)) if tick_s else (lambda tick: format_time(tick, unit=unit))
+
+
+def _segment_progress(say: ProgressFn, index: int, size: int,
+                      told: Callable[[float], str] = lambda tick: format_time(tick, unit="tick")):
+    """A solver progress callback that reports a segment's incumbent and bound (the segment's own, not the
+    plan's) as they improve, in time units, at most every PROGRESS_EVERY_S seconds (a long segment solve otherwise
+    prints nothing for half the budget)."""
     last = [-PROGRESS_EVERY_S]
 
     def report(elapsed_s: float, value: float | None, bound: float | None, _gap: float | None) -> None:
         if value is None or elapsed_s - last[0] < PROGRESS_EVERY_S:
             return
         last[0] = elapsed_s
-        say(f"segment {index} ({size} tasks): {elapsed_s:5.1f}s incumbent {int(value)}, solver bound "
-            f"{int(bound) if bound is not None else '-'}")
+        say(f"segment {index} ({size} tasks): {elapsed_s:5.1f}s incumbent {told(value)}, segment bound "
+            f"{told(bound) if bound is not None else '-'}")
 
     return report
 

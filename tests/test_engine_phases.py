@@ -19,6 +19,7 @@ from planner.heuristics.list_schedule import Rank, heft
 from planner.heuristics.memory_list import memory_list
 from planner.heuristics.memory_pack import packed_plan
 from planner.heuristics.peft import peft
+from planner.ir.units import format_time
 from planner.solve import SolveOptions, baseline_makespans, plan_instance
 
 
@@ -56,8 +57,12 @@ def test_segment_progress_is_throttled() -> None:
     report(0.2 + PROGRESS_EVERY_S / 2, 99.0, 81.0, 0.18)  # too soon after the first line
     report(0.2 + PROGRESS_EVERY_S, 98.0, None, None)
     report(0.3 + 3 * PROGRESS_EVERY_S, None, 82.0, None)  # no incumbent yet: nothing to say
-    assert said == ["segment 3 (96 tasks):   0.1s incumbent 100, solver bound 80",
-                    f"segment 3 (96 tasks): {0.2 + PROGRESS_EVERY_S:5.1f}s incumbent 98, solver bound -"]
+    # in time units (ticks of an instance without a tick length), the bound named as the segment's own
+    assert said == ["segment 3 (96 tasks):   0.1s incumbent 100 tick, segment bound 80 tick",
+                    f"segment 3 (96 tasks): {0.2 + PROGRESS_EVERY_S:5.1f}s incumbent 98 tick, segment bound -"]
+    seconds: list[str] = []
+    _segment_progress(seconds.append, 1, 8, lambda tick: format_time(tick * 1e-6))(0.1, 1500.0, 1200.0, 0.2)
+    assert seconds == ["segment 1 (8 tasks):   0.1s incumbent 1.5ms, segment bound 1.2ms"]
 
 
 def test_baselines_reuse_phase_zero_heft() -> None:

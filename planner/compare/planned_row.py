@@ -76,7 +76,8 @@ class RowSearch:
             if incumbent is None or (best and incumbent >= best[-1]):
                 return
             best.append(incumbent)
-            told = "" if bound is None else f", bound {figure_text(bound / ticks_per_unit)} {unit}"
+            # the solver's bound is for this placement's cut, not for every schedule of the model
+            told = "" if bound is None else f", bound for this cut {figure_text(bound / ticks_per_unit)} {unit}"
             out(f"   full model ({self.placement}): {wall_s:.1f} s, incumbent "
                 f"{figure_text(incumbent / ticks_per_unit)} {unit}{told}")
         return line
