@@ -313,24 +313,84 @@ def check_reshape_counts(model: ModelProto, shapes: Mapping[str, tuple[int, ...]
                              fix="plan the batch the model was exported with, or re-export it with a dynamic batch")
 
 
+# Sizes tried, round by round, for a dynamic dimension other than the batch (dim 0) when suggesting --input-shape:
+# the spatial dims of an image-like input (rank 4 or 5, dims 2 and up: a 1x1 image fails any convolution wider
+# than 1) take typical image sizes, any other dim (a sequence length) the smallest size first.
+_SPATIAL_SIZES = (224, 256, 299, 512, 128, 64, 32, 16)
+_OTHER_SIZES = (1, 16, 128, 224, 512, 64, 32, 8)
+
+
+def _is_dynamic(d: onnx.TensorShapeProto.Dimension) -> bool:
+    return not (d.HasField("dim_value") and d.dim_value > 0)
+
+
+def _example_dims(dims: Sequence[onnx.TensorShapeProto.Dimension], attempt: int) -> list[int]:
+    """Known dims as they are, a dynamic batch (dim 0) 1, any other dynamic dim the `attempt`-th size to try."""
+    image_like = len(dims) in (4, 5)
+    return [d.dim_value if not _is_dynamic(d) else
+            1 if i == 0 else (_SPATIAL_SIZES if image_like and i >= 2 else _OTHER_SIZES)[attempt]
+            for i, d in enumerate(dims)]
+
+
+def _passes_shape_inference(model: ModelProto, shapes: Mapping[str, list[int]]) -> bool:
+    """Whether onnx's shape inference, with these input shapes, gives no tensor a dimension below 1."""
+    trial = ModelProto()
+    trial.CopyFrom(model)
+    del trial.graph.value_info[:]
+    for vi in trial.graph.input:
+        if vi.name in shapes:
+            for d, v in zip(vi.type.tensor_type.shape.dim, shapes[vi.name], strict=True):
+                d.Clear()
+                d.dim_value = v
+    try:
+        inferred = onnx.shape_inference.infer_shapes(trial, strict_mode=True)
+    except Exception:  # noqa: BLE001 - onnx raises several types; any failure means these shapes do not pass
+        return False
+    infos = (*inferred.graph.value_info, *inferred.graph.output)
+    return not any(d.HasField("dim_value") and d.dim_value < 1
+                   for vi in infos if vi.type.HasField("tensor_type") for d in vi.type.tensor_type.shape.dim)
+
+
+def _example_shapes(model: ModelProto, dynamic: Sequence[onnx.ValueInfoProto]) -> dict[str, list[int]] | None:
+    """Input shapes for the advice: the first round of sizes (`_SPATIAL_SIZES`, `_OTHER_SIZES`) that passes shape
+    inference; None when none does (only a real value can say)."""
+    needs_size = any(_is_dynamic(d) for vi in dynamic for d in list(vi.type.tensor_type.shape.dim)[1:])
+    for attempt in range(len(_SPATIAL_SIZES) if needs_size else 1):
+        shapes = {vi.name: _example_dims(vi.type.tensor_type.shape.dim, attempt) for vi in dynamic}
+        if _passes_shape_inference(model, shapes):
+            return shapes
+    return None
+
+
 def check_dynamic_inputs(model: ModelProto, shown: str) -> None:
+    """DynamicShapeError naming every dynamic input dimension, with an --input-shape example that passes shape
+    inference (a batch of 1, a typical image or sequence size elsewhere), or the dims that need a real value."""
     problems: list[str] = []
-    examples: list[str] = []
+    unranked: list[str] = []
+    dynamic: list[onnx.ValueInfoProto] = []
     for vi in graph_inputs(model):
         if not vi.type.HasField("tensor_type"):
             continue
         tt = vi.type.tensor_type
         if not tt.HasField("shape"):
             problems.append(f"{vi.name!r} (rank unknown)")
-            examples.append(f"--input-shape {vi.name}=<dims>")
+            unranked.append(f"--input-shape {vi.name}=<dims>")
             continue
-        dyn = [(i, d) for i, d in enumerate(tt.shape.dim) if not (d.HasField("dim_value") and d.dim_value > 0)]
+        dyn = [(i, d) for i, d in enumerate(tt.shape.dim) if _is_dynamic(d)]
         if dyn:
             what = ", ".join(f"dim {i} ({d.dim_param!r})" if d.dim_param else f"dim {i} (unknown)"
                              for i, d in dyn)
             problems.append(f"{vi.name!r} {what}")
-            example = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1 for d in tt.shape.dim]
-            examples.append(f"--input-shape {vi.name}={_fmt_dims(example)}")
-    if problems:
-        raise DynamicShapeError(f"dynamic input dimensions without a value: {'; '.join(problems)}", path=shown,
-                                fix=f"give each a value, e.g. {' '.join(examples)}")
+            dynamic.append(vi)
+    if not problems:
+        return
+    shapes = _example_shapes(model, dynamic) if dynamic and not unranked else None
+    if shapes is not None:
+        examples = [f"--input-shape {name}={_fmt_dims(dims)}" for name, dims in shapes.items()]
+        fix = f"give each a value, e.g. {' '.join(examples)}"
+    else:
+        examples = unranked + [f"--input-shape {vi.name}=" + "x".join(
+            str(d.dim_value) if not _is_dynamic(d) else f"<{d.dim_param or f'dim {i}'}>"
+            for i, d in enumerate(vi.type.tensor_type.shape.dim)) for vi in dynamic]
+        fix = f"give each the size the model is used with: {' '.join(examples)}"
+    raise DynamicShapeError(f"dynamic input dimensions without a value: {'; '.join(problems)}", path=shown, fix=fix)

@@ -124,7 +124,9 @@ def infer_shapes(model: ModelProto, shown: str) -> tuple[ModelProto, frozenset[s
                     continue
                 exact = _output_exact(node, o, types)
                 if exact is not None:
-                    _set_shape(graph, o, exact, ty.elem)
+                    # a contrib op's output has no type from onnx either: it has its first input's
+                    elem = ty.elem or (types.get(node.input[0], UNKNOWN_TYPE).elem if node.input else 0)
+                    _set_shape(graph, o, exact, elem)
                     progress = True
                 elif o in needed:
                     unknown.append((i, o))
@@ -191,6 +193,12 @@ def _culprit(model: ModelProto, unknown: list[tuple[int, str]], consts: Constant
     value_inputs = [node.input[k] for k in _SHAPE_VALUE_INPUTS.get(node.op_type, ())
                     if k < len(node.input) and node.input[k]]
     pending = [t for t in value_inputs if t not in consts.values and t not in inits]
+    domain = CANON_DOMAIN.get(node.domain, node.domain)
+    if domain != "":
+        return InputError(f"{what}: onnx has no shape inference for {domain} ops, and opplan has no shape rule for "
+                          f"{node.op_type}", path=shown,
+                          fix="write the shapes of its outputs into the model's value_info, e.g. with python -m "
+                              "onnxruntime.tools.symbolic_shape_infer --input MODEL --output MODEL_WITH_SHAPES")
     if not pending:
         return InputError(f"{what}: node {names[i]!r} stops shape propagation", path=shown,
                           fix="re-export the model with static shapes (or a newer opset)")
@@ -224,10 +232,35 @@ def _culprit(model: ModelProto, unknown: list[tuple[int, str]], consts: Constant
     return InputError(f"{what}: {why}", path=shown, fix="re-export the model with static shapes")
 
 
+# com.microsoft ops whose output 0 has the shape of input 0 (activations, fused bias + activation, skip + norm);
+# onnx has no shape inference for the contrib domain.
+_CONTRIB_LIKE_INPUT = frozenset({"Gelu", "FastGelu", "BiasGelu", "QuickGelu", "BiasAdd", "SkipLayerNormalization",
+                                 "SkipSimplifiedLayerNormalization", "SimplifiedLayerNormalization"})
+
+
+def _contrib_exact(node: NodeProto, out: str, types: Mapping[str, TensorType]) -> tuple[int, ...] | None:
+    """Shapes of the simple com.microsoft ops: output 0 of `_CONTRIB_LIKE_INPUT` as input 0 (and SkipLayerNorm's
+    input + skip sum, output 3); DynamicQuantizeLSTM's Y (seq, directions, batch, hidden), Y_h and Y_c
+    (directions, batch, hidden) from X (seq, batch, input), W (directions, input, 4 hidden) and hidden_size."""
+    k = list(node.output).index(out)
+    ins = [types[t].shape if t and t in types else None for t in node.input]
+    if node.op_type in _CONTRIB_LIKE_INPUT and (k == 0 or (k == 3 and "Skip" in node.op_type)):
+        return ins[0] if ins else None
+    if node.op_type == "DynamicQuantizeLSTM" and len(ins) > 1 and ins[0] is not None and ins[1] is not None:
+        hidden = next((int(onnx.helper.get_attribute_value(a)) for a in node.attribute if a.name == "hidden_size"),
+                      ins[1][2] // 4)
+        seq, batch, dirs = ins[0][0], ins[0][1], ins[1][0]
+        return (seq, dirs, batch, hidden) if k == 0 else (dirs, batch, hidden)
+    return None
+
+
 def _output_exact(node: NodeProto, out: str, types: Mapping[str, TensorType]) -> tuple[int, ...] | None:
-    """Exact shapes onnx's inference leaves out: the mask of Dropout (opset < 12) has the input's shape."""
-    if CANON_DOMAIN.get(node.domain, node.domain) == "" and node.op_type == "Dropout" and len(node.output) > 1 \
-            and out == node.output[1] and node.input:
+    """Exact shapes onnx's inference leaves out: the mask of Dropout (opset < 12) has the input's shape; the
+    simple com.microsoft ops (`_contrib_exact`)."""
+    domain = CANON_DOMAIN.get(node.domain, node.domain)
+    if domain == "com.microsoft":
+        return _contrib_exact(node, out, types)
+    if domain == "" and node.op_type == "Dropout" and len(node.output) > 1 and out == node.output[1] and node.input:
         ty = types.get(node.input[0])
         return ty.shape if ty is not None else None
     return None
