@@ -10,8 +10,9 @@ default of `solve_placement`):
 * two small layered graphs without the decomposition (`decomposition_share=0`), where the iterated list scheduler
   (phase 3a), in its forward direction, reaches the communication-aware bound within about a second of a 120 s
   budget (its forward slice of the race is about 10 s) and so stops on its own;
-* every instance of the STG development set (zero communication, identical processors) with a 10 s budget: each
-  ends with the plan meeting its bound (by a list schedule or the decomposition's proof) within about a second.
+* every instance of the STG development set (zero communication, identical processors) with a 60 s budget: each
+  ends with the plan meeting its bound (by a list schedule or the decomposition's proof) within about a second,
+  far inside the decomposition's share even on a loaded machine.
 
 Regenerate (only when a change of the search's results is intended) with
 ``.venv/bin/python tests/test_search_golden.py --regen``; `golden_figures()` computes what is stored.
@@ -37,7 +38,7 @@ GOLDEN = Path(__file__).resolve().parent / "golden" / "search_golden.json"
 STG_DEV = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "stg-dev"
 # (case name, hardware profile bundled with the package, time limit in seconds)
 MOE_CASES = (("moe-h100-8-nvlink", "h100-8-nvlink.yaml", 20.0), ("moe-cpu-4-no-time", "cpu-4.yaml", 0.0))
-STG_TIME_LIMIT_S = 10.0
+STG_TIME_LIMIT_S = 60.0
 # (case name, tasks, devices, seed, comm/compute ratio) of `experiments.layered.layered_dag`
 LAYERED_CASES = (("layered-20x2-s1-c1", 20, 2, 1, 1.0), ("layered-30x2-s0-c1", 30, 2, 0, 1.0))
 LAYERED_TIME_LIMIT_S = 120.0
