@@ -329,8 +329,8 @@ def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decompositi
                 rejected += 1
         say(f"segment LNS: segment {rep} ({sub.num_tasks} ops, {len(group.members)} "
             f"{'copy' if len(group.members) == 1 else 'copies'}{', bottlenecks pinned' if pinned else ''}) "
-            f"{span_before} -> {solved.makespan_tick} ticks in {move_s:.1f}s, its bound {group.first_bound_tick} -> "
-            f"{group.bound_tick}; plan {unit(best.makespan_tick)} -> "
+            f"{unit(span_before)} -> {unit(solved.makespan_tick)} in {move_s:.1f}s, the segment's bound "
+            f"{unit(group.first_bound_tick)} -> {unit(group.bound_tick)}; plan {unit(best.makespan_tick)} -> "
             f"{unit(new.makespan_tick) if new is not None else 'unchanged'}")
         if new is not None and new.makespan_tick < best.makespan_tick:
             best = new
