@@ -159,6 +159,8 @@ def _run_plan(args: argparse.Namespace) -> int:
     if args.check:
         print(f"check against onnxruntime: max abs error {r['max_abs_error']:.3g}, "
               f"max rel error {r['max_rel_error']:.3g}")
+        if r.get("check_note"):
+            print(f"note: {r['check_note']}")
     if args.report:
         print(f"wrote report: {args.report}\nwrote trace: {r['trace']}")
     return 0

@@ -8,6 +8,8 @@ Report (`run.json`, written atomically)::
     max_rel_error          max_abs_error of each output / max |onnxruntime| of that output, the largest (null ...)
     reference_model        which model onnxruntime ran for the check: the file, or below opset 7 the model as
                            upgraded (`planner.ir.onnx_values.reference_outputs`; null without --check)
+    check_note             why the check proves little, when onnxruntime's outputs are all zeros or constant
+                           (`degenerate_reference_note`; null otherwise)
     measured_makespan_s    median over the measured repetitions of (latest rank end - start barrier)
     measured_makespans_s   every measured repetition
     simulated_makespan_s   the plan's makespan (ticks x tick_s)
@@ -85,7 +87,8 @@ from planner.schedule.atomic import atomic_write_text
 from planner.schedule.plan import Plan
 from planner.schedule.plan_io import load_plan
 
-__all__ = ["RunOutcome", "load_checked_plan", "run_plan", "compare_outputs", "chrome_trace_of_run"]
+__all__ = ["RunOutcome", "load_checked_plan", "run_plan", "compare_outputs", "degenerate_reference_note",
+           "chrome_trace_of_run"]
 
 
 @dataclass
@@ -165,6 +168,26 @@ def compare_outputs(ours: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray
         max_abs = max(max_abs, diff)
         max_rel = max(max_rel, diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf")))
     return max_abs, max_rel
+
+
+def degenerate_reference_note(ref: Mapping[str, np.ndarray]) -> str | None:
+    """A note when onnxruntime's outputs cannot tell a right run from a wrong one: an output whose elements are all
+    zero, or (more than one element) all equal up to float rounding (a spread of at most 1e-6 of their size),
+    matches any run that writes that constant (a model with degenerate weights does: the onnx wheel's light
+    models).  None when every output varies."""
+    flat = []
+    for name, value in ref.items():
+        v = np.asarray(value)
+        if v.size == 0 or v.dtype.kind not in "biuf":
+            continue
+        if not np.any(v):
+            flat.append(f"{name!r} is all zeros")
+        elif v.size > 1 and float(np.ptp(v.astype(np.float64))) <= 1e-6 * float(np.max(np.abs(v))):
+            flat.append(f"{name!r} is constant ({v.reshape(-1)[0]:.6g} everywhere)")
+    if not flat:
+        return None
+    scope = "the check tested nothing" if len(flat) == len(ref) else "the check tested only the other outputs"
+    return f"the reference output {', '.join(flat)}: {scope}"
 
 
 _TID = {"op": 0, "recv": 1, "post": 1, "send": 2, "tail": 2}  # trace thread of each event kind (`RankRun.events`)
@@ -260,17 +283,18 @@ def build_report(plan_path, plan: Plan, partition: Partition, results: Sequence[
     spans = [max(res.runs[i].end_s for res in results) for i in range(repeat)]
     median = statistics.median(spans)
     mid = min(range(repeat), key=lambda i: (abs(spans[i] - median), i))
-    max_abs = max_rel = reference = None
+    max_abs = max_rel = reference = check_note = None
     if check_feeds is not None:
         ref, reference = reference_outputs(plan.model_path, check_feeds, partition.outputs, plan.input_shapes,
                                            plan.input_values)
         max_abs, max_rel = compare_outputs(outputs, ref)
+        check_note = degenerate_reference_note(ref)
     report: dict[str, Any] = {
         "plan": str(plan_path), "model_path": plan.model_path, "backend": backend,
         "world_size": partition.world_size, "device_names": list(partition.device_names),
         "rank_of_device": list(partition.rank_of_device), "repeat": repeat, "warmup": warmup,
         "outputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in outputs.items()},
-        "max_abs_error": max_abs, "max_rel_error": max_rel, "reference_model": reference,
+        "max_abs_error": max_abs, "max_rel_error": max_rel, "reference_model": reference, "check_note": check_note,
         "measured_makespan_s": median, "measured_makespans_s": spans,
         "simulated_makespan_s": plan.makespan_tick * (plan.tick_s or 1.0) if plan.time_unit == "s" else None,
         "busy_s": [res.runs[mid].busy_s for res in results],
