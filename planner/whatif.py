@@ -4,7 +4,9 @@ Monotone by construction: a plan that fits a smaller capacity also fits every la
 smallest capacity up and, at each capacity, keeps the better of its own plan and the best plan found at a smaller
 capacity.  Makespan therefore never decreases as capacity shrinks.  Below the smallest capacity that can fit at all
 (`capacity_lower_bound`: the largest single task's own memory, or total parameters / devices), and wherever the
-planner proves or finds nothing, the answer is "infeasible" with the planner's reason.
+planner proves or finds nothing, the answer is "infeasible" with the planner's reason: one short line per capacity
+(`WhatIfRow.reason`, what progress lines and the table print), the planner's full words once (`WhatIfRow.details`,
+kept on the first capacity that gave them; the CSV's ``details`` column holds them there only).
 
 Budget.  `options.time_limit_s` is the budget of the whole sweep, as `plan-whatif --time-limit` documents: each
 capacity that is planned gets an equal share of what is left (time a point does not use goes to the points after
@@ -61,7 +63,8 @@ class WhatIfRow:
     lower_bound_s: float
     peak_memory_bytes: int
     from_capacity_bytes: int  # capacity at which the kept plan was found (<= capacity_bytes)
-    reason: str = ""
+    reason: str = ""  # why infeasible, one short line
+    details: str = ""  # the planner's full words, on the first capacity that gave them ("" on the others)
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,20 @@ class WhatIfResult:
     @property
     def smallest_feasible_bytes(self) -> int | None:
         return next((r.capacity_bytes for r in self.rows if r.feasible), None)
+
+
+REASON_CHARS = 120  # the longest short reason (a table line, a progress line, a CSV cell)
+
+
+def short_reason(text: str, limit: int = REASON_CHARS) -> str:
+    """The first clause of a planner's reason (up to its first "; "), cut at a word within `limit` characters
+    ('...' marks a cut): the planner's reasons run to several hundred characters, and a table prints one per
+    capacity."""
+    first = text.split("; ", 1)[0]
+    if len(first) <= limit:
+        return first
+    cut = first[:limit - 3].rsplit(" ", 1)[0]
+    return cut.rstrip(" ,:;(") + "..."
 
 
 # a point planned after the budget is spent still gets a moment (HEFT and the bound are fast; the MILP stops early)
@@ -102,7 +119,8 @@ def memory_sweep(instance: SchedulingInstance, capacities: Sequence[int], option
         found = None
         own_bound = instance.trivial_lower_bound_tick()
         if capacity < bound.capacity_bytes:
-            reason = f"below the smallest capacity that can fit ({bound.reason})"
+            # the bound's own reason is the result's `capacity_lower_bound_reason`, told once
+            reason = f"below the smallest capacity that can fit, {format_bytes(bound.capacity_bytes)}"
         else:
             left = len(to_plan) - to_plan.index(capacity)
             share = max(deadline - time.monotonic(), 0.0) / left
@@ -121,35 +139,47 @@ def memory_sweep(instance: SchedulingInstance, capacities: Sequence[int], option
             say(f"capacity {format_bytes(capacity)}: makespan {format_time(best[0].makespan_tick * tick, unit=unit)}, "
                 f"peak memory {format_bytes(peak)}")
         else:
-            say(f"capacity {format_bytes(capacity)}: infeasible ({reason})")
+            say(f"capacity {format_bytes(capacity)}: infeasible ({short_reason(reason)})")
         kept.append((capacity, best, peak, own_bound, reason))
     # bounds from the top down: a bound at a larger capacity holds here too
     floor = 0
     rows: list[WhatIfRow] = []
+    told = {reason for _, _, _, _, reason in kept}  # full reasons not yet given to a row
     for capacity, chosen, peak, own_bound, reason in reversed(kept):
         floor = max(floor, own_bound)
         if chosen is None:
-            rows.append(WhatIfRow(capacity, False, float("nan"), float("nan"), 0, 0, reason))
+            rows.append(WhatIfRow(capacity, False, float("nan"), float("nan"), 0, 0, short_reason(reason), reason))
             continue
         plan, source = chosen
         lb = min(floor, plan.makespan_tick)
         rows.append(WhatIfRow(capacity, True, plan.makespan_tick * tick, lb * tick, peak, source))
     rows.reverse()
+    rows = [_details_once(r, told) for r in rows]
     return WhatIfResult(tuple(rows), unit, bound.capacity_bytes, bound.reason)
 
 
+def _details_once(row: WhatIfRow, untold: set[str]) -> WhatIfRow:
+    """`row` with its details kept only if no earlier row (by capacity) has them and they say more than its
+    reason; `untold` loses the details it keeps."""
+    if row.details in untold and row.details != row.reason:
+        untold.discard(row.details)
+        return row
+    return dataclasses.replace(row, details="")
+
+
 def write_whatif(result: WhatIfResult, out_dir: Path) -> tuple[Path, Path]:
-    """`whatif.csv` (one row per capacity) and `whatif.png` (makespan against capacity) in `out_dir`."""
+    """`whatif.csv` (one row per capacity: a short reason on every infeasible one, the planner's full words in
+    ``details`` once) and `whatif.png` (makespan against capacity) in `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / "whatif.csv"
     with csv_path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["capacity_bytes", "feasible", f"makespan_{result.time_unit}",
                          f"lower_bound_{result.time_unit}",
-                         "peak_memory_bytes", "plan_found_at_capacity_bytes", "reason"])
+                         "peak_memory_bytes", "plan_found_at_capacity_bytes", "reason", "details"])
         for r in result.rows:
             writer.writerow([r.capacity_bytes, int(r.feasible), "" if not r.feasible else f"{r.makespan_s:.9g}",
                              "" if not r.feasible else f"{r.lower_bound_s:.9g}", r.peak_memory_bytes,
-                             r.from_capacity_bytes or "", r.reason])
+                             r.from_capacity_bytes or "", r.reason, r.details])
     png_path = plot_whatif(result, out_dir / "whatif.png")
     return csv_path, png_path
