@@ -81,13 +81,6 @@ SOURCES = sorted(p for top in ("planner", "formulations") for p in (REPO / top).
 # the studies and benches: outside the layers (they may import any of them), but no circles among them
 EXPERIMENTS = sorted((REPO / "experiments").rglob("*.py"))
 INTERNAL_ROOTS = ("planner", "formulations", "experiments")
-# Circles that count imports inside functions and that a change in flight is closing, each as the set of the
-# modules in it; the check fails on any other circle.  experiments/bench.py runs experiments/bench_runtime.py as its
-# `runtime` section, and bench_runtime takes RESULTS and write_csv from experiments.bench; they now live in
-# experiments/bench_common.py (re-exported by bench.py), and the circle closes once bench_runtime imports them there.
-KNOWN_FUNCTION_LEVEL_CYCLES: tuple[frozenset[str], ...] = (
-    frozenset({"experiments/bench.py", "experiments/bench_runtime.py"}),
-)
 
 
 def _rel(path: Path) -> str:
@@ -236,8 +229,7 @@ def test_no_module_level_import_cycles() -> None:
 
 
 def test_no_import_cycles_even_inside_functions() -> None:
-    cycles = [c for c in _cycles(_module_graph(SOURCES + EXPERIMENTS, inside_functions=True))
-              if frozenset(c) not in KNOWN_FUNCTION_LEVEL_CYCLES]
+    cycles = _cycles(_module_graph(SOURCES + EXPERIMENTS, inside_functions=True))
     assert not cycles, "import cycles (imports inside functions count):\n" + "\n".join(
         " -> ".join([*c, c[0]]) for c in cycles)
 
