@@ -114,9 +114,9 @@ SIZES = Sizes(matmul=((128, 128, 128), (256, 256, 256), (512, 512, 512), (32, 76
               conv=((64, 56, 64, 3), (128, 28, 128, 3), (256, 14, 256, 1), (96, 28, 16, 1)),
               vector_elems=8 * 2**20, message_bytes=(256, 1024, 16 * 1024, 256 * 1024, 2**20, 4 * 2**20),
               block_s=0.02)
-# A GPU's sizes (`--device cuda`): the CPU sizes above are launch-bound there (measured on one H200, 2026-12-04:
-# their float matmul median 8 TFLOP/s against 51 at 8192^3) and their vectors fit its 60 MB L2 (7.1 TB/s from a
-# 4.8 TB/s HBM), so products big enough to reach the tensor pipes' rate and vectors of 1 GiB.
+# A GPU's sizes (`--device cuda`): the CPU sizes above are launch-bound on a data-centre GPU (their matmuls reach a
+# fraction of its tensor-core rate) and their vectors fit its tens of MB of L2 (reading as faster than its HBM), so
+# products big enough to reach the tensor pipes' rate and vectors of 1 GiB.
 GPU_SIZES = Sizes(matmul=((2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (8192, 1024, 4096)),
                   conv=((256, 112, 256, 3), (512, 56, 512, 3), (1024, 28, 1024, 1), (256, 56, 64, 1)),
                   vector_elems=2**28, message_bytes=(256, 4096, 2**16, 2**20, 2**24, 2**26), block_s=0.05)

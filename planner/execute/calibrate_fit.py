@@ -13,15 +13,12 @@ term (the same `compute_time_s` with the profile's own figures and no factors), 
              when those ratios agree within `AGREEMENT` (max / min); 1 (the roofline alone) when they disagree
              or no op is left.
 
-Why ratios and agreement, not least squares in seconds (the rule before): the suite has one to six ops per type,
-and a least-squares factor in seconds is the ratio of the type's largest op.  Conv's six representatives ran at
-0.51-3.45 x their roofline in one calibration here (a 3x3 at 28 px 0.51, the 7x7 stem 0.67, a depthwise 3.45), so
-its least-squares factor, 0.63, came from the stem and the 3x3 and priced every conv of SqueezeNet, Inception-v1 and
-ResNet-50 a third too cheap: over four calibrations on a quiet machine those models' ops, as measured in a run,
-took 1.14-1.55 x what the fitted profile priced, against 0.81-1.11 x with this rule (`experiments.bench_runtime
---calibration`; README, Calibration).  Where the representatives disagree that much, one factor cannot describe the
-type, and the roofline of the calibrated figures was the better price.  Where they agree (LRN 5-9, MaxPool 3.4-4.4,
-BatchNormalization 3.3-4.2, Relu 0.8-0.95 in that calibration) the factor is kept.  An op whose roofline is below
+Why ratios and agreement, not least squares in seconds: the suite has one to six ops per type, and a
+least-squares factor in seconds is the ratio of the type's largest op.  Representatives of one type can run at
+very different multiples of their roofline (a dense 3x3 convolution near it, a depthwise one several times above
+it), and one factor fitted to the largest would price the type's other shapes far off.  Where the representatives
+disagree that much, one factor cannot describe the type, and the roofline of the calibrated figures is the better
+price; where they agree, the factor is kept.  An op whose roofline is below
 the launch overhead measures the overhead, not its type (a 16 x 64 matmul at 4.6, a small LayerNormalization at
 106), so it does not vote.  The factor is clamped to [`MIN_FACTOR`, `MAX_FACTOR`] (an op measured faster than its
 launch overhead has a ratio below zero).  Each op's own ratio is kept beside it, so that the provenance shows how

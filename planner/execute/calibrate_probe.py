@@ -22,13 +22,11 @@ sends and receives once per `every` ops), one chain per rank, run by the real ru
                  sending op had ended (`recv_late_s`): the links' `recv_overhead`.
 
 `work_rows` (the default in `plan-calibrate`): the ranks compute between their transfers, as in a run — each
-step that is not an Add is an `Expand` of the 16 floats to `work_rows` x 16 and a `ReduceMean` back (about 0.1 ms
-of memory-bound work per step here), so the messages stay 16 floats while both ranks are busy.  Without it the
-probe's ranks run ops of microseconds and measured 0.04-0.2 ms per transfer on this project's 2-vCPU machine,
-while runs of real models paid about 1 ms: two ranks that compute 0.43 ms and then exchange 16 floats over gloo
-took 2.1-2.4 ms a round, as gloo's own threads wait for a core the computing ranks hold (README, Calibration).
-The late wait includes the transport's own latency, which the link's `latency` (the ping-pong) counts too: a
-double count of the ping-pong's 0.06-0.3 ms, small beside what the wait measures.
+step that is not an Add is an `Expand` of the 16 floats to `work_rows` x 16 and a `ReduceMean` back (memory-bound
+work of about a tenth of a millisecond), so the messages stay 16 floats while both ranks are busy.  Ranks that only
+exchange messages between ops of microseconds measure a transfer far cheaper than a run pays, because in a run
+gloo's own threads wait for a core the computing ranks hold.  The late wait includes the transport's own latency,
+which the link's `latency` (the ping-pong) counts too: a small double count beside what the wait measures.
 
 No ONNX file: the probe's graph and program are built here (`RunSpec.programs`), so the probe needs torch only.
 """
