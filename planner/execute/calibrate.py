@@ -19,8 +19,9 @@ divides by the number of calls.  A figure's value is the median over repeats and
   one write (the cost model's bytes read + written), net of the bare call's overhead as above.
 * **gloo point-to-point**: ranks in pairs (0-1, 2-3, ...; an odd last rank idles), blocking send/recv ping-pong;
   one-way time = round trip / 2 per message size; latency and bandwidth = intercept and 1 / slope of the robust
-  (Theil-Sen) line of one-way time over message bytes, so that one size hit by TCP's small-message delays (256
-  bytes measured 4 ms one way here, 1 KiB 60 us) cannot set every transfer's latency (`p2p_samples`; when noise tilts
+  (Theil-Sen) line of one-way time over message bytes, so that one size hit by TCP's small-message delays (a few
+  hundred bytes can take milliseconds one way where a kilobyte takes tens of microseconds) cannot set every
+  transfer's latency (`p2p_samples`; when noise tilts
   the line below zero: the smallest message's time, the largest message's bytes / its time).
 * **per-op-type cost factors** (unless `op_factors` is off): each op of a small, documented suite of representative
   ops (`planner.execute.calibrate_ops.SUITE`: Conv of several shapes incl. 1x1 and depthwise, MatMul, Gemm, the
@@ -394,8 +395,8 @@ def _rep_ops(reps: Sequence[RepOp], spec: CalibrationSpec, sync: Callable[[], No
     """`opcost <type> <label>` -> seconds of one call of that representative op through our runtime, per repeat.
 
     Timed as `_model_ops` times a model's ops (and as a rank runs them): one call at a time, the suite in
-    sequence, so that each op meets the caches the ops before it left.  Not a block of calls of one op: measured
-    here, a block of the same op on the same (cache-hot) tensors ran 1.5-3x faster than that op inside a model run.
+    sequence, so that each op meets the caches the ops before it left.  Not a block of calls of one op: the same op
+    on the same cache-hot tensors runs several times faster than it does inside a model run.
     Each repeat runs the suite `REP_ROUNDS` times (after a warm-up round) and keeps each op's median."""
     device = torch.get_default_device()
     calls = [(f"opcost {rep.key}", partial(run_node, rep.node, {k: v.to(device) for k, v in rep.env.items()},
@@ -423,11 +424,9 @@ def p2p_samples(rank: int, world: int, sizes: Sizes, repeats: int) -> dict[str, 
     after another.  Empty on an idle rank.
 
     latency and bandwidth per repeat: intercept and 1 / slope of the robust (Theil-Sen) line through (bytes,
-    one-way) (`calibrate_fit.robust_line`).  The latency was the smallest message's one-way time: a 256-byte
-    message measured 4.2-4.3 ms one way here against 60 us for 1 KiB (TCP's small-message delays), which priced
-    every transfer of a plan 4 ms too high.  (Tried and dropped: one-way isend/recv timed on the host's monotonic
-    clock, with the send's post time in a second message; the message pairs met the same small-message delays
-    and measured latencies of 0.08-16 ms from one minute to the next.)"""
+    one-way) (`calibrate_fit.robust_line`), not the smallest message's one-way time: one small size hit by TCP's
+    small-message delays would price every transfer of a plan milliseconds too high.  One-way sends timed on the
+    host's monotonic clock meet the same delays, so they are no way around it."""
     partner = rank + 1 if rank % 2 == 0 else rank - 1
     active = partner < world
     out: dict[str, list[float]] = {}

@@ -105,8 +105,8 @@ def fit_op_cost_factors(samples: Iterable[OpSample], launch_overhead_s: float) -
 def robust_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     """(intercept, slope) of the Theil-Sen line through the points: slope = the median of the slopes of all pairs
     with distinct x, intercept = the median of y - slope x.  One wild point (a message size hit by a transport
-    delay) moves neither, where it drags a least-squares line (measured: a 256-byte message at 4.3 ms among
-    60-400 us ones).  Fewer than two distinct x: slope 0, intercept the median y."""
+    delay, milliseconds among tens of microseconds) moves neither, where it drags a least-squares line.  Fewer than
+    two distinct x: slope 0, intercept the median y."""
     pairs = [(ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(len(xs)) for j in range(i + 1, len(xs))
              if xs[j] != xs[i]]
     slope = statistics.median(pairs) if pairs else 0.0

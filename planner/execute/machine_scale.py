@@ -20,8 +20,8 @@ rate; the CPU share a rank gets slows both alike), its per-op seconds (launch ov
 `op_overhead`) times `overhead`, every link's latency times `latency` but for its share that is the ranks' own
 work per transfer (the runtime probe's `send_overhead` + `recv_overhead`, which the topology folds into the
 latency), which is CPU work like an op's overhead and is scaled by `overhead`, and its bandwidth divided by
-`bandwidth`.  (Scaling the whole folded latency by the ping-pong's ratio priced the MoE's transfers at 17 ms: its
-ping-pong latency measured 25x the calibration's 67 us, while 660 us of its 726 us are send and receive work.)
+`bandwidth`.  Scaling the whole folded latency by the ping-pong's ratio would scale the ranks' own send and
+receive work, most of a transfer's cost, by a transport delay it does not suffer.
 `resimulated_makespan_s` re-prices the plan's own schedule (same
 devices, same order per device; not a new plan) on such a topology with the simulator (`simulate_plan`), with the
 plan's tick: with all slowdowns 1 it is the plan's own makespan (`resimulated_unscaled_makespan_s`; not for a plan
