@@ -242,7 +242,8 @@ def as_early_as_possible(plan: Plan, fine) -> tuple[Plan, Timeline]:
     return retimed, timeline
 
 
-def _write_outputs(outcome, plan_path: Path, *, pictures: bool, provenance: dict) -> dict:
+def _write_outputs(outcome, plan_path: Path, *, pictures: bool, provenance: dict,
+                   op_types: dict[str, str] | None = None) -> dict:
     """Save the plan (atomically) and, next to it, the Gantt PNG and the Chrome trace of the op-level timeline."""
     from planner.plot import plot_gantt
     from planner.schedule.plan_io import save_plan
@@ -255,7 +256,8 @@ def _write_outputs(outcome, plan_path: Path, *, pictures: bool, provenance: dict
     written = {"plan": str(plan_path)}
     if pictures:
         stem = plan_path.with_suffix("")
-        gantt = plot_gantt(timeline, f"{stem}.gantt.png", title=f"{plan.instance_name}: {plan.method}")
+        gantt = plot_gantt(timeline, f"{stem}.gantt.png", title=f"{plan.instance_name}: {plan.method}",
+                           op_types=op_types)
         trace = Path(f"{stem}.trace.json")
         write_chrome_trace(timeline, trace)
         written.update(gantt=str(gantt), trace=str(trace))
@@ -339,7 +341,8 @@ def _solve(args: argparse.Namespace) -> int:
         "hardware_path": str(Path(topology.source_path).resolve()) if topology.source_path else "",
         "hardware_sha256": topology.source_sha256, "input_shapes": shapes, "input_values": values,
     }
-    out = _write_outputs(outcome, args.out, pictures=not args.no_pictures, provenance=provenance)
+    out = _write_outputs(outcome, args.out, pictures=not args.no_pictures, provenance=provenance,
+                         op_types={op.name: op.op_type for op in prepared.graph.ops})
     extra = {"written": out["written"]}
     if outcome.phases:
         extra.update(found_by=outcome.found_by)

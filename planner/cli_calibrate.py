@@ -51,6 +51,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     check_output_file(args.out, "--out")
     if args.model is not None:
         check_output_file(_op_times_path(args), "--op-times")
+    if args.transport == "shm" and args.nproc < 2:
+        raise InputError("--transport shm prices a link between processes", fix="pass --nproc 2 or more")
     # here, not at the top: torch stays optional (module docstring)
     from planner.execute.calibrate import CalibrationSpec, calibrate, default_sizes
     from planner.execute.calibrate_profile import op_csv, profile_document, profile_yaml, summary_lines
@@ -80,6 +82,12 @@ def _calibrate(args: argparse.Namespace) -> int:
                                torch_version=cal.torch_version, name=args.name, load_avg=load,
                                memory_bytes=cal.device_memory_bytes or None, device=args.device,
                                op_cost_factors={t: fit.factor for t, fit in fits.items()})
+        if args.transport == "shm":
+            from planner.execute.calibrate_profile import with_shared_memory_link
+            from planner.execute.shm_probe import shm_link_figures
+
+            link = shm_link_figures()
+            with_shared_memory_link(doc, link.latency_s, link.bandwidth_bytes_per_s)
         text = profile_yaml(doc)
     except ValueError as exc:
         raise InputError(f"the measured profile does not validate: {exc}", path=str(args.out)) from None
@@ -136,6 +144,9 @@ def calibrate_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--engine", choices=("torch", "onnxruntime"), default="torch",
                         help="how --model's ops are timed: our torch runtime's calls (default), or onnxruntime's "
                              "kernels as the fast executor runs them (plan-run --executor fast)")
+    parser.add_argument("--transport", choices=("gloo", "shm"), default="gloo",
+                        help="the intra-host link the profile prices: gloo (plan-run's traced ranks; default) or "
+                             "shm (shared memory, plan-run --executor fast); needs --nproc 2 or more")
     parser.add_argument("--op-times", type=Path, default=None,
                         help="where --model's op,seconds CSV goes (default <model stem>.times.csv beside --out)")
     parser.add_argument("--repeats", type=positive_int, default=None, help="repeats per figure (default 5; 3 quick)")
