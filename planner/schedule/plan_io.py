@@ -170,11 +170,8 @@ class _Reader:
         return int(round(value / tick_s))
 
 
-def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
-    """Parse a plan JSON object; raises `InputError` naming `path` and the offending key."""
-    r = _Reader(path)
-    if not isinstance(data, dict):
-        raise InputError("a plan file must hold a JSON object", path=path)
+def _tick_s(r: _Reader, data: dict) -> float | None:
+    """The file's `format_version`, `format` and `tick_s` checked in that order; returns tick_s (None for 1)."""
     version = r.get(data, "format_version", (int,))
     if version not in SUPPORTED_VERSIONS:
         raise r.fail("format_version", f"unknown version {version} (this opplan reads {sorted(SUPPORTED_VERSIONS)})")
@@ -184,10 +181,13 @@ def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
     tick_s = r.get(data, "tick_s", (int, float, type(None)), default=None)
     if tick_s is not None and not (math.isfinite(tick_s) and tick_s > 0):
         raise r.fail("tick_s", f"must be a positive number, got {tick_s!r}")
-    tick_s = float(tick_s) if tick_s is not None else None
-    rows = r.get(data, "tasks", (list,))
+    return float(tick_s) if tick_s is not None else None
+
+
+def _device_names(r: _Reader, data: dict, rows: list) -> list[str]:
+    """`devices`, or for a hand-written file without it the tasks' devices in index order (or first appearance)."""
     devices = r.get(data, "devices", (list,), default=None)
-    if devices is None:  # hand-written file: devices in index order (or first appearance)
+    if devices is None:
         seen: dict[str, int] = {}
         for i, row in enumerate(rows):
             if isinstance(row, dict):
@@ -197,6 +197,11 @@ def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
         devices = sorted(seen, key=lambda k: seen[k])
     if not all(isinstance(d, str) for d in devices):
         raise r.fail("devices", "must be a list of device names")
+    return devices
+
+
+def _placements(r: _Reader, rows: list, devices: list[str], tick_s: float | None) -> list[TaskPlacement]:
+    """One `TaskPlacement` per row of `tasks`, each row's device checked against `devices`."""
     dev_index = {name: i for i, name in enumerate(devices)}
     placements = []
     for i, row in enumerate(rows):
@@ -214,27 +219,52 @@ def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
         start = r.tick(row, "start", where, tick_s)
         end = r.tick(row, "end", where, tick_s)
         placements.append(TaskPlacement(task, d, start, end, stage))
-    task_ops_raw = r.get(data, "task_ops", (dict,), default={})
-    task_ops: dict[str, tuple[str, ...]] = {}
-    for k, v in task_ops_raw.items():
+    return placements
+
+
+def _name_lists(r: _Reader, data: dict, key: str) -> dict[str, tuple[str, ...]]:
+    """The optional `{name: [op, ...]}` object under `key` (task_ops, clusters), each list checked to hold strings."""
+    out: dict[str, tuple[str, ...]] = {}
+    for k, v in r.get(data, key, (dict,), default={}).items():
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            raise r.fail(f"task_ops.{k}", "must be a list of op names")
-        task_ops[k] = tuple(v)
+            raise r.fail(f"{key}.{k}", "must be a list of op names")
+        out[k] = tuple(v)
+    return out
+
+
+def _input_shapes(r: _Reader, data: dict) -> dict[str, tuple[int, ...]]:
+    """The optional `input_shapes`: each a list of positive integers."""
     input_shapes: dict[str, tuple[int, ...]] = {}
     for k, v in r.get(data, "input_shapes", (dict,), default={}).items():
         if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
             raise r.fail(f"input_shapes.{k}", "must be a list of positive integers")
         input_shapes[k] = tuple(v)
+    return input_shapes
+
+
+def _input_values(r: _Reader, data: dict) -> dict[str, tuple[float, ...]]:
+    """The optional `input_values`: each a list of numbers, read back as floats."""
     input_values: dict[str, tuple[float, ...]] = {}
     for k, v in r.get(data, "input_values", (dict,), default={}).items():
         if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
             raise r.fail(f"input_values.{k}", "must be a list of numbers")
         input_values[k] = tuple(float(x) for x in v)
-    clusters: dict[str, tuple[str, ...]] = {}
-    for k, v in r.get(data, "clusters", (dict,), default={}).items():
-        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            raise r.fail(f"clusters.{k}", "must be a list of op names")
-        clusters[k] = tuple(v)
+    return input_values
+
+
+def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
+    """Parse a plan JSON object; raises `InputError` naming `path` and the offending key."""
+    r = _Reader(path)
+    if not isinstance(data, dict):
+        raise InputError("a plan file must hold a JSON object", path=path)
+    tick_s = _tick_s(r, data)
+    rows = r.get(data, "tasks", (list,))
+    devices = _device_names(r, data, rows)
+    placements = _placements(r, rows, devices, tick_s)
+    task_ops = _name_lists(r, data, "task_ops")
+    input_shapes = _input_shapes(r, data)
+    input_values = _input_values(r, data)
+    clusters = _name_lists(r, data, "clusters")
     return Plan(
         instance_name=r.get(data, "instance", (str,), default=""),
         placements=tuple(placements),
