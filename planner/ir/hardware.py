@@ -24,6 +24,7 @@ import hashlib
 import types
 import typing
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -362,13 +363,11 @@ def _launch_overhead(group: DeviceGroup) -> float:
     return group.launch_overhead + group.op_overhead
 
 
-def topology_from_profile(profile: Profile, *, source_path: str = "", source_sha256: str = "") -> Topology:
-    """Build the `Topology` of a validated profile.  Raises `InputError` for cross-key problems."""
-    shown = source_path or profile.name
+_Fail = Callable[[str, str], InputError]
 
-    def fail(loc: str, message: str) -> InputError:
-        return InputError(f"{loc}: {message}", path=shown)
 
+def _check_hosts(profile: Profile, fail: _Fail) -> None:
+    """Host names are unique, and a profile with several hosts names its inter-host link."""
     host_seen: dict[str, int] = {}
     for h, host in enumerate(profile.hosts):
         if host.name in host_seen:
@@ -377,22 +376,44 @@ def topology_from_profile(profile: Profile, *, source_path: str = "", source_sha
     if len(profile.hosts) > 1 and profile.links.inter_host is None:
         raise fail("links.inter_host", f"missing required key (the profile lists {len(profile.hosts)} hosts)")
 
-    top_intra = _link(profile.links.intra_host, "intra_host") if profile.links.intra_host else None
-    inter = _link(profile.links.inter_host, "inter_host") if profile.links.inter_host else None
 
-    devices: list[Device] = []
-    host_of: list[int] = []
-    group_of: list[tuple[int, int]] = []
-    group_links: dict[tuple[int, int], Link] = {}
-    host_links: dict[int, Link | None] = {}
+@dataclass
+class _DeviceLayout:
+    """Every device of a profile in index order, with the host and group it sits in and the links they declare."""
+
+    devices: list[Device] = field(default_factory=list)
+    host_of: list[int] = field(default_factory=list)
+    group_of: list[tuple[int, int]] = field(default_factory=list)
+    group_links: dict[tuple[int, int], Link] = field(default_factory=dict)
+    host_links: dict[int, Link | None] = field(default_factory=dict)
+
+
+def _device(name: str, host: Host, group: DeviceGroup, peak: dict[str, float]) -> Device:
+    """The `Device` of one member of a device group."""
+    return Device(
+        name=name,
+        kind=group.kind,
+        host=host.name,
+        # a plain dict: Topology must pickle (execute/ ships it to workers)
+        peak_flops_per_s=dict(peak),
+        memory_bytes=group.memory,
+        memory_bandwidth_bytes_per_s=group.memory_bandwidth,
+        launch_overhead_s=_launch_overhead(group),
+        op_cost_factors=dict(group.op_cost_factors or {}),
+    )
+
+
+def _device_layout(profile: Profile, top_intra: Link | None, fail: _Fail) -> _DeviceLayout:
+    """Expand the hosts' device groups into named devices (`host/prefixN`, each name used once)."""
+    layout = _DeviceLayout()
     names: dict[str, str] = {}
     for h, host in enumerate(profile.hosts):
-        host_links[h] = _link(host.intra_host, f"hosts[{h}].intra_host") if host.intra_host else top_intra
+        layout.host_links[h] = _link(host.intra_host, f"hosts[{h}].intra_host") if host.intra_host else top_intra
         next_index: dict[str, int] = {}
         for g, group in enumerate(host.devices):
             where = f"hosts[{h}].devices[{g}]"
             if group.intra_group is not None:
-                group_links[h, g] = _link(group.intra_group, f"{where}.intra_group")
+                layout.group_links[h, g] = _link(group.intra_group, f"{where}.intra_group")
             peak = {dtype: rate for dtype, rate in group.peak_flops.model_dump().items() if rate is not None}
             for _ in range(group.count):
                 index = next_index.get(group.name_prefix, 0)
@@ -401,31 +422,27 @@ def topology_from_profile(profile: Profile, *, source_path: str = "", source_sha
                 if name in names:
                     raise fail(f"{where}.name_prefix", f"device name {name!r} is used twice (also {names[name]})")
                 names[name] = where
-                devices.append(
-                    Device(
-                        name=name,
-                        kind=group.kind,
-                        host=host.name,
-                        # a plain dict: Topology must pickle (execute/ ships it to workers)
-                        peak_flops_per_s=dict(peak),
-                        memory_bytes=group.memory,
-                        memory_bandwidth_bytes_per_s=group.memory_bandwidth,
-                        launch_overhead_s=_launch_overhead(group),
-                        op_cost_factors=dict(group.op_cost_factors or {}),
-                    )
-                )
-                host_of.append(h)
-                group_of.append((h, g))
+                layout.devices.append(_device(name, host, group, peak))
+                layout.host_of.append(h)
+                layout.group_of.append((h, g))
+    return layout
+
+
+def _pair_links(
+    profile: Profile, layout: _DeviceLayout, inter: Link | None, fail: _Fail
+) -> tuple[tuple[Link, ...], ...]:
+    """The link matrix: local on the diagonal, inter-host across hosts, else the group's link or the host's."""
+    host_of, group_of = layout.host_of, layout.group_of
 
     def pair_link(i: int, j: int) -> Link:
         if i == j:
             return LOCAL
         if host_of[i] != host_of[j]:
-            assert inter is not None  # checked above
+            assert inter is not None  # checked by _check_hosts
             return inter
-        if group_of[i] == group_of[j] and group_of[i] in group_links:
-            return group_links[group_of[i]]
-        link = host_links[host_of[i]]
+        if group_of[i] == group_of[j] and group_of[i] in layout.group_links:
+            return layout.group_links[group_of[i]]
+        link = layout.host_links[host_of[i]]
         if link is None:
             h = host_of[i]
             raise fail(
@@ -435,19 +452,37 @@ def topology_from_profile(profile: Profile, *, source_path: str = "", source_sha
             )
         return link
 
-    n = len(devices)
-    links = tuple(tuple(pair_link(i, j) for j in range(n)) for i in range(n))
+    n = len(layout.devices)
+    return tuple(tuple(pair_link(i, j) for j in range(n)) for i in range(n))
+
+
+def _profile_notes(profile: Profile) -> dict[str, str]:
+    """The profile's description, source and provenance, where given, for reports."""
     notes = {key: value for key, value in (("description", profile.description), ("source", profile.source)) if value}
     if profile.provenance is not None:
         p = profile.provenance
         notes["provenance"] = f"measured by {p.tool} on {p.host}, {p.date}"
+    return notes
+
+
+def topology_from_profile(profile: Profile, *, source_path: str = "", source_sha256: str = "") -> Topology:
+    """Build the `Topology` of a validated profile.  Raises `InputError` for cross-key problems."""
+    shown = source_path or profile.name
+
+    def fail(loc: str, message: str) -> InputError:
+        return InputError(f"{loc}: {message}", path=shown)
+
+    _check_hosts(profile, fail)
+    top_intra = _link(profile.links.intra_host, "intra_host") if profile.links.intra_host else None
+    inter = _link(profile.links.inter_host, "inter_host") if profile.links.inter_host else None
+    layout = _device_layout(profile, top_intra, fail)
     return Topology(
         name=profile.name,
-        devices=tuple(devices),
-        links=links,
+        devices=tuple(layout.devices),
+        links=_pair_links(profile, layout, inter, fail),
         source_path=source_path,
         source_sha256=source_sha256,
-        notes=notes,
+        notes=_profile_notes(profile),
     )
 
 
