@@ -69,18 +69,11 @@ def _taskgraph_scale(graph: OpGraph) -> int:
     return 1000
 
 
-def build_instance(
-    graph: OpGraph,
-    topology: Topology,
-    *,
-    tick_s: float | None = None,
-    measured_s: Mapping[str, float] | None = None,
-    capacity_bytes: int | None = None,
-) -> SchedulingInstance:
-    """Cost every op on every device and every edge on every link class, in integer ticks.
-
-    `capacity_bytes` overrides every device's memory (memory what-if); otherwise each device's own is used.
-    """
+def _duration_ticks(
+    graph: OpGraph, topology: Topology, measured_s: Mapping[str, float] | None, tick_s: float | None
+) -> tuple[np.ndarray, float, str]:
+    """(op x device durations in ticks, the tick, the time unit): a task graph keeps its own unit at a tick that
+    makes every given time whole; a real model runs in seconds with every op at least one tick."""
     is_taskgraph = graph.source is not None and graph.source.kind == "taskgraph"
     seconds = compute_seconds(graph, topology, measured_s)
     if is_taskgraph:
@@ -94,8 +87,14 @@ def build_instance(
     duration = np.ceil(seconds / tick - 1e-9).astype(np.int64)
     if not is_taskgraph:
         duration = np.maximum(duration, 1)  # every real op occupies its device for at least one tick
+    return duration, tick, unit
 
-    # Edges: one per (src, dst) pair, carrying the union of its tensors and the sum of given comm times.
+
+def _edge_pairs(
+    graph: OpGraph, tick: float
+) -> tuple[tuple[tuple[int, int], ...], dict[tuple[int, int], list[str]], dict[str, int], np.ndarray]:
+    """One edge per (src, dst) pair, carrying the union of its tensors and the sum of given comm times:
+    (pairs in first-seen order, each pair's tensors, each tensor's bytes, each pair's fixed comm ticks)."""
     idx = graph.index
     pair_tensors: dict[tuple[int, int], list[str]] = {}
     pair_fixed: dict[tuple[int, int], float] = {}
@@ -109,8 +108,12 @@ def build_instance(
         pair_fixed[key] = pair_fixed.get(key, 0.0) + (e.comm or 0.0)
     pairs = tuple(pair_tensors)
     fixed = np.array([math.ceil(pair_fixed[p] / tick - 1e-9) for p in pairs], dtype=np.int64)
+    return pairs, pair_tensors, tensor_bytes, fixed
 
-    # Link classes: 0 = same device; then one class per distinct (latency, bandwidth) pair.
+
+def _link_classes(topology: Topology, tick: float) -> tuple[np.ndarray, list[float], list[float], list[str]]:
+    """Link classes: 0 = same device, then one class per distinct (latency, bandwidth) pair in device order;
+    returns (device x device class, each class's latency in ticks, bytes per tick, name)."""
     n_dev = topology.num_devices
     link_class = np.zeros((n_dev, n_dev), dtype=np.int64)
     classes: dict[tuple[float, float], int] = {}
@@ -129,7 +132,24 @@ def build_instance(
                 bandwidth.append(link.bandwidth_bytes_per_s * tick)
                 names.append(link.name)
             link_class[a, b] = classes[link_key]
+    return link_class, latency, bandwidth, names
 
+
+def build_instance(
+    graph: OpGraph,
+    topology: Topology,
+    *,
+    tick_s: float | None = None,
+    measured_s: Mapping[str, float] | None = None,
+    capacity_bytes: int | None = None,
+) -> SchedulingInstance:
+    """Cost every op on every device and every edge on every link class, in integer ticks.
+
+    `capacity_bytes` overrides every device's memory (memory what-if); otherwise each device's own is used.
+    """
+    duration, tick, unit = _duration_ticks(graph, topology, measured_s, tick_s)
+    pairs, pair_tensors, tensor_bytes, fixed = _edge_pairs(graph, tick)
+    link_class, latency, bandwidth, names = _link_classes(topology, tick)
     capacity = np.array([capacity_bytes if capacity_bytes is not None else dev.memory_bytes
                          for dev in topology.devices], dtype=np.int64)
     return SchedulingInstance(
