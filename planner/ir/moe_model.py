@@ -140,16 +140,33 @@ def _i64(*values: int) -> np.ndarray:
     return np.array(values, dtype=np.int64)
 
 
-def build_moe_model(config: MoEConfig) -> onnx.ModelProto:
-    """The MoE transformer as an ONNX model: input `token_ids` int64 [B, S], output `logits` float [B, S, V]."""
-    weights = moe_weights(config)
-    g = _GraphBuilder()
+@dataclass(frozen=True)
+class _SharedConsts:
+    """The names of the constants every layer shares (shapes, masks, scalars)."""
+
+    shape_heads: str
+    shape_bsh: str
+    shape_th: str
+    causal_mask: str
+    attn_scale: str
+    axis_last: str
+    axis_1: str
+    axis0_scalar: str
+    top_k: str
+    capacity_k: str
+    capacity_f: str
+    tokens_f: str
+    one_f: str
+    rank_desc: str
+    zeros_te: str
+    ones_tk: str
+    zeros_th: str
+
+
+def _shared_consts(g: _GraphBuilder, config: MoEConfig) -> _SharedConsts:
+    """Add the shared constants to `g`, in a fixed order (the initializers' order in the file)."""
     B, S, H, E, K = config.batch, config.seq_len, config.hidden, config.experts, config.top_k
     T, C, NH, HD = config.tokens, expert_capacity(config), config.heads, config.head_dim
-
-    for name, value in weights.items():
-        g.const(name, value)
-    # shared constants
     shape_heads = g.const("const/shape_heads", _i64(B, S, NH, HD))
     shape_bsh = g.const("const/shape_bsh", _i64(B, S, H))
     shape_th = g.const("const/shape_th", _i64(T, H))
@@ -168,80 +185,109 @@ def build_moe_model(config: MoEConfig) -> onnx.ModelProto:
     zeros_te = g.const("const/zeros_te", np.zeros((T, E), dtype=np.float32))
     ones_tk = g.const("const/ones_tk", np.ones((T, K), dtype=np.float32))
     zeros_th = g.const("const/zeros_th", np.zeros((T, H), dtype=np.float32))
+    return _SharedConsts(shape_heads, shape_bsh, shape_th, causal_mask, attn_scale, axis_last, axis_1, axis0_scalar,
+                         top_k, capacity_k, capacity_f, tokens_f, one_f, rank_desc, zeros_te, ones_tk, zeros_th)
 
-    def layer_norm(prefix: str, x: str) -> str:
-        return g.op("LayerNormalization", f"{prefix}/ln", [x, f"{prefix}/ln_scale", f"{prefix}/ln_bias"],
-                    axis=-1, epsilon=LN_EPSILON)
 
-    def linear(name: str, x: str, w: str, b: str) -> str:
-        return g.op("Add", f"{name}_bias", [g.op("MatMul", name, [x, w]), b])
+def _layer_norm_op(g: _GraphBuilder, prefix: str, x: str) -> str:
+    """LayerNormalization of `x` with the weights `{prefix}/ln_scale` and `{prefix}/ln_bias`."""
+    return g.op("LayerNormalization", f"{prefix}/ln", [x, f"{prefix}/ln_scale", f"{prefix}/ln_bias"],
+                axis=-1, epsilon=LN_EPSILON)
+
+
+def _linear_op(g: _GraphBuilder, name: str, x: str, w: str, b: str) -> str:
+    """x @ w + b as a MatMul `name` and an Add `{name}_bias`."""
+    return g.op("Add", f"{name}_bias", [g.op("MatMul", name, [x, w]), b])
+
+
+def _attention(g: _GraphBuilder, c: _SharedConsts, i: int, x: str) -> str:
+    """Layer `i`'s causal multi-head attention block with its residual; returns the new hidden state."""
+    a = f"layer{i}/attn"
+    h = _layer_norm_op(g, a, x)
+    heads = {}
+    for p, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+        proj = _linear_op(g, f"{a}/{p}_proj", h, f"{a}/w{p}", f"{a}/b{p}")
+        split = g.op("Reshape", f"{a}/{p}_split", [proj, c.shape_heads])
+        heads[p] = g.op("Transpose", f"{a}/{p}_transpose", [split], perm=perm)
+    scores = g.op("MatMul", f"{a}/scores", [heads["q"], heads["k"]])  # [B, NH, S, S]
+    scaled = g.op("Mul", f"{a}/scale", [scores, c.attn_scale])
+    masked = g.op("Add", f"{a}/causal_mask", [scaled, c.causal_mask])
+    probs = g.op("Softmax", f"{a}/softmax", [masked], axis=-1)
+    ctx = g.op("MatMul", f"{a}/context", [probs, heads["v"]])  # [B, NH, S, HD]
+    merged = g.op("Reshape", f"{a}/merge",
+                  [g.op("Transpose", f"{a}/ctx_transpose", [ctx], perm=[0, 2, 1, 3]), c.shape_bsh])
+    return g.op("Add", f"{a}/residual", [x, _linear_op(g, f"{a}/o_proj", merged, f"{a}/wo", f"{a}/bo")])
+
+
+def _router(g: _GraphBuilder, c: _SharedConsts, config: MoEConfig, i: int, x: str) -> tuple[str, str, str]:
+    """Layer `i`'s top-k router: (the normalised tokens [T, H], the gates [T, E], the routing mask [T, E])."""
+    r = f"layer{i}/router"
+    hr = g.op("Reshape", f"{r}/flatten", [_layer_norm_op(g, r, x), c.shape_th])  # [T, H]
+    router_probs = g.op("Softmax", f"{r}/softmax", [g.op("MatMul", f"{r}/logits", [hr, f"{r}/w"])], axis=-1)
+    top_vals, top_idx = g.op_outputs("TopK", f"{r}/topk", [router_probs, c.top_k], 2, axis=-1)
+    gates = top_vals
+    if config.renormalize:
+        total = g.op("ReduceSum", f"{r}/gate_sum", [top_vals, c.axis_last], keepdims=1)
+        gates = g.op("Div", f"{r}/gate_norm", [top_vals, total])
+    gate_te = g.op("ScatterElements", f"{r}/gate_scatter", [c.zeros_te, top_idx, gates], axis=1)  # [T, E]
+    mask_te = g.op("ScatterElements", f"{r}/mask_scatter", [c.zeros_te, top_idx, c.ones_tk], axis=1)
+    return hr, gate_te, mask_te
+
+
+def _expert(g: _GraphBuilder, c: _SharedConsts, i: int, e: int, hr: str, gate_te: str, mask_te: str) -> str:
+    """Expert `e` of layer `i`: its first `capacity` routed tokens (in token order) through its FFN, gated and
+    scattered back to a [T, H] buffer."""
+    p = f"layer{i}/expert{e}"
+    index = g.const(f"{p}/index", np.array(e, dtype=np.int64))
+    m = g.op("Gather", f"{p}/route_mask", [mask_te, index], axis=1)  # [T]
+    gate = g.op("Gather", f"{p}/route_gate", [gate_te, index], axis=1)  # [T]
+    pos = g.op("Sub", f"{p}/position", [g.op("CumSum", f"{p}/cumsum", [m, c.axis0_scalar]), c.one_f])
+    fits = g.op("Cast", f"{p}/fits_f", [g.op("Less", f"{p}/fits", [pos, c.capacity_f])], to=TensorProto.FLOAT)
+    keep = g.op("Mul", f"{p}/keep", [m, fits])
+    score = g.op("Add", f"{p}/score", [g.op("Mul", f"{p}/score_kept", [keep, c.tokens_f]), c.rank_desc])
+    _, slot = g.op_outputs("TopK", f"{p}/slots", [score, c.capacity_k], 2, axis=0)  # [C] token ids
+    kept_gate = g.op("Mul", f"{p}/kept_gate", [gate, keep])
+    slot_gate = g.op("Gather", f"{p}/slot_gate", [kept_gate, slot], axis=0)  # [C], 0 for empty slots
+    tokens_in = g.op("Gather", f"{p}/dispatch", [hr, slot], axis=0)  # [C, H]
+    act = g.op("Gelu", f"{p}/gelu", [_linear_op(g, f"{p}/fc1", tokens_in, f"{p}/w1", f"{p}/b1")])
+    ffn = _linear_op(g, f"{p}/fc2", act, f"{p}/w2", f"{p}/b2")
+    weighted = g.op("Mul", f"{p}/gate_mul",
+                    [ffn, g.op("Unsqueeze", f"{p}/gate_unsqueeze", [slot_gate, c.axis_1])])
+    slot_nd = g.op("Unsqueeze", f"{p}/slot_unsqueeze", [slot, c.axis_1])  # [C, 1]
+    return g.op("ScatterND", f"{p}/scatter", [c.zeros_th, slot_nd, weighted], reduction="add")
+
+
+def _combine(g: _GraphBuilder, c: _SharedConsts, i: int, x: str, expert_out: list[str]) -> str:
+    """Sum the per-expert [T, H] buffers by a balanced tree of Adds and add the result to `x` (the residual)."""
+    name = f"layer{i}/combine"
+    level = 0
+    while len(expert_out) > 1:
+        nxt = [g.op("Add", f"{name}/add_l{level}_{j // 2}", expert_out[j:j + 2])
+               for j in range(0, len(expert_out) - 1, 2)]
+        if len(expert_out) % 2:
+            nxt.append(expert_out[-1])
+        expert_out, level = nxt, level + 1
+    moe = g.op("Reshape", f"{name}/unflatten", [expert_out[0], c.shape_bsh])
+    return g.op("Add", f"{name}/residual", [x, moe])
+
+
+def build_moe_model(config: MoEConfig) -> onnx.ModelProto:
+    """The MoE transformer as an ONNX model: input `token_ids` int64 [B, S], output `logits` float [B, S, V]."""
+    weights = moe_weights(config)
+    g = _GraphBuilder()
+    B, S, C = config.batch, config.seq_len, expert_capacity(config)
+
+    for name, value in weights.items():
+        g.const(name, value)
+    consts = _shared_consts(g, config)
 
     emb = g.op("Gather", "embed/gather", ["embed/table", "token_ids"], axis=0)
     x = g.op("Add", "embed/add_pos", [emb, "embed/pos"])
-
     for i in range(config.layers):
-        # ---- attention
-        a = f"layer{i}/attn"
-        h = layer_norm(a, x)
-        heads = {}
-        for p, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
-            proj = linear(f"{a}/{p}_proj", h, f"{a}/w{p}", f"{a}/b{p}")
-            split = g.op("Reshape", f"{a}/{p}_split", [proj, shape_heads])
-            heads[p] = g.op("Transpose", f"{a}/{p}_transpose", [split], perm=perm)
-        scores = g.op("MatMul", f"{a}/scores", [heads["q"], heads["k"]])  # [B, NH, S, S]
-        scaled = g.op("Mul", f"{a}/scale", [scores, attn_scale])
-        masked = g.op("Add", f"{a}/causal_mask", [scaled, causal_mask])
-        probs = g.op("Softmax", f"{a}/softmax", [masked], axis=-1)
-        ctx = g.op("MatMul", f"{a}/context", [probs, heads["v"]])  # [B, NH, S, HD]
-        merged = g.op("Reshape", f"{a}/merge",
-                      [g.op("Transpose", f"{a}/ctx_transpose", [ctx], perm=[0, 2, 1, 3]), shape_bsh])
-        x = g.op("Add", f"{a}/residual", [x, linear(f"{a}/o_proj", merged, f"{a}/wo", f"{a}/bo")])
-
-        # ---- router
-        r = f"layer{i}/router"
-        hr = g.op("Reshape", f"{r}/flatten", [layer_norm(r, x), shape_th])  # [T, H]
-        router_probs = g.op("Softmax", f"{r}/softmax", [g.op("MatMul", f"{r}/logits", [hr, f"{r}/w"])], axis=-1)
-        top_vals, top_idx = g.op_outputs("TopK", f"{r}/topk", [router_probs, top_k], 2, axis=-1)
-        gates = top_vals
-        if config.renormalize:
-            total = g.op("ReduceSum", f"{r}/gate_sum", [top_vals, axis_last], keepdims=1)
-            gates = g.op("Div", f"{r}/gate_norm", [top_vals, total])
-        gate_te = g.op("ScatterElements", f"{r}/gate_scatter", [zeros_te, top_idx, gates], axis=1)  # [T, E]
-        mask_te = g.op("ScatterElements", f"{r}/mask_scatter", [zeros_te, top_idx, ones_tk], axis=1)
-
-        # ---- experts
-        expert_out = []
-        for e in range(E):
-            p = f"layer{i}/expert{e}"
-            index = g.const(f"{p}/index", np.array(e, dtype=np.int64))
-            m = g.op("Gather", f"{p}/route_mask", [mask_te, index], axis=1)  # [T]
-            gate = g.op("Gather", f"{p}/route_gate", [gate_te, index], axis=1)  # [T]
-            pos = g.op("Sub", f"{p}/position", [g.op("CumSum", f"{p}/cumsum", [m, axis0_scalar]), one_f])
-            fits = g.op("Cast", f"{p}/fits_f", [g.op("Less", f"{p}/fits", [pos, capacity_f])], to=TensorProto.FLOAT)
-            keep = g.op("Mul", f"{p}/keep", [m, fits])
-            score = g.op("Add", f"{p}/score", [g.op("Mul", f"{p}/score_kept", [keep, tokens_f]), rank_desc])
-            _, slot = g.op_outputs("TopK", f"{p}/slots", [score, capacity_k], 2, axis=0)  # [C] token ids
-            kept_gate = g.op("Mul", f"{p}/kept_gate", [gate, keep])
-            slot_gate = g.op("Gather", f"{p}/slot_gate", [kept_gate, slot], axis=0)  # [C], 0 for empty slots
-            tokens_in = g.op("Gather", f"{p}/dispatch", [hr, slot], axis=0)  # [C, H]
-            act = g.op("Gelu", f"{p}/gelu", [linear(f"{p}/fc1", tokens_in, f"{p}/w1", f"{p}/b1")])
-            ffn = linear(f"{p}/fc2", act, f"{p}/w2", f"{p}/b2")
-            weighted = g.op("Mul", f"{p}/gate_mul",
-                            [ffn, g.op("Unsqueeze", f"{p}/gate_unsqueeze", [slot_gate, axis_1])])
-            slot_nd = g.op("Unsqueeze", f"{p}/slot_unsqueeze", [slot, axis_1])  # [C, 1]
-            expert_out.append(g.op("ScatterND", f"{p}/scatter", [zeros_th, slot_nd, weighted], reduction="add"))
-
-        # ---- combine: balanced tree of Adds over the per-expert [T, H] buffers
-        c = f"layer{i}/combine"
-        level = 0
-        while len(expert_out) > 1:
-            nxt = [g.op("Add", f"{c}/add_l{level}_{j // 2}", expert_out[j:j + 2])
-                   for j in range(0, len(expert_out) - 1, 2)]
-            if len(expert_out) % 2:
-                nxt.append(expert_out[-1])
-            expert_out, level = nxt, level + 1
-        moe = g.op("Reshape", f"{c}/unflatten", [expert_out[0], shape_bsh])
-        x = g.op("Add", f"{c}/residual", [x, moe])
+        x = _attention(g, consts, i, x)
+        hr, gate_te, mask_te = _router(g, consts, config, i, x)
+        expert_out = [_expert(g, consts, i, e, hr, gate_te, mask_te) for e in range(config.experts)]
+        x = _combine(g, consts, i, x, expert_out)
 
     hf = g.op("LayerNormalization", "head/ln", [x, "head/ln_scale", "head/ln_bias"], axis=-1, epsilon=LN_EPSILON)
     g.op("Add", "head/proj_bias", [g.op("MatMul", "head/proj", [hf, "head/w"]), "head/b"], output="logits")
