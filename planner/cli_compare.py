@@ -20,8 +20,10 @@ schedule may also run overlapped F&B pairs (`formulations.pipeline`, family 6). 
 schedule gives ``--lns-share`` of its time to a large-neighbourhood search after the full model
 (`planner.search.pipeline`), which prints a line on stderr at each gain; ``--lns-mode`` says whether it may
 run micro-batches out of order inside a neighbourhood.  When the planned schedule is not proven optimal, the
-memory bound (`formulations.pipeline_memory_bound`: one device at a time, with the memory cap) gets
+memory bound (`formulations.pipeline_memory_bound`: one device at a time, with the memory cap) gets up to
 ``--bound-time`` seconds after the solves and says whether any schedule can reach half of DualPipe's bubble.
+``--time-limit`` bounds the whole command: the model's stage cut, the baselines, the solves, the memory bound and
+the pictures share it (`planner.compare.compare_budget`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -66,6 +69,7 @@ def parse_granularity(text: str) -> int | None:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    started = time.monotonic()  # --time-limit counts from here: the stage cut of a model is part of the command
     check_output_dir(args.out, "--out")
     pause_point("imports")
     from planner.compare.pipelines import compare, write_outputs
@@ -89,13 +93,15 @@ def _compare(args: argparse.Namespace) -> int:
             raise InputError(f"unknown schedules {unknown}", fix=f"use some of {','.join(GENERATORS)}")
     policy = dataclasses.replace(ComparePolicy(), lns_share=args.lns_share)  # the defaults, with the user's share
     cmp = compare(args.stages, args.microbatches, costs, schedules=names, opplan=not args.no_opplan,
-                  memory_cap_units=args.memory, opplan_placement=args.placement, time_limit_s=args.time_limit,
+                  memory_cap_units=args.memory, opplan_placement=args.placement,
+                  time_limit_s=max(1.0, args.time_limit - (time.monotonic() - started)),
                   backend=args.backend, granularity=args.granularity, subchunk_a2a=args.subchunk_a2a,
                   lns_mode=args.lns_mode, bound_time_s=args.bound_time, policy=policy,
-                  progress=lambda line: print(line, file=sys.stderr, flush=True))
+                  progress=lambda line: print(line, file=sys.stderr, flush=True), pictures=not args.no_pictures)
     print(cmp.table(verbose=args.verbose))
     with staged_dir(args.out) as staging:  # every file or none, even on Ctrl-C while drawing
-        written = write_outputs(cmp, staging, pictures=not args.no_pictures)
+        written = write_outputs(cmp, staging, pictures=not args.no_pictures,
+                                progress=lambda line: print(line, file=sys.stderr, flush=True))
         pause_point("writing")
     print(f"wrote {len(written)} files to {args.out} (compare.csv, <schedule>.torch.csv, pictures)")
     for r in cmp.ok_rows():
@@ -234,7 +240,9 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         "baselines are measured; default) or experts (around the experts' sub-chunk, as the model "
                         "runs them: the schedule must hide them behind another micro-batch)")
     parser.add_argument("--schedules", default=None, help="comma-separated baselines (default: all)")
-    parser.add_argument("--time-limit", type=positive_seconds, default=120.0, help="solver time limit in seconds")
+    parser.add_argument("--time-limit", type=positive_seconds, default=120.0,
+                        help="time limit of the whole command in seconds: the stage cut, the baselines, the solves, "
+                        "the memory bound and the pictures share it")
     parser.add_argument("--backend", default="cpsat", help="solver backend (default cpsat)")
     parser.add_argument("--lns-share", type=fraction, default=ComparePolicy().lns_share, metavar="X",
                         help="of each solve of the planned schedule, the share the large-neighbourhood search gets "
@@ -244,8 +252,9 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
                         help="reorder: the search may run micro-batches out of order inside a neighbourhood and "
                         "fixes the streams a neighbourhood does not touch; in-order (default): neither")
     parser.add_argument("--bound-time", type=nonnegative_float, default=MEMORY_BOUND_S, metavar="S",
-                        help="seconds after the solves for the memory bound of a planned schedule not proven optimal "
-                        "(formulations.pipeline_memory_bound; 0: off; default %(default)g)")
+                        help="at most this many seconds (within --time-limit) after the solves for the memory bound of "
+                        "a planned schedule not proven optimal (formulations.pipeline_memory_bound; 0: off; default "
+                        "%(default)g)")
     parser.add_argument("--no-opplan", action="store_true", help="baselines only")
     parser.add_argument("--no-pictures", action="store_true", help="skip the PNG files")
     parser.add_argument("--verbose", action="store_true",

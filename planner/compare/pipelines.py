@@ -52,9 +52,10 @@ from typing import TypedDict
 
 from formulations.pipeline import prepare_pipeline
 from planner.compare.baselines import SPLIT, WARM_FROM, free_placements, pipeline_of, scales_of, simulate_baseline
+from planner.compare.compare_budget import DEFAULT_COMPARE_BUDGET, CompareBudget, drawing_s
 from planner.compare.compare_policy import DEFAULT_COMPARE_POLICY, LNS_MODES, PLACEMENTS, ComparePolicy
 from planner.compare.compare_row import CompareRow
-from planner.compare.cut_bound import every_cut_bound_tick
+from planner.compare.cut_bound import FAMILIES, every_cut_bound_tick
 from planner.compare.memory_bound_note import MEMORY_BOUND_S, note_memory_bound
 from planner.compare.model_costs import ModelCosts
 from planner.compare.placement_choice import Listed, dominant, warmest
@@ -65,6 +66,7 @@ from planner.compare.table_text import figure_text, opplan_line, outcome_line
 from planner.errors import OpplanError
 from planner.pipeline.registry import GENERATORS, Scales, UnitCosts
 from planner.schedule.atomic import atomic_write_text
+from planner.schedule.plan import PlanStatus
 from planner.schedule.torch_csv import write_torch_csv
 
 # the names callers take from here, whichever module of planner.compare holds them
@@ -182,6 +184,8 @@ def compare(
     lns_mode: str = "in-order",
     bound_time_s: float = MEMORY_BOUND_S,
     policy: ComparePolicy = DEFAULT_COMPARE_POLICY,
+    pictures: bool = False,
+    budget: CompareBudget = DEFAULT_COMPARE_BUDGET,
 ) -> Comparison:
     """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row
     on `opplan_placement` (`PLACEMENTS`; module docstring) within `time_limit_s` (the auto placement choice included).
@@ -195,7 +199,14 @@ def compare(
     search run micro-batches out of order inside a neighbourhood and fixes the streams a neighbourhood does not
     touch, ``in-order`` (the default) keeps the order and models every stream's middle; `bound_time_s`: after the
     solves, the time the memory bound (`planner.compare.memory_bound_note`) may take on a row not proven optimal
-    (0: none); `policy`: the planned row's tuning (`ComparePolicy`)."""
+    (0: none); `policy`: the planned row's tuning (`ComparePolicy`).
+
+    `time_limit_s` bounds the whole comparison: the baselines, the placement choice, the solves, the memory bound
+    (at most `bound_time_s`, and at most `budget.bound_share` of the limit set aside for it) and, when `pictures`
+    (the caller draws them next, `write_outputs`), the estimated time of the drawing (`CompareBudget`) all come out
+    of it; the solves get the rest.  A placement whose bound is no lower than a schedule another placement already
+    found is not solved (a progress line says so)."""
+    t_start = time.monotonic()
     costs = costs or UnitCosts()
     scales = scales_of(costs)
     if p < 1 or m < 1:
@@ -211,18 +222,20 @@ def compare(
     cap = _memory_cap(p, m, costs, scales, by_name, memory_cap_units)
     cmp.memory_cap_units = None if cap is None else cap / scales.bytes_per_unit
     job = PlacementJob("", p, m, costs, scales, by_name, cap, backend, granularity, subchunk_a2a, policy=policy)
+    deadline = t_start + time_limit_s
+    draw_s = _drawing_estimate_s(rows, budget) if pictures else 0.0
+    bound_reserve_s = min(bound_time_s, budget.bound_share * time_limit_s)
     t0 = time.monotonic()
     placements, why, listed = _placements(opplan_placement, job, progress)
-    if opplan_placement == "auto" and len(free_placements(p, m)) > 1:
-        # the choice's list schedules (handed to the solve) and bounds take tens of seconds on the largest
-        # pipelines: the row's budget pays for them, so the row keeps to `time_limit_s` (unless the choice alone
-        # takes longer)
-        time_limit_s = max(1.0, time_limit_s - (time.monotonic() - t0))
-        if progress is not None:
-            progress(f"   {why}")
+    if why and progress is not None:
+        progress(f"   {why}")
+    # the baselines and the choice's list schedules and bounds (tens of seconds on the largest pipelines) are paid
+    # for, and the memory bound's and the pictures' shares set aside: the command keeps to `time_limit_s` (unless
+    # those alone take longer)
+    solve_s = max(budget.min_solve_s, deadline - time.monotonic() - draw_s - bound_reserve_s)
     share = policy.lns_share if lns_share is None else lns_share
-    best, failures = _solve_placements(job, placements, time_limit_s, t0, why, listed,
-                                       RowSearch(share, progress, "", lns_mode == "reorder"))
+    best, failures = _solve_placements(job, placements, solve_s, t0, why, listed,
+                                       RowSearch(share, progress, "", lns_mode == "reorder"), budget.min_solve_s)
     if best is None:
         rows.append(CompareRow("opplan", skipped="no placement gave a schedule (" + "; ".join(failures) + ")"))
     else:
@@ -230,11 +243,22 @@ def compare(
         best.notes["devices_at_cap"] = devices_at_cap(best.figures.peak_memory_bytes, cap,  # type: ignore[union-attr]
                                                       policy.at_cap_share)
         dualpipe = by_name.get("dualpipe")
-        note_memory_bound(best, None if dualpipe is None else dualpipe.figures, cap, scales, bound_time_s,
+        bound_s = min(bound_time_s, deadline - time.monotonic() - draw_s)  # what the solves left, up to its own
+        if bound_time_s > 0 >= bound_s and best.notes.get("status") is not PlanStatus.OPTIMAL:
+            best.notes["memory_bound"] = {"skipped": "the time limit is spent"}
+        note_memory_bound(best, None if dualpipe is None else dualpipe.figures, cap, scales, bound_s,
                           None if progress is None else (lambda line: progress(f"   {line}")))
         _note_other_placements(best, p, m, costs, scales, cap)
         rows.append(best)
     return cmp
+
+
+def _drawing_estimate_s(rows: list[CompareRow], budget: CompareBudget) -> float:
+    """The time the pictures of these rows and the planned one take to draw: one per schedule (the planned row's
+    about as large as the largest baseline's) and the side-by-side of all (`CompareBudget`)."""
+    bars = [len(r.timeline.placements) for r in rows if not r.skipped and r.timeline is not None]
+    largest = max(bars, default=0)
+    return drawing_s(budget, [*bars, largest, sum(bars) + largest])
 
 
 def _memory_cap(p: int, m: int, costs, scales: Scales, by_name: dict[str, CompareRow],
@@ -270,27 +294,64 @@ def _placements(opplan_placement: str, job: PlacementJob,
 
 
 def _solve_placements(job: PlacementJob, placements: list[str], time_limit_s: float, t0: float, why: str,
-                      listed: Listed, search: RowSearch) -> tuple[CompareRow | None, list[str]]:
-    """The planned row on each of `placements`, the time split evenly: the shortest (None: none gave a schedule),
-    with the placements tried and why auto chose in its notes; and why each failed placement gave no schedule."""
+                      listed: Listed, search: RowSearch,
+                      min_solve_s: float = DEFAULT_COMPARE_BUDGET.min_solve_s) -> tuple[CompareRow | None, list[str]]:
+    """The planned row on each of `placements`, the time left split evenly among the placements left: the
+    shortest (None: none gave a schedule), with the placements tried and why auto chose in its notes; and why each
+    failed placement gave no schedule.  A placement whose bound is no lower than the shortest schedule found so far
+    is not solved (it cannot end shorter; notes["placements_skipped"] and a progress line say so), and its time
+    goes to the placements after it."""
     best: CompareRow | None = None
-    tried: dict[str, tuple[int, int]] = {}  # placement -> (makespan, bound) in ticks
+    # placement -> (makespan, bound) in ticks; makespan None: not solved, its bound cannot beat the incumbent
+    tried: dict[str, tuple[int | None, int]] = {}
+    skipped: dict[str, float] = {}  # placement -> its bound in the comparison's units, no lower than the incumbent
     failures: list[str] = []  # why a placement gave no schedule, in the skipped row's words
-    for placement in placements:
+    deadline = time.monotonic() + time_limit_s
+    for i, placement in enumerate(placements):
+        if best is not None and best.figures is not None:
+            bound = _placement_bound_tick(job, placement)
+            if bound is not None and bound >= best.figures.makespan_tick:
+                per = job.scales.ticks_per_unit
+                skipped[placement] = bound / per
+                tried[placement] = (None, bound)
+                if search.progress is not None:
+                    search.progress(f"   {placement} placement skipped: its bound {figure_text(bound / per)} cannot "
+                                    f"beat the {best.notes.get('placement')} placement's schedule "
+                                    f"{figure_text(best.figures.makespan_tick / per)}")
+                continue
         before = time.monotonic() - t0  # time to best counts from the placement choice's start
+        share_s = max(min_solve_s, (deadline - time.monotonic()) / (len(placements) - i))
         row = plan_placement(dataclasses.replace(job, placement=placement, listed=listed.get(placement),
                                                  search=dataclasses.replace(search, placement=placement)),
-                             time_limit_s / len(placements))
+                             share_s)
         if row.figures is None:
             failures.append(row.skipped or f"{placement} placement: no schedule")
             continue
         row.notes["time_to_best_s"] = before + float(row.notes["time_to_best_s"])  # type: ignore[arg-type]
         row.notes["tried"] = tried
         row.notes["placement_why"] = why
+        row.notes["placements_skipped"] = skipped
         tried[placement] = (row.figures.makespan_tick, int(row.notes["bound_tick"]))  # type: ignore[call-overload]
         if best is None or best.figures is None or row.figures.makespan_tick < best.figures.makespan_tick:
             best = row
     return best, failures
+
+
+def _placement_bound_tick(job: PlacementJob, placement: str) -> int | None:
+    """A lower bound on every schedule the planned row can find on `placement`, in ticks; None where none is
+    cheap to know.  On unit costs the placement's trivial bound (critical path, work / devices; no order or memory
+    assumed); on a model or a preset the planned row moves its cut, so the bound over every cut of the placement
+    (`planner.compare.cut_bound`).  Only at granularity 1: sub-chunks can overlap what a stage-level bound keeps
+    apart."""
+    if job.granularity != 1 or placement not in SPLIT:
+        return None
+    try:
+        if isinstance(job.costs, (ModelCosts, PresetCosts)):
+            return every_cut_bound_tick(job.costs, job.p, job.m, (placement,))[0] if placement in FAMILIES else None
+        pipeline = pipeline_of(SPLIT[placement], job.p, job.m, job.costs, job.scales)
+        return prepare_pipeline(pipeline, job.cap_bytes, constructive=False).trivial_tick
+    except OpplanError:
+        return None
 
 
 def devices_at_cap(peak_bytes: Sequence[int], cap_bytes: int | None,
@@ -337,9 +398,11 @@ def _note_every_cut_bound(row: CompareRow, p: int, m: int, costs, scales: Scales
                                                      for fam, v in per_family.items()}}
 
 
-def write_outputs(cmp: Comparison, out_dir: str | os.PathLike[str], *, pictures: bool = True) -> list[Path]:
+def write_outputs(cmp: Comparison, out_dir: str | os.PathLike[str], *, pictures: bool = True,
+                  progress: Callable[[str], None] | None = None) -> list[Path]:
     """compare.csv, one torch pipelining CSV and (if `pictures`) one Gantt PNG per schedule, and a side-by-side
-    picture; returns the paths written."""
+    picture; returns the paths written.  `progress` gets a line before each picture ("drawing 3/10 pictures: ..."):
+    on a large pipeline each takes seconds."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "compare.csv"]
@@ -350,9 +413,15 @@ def write_outputs(cmp: Comparison, out_dir: str | os.PathLike[str], *, pictures:
         write_torch_csv(r.schedule, path)
         written.append(path)
     if pictures:
-        for r in cmp.ok_rows():
+        rows = cmp.ok_rows()
+        total = len(rows) + 1
+        for i, r in enumerate(rows, 1):
+            if progress is not None:
+                progress(f"   drawing {i}/{total} pictures: {r.name}")
             path = out / f"{r.name}.png"
             plot_schedule(cmp, r, path)  # the figures of compare.csv, in its units (planner.compare.plot)
             written.append(path)
+        if progress is not None:
+            progress(f"   drawing {total}/{total} pictures: side by side")
         written.append(plot_side_by_side(cmp, out / "side_by_side.png"))
     return written

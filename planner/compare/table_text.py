@@ -36,6 +36,10 @@ def opplan_line(opp: CompareRow, time_unit: str, memory_unit: str, cap_units: fl
     why = opp.notes.get("placement_why")
     if why:
         told = f" ({why})" + told
+    skipped = opp.notes.get("placements_skipped")
+    if isinstance(skipped, dict) and skipped:
+        told += "".join(f", the {pl} placement not solved (its bound {figure_text(float(v))} {time_unit} cannot beat "
+                        f"this schedule)" for pl, v in skipped.items())
     return (f"opplan: {opp.notes.get('status')}, bound "
             f"{figure_text(bound) + ' ' + time_unit if isinstance(bound, (int, float)) else bound}, gap "
             f"{opp.notes.get('gap', 0):.1%}, placement {opp.notes.get('placement')}{told}, warm start "
