@@ -488,7 +488,7 @@ def _whatif(args: argparse.Namespace) -> int:
     from planner.ir.hardware import load_topology
     from planner.ir.units import format_bytes, format_time
     from planner.prepare import prepare
-    from planner.whatif import memory_sweep, parse_memory_range, write_whatif
+    from planner.whatif import memory_sweep, parse_memory_range, short_reason, write_whatif
 
     capacities = parse_memory_range(args.memory)
     topology = load_topology(args.hw or DEFAULT_PROFILE)
@@ -502,8 +502,11 @@ def _whatif(args: argparse.Namespace) -> int:
     for row in result.rows:
         shown = format_time(row.makespan_s, unit=unit) if row.feasible else f"infeasible: {row.reason}"
         print(f"{format_bytes(row.capacity_bytes):>12}  {shown}")
+        if args.verbose and row.details:  # the planner's full words, once (the CSV's details column)
+            print(f"{'':>12}  {row.details}")
+    why = result.capacity_lower_bound_reason
     print(f"smallest capacity that can fit at all (lower bound): {format_bytes(result.capacity_lower_bound_bytes)} "
-          f"({result.capacity_lower_bound_reason})")
+          f"({why if args.verbose else short_reason(why)})")
     if result.smallest_feasible_bytes is not None:
         print(f"smallest feasible capacity in the sweep: {format_bytes(result.smallest_feasible_bytes)}")
     else:
@@ -520,6 +523,8 @@ def whatif_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=Path("out/whatif"),
                         help="folder for whatif.csv and whatif.png")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--verbose", action="store_true",
+                        help="the planner's full reasons: why each capacity is infeasible and the lower bound's")
     _add_solve_args(parser)
     parser.set_defaults(time_limit=20.0)
     return _run(_whatif, parser, argv)

@@ -42,3 +42,17 @@ def test_sweep_reasons_are_short_and_details_come_once(tmp_path):
     details = [r["details"] for r in rows if r["details"]]
     assert len(details) == len(set(details))  # no row repeats another's details
     assert all(len(r["reason"]) <= REASON_CHARS for r in rows)
+
+
+def test_plan_whatif_prints_short_reasons_and_the_details_with_verbose(tmp_path, capsys):
+    from planner.cli import whatif_main
+
+    args = ["--memory", "100KiB,250KiB,300KiB", "--time-limit", "3", "--quiet"]
+    assert whatif_main([*args, "--out-dir", str(tmp_path / "a")]) == 0
+    short = capsys.readouterr().out
+    assert whatif_main([*args, "--verbose", "--out-dir", str(tmp_path / "b")]) == 0
+    long = capsys.readouterr().out
+    assert max(len(line) for line in short.splitlines()) < 200
+    assert len(long) > len(short)
+    bound_line = next(x for x in long.splitlines() if x.startswith("smallest capacity that can fit at all"))
+    assert len(bound_line) > 200  # the lower bound's full reason, once
