@@ -359,24 +359,25 @@ def _post_dominators(graph: OpGraph, entries: list[tuple[int, ...]]) -> list[tup
 # ----- 3, 4. roles and bytes --------------------------------------------------------------------------------------
 
 
-def _layer(graph: OpGraph, r: _Router, entry: tuple[int, ...], sink: int,
-           producer: Mapping[str, int]) -> MoELayer | None:
-    """The layer ending at `sink`, or None when no expert branch and combine lie before it."""
-    ops = graph.ops
-    succ, pred = graph.successors, graph.predecessors
-    sink = _extend_sink(graph, r.topk, sink, producer)
-    region = _forward(entry, succ, stop=sink)  # token ops, the sink included
-    ancestors = _backward([sink], pred)
-    routing = (_forward([r.topk], succ, stop=sink) & ancestors) - region
-    routing |= set(r.chain)
-    routing_tensors = {t for i in routing for t in ops[i].writes}
-    order = sorted(region)
-    weighted: dict[int, bool] = {}
-    after_dispatch: dict[int, bool] = {}
-    combine: set[int] = set()
-    dispatch: set[int] = set()
-    gates: set[int] = set()
-    weight_gathers: dict[int, tuple[int, ...]] = {}  # expert product -> the ops gathering its weights by routing
+@dataclass
+class _OpRoles:
+    """What each token op of a layer's region does, from one pass in topological order."""
+
+    weighted: dict[int, bool]  # the op or a token predecessor carries its own weight
+    after_dispatch: dict[int, bool]  # the op is a dispatch or follows one
+    combine: set[int]
+    dispatch: set[int]
+    gates: set[int]
+    weight_gathers: dict[int, tuple[int, ...]]  # expert product -> the ops gathering its weights by routing
+
+
+def _op_roles(graph: OpGraph, order: list[int], region: set[int], routing_tensors: set[str], sink: int,
+              producer: Mapping[str, int]) -> _OpRoles:
+    """Classify the region's ops (in `order`, topological) as weighted, dispatch, combine and gate."""
+    ops, pred = graph.ops, graph.predecessors
+    roles = _OpRoles({}, {}, set(), set(), set(), {})
+    weighted, after_dispatch, combine, dispatch = roles.weighted, roles.after_dispatch, roles.combine, roles.dispatch
+    gates, weight_gathers = roles.gates, roles.weight_gathers
     for v in order:
         tok_preds = [u for u in pred[v] if u in region]
         op = ops[v]
@@ -396,7 +397,14 @@ def _layer(graph: OpGraph, r: _Router, entry: tuple[int, ...], sink: int,
         elif routed:
             dispatch.add(v)
         after_dispatch[v] = v in dispatch or any(after_dispatch[u] for u in tok_preds)
-    candidates = {v for v in order if v not in combine and (weighted[v] or after_dispatch[v])}
+    return roles
+
+
+def _expert_pieces(graph: OpGraph, order: list[int], region: set[int], roles: _OpRoles
+                   ) -> tuple[list[set[int]], list[set[int]]]:
+    """(expert branches, shared pieces): the weighted or dispatched ops outside the combine, by component."""
+    succ, pred = graph.successors, graph.predecessors
+    candidates = {v for v in order if v not in roles.combine and (roles.weighted[v] or roles.after_dispatch[v])}
     pieces = _components(candidates, succ)
     branches: list[set[int]] = []
     shared: list[set[int]] = []
@@ -404,16 +412,31 @@ def _layer(graph: OpGraph, r: _Router, entry: tuple[int, ...], sink: int,
         # an expert is dispatched to, or weighted alone by routing data (a gate whose token inputs all come from
         # it); a piece that only joins a merge that reads routing data (a shared expert added into the combine's
         # ScatterND) is not
-        weighted_alone = any(s in gates and all(u in piece for u in pred[s] if u in region)
+        weighted_alone = any(s in roles.gates and all(u in piece for u in pred[s] if u in region)
                              for v in piece for s in succ[v])
-        is_expert = any(v in dispatch for v in piece) or weighted_alone
+        is_expert = any(v in roles.dispatch for v in piece) or weighted_alone
         (branches if is_expert else shared).append(piece)
-    if not branches or not gates:
-        return None
-    for piece in branches:  # an expert's weight gathers belong to its branch, not to the router
-        for v in list(piece):
-            piece.update(weight_gathers.get(v, ()))
-    routing -= {u for chain in weight_gathers.values() for u in chain}
+    return branches, shared
+
+
+@dataclass(frozen=True)
+class _Traffic:
+    """A layer's token shape and the bytes its dispatch and combine move."""
+
+    n_tokens: int
+    hidden: int
+    elem: int
+    dispatch_bytes: int
+    combine_bytes: int
+    gathered: bool
+    anchor: dict[str, int]
+
+
+def _traffic(graph: OpGraph, r: _Router, dispatch: set[int], combine: set[int], branches: list[set[int]]
+             ) -> _Traffic:
+    """The bytes dispatched and combined: the gathered rows' sizes when the dispatch gathers tokens, else the
+    top-k tokens' size spread over the first ops of the branches (`anchor`: op -> bytes it stands for)."""
+    ops, succ = graph.ops, graph.successors
     x_info = graph.tensors[r.x]
     hidden = int(x_info.shape[-1])
     numel = math.prod(x_info.shape)
@@ -438,15 +461,40 @@ def _layer(graph: OpGraph, r: _Router, entry: tuple[int, ...], sink: int,
         share, rest = divmod(dispatch_bytes, len(firsts))
         for j, name in enumerate(firsts):
             anchor[name] = share + (rest if j == 0 else 0)
+    return _Traffic(n_tokens, hidden, elem, int(dispatch_bytes), int(combine_bytes), gathered, anchor)
+
+
+def _layer(graph: OpGraph, r: _Router, entry: tuple[int, ...], sink: int,
+           producer: Mapping[str, int]) -> MoELayer | None:
+    """The layer ending at `sink`, or None when no expert branch and combine lie before it."""
+    ops = graph.ops
+    succ, pred = graph.successors, graph.predecessors
+    sink = _extend_sink(graph, r.topk, sink, producer)
+    region = _forward(entry, succ, stop=sink)  # token ops, the sink included
+    ancestors = _backward([sink], pred)
+    routing = (_forward([r.topk], succ, stop=sink) & ancestors) - region
+    routing |= set(r.chain)
+    routing_tensors = {t for i in routing for t in ops[i].writes}
+    order = sorted(region)
+    roles = _op_roles(graph, order, region, routing_tensors, sink, producer)
+    branches, shared = _expert_pieces(graph, order, region, roles)
+    if not branches or not roles.gates:
+        return None
+    for piece in branches:  # an expert's weight gathers belong to its branch, not to the router
+        for v in list(piece):
+            piece.update(roles.weight_gathers.get(v, ()))
+    routing -= {u for chain in roles.weight_gathers.values() for u in chain}
+    t = _traffic(graph, r, roles.dispatch, roles.combine, branches)
+
     def names(idx: Iterable[int]) -> tuple[str, ...]:
         return tuple(ops[i].name for i in sorted(idx))
 
     return MoELayer(
-        router_ops=names(routing), topk_op=ops[r.topk].name, experts=r.experts, top_k=r.top_k, tokens=n_tokens,
-        hidden=hidden, element_bytes=elem, expert_branches=tuple(names(p) for p in branches),
-        shared_ops=names(v for piece in shared for v in piece), dispatch_ops=names(dispatch),
-        combine_ops=names(combine), dispatch_bytes=int(dispatch_bytes), combine_bytes=int(combine_bytes),
-        gathered=gathered, anchor_bytes=anchor)
+        router_ops=names(routing), topk_op=ops[r.topk].name, experts=r.experts, top_k=r.top_k, tokens=t.n_tokens,
+        hidden=t.hidden, element_bytes=t.elem, expert_branches=tuple(names(p) for p in branches),
+        shared_ops=names(v for piece in shared for v in piece), dispatch_ops=names(roles.dispatch),
+        combine_ops=names(roles.combine), dispatch_bytes=t.dispatch_bytes, combine_bytes=t.combine_bytes,
+        gathered=t.gathered, anchor_bytes=t.anchor)
 
 
 def _extend_sink(graph: OpGraph, topk: int, sink: int, producer: Mapping[str, int]) -> int:
