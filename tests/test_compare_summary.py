@@ -42,3 +42,13 @@ def test_cli_prints_the_short_line_and_the_story_with_verbose(tmp_path, capsys):
     assert len(short_line) < len(long_line)
     table_end = [x for x in short if x.startswith("result: opplan ")]
     assert table_end[-1].startswith("result: opplan 12 unit — ") and "DualPipe" in table_end[-1]
+
+
+def test_memory_bound_progress_lines_are_in_the_comparisons_unit():
+    from planner.compare.pipelines import ticks_in_units
+    from planner.pipeline.registry import Scales
+
+    line = "memory bound: device 0, a schedule ending by 506028 ticks? feasible (0.9 s)"
+    assert ticks_in_units(line, Scales(100, 1), "us") == \
+        "memory bound: device 0, a schedule ending by 5060 us? feasible (0.9 s)"
+    assert ticks_in_units("no ticks here", Scales(100, 1), "us") == "no ticks here"

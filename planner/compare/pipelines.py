@@ -44,6 +44,7 @@ import csv
 import dataclasses
 import io
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,7 @@ from planner.schedule.torch_csv import write_torch_csv
 __all__ = ["CSV_COLUMNS", "LNS_MODES", "PLACEMENTS", "CompareRow", "CompareValues", "Comparison", "compare",
            "devices_at_cap", "scales_of", "simulate_baseline", "write_outputs"]
 
+_TICKS = re.compile(r"\b(\d+) ticks\b")
 CSV_COLUMNS = ("schedule", "makespan", "bubble_ratio", "peak_memory", "param_memory")
 
 
@@ -247,10 +249,17 @@ def compare(
         if bound_time_s > 0 >= bound_s and best.notes.get("status") is not PlanStatus.OPTIMAL:
             best.notes["memory_bound"] = {"skipped": "the time limit is spent"}
         note_memory_bound(best, None if dualpipe is None else dualpipe.figures, cap, scales, bound_s,
-                          None if progress is None else (lambda line: progress(f"   {line}")))
+                          None if progress is None else
+                          (lambda line: progress(f"   {ticks_in_units(line, scales, cmp.units()[0])}")))
         _note_other_placements(best, p, m, costs, scales, cap)
         rows.append(best)
     return cmp
+
+
+def ticks_in_units(line: str, scales: Scales, time_unit: str) -> str:
+    """A progress line of the pipeline formulations with every "N ticks" in the comparison's time unit (the table's
+    and the CSV's): solver ticks mean nothing to a reader."""
+    return _TICKS.sub(lambda found: f"{figure_text(int(found[1]) / scales.ticks_per_unit)} {time_unit}", line)
 
 
 def _drawing_estimate_s(rows: list[CompareRow], budget: CompareBudget) -> float:
