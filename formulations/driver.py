@@ -119,6 +119,72 @@ class Solved(Generic[SolutionT]):
     solver_status: SolveStatus = SolveStatus.UNKNOWN
 
 
+def _improvement_recorder(
+    t0: float, progress: ProgressCallback | None
+) -> tuple[list[tuple[float, float]], ProgressCallback]:
+    """A progress callback that records (seconds since t0, incumbent) at each improvement into the returned list
+    and forwards every call to `progress`."""
+    found: list[tuple[float, float]] = []
+
+    def on_progress(wall_s: float, incumbent: float | None, bound: float | None, gap: float | None) -> None:
+        if incumbent is not None and (not found or incumbent < found[-1][1]):
+            found.append((time.monotonic() - t0, incumbent))
+        if progress is not None:
+            progress(wall_s, incumbent, bound, gap)
+
+    return found, on_progress
+
+
+def _known_stands(formulation: Formulation[ModelT, SolutionT], be: Backend, status: SolveStatus,
+                  known: SolutionT | None) -> bool:
+    """For a model the backend rejects or calls infeasible: True when `known` stands as the answer (a backend whose
+    cumulative is not exact may reject a model a valid solution satisfies); raises otherwise."""
+    if status is SolveStatus.MODEL_INVALID:
+        raise RuntimeError(f"{be.name} rejected the {formulation.name} model of {formulation.subject!r} "
+                           f"(a formulation bug)")
+    if known is None:
+        raise InfeasibleError(formulation.explain_infeasible(be))
+    if formulation.uses_cumulative and not be.exact_cumulative:
+        return True
+    raise RuntimeError(f"{be.name} calls the {formulation.name} model of {formulation.subject!r} infeasible, "
+                       f"but a known solution satisfies it (a formulation bug)")
+
+
+def _known_verdict(formulation: Formulation[ModelT, SolutionT], known: SolutionT, bound: int
+                   ) -> tuple[PlanStatus, int]:
+    """(status, bound) of answering with the known solution: the bound never above its value."""
+    value = formulation.value_tick(known)
+    bound = min(bound, value)
+    return _status(bound, value), bound
+
+
+def _pick_solution(
+    formulation: Formulation[ModelT, SolutionT], model: ModelT, result: SolveResult, known: SolutionT | None,
+    bound: int, rel_gap: float, found: list[tuple[float, float]],
+) -> tuple[SolutionT, PlanStatus, int, SolutionSource, float]:
+    """(solution, status, bound, source, seconds to the best) from a solver result that holds a solution: the
+    solver's, or `known` where it is strictly better by value."""
+    by_value = formulation.objective_is_value
+    solution = formulation.read(model, result)
+    value = formulation.value_tick(solution)
+    proven = result.status is SolveStatus.OPTIMAL
+    if by_value and proven and rel_gap == 0:
+        bound = max(bound, value)
+    to_best = next((t for t, v in found if result.objective is not None and v <= result.objective
+                    + BOUND_TOLERANCE), 0.0)
+    source = SolutionSource.SOLVER
+    if by_value and known is not None and formulation.value_tick(known) <= value:
+        to_best = 0.0  # the known solution was as good from the start
+        if formulation.value_tick(known) < value:
+            solution, value, source = known, formulation.value_tick(known), SolutionSource.KNOWN
+    bound = min(bound, value)
+    if by_value:
+        status = _status(bound, value)
+    else:
+        status = PlanStatus.OPTIMAL if proven else PlanStatus.FEASIBLE
+    return solution, status, bound, source, to_best
+
+
 def solve_formulation(
     formulation: Formulation[ModelT, SolutionT],
     *,
@@ -145,14 +211,7 @@ def solve_formulation(
         hint = known
     if hint is not None:
         formulation.hint(model, hint)
-    found: list[tuple[float, float]] = []  # (seconds since t0, incumbent) at each improvement
-
-    def on_progress(wall_s: float, incumbent: float | None, bound: float | None, gap: float | None) -> None:
-        if incumbent is not None and (not found or incumbent < found[-1][1]):
-            found.append((time.monotonic() - t0, incumbent))
-        if progress is not None:
-            progress(wall_s, incumbent, bound, gap)
-
+    found, on_progress = _improvement_recorder(t0, progress)
     remaining = max(MIN_SOLVE_S, time_limit_s - (time.monotonic() - t0))
     result = builder.solve(SolveParams(time_limit_s=remaining, rel_gap=rel_gap, threads=threads, seed=seed,
                                        deterministic=deterministic, progress=on_progress))
@@ -162,50 +221,21 @@ def solve_formulation(
         return Solved(solution, status, bound, be.name, be.version, time.monotonic() - t0, source, to_best,
                       result.status)
 
-    if result.status is SolveStatus.MODEL_INVALID:
-        raise RuntimeError(f"{be.name} rejected the {formulation.name} model of {formulation.subject!r} "
-                           f"(a formulation bug)")
-    if result.status is SolveStatus.INFEASIBLE:
-        if known is None:
-            raise InfeasibleError(formulation.explain_infeasible(be))
-        if formulation.uses_cumulative and not be.exact_cumulative:
-            value = formulation.value_tick(known)
-            bound = min(lower_bound_tick, value)
-            return answer(known, _status(bound, value), bound, SolutionSource.KNOWN)
-        raise RuntimeError(f"{be.name} calls the {formulation.name} model of {formulation.subject!r} infeasible, "
-                           f"but a known solution satisfies it (a formulation bug)")
+    if result.status in (SolveStatus.MODEL_INVALID, SolveStatus.INFEASIBLE):
+        if _known_stands(formulation, be, result.status, known):
+            assert known is not None  # _known_stands raises without one
+            return answer(known, *_known_verdict(formulation, known, lower_bound_tick), SolutionSource.KNOWN)
 
-    by_value = formulation.objective_is_value
     bound = lower_bound_tick
-    if by_value and result.best_bound is not None and math.isfinite(result.best_bound):
+    if formulation.objective_is_value and result.best_bound is not None and math.isfinite(result.best_bound):
         bound = max(bound, formulation.bound_tick(result.best_bound))
     if not result.has_solution:
         if known is None:
             raise OpplanError(f"{be.name} found no {formulation.solution_noun} for {formulation.subject!r} within "
                               f"{time_limit_s:g} s and no valid warm start was given",
                               fix="raise the time limit or pass a warm start")
-        value = formulation.value_tick(known)
-        bound = min(bound, value)
-        return answer(known, _status(bound, value), bound, SolutionSource.KNOWN)
-
-    solution = formulation.read(model, result)
-    value = formulation.value_tick(solution)
-    proven = result.status is SolveStatus.OPTIMAL
-    if by_value and proven and rel_gap == 0:
-        bound = max(bound, value)
-    to_best = next((t for t, v in found if result.objective is not None and v <= result.objective
-                    + BOUND_TOLERANCE), 0.0)
-    source = SolutionSource.SOLVER
-    if by_value and known is not None and formulation.value_tick(known) <= value:
-        to_best = 0.0  # the known solution was as good from the start
-        if formulation.value_tick(known) < value:
-            solution, value, source = known, formulation.value_tick(known), SolutionSource.KNOWN
-    bound = min(bound, value)
-    if by_value:
-        status = _status(bound, value)
-    else:
-        status = PlanStatus.OPTIMAL if proven else PlanStatus.FEASIBLE
-    return answer(solution, status, bound, source, to_best)
+        return answer(known, *_known_verdict(formulation, known, bound), SolutionSource.KNOWN)
+    return answer(*_pick_solution(formulation, model, result, known, bound, rel_gap, found))
 
 
 def _status(bound: int, value: int) -> PlanStatus:
