@@ -388,6 +388,105 @@ def device_relaxations(pipeline: TrainingPipeline, caps: Sequence[int],
     return out, parts
 
 
+def _distinct_relaxations(relaxations: Sequence[DeviceRelaxation], parts: Sequence[int],
+                          first_devices: Sequence[int]) -> list[DeviceRelaxation]:
+    """One relaxation per problem (DualPipe's mirrored devices once), in the order they are asked."""
+    distinct: list[DeviceRelaxation] = []
+    seen: set[tuple] = set()
+    # single devices first (each is quick), then pairs; each by how many of `first_devices` it holds (a relaxation
+    # can rise above the device bound only where memory binds: on GPT-2's export at p = 8 the pair at the cap is
+    # proven in 226 s, while a pair away from it stayed unknown after 300 s), then by its largest device-bound term
+    binding = set(first_devices)
+    for r in sorted(relaxations, key=lambda x: (len(x.devices), -len(binding.intersection(x.devices)),
+                                                -max(parts[d] for d in x.devices))):
+        sig = r.signature()
+        if sig not in seen:
+            seen.add(sig)
+            distinct.append(r)
+    return distinct
+
+
+@dataclass
+class _BoundSearch:
+    """The probes asked so far within one time budget, and the bound they prove."""
+
+    t0: float
+    time_limit_s: float
+    threads: int
+    progress: Callable[[str], None] | None
+    bound: int
+    raised_by: int | None = None
+    raised_devices: tuple[int, ...] = ()
+    probes: list[Probe] = dataclasses.field(default_factory=list)
+    # devices -> a makespan their relaxation has a schedule by
+    feasible_at: dict[tuple[int, ...], int] = dataclasses.field(default_factory=dict)
+
+    def out_of_time(self) -> bool:
+        """True once the budget is spent."""
+        return time.monotonic() - self.t0 >= self.time_limit_s
+
+    def ask(self, r: DeviceRelaxation, tick: int, seconds: float) -> str:
+        """Probe `r` at `tick` for at most `seconds` (and the budget left); records the probe, returns its status."""
+        left = self.time_limit_s - (time.monotonic() - self.t0)
+        began = time.monotonic()
+        status = r.probe(tick, min(seconds, left), self.threads)
+        self.probes.append(Probe(r.device, tick, status, time.monotonic() - began, r.devices))
+        if self.progress is not None:
+            who = f"devices {r.devices[0]} and {r.devices[1]}" if len(r.devices) > 1 else f"device {r.device}"
+            self.progress(f"memory bound: {who}, a schedule ending by {tick} ticks? {status} "
+                          f"({self.probes[-1].seconds:.1f} s)")
+        return status
+
+    def first_questions(self, distinct: list[DeviceRelaxation], first_ticks: Sequence[int], upper_tick: int,
+                        first_probe_s: float) -> None:
+        """The caller's questions, on every device before any binary search: one device proving a first tick
+        settles it, and a search on the first device must not spend the time another device needs for that proof."""
+        for tick in sorted(first_ticks, reverse=True):
+            for r in distinct:
+                if not self.bound <= tick < min(upper_tick, self.feasible_at.get(r.devices, upper_tick)):
+                    continue
+                if self.out_of_time():
+                    break
+                status = self.ask(r, tick, first_probe_s)
+                if status == "infeasible":
+                    self.bound, self.raised_by, self.raised_devices = tick + 1, r.device, r.devices
+                    break
+                if status == "feasible":
+                    self.feasible_at[r.devices] = tick
+
+    def binary_search(self, distinct: list[DeviceRelaxation], upper_tick: int, probe_s: float) -> bool:
+        """Raise the bound by a binary search on each relaxation in turn; True when every search finished."""
+        complete = True
+        for r in distinct:
+            if self.out_of_time():
+                complete = False
+                break
+            # proven: nothing ends before lo; r fits by hi
+            lo, hi = self.bound, self.feasible_at.get(r.devices, upper_tick)
+            questions = [lo]  # a relaxation with a schedule by the bound so far cannot raise it: one probe
+            while hi - lo > max(0, int(RESOLUTION * lo)):
+                if self.out_of_time():
+                    complete = False
+                    break
+                tick = questions.pop() if questions else (lo + hi) // 2
+                status = self.ask(r, tick, probe_s)
+                if status == "infeasible":
+                    lo = tick + 1
+                elif status == "feasible":
+                    hi = tick
+                else:
+                    complete = False
+                    break
+            if lo > self.bound:
+                self.bound, self.raised_by, self.raised_devices = lo, r.device, r.devices
+        return complete
+
+    def result(self, plain: int, complete: bool) -> MemoryBound:
+        """The `MemoryBound` of the probes so far."""
+        return MemoryBound(self.bound, plain, self.raised_by, tuple(self.probes), complete,
+                           time.monotonic() - self.t0, self.raised_devices)
+
+
 def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, upper_tick: int,
                  time_limit_s: float, first_ticks: Sequence[int] = (), probe_s: float = PROBE_S,
                  first_probe_s: float = FIRST_PROBE_S, threads: int = 8,
@@ -410,69 +509,9 @@ def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, 
     sets = [(d,) for d in range(pipeline.num_devices)] + (list(neighbour_pairs(pipeline)) if pairs else [])
     relaxations, parts = device_relaxations(pipeline, caps, sets)
     plain = max(parts, default=0)
-    bound, raised_by, complete = plain, None, True
-    raised_devices: tuple[int, ...] = ()
-    probes: list[Probe] = []
-
-    def ask(r: DeviceRelaxation, tick: int, seconds: float) -> str:
-        left = time_limit_s - (time.monotonic() - t0)
-        began = time.monotonic()
-        status = r.probe(tick, min(seconds, left), threads)
-        probes.append(Probe(r.device, tick, status, time.monotonic() - began, r.devices))
-        if progress is not None:
-            who = f"devices {r.devices[0]} and {r.devices[1]}" if len(r.devices) > 1 else f"device {r.device}"
-            progress(f"memory bound: {who}, a schedule ending by {tick} ticks? {status} "
-                     f"({probes[-1].seconds:.1f} s)")
-        return status
-
-    distinct: list[DeviceRelaxation] = []  # one relaxation per problem (DualPipe's mirrored devices once)
-    seen: set[tuple] = set()
-    # single devices first (each is quick), then pairs; each by how many of `first_devices` it holds (a relaxation
-    # can rise above the device bound only where memory binds: on GPT-2's export at p = 8 the pair at the cap is
-    # proven in 226 s, while a pair away from it stayed unknown after 300 s), then by its largest device-bound term
-    binding = set(first_devices)
-    for r in sorted(relaxations, key=lambda x: (len(x.devices), -len(binding.intersection(x.devices)),
-                                                -max(parts[d] for d in x.devices))):
-        sig = r.signature()
-        if sig not in seen:
-            seen.add(sig)
-            distinct.append(r)
-    # first the caller's questions, on every device before any binary search: one device proving a first tick
-    # settles it, and a search on the first device must not spend the time another device needs for that proof
-    feasible_at: dict[tuple[int, ...], int] = {}  # devices -> a makespan their relaxation has a schedule by
-    for tick in sorted(first_ticks, reverse=True):
-        for r in distinct:
-            if not bound <= tick < min(upper_tick, feasible_at.get(r.devices, upper_tick)):
-                continue
-            if time.monotonic() - t0 >= time_limit_s:
-                break
-            status = ask(r, tick, first_probe_s)
-            if status == "infeasible":
-                bound, raised_by, raised_devices = tick + 1, r.device, r.devices
-                break
-            if status == "feasible":
-                feasible_at[r.devices] = tick
+    searched = _BoundSearch(t0, time_limit_s, threads, progress, plain)
+    distinct = _distinct_relaxations(relaxations, parts, first_devices)
+    searched.first_questions(distinct, first_ticks, upper_tick, first_probe_s)
     if not search:
-        return MemoryBound(bound, plain, raised_by, tuple(probes), False, time.monotonic() - t0, raised_devices)
-    for r in distinct:
-        if time.monotonic() - t0 >= time_limit_s:
-            complete = False
-            break
-        lo, hi = bound, feasible_at.get(r.devices, upper_tick)  # proven: nothing ends before lo; r fits by hi
-        questions = [lo]  # a relaxation with a schedule by the bound so far cannot raise it: one probe
-        while hi - lo > max(0, int(RESOLUTION * lo)):
-            if time.monotonic() - t0 >= time_limit_s:
-                complete = False
-                break
-            tick = questions.pop() if questions else (lo + hi) // 2
-            status = ask(r, tick, probe_s)
-            if status == "infeasible":
-                lo = tick + 1
-            elif status == "feasible":
-                hi = tick
-            else:
-                complete = False
-                break
-        if lo > bound:
-            bound, raised_by, raised_devices = lo, r.device, r.devices
-    return MemoryBound(bound, plain, raised_by, tuple(probes), complete, time.monotonic() - t0, raised_devices)
+        return searched.result(plain, False)
+    return searched.result(plain, searched.binary_search(distinct, upper_tick, probe_s))
