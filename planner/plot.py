@@ -211,7 +211,7 @@ def gantt_figure(
         handles = [Patch(facecolor=c, label=words.get(g, g)) for g, c in groups.items()]
         if show_comm and timeline.transfers:
             handles.append(Patch(facecolor="0.45", label="transfer"))
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
     if mem_ax is None:
         ax.set_xlabel(f"time ({unit})")
     else:
@@ -269,12 +269,12 @@ def _plot_memory(ax, timeline: Timeline, scale: float, unit: str, x_end: float,
     ax.set_xlabel(f"time ({unit})")
     ax.grid(linewidth=0.3, alpha=0.5)
     if timeline.num_devices <= 16:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
     if off_scale:
         # every device is named: a note naming half of them reads as if the others had no capacity
         told = "; ".join(f"{', '.join(names)} {cap_text}" for cap_text, names in off_scale.items())
         ax.text(0.995, 0.97, "capacity off scale: " + told, transform=ax.transAxes,
-                ha="right", va="top", fontsize=7, color="0.3")
+                ha="right", va="top", fontsize=8, color="0.3")
 
 
 def whatif_figure(result) -> Figure:
