@@ -251,6 +251,35 @@ def _solve_option(model: SchedulingInstance, local_first: int | None, limit_s: f
     return _Option(device, start, solved.makespan_tick, first)
 
 
+def _first_sweep(fine: SchedulingInstance, plan: Plan, results: Sequence[SegmentResult], policy: SearchPolicy,
+                 time_limit_s: float, params: SolveParams, backend: str) -> Plan | None:
+    """The sweep over every segment that opens a pinned search, within its share of the time; None for none."""
+    return _sweep(fine, plan, results, time_limit_s=policy.segment_sweep_share * time_limit_s, backend=backend,
+                  threads=params.threads, seed=params.seed)
+
+
+def _choose_group(groups: list[_Group], gaps: list[int], left_s: float, min_move_s: float) -> tuple[int, float]:
+    """(index of the group to move, the move's seconds): among the least-tried open groups the one with the
+    largest gap, given time in proportion to its share of their gaps (at least `min_move_s`, at most `left_s`)."""
+    least_tried = min(g.tries for g, gap in zip(groups, gaps) if gap > 0)
+    pick = max((k for k, g in enumerate(groups) if gaps[k] > 0 and g.tries == least_tried),
+               key=lambda k: gaps[k])
+    open_gap = sum(gap for g, gap in zip(groups, gaps) if g.tries == least_tried)
+    return pick, min(left_s, max(min_move_s, left_s * gaps[pick] / max(1, open_gap)))
+
+
+def _stitched_move(fine: SchedulingInstance, best: Plan, results: Sequence[SegmentResult], group: _Group,
+                   solved: Plan, model: SchedulingInstance, by: Mapping[str, TaskPlacement]) -> Plan | None:
+    """`best` with every copy of `group` replaced by the solved segment, or None when the pieces do not stitch."""
+    device, start = segment_rows(solved, model)
+    trial = [SegmentResult(r.segment, r.instance, *segment_rows(best, r.instance, by), r.makespan_tick,
+                           r.bound_tick, r.how) for r in results]
+    for i in group.members:
+        trial[i] = SegmentResult(results[i].segment, results[i].instance, device, start,
+                                 solved.makespan_tick, group.bound_tick, results[i].how)
+    return stitch_segments(fine, trial)
+
+
 def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decomposition, params: SolveParams, *,
                 bound_tick: int = 0, backend: str = "cpsat", progress: ProgressFn | None = None,
                 unit: Callable[[int], str] = str, policy: SearchPolicy = DEFAULT_POLICY) -> SegmentLnsResult:
@@ -268,8 +297,7 @@ def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decompositi
     min_move_s = policy.segment_min_move_s
     if pinned and groups and time_limit_s >= 2 * min_move_s:
         moves += 1
-        swept = _sweep(fine, best, results, time_limit_s=policy.segment_sweep_share * time_limit_s, backend=backend,
-                       threads=threads, seed=seed)
+        swept = _first_sweep(fine, best, results, policy, time_limit_s, params, backend)
         say(f"segment LNS: sweep over {len(results)} segments (each solved per kind of device for its bottlenecks, "
             f"the kinds chosen along the graph): plan {unit(best.makespan_tick)} -> "
             f"{unit(swept.makespan_tick) if swept is not None else 'none'} ({time.monotonic() - t0:.1f}s)")
@@ -287,12 +315,8 @@ def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decompositi
         gaps = [sum(max(0, segment_span(by, results[i].instance) - g.floor_tick) for i in g.members) for g in groups]
         if not any(gaps):
             break
-        least_tried = min(g.tries for g, gap in zip(groups, gaps) if gap > 0)
-        pick = max((k for k, g in enumerate(groups) if gaps[k] > 0 and g.tries == least_tried),
-                   key=lambda k: gaps[k])
+        pick, move_s = _choose_group(groups, gaps, left, min_move_s)
         group = groups[pick]
-        open_gap = sum(gap for g, gap in zip(groups, gaps) if g.tries == least_tried)
-        move_s = min(left, max(min_move_s, left * gaps[pick] / max(1, open_gap)))
         moves += 1
         group.tries += 1
         rep = max(group.members, key=lambda i: segment_span(by, results[i].instance))
@@ -318,13 +342,7 @@ def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decompositi
         span_before = segment_span(by, sub)
         new = None
         if solved.makespan_tick < span_before:
-            device, start = segment_rows(solved, model)
-            trial = [SegmentResult(r.segment, r.instance, *segment_rows(best, r.instance, by), r.makespan_tick,
-                                   r.bound_tick, r.how) for r in results]
-            for i in group.members:
-                trial[i] = SegmentResult(results[i].segment, results[i].instance, device, start,
-                                         solved.makespan_tick, group.bound_tick, results[i].how)
-            new = stitch_segments(fine, trial)
+            new = _stitched_move(fine, best, results, group, solved, model, by)
             if new is None:
                 rejected += 1
         say(f"segment LNS: segment {rep} ({sub.num_tasks} ops, {len(group.members)} "
