@@ -211,6 +211,111 @@ def _build(spec: RunSpec, rank: int) -> Program:
     return Program({}, {}, 1, spec.graph)
 
 
+@dataclass
+class _RankShare:
+    """What one rank runs, built once before its repetitions: its program, ops, transfers and memory meter."""
+
+    program: Program
+    ops: tuple[str, ...]
+    sends: dict[str, list[Transfer]]
+    incoming: dict[int, list[Transfer]]
+    feeds: dict[str, torch.Tensor]
+    reads: dict[str, tuple[str, ...]]
+    fault: Fault | None
+    fault_op: str | None
+    release: dict[str, tuple[str, ...]]
+    held_always: set[str]
+    meter: TensorMeter
+
+
+def _rank_share(spec: RunSpec, rank: int, program: Program) -> _RankShare:
+    """This rank's share of `spec`'s partition, with the fault it injects (if any) and a meter of its constants."""
+    part = spec.partition
+    ops = part.rank_ops[rank]
+    sends = part.sends_after(rank)
+    incoming = part.incoming(rank)
+    feeds = {k: to_tensor(v) for k, v in spec.feeds.items()}
+    graph = spec.graph
+    reads = {name: graph.op(name).reads for name in ops}
+    fault = spec.fault if spec.fault is not None and spec.fault.rank == rank else None
+    fault_op = (fault.op or (ops[0] if ops else None)) if fault else None
+    release = release_after(part, graph, rank)
+    held_always = set(program.constants) | set(feeds)  # never released (release_after keeps them too)
+    read_here = {t for name in ops for t in reads[name]}
+    meter = TensorMeter([*program.constants.values(), *(v for k, v in feeds.items() if k in read_here)])
+    return _RankShare(program, ops, sends, incoming, feeds, reads, fault, fault_op, release, held_always, meter)
+
+
+def _repetition(spec: RunSpec, rank: int, share: _RankShare, rep: int, timeout: timedelta, keep_outputs: bool
+                ) -> tuple[RankRun, dict[str, np.ndarray]]:
+    """One timed repetition of this rank's ops (after a barrier): (its run, the graph outputs when `keep_outputs`
+    on rank 0, else {}).  Memory is sampled in repetition 0, where the fault (if any) is injected too."""
+    part = spec.partition
+    program, ops, sends, reads = share.program, share.ops, share.sends, share.reads
+    fault, fault_op, release, held_always, meter = (share.fault, share.fault_op, share.release, share.held_always,
+                                                    share.meter)
+    dist.barrier()
+    t0 = time.perf_counter()
+    env: dict[str, torch.Tensor] = dict(share.feeds)
+    env.update(program.constants)
+    s = time.perf_counter()
+    inbox = _Inbox(share.incoming, spec.backend == "gloo", timeout, part.post_before)
+    events: list[tuple[str, str, float, float]] = [("post", "", s - t0, time.perf_counter() - t0)]
+    pending: list[tuple[dist.Work, torch.Tensor, Transfer]] = []
+    metered = rep == 0
+    for name in ops:
+        if name == fault_op and rep == 0:
+            assert fault is not None  # fault_op is set only with a fault
+            _inject(fault, name)
+        if name in inbox.later:  # receives planned to arrive before this op: posting costs time
+            s = time.perf_counter()
+            inbox.post_before(name)
+            events.append(("post", name, s - t0, time.perf_counter() - t0))
+        for tname in reads[name]:
+            if tname not in env and inbox.has(tname):
+                s = time.perf_counter()
+                inbox.get(tname, env)
+                events.append(("recv", tname, s - t0, time.perf_counter() - t0))
+        s = time.perf_counter()
+        run_node(program.nodes[name], env, program)
+        e = time.perf_counter()
+        events.append(("op", name, s - t0, e - t0))
+        out_sends = sends.get(name, ())
+        for tr in out_sends:
+            buf = _pack(env[tr.tensor], tr)
+            if buf.numel():
+                work = dist.isend(buf, dst=tr.dst, tag=tr.tag)
+                assert work is not None  # None only on a rank outside the group; this is the default one
+                pending.append((work, buf, tr))
+        if pending:  # before sampling: a completed send's buffer is free already
+            pending = _reap(pending, timeout, inbox.acked(part.acks))
+        if out_sends:  # the sender's side of its transfers: packing, posting, reaping
+            events.append(("send", name, e - t0, time.perf_counter() - t0))
+        if metered:
+            _sample(meter, env, held_always, pending, inbox)
+        for tname in release.get(name, ()):
+            if tname not in held_always:
+                env.pop(tname, None)
+    if rank == 0:
+        for out in part.outputs:
+            if out not in env and inbox.has(out):
+                s = time.perf_counter()
+                inbox.get(out, env)
+                events.append(("recv", out, s - t0, time.perf_counter() - t0))
+    tail_s = time.perf_counter()
+    inbox.drain(env)
+    if metered:
+        _sample(meter, env, held_always, pending, inbox)
+    for item in pending:
+        _wait_send(item, timeout)
+    end_s = time.perf_counter() - t0
+    events.append(("tail", "", tail_s - t0, end_s))
+    outputs: dict[str, np.ndarray] = {}
+    if rank == 0 and keep_outputs:
+        outputs = {k: env[k].contiguous().numpy().copy() for k in part.outputs}
+    return RankRun(end_s, events, t0), outputs
+
+
 def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
              ) -> RankResult | list[RankResult] | None:
     """Everything one rank does: join the group, build its share, run warm-up + measured repetitions.
@@ -226,90 +331,23 @@ def run_rank(rank: int, spec: RunSpec, init_method: str, collect: bool = False
         t = time.perf_counter()
         program = _build(spec, rank)
         build_s = time.perf_counter() - t
-        ops = part.rank_ops[rank]
-        sends = part.sends_after(rank)
-        incoming = part.incoming(rank)
-        feeds = {k: to_tensor(v) for k, v in spec.feeds.items()}
-        graph = spec.graph
-        reads = {name: graph.op(name).reads for name in ops}
-        fault = spec.fault if spec.fault is not None and spec.fault.rank == rank else None
-        fault_op = (fault.op or (ops[0] if ops else None)) if fault else None
+        share = _rank_share(spec, rank, program)
         runs: list[RankRun] = []
         outputs: dict[str, np.ndarray] = {}
-        release = release_after(part, graph, rank)
-        held_always = set(program.constants) | set(feeds)  # never released (release_after keeps them too)
-        read_here = {t for name in ops for t in reads[name]}
-        meter = TensorMeter([*program.constants.values(), *(v for k, v in feeds.items() if k in read_here)])
         total = spec.warmup + spec.repeat
         probe_before: dict[str, float] = {}
         with torch.inference_mode():
             for rep in range(total):
                 if rep == spec.warmup and spec.probe is not None:
                     probe_before = spec.probe(rank, world)
-                dist.barrier()
-                t0 = time.perf_counter()
-                env: dict[str, torch.Tensor] = dict(feeds)
-                env.update(program.constants)
-                s = time.perf_counter()
-                inbox = _Inbox(incoming, spec.backend == "gloo", timeout, part.post_before)
-                events: list[tuple[str, str, float, float]] = [("post", "", s - t0, time.perf_counter() - t0)]
-                pending: list[tuple[dist.Work, torch.Tensor, Transfer]] = []
-                metered = rep == 0
-                for name in ops:
-                    if name == fault_op and rep == 0:
-                        assert fault is not None  # fault_op is set only with a fault
-                        _inject(fault, name)
-                    if name in inbox.later:  # receives planned to arrive before this op: posting costs time
-                        s = time.perf_counter()
-                        inbox.post_before(name)
-                        events.append(("post", name, s - t0, time.perf_counter() - t0))
-                    for tname in reads[name]:
-                        if tname not in env and inbox.has(tname):
-                            s = time.perf_counter()
-                            inbox.get(tname, env)
-                            events.append(("recv", tname, s - t0, time.perf_counter() - t0))
-                    s = time.perf_counter()
-                    run_node(program.nodes[name], env, program)
-                    e = time.perf_counter()
-                    events.append(("op", name, s - t0, e - t0))
-                    out_sends = sends.get(name, ())
-                    for tr in out_sends:
-                        buf = _pack(env[tr.tensor], tr)
-                        if buf.numel():
-                            work = dist.isend(buf, dst=tr.dst, tag=tr.tag)
-                            assert work is not None  # None only on a rank outside the group; this is the default one
-                            pending.append((work, buf, tr))
-                    if pending:  # before sampling: a completed send's buffer is free already
-                        pending = _reap(pending, timeout, inbox.acked(part.acks))
-                    if out_sends:  # the sender's side of its transfers: packing, posting, reaping
-                        events.append(("send", name, e - t0, time.perf_counter() - t0))
-                    if metered:
-                        _sample(meter, env, held_always, pending, inbox)
-                    for tname in release.get(name, ()):
-                        if tname not in held_always:
-                            env.pop(tname, None)
-                if rank == 0:
-                    for out in part.outputs:
-                        if out not in env and inbox.has(out):
-                            s = time.perf_counter()
-                            inbox.get(out, env)
-                            events.append(("recv", out, s - t0, time.perf_counter() - t0))
-                tail_s = time.perf_counter()
-                inbox.drain(env)
-                if metered:
-                    _sample(meter, env, held_always, pending, inbox)
-                for item in pending:
-                    _wait_send(item, timeout)
-                end_s = time.perf_counter() - t0
-                events.append(("tail", "", tail_s - t0, end_s))
-                runs.append(RankRun(end_s, events, t0))
+                run, kept = _repetition(spec, rank, share, rep, timeout, rep == total - 1)
+                runs.append(run)
                 if rank == 0 and rep == total - 1:
-                    outputs = {k: env[k].contiguous().numpy().copy() for k in part.outputs}
-                del env
+                    outputs = kept
         probe_after = spec.probe(rank, world) if spec.probe is not None else {}
         dist.barrier()
-        result = RankResult(rank, build_s, runs[spec.warmup:], outputs, meter.peak_bytes, meter.fixed_bytes,
-                            probe_before, probe_after)
+        result = RankResult(rank, build_s, runs[spec.warmup:], outputs, share.meter.peak_bytes,
+                            share.meter.fixed_bytes, probe_before, probe_after)
         if not collect:
             return result
         gathered: list | None = [None] * world if rank == 0 else None
