@@ -204,8 +204,8 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--engine", choices=("auto", "torch", "onnxruntime"), default="auto",
                         help="fast executor: the engine per segment (default auto: the fastest in the warm-up)")
     parser.add_argument("--choose", action="store_true",
-                        help="fast executor: measure one rank with every core against the plan's ranks and run "
-                             "the faster (the split only when it wins beyond the run-to-run noise)")
+                        help="fast executor: measure one rank (every core, then one thread) against the plan's ranks "
+                             "and run the fastest (the split only when it wins beyond the run-to-run noise)")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="how to print the summary")
     return _run(_run_plan, parser, argv)
 
