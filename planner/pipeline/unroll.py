@@ -78,7 +78,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -363,19 +363,24 @@ def unroll(
     return unroll_actions(pipeline, fused=fused, pairs=pairs).instance
 
 
-def unroll_actions(
-    pipeline: TrainingPipeline,
-    *,
-    fused: Iterable[tuple[int, int]] = (),
-    pairs: Sequence[OverlapAction] = (),
-) -> Unrolled:
-    """`unroll`, with the action of every task."""
-    fused = set(fused)
-    acts: list[UnrolledAction] = []
-    dur: list[int] = []
-    act: list[int] = []
-    par: list[int] = []
-    stage_of: list[int] = []
+@dataclass
+class _TaskRows:
+    """The unrolled tasks in index order, one entry per task in each list; `stream_of`: communication task ->
+    its stream."""
+
+    acts: list[UnrolledAction] = field(default_factory=list)
+    dur: list[int] = field(default_factory=list)
+    act: list[int] = field(default_factory=list)
+    par: list[int] = field(default_factory=list)
+    stage_of: list[int] = field(default_factory=list)  # -1 for a communication task
+    stream_of: dict[int, int] = field(default_factory=dict)
+
+
+def _compute_tasks(pipeline: TrainingPipeline, fused: set[tuple[int, int]]) -> _TaskRows:
+    """F, then BW (fused) or B and W, of every stage and microbatch, stage-major; a stage's parameters are
+    counted on its first F."""
+    rows = _TaskRows()
+    acts, dur, act, par, stage_of = rows.acts, rows.dur, rows.act, rows.par, rows.stage_of
     F, B, W, BW = ActionKind.F, ActionKind.B, ActionKind.W, ActionKind.BW
     for s, cost in enumerate(pipeline.stages):
         for m in range(pipeline.num_microbatches):
@@ -396,8 +401,14 @@ def unroll_actions(
                 act += [0, 0]
                 par += [0, 0]
                 stage_of += [s, s]
+    return rows
+
+
+def _comm_tasks(pipeline: TrainingPipeline, rows: _TaskRows) -> list[int]:
+    """Append the sends of the hops on a communication stream, then the all-to-alls; returns the all-to-all
+    stages."""
+    acts, dur, act, par, stage_of, stream_of = rows.acts, rows.dur, rows.act, rows.par, rows.stage_of, rows.stream_of
     p = pipeline.num_devices
-    stream_of: dict[int, int] = {}  # send task -> its communication stream
     std = pipeline.stage_to_device
     for chain in pipeline.chains:
         for i, s in enumerate(chain[:-1]):
@@ -425,12 +436,15 @@ def unroll_actions(
                 act.append(0)
                 par.append(0)
                 stage_of.append(-1)
-    idx: dict[UnrolledAction, int] = {a: i for i, a in enumerate(acts)}
+    return a2a_stages
+
+
+def _chain_edges(pipeline: TrainingPipeline, idx: Mapping[UnrolledAction, int], fused: set[tuple[int, int]],
+                 back: Callable[[int, int], int]) -> list[tuple[int, int, int]]:
+    """The dependencies along every chain, per microbatch: F -> back within a stage, F forward and back backward
+    across a hop (through its sends when on a stream, else with the hop's delay), B -> W and F -> W."""
+    F, B, W = ActionKind.F, ActionKind.B, ActionKind.W
     edges: list[tuple[int, int, int]] = []
-
-    def back(s: int, m: int) -> int:
-        return idx[Action(s, BW, m)] if (s, m) in fused else idx[Action(s, B, m)]
-
     for chain in pipeline.chains:
         for m in range(pipeline.num_microbatches):
             for i, s in enumerate(chain):
@@ -448,25 +462,54 @@ def unroll_actions(
                 if (s, m) not in fused:
                     edges.append((idx[Action(s, B, m)], idx[Action(s, W, m)], 0))
                     edges.append((f, idx[Action(s, W, m)], 0))
-    if a2a_stages:
-        edges = _through_a2a(edges, idx, a2a_stages, pipeline.num_microbatches, back,
-                             {s: pipeline.stages[s].a2a_kind_set for s in a2a_stages})
-    names = [str(a) for a in acts]
-    inst = SchedulingInstance.uniform(pipeline.name, dur, edges, pipeline.num_streams, task_names=names,
-                                      param_bytes=par, activation_bytes=act)
+    return edges
+
+
+def _pin_streams(pipeline: TrainingPipeline, inst: SchedulingInstance, rows: _TaskRows) -> SchedulingInstance:
+    """Name the streams and make every task eligible only where it runs: its stage's device (or its
+    communication stream) under a placement, any compute stream without one."""
+    p = pipeline.num_devices
     if pipeline.streams_on:
         inst = dataclasses.replace(inst, device_names=tuple(f"p{d}" for d in range(p))
                                    + tuple(f"p{d}/comm" for d in range(p)))
     if pipeline.stage_to_device is not None:
         pinned = np.full_like(inst.duration_tick, INELIGIBLE)
-        for t, s in enumerate(stage_of):
-            d = stream_of[t] if s < 0 else pipeline.stage_to_device[s]
+        for t, s in enumerate(rows.stage_of):
+            d = rows.stream_of[t] if s < 0 else pipeline.stage_to_device[s]
             pinned[t, d] = inst.duration_tick[t, 0]
         inst = dataclasses.replace(inst, duration_tick=pinned)
     elif pipeline.streams_on:
         pinned = inst.duration_tick.copy()
         pinned[:, p:] = INELIGIBLE  # free placement: compute tasks on compute streams only
         inst = dataclasses.replace(inst, duration_tick=pinned)
+    return inst
+
+
+def unroll_actions(
+    pipeline: TrainingPipeline,
+    *,
+    fused: Iterable[tuple[int, int]] = (),
+    pairs: Sequence[OverlapAction] = (),
+) -> Unrolled:
+    """`unroll`, with the action of every task."""
+    fused = set(fused)
+    rows = _compute_tasks(pipeline, fused)
+    a2a_stages = _comm_tasks(pipeline, rows)
+    acts = rows.acts
+    idx: dict[UnrolledAction, int] = {a: i for i, a in enumerate(acts)}
+    B, BW = ActionKind.B, ActionKind.BW
+
+    def back(s: int, m: int) -> int:
+        return idx[Action(s, BW, m)] if (s, m) in fused else idx[Action(s, B, m)]
+
+    edges = _chain_edges(pipeline, idx, fused, back)
+    if a2a_stages:
+        edges = _through_a2a(edges, idx, a2a_stages, pipeline.num_microbatches, back,
+                             {s: pipeline.stages[s].a2a_kind_set for s in a2a_stages})
+    names = [str(a) for a in acts]
+    inst = SchedulingInstance.uniform(pipeline.name, rows.dur, edges, pipeline.num_streams, task_names=names,
+                                      param_bytes=rows.par, activation_bytes=rows.act)
+    inst = _pin_streams(pipeline, inst, rows)
     maybe_timed = [(pr, pipeline.pair_tick(pr.forward.stage, pr.backward.stage, pr.backward.kind is ActionKind.BW))
                    for pr in pairs]
     timed = [(pr, t) for pr, t in maybe_timed if t is not None]
