@@ -95,7 +95,8 @@ def _run_fast(args: argparse.Namespace) -> int:
     engines = ", ".join(f"{n} segments on {e}" for e, n in sorted(trial.engines.items()))
     print(f"ran {where} with the fast executor: {trial.config.label()} ({reason}); {engines}")
     print(f"measured makespan {format_time(trial.median_s)} (median of {args.repeat} after {warmup} warm-up; "
-          f"spread {format_time(trial.spread_s)}); the plan predicts {format_time(simulated_s)}")
+          f"spread {format_time(trial.spread_s)}); the plan predicts {format_time(simulated_s)} on its "
+          f"{used_devices(plan)} device(s)")
     if args.check:
         print(f"check against onnxruntime: max abs error {max_abs:.3g}, max rel error {max_rel:.3g}")
     return 0
