@@ -22,6 +22,7 @@ grid around the first one; on success it returns a `ValidationReport` (per-devic
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from planner.cost.instance import SchedulingInstance
@@ -61,24 +62,14 @@ class ValidationReport:
     memory: MemoryProfile
 
 
-def check_plan(
-    instance: SchedulingInstance, plan: Plan, *, check_memory: bool = True
-) -> tuple[list[Violation], MemoryProfile | None]:
-    """All violations of `plan` on `instance` (in the order of the module docstring), and the memory profile
-    of the validly placed tasks (None when memory is not checked)."""
-    out: list[Violation] = []
-    names, devs = instance.task_names, instance.device_names
-    num_dev = instance.num_devices
+_DeviceName = Callable[[int], str]
 
-    def dname(d: int) -> str:
-        return devs[d] if 0 <= d < num_dev else f"#{d}"
 
-    if tuple(plan.device_names) != tuple(devs):
-        out.append(Violation(
-            "devices",
-            f"the plan's devices {list(plan.device_names)[:8]} are not the instance's {list(devs)[:8]}",
-        ))
-
+def _placed_tasks(instance: SchedulingInstance, plan: Plan, out: list[Violation], dname: _DeviceName
+                  ) -> tuple[dict[int, TaskPlacement], list[str]]:
+    """(task index -> its one valid placement, the names of the tasks placed nowhere); appends the unknown,
+    duplicate, device and missing violations."""
+    names, num_dev = instance.task_names, instance.num_devices
     index = instance.task_index
     placed: dict[int, TaskPlacement] = {}
     for p in plan.placements:
@@ -107,7 +98,13 @@ def check_plan(
         out.append(Violation("missing", f"task {m!r} is not placed on any device", None, (m,)))
     if len(missing) > 50:
         out.append(Violation("missing", f"... and {len(missing) - 50} more tasks are not placed"))
+    return placed, missing
 
+
+def _time_violations(instance: SchedulingInstance, placed: dict[int, TaskPlacement], out: list[Violation],
+                     dname: _DeviceName) -> None:
+    """Append each placed task's negative-start, ineligible-device and wrong-duration violations."""
+    devs, num_dev = instance.device_names, instance.num_devices
     for t, p in placed.items():
         d = p.device
         if p.start_tick < 0:
@@ -131,6 +128,10 @@ def check_plan(
                 d, (p.task,), p.start_tick,
             ))
 
+
+def _edge_violations(instance: SchedulingInstance, placed: dict[int, TaskPlacement], out: list[Violation],
+                     dname: _DeviceName) -> None:
+    """Append the precedence and communication-delay violations of the edges between placed tasks."""
     for e, (u, v) in enumerate(instance.edges):
         if u not in placed or v not in placed:
             continue
@@ -156,6 +157,9 @@ def check_plan(
                     pv.device, (pu.task, pv.task), pv.start_tick,
                 ))
 
+
+def _overlap_violations(placed: dict[int, TaskPlacement], out: list[Violation], dname: _DeviceName) -> None:
+    """Append the overlaps of tasks (of nonzero length) on one device, each against the latest-ending before it."""
     by_dev: dict[int, list[TaskPlacement]] = defaultdict(list)
     for p in placed.values():
         if p.end_tick > p.start_tick:
@@ -174,37 +178,71 @@ def check_plan(
             if p.end_tick > last.end_tick:
                 last = p
 
+
+def _memory_violations(instance: SchedulingInstance, placed: dict[int, TaskPlacement], out: list[Violation],
+                       dname: _DeviceName) -> MemoryProfile:
+    """The memory profile of the placed tasks; appends each device's first tick over its capacity."""
+    num_dev = instance.num_devices
+    n = instance.num_tasks
+    device_of, start, end = [-1] * n, [0] * n, [0] * n
+    for t, p in placed.items():
+        device_of[t], start[t], end[t] = p.device, p.start_tick, p.end_tick
+    profile = memory_profile(instance, memory_intervals(instance, device_of, start, end))
+    for d in range(num_dev):
+        hit = profile.first_excess(d)
+        if hit is None:
+            continue
+        tick, used = hit
+        cap = profile.capacity_bytes[d]
+        holders = profile.live_at(d, tick)
+        top = ", ".join(f"{iv.task} {iv.what} {format_bytes(iv.size_bytes, exact=True)}" for iv in holders[:5])
+        out.append(Violation(
+            "memory",
+            f"device {dname(d)} holds {format_bytes(used, exact=True)} at tick {tick}, over its capacity "
+            f"{format_bytes(cap, exact=True)} by {format_bytes(used - cap, exact=True)}; largest: {top}",
+            d, tuple(dict.fromkeys(iv.task for iv in holders[:5])), tick,
+        ))
+    return profile
+
+
+def _total_violations(plan: Plan, placed: dict[int, TaskPlacement], out: list[Violation]) -> None:
+    """Append the claimed makespan's and lower bound's violations (all tasks placed)."""
+    t0 = min(p.start_tick for p in placed.values())
+    t1 = max(p.end_tick for p in placed.values())
+    if plan.makespan_tick != t1 - t0:
+        out.append(Violation("makespan", f"the plan claims makespan {plan.makespan_tick}, but its tasks span "
+                             f"[{t0},{t1}) = {t1 - t0} ticks"))
+    if plan.lower_bound_tick > plan.makespan_tick:
+        out.append(Violation("bound", f"the plan claims lower bound {plan.lower_bound_tick} above its makespan "
+                             f"{plan.makespan_tick}"))
+
+
+def check_plan(
+    instance: SchedulingInstance, plan: Plan, *, check_memory: bool = True
+) -> tuple[list[Violation], MemoryProfile | None]:
+    """All violations of `plan` on `instance` (in the order of the module docstring), and the memory profile
+    of the validly placed tasks (None when memory is not checked)."""
+    out: list[Violation] = []
+    devs = instance.device_names
+    num_dev = instance.num_devices
+
+    def dname(d: int) -> str:
+        return devs[d] if 0 <= d < num_dev else f"#{d}"
+
+    if tuple(plan.device_names) != tuple(devs):
+        out.append(Violation(
+            "devices",
+            f"the plan's devices {list(plan.device_names)[:8]} are not the instance's {list(devs)[:8]}",
+        ))
+    placed, missing = _placed_tasks(instance, plan, out, dname)
+    _time_violations(instance, placed, out, dname)
+    _edge_violations(instance, placed, out, dname)
+    _overlap_violations(placed, out, dname)
     profile = None
     if check_memory and placed:
-        n = instance.num_tasks
-        device_of, start, end = [-1] * n, [0] * n, [0] * n
-        for t, p in placed.items():
-            device_of[t], start[t], end[t] = p.device, p.start_tick, p.end_tick
-        profile = memory_profile(instance, memory_intervals(instance, device_of, start, end))
-        for d in range(num_dev):
-            hit = profile.first_excess(d)
-            if hit is None:
-                continue
-            tick, used = hit
-            cap = profile.capacity_bytes[d]
-            holders = profile.live_at(d, tick)
-            top = ", ".join(f"{iv.task} {iv.what} {format_bytes(iv.size_bytes, exact=True)}" for iv in holders[:5])
-            out.append(Violation(
-                "memory",
-                f"device {dname(d)} holds {format_bytes(used, exact=True)} at tick {tick}, over its capacity "
-                f"{format_bytes(cap, exact=True)} by {format_bytes(used - cap, exact=True)}; largest: {top}",
-                d, tuple(dict.fromkeys(iv.task for iv in holders[:5])), tick,
-            ))
-
+        profile = _memory_violations(instance, placed, out, dname)
     if placed and not missing:
-        t0 = min(p.start_tick for p in placed.values())
-        t1 = max(p.end_tick for p in placed.values())
-        if plan.makespan_tick != t1 - t0:
-            out.append(Violation("makespan", f"the plan claims makespan {plan.makespan_tick}, but its tasks span "
-                                 f"[{t0},{t1}) = {t1 - t0} ticks"))
-        if plan.lower_bound_tick > plan.makespan_tick:
-            out.append(Violation("bound", f"the plan claims lower bound {plan.lower_bound_tick} above its makespan "
-                                 f"{plan.makespan_tick}"))
+        _total_violations(plan, placed, out)
     return out, profile
 
 
