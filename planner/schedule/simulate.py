@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from planner.cost.instance import SchedulingInstance
 from planner.cost.sharing import SharedHosts
@@ -180,10 +180,7 @@ def _simulate_shared(instance: SchedulingInstance, seq: list[list[int]], link_co
     cross_out, cross_in = _rank_transfers(instance, seq, device_of)
     left: dict[int, float] = {}  # device -> solo work (ticks) its running task still has to do
 
-    def comm_on_link(e: int, du: int, dv: int) -> float:
-        """The transfer's time on the link: its comm time less the ranks' own send and receive work."""
-        return max(0.0, instance.comm(e, du, dv) - send_tick - recv_tick)
-
+    comm_on_link = _link_time(instance, send_tick, recv_tick)
     link_free: dict[tuple[int, int], float] = {}
     transfer_f: dict[int, tuple[float, float]] = {}
     wakes: list[tuple[float, int]] = []
@@ -237,7 +234,24 @@ def _simulate_shared(instance: SchedulingInstance, seq: list[list[int]], link_co
                      pending, touched)
         for d in sorted(touched):
             try_start(d)
+    return _shared_timeline(instance, seq, pos, device_of, start, end, transfer_f, stages, link_contention)
 
+
+def _link_time(instance: SchedulingInstance, send_tick: float, recv_tick: float) -> Callable[[int, int, int], float]:
+    """comm_on_link(e, du, dv): the transfer's time on the link, its comm time less the ranks' own send and
+    receive work."""
+
+    def comm_on_link(e: int, du: int, dv: int) -> float:
+        return max(0.0, instance.comm(e, du, dv) - send_tick - recv_tick)
+
+    return comm_on_link
+
+
+def _shared_timeline(instance: SchedulingInstance, seq: list[list[int]], pos: list[int], device_of: list[int],
+                     start: list[float], end: list[float], transfer_f: dict[int, tuple[float, float]],
+                     stages: Mapping[str, int | None] | None, link_contention: bool) -> Timeline:
+    """The timeline of a processor-sharing replay, its continuous ticks rounded (an end never before its start);
+    raises `DeadlockError` when a task never started."""
     if any(s < 0 for s in start):
         raise _deadlock(instance, seq, pos, device_of, start)
     start_i = [round(s) for s in start]
