@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from formulations.stop import SearchStopped
 from planner.bundled_profiles import DEFAULT_PROFILE
 from planner.cli_args import (
     ArgumentParser,
@@ -24,6 +25,7 @@ from planner.cli_args import (
     positive_int,
     positive_seconds,
 )
+from planner.cli_interrupt import ctrl_c_in_search
 from planner.cli_outputs import check_output_dir, check_output_file, moved, staged_dir
 from planner.data import BUNDLED_MODEL as DEFAULT_MODEL
 from planner.errors import InputError, OpplanError
@@ -60,7 +62,7 @@ def _run(main: Callable[[argparse.Namespace], int], parser: argparse.ArgumentPar
     except OpplanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_status
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SearchStopped):  # SearchStopped: Ctrl-C before the search had a plan to keep
         print("interrupted", file=sys.stderr)
         return 130
 
@@ -244,23 +246,25 @@ def as_early_as_possible(plan: Plan, fine) -> tuple[Plan, Timeline]:
 
 def _write_outputs(outcome, plan_path: Path, *, pictures: bool, provenance: dict,
                    op_types: dict[str, str] | None = None) -> dict:
-    """Save the plan (atomically) and, next to it, the Gantt PNG and the Chrome trace of the op-level timeline."""
+    """Save the plan and, next to it, the Gantt PNG and the Chrome trace of the op-level timeline: all three or none
+    (written in a temporary folder beside them and moved into place at the end, so Ctrl-C while drawing leaves no
+    plan without its pictures)."""
     from planner.plot import plot_gantt
     from planner.schedule.plan_io import save_plan
     from planner.schedule.trace import write_chrome_trace
 
     placed, timeline = _in_user_ids(outcome)  # the timeline: the saved plan, replayed (the times the file states)
     plan = dataclasses.replace(placed, **provenance)
-    plan_path.parent.mkdir(parents=True, exist_ok=True)
-    save_plan(plan, plan_path)
     written = {"plan": str(plan_path)}
-    if pictures:
-        stem = plan_path.with_suffix("")
-        gantt = plot_gantt(timeline, f"{stem}.gantt.png", title=f"{plan.instance_name}: {plan.method}",
-                           op_types=op_types)
-        trace = Path(f"{stem}.trace.json")
-        write_chrome_trace(timeline, trace)
-        written.update(gantt=str(gantt), trace=str(trace))
+    stem = plan_path.with_suffix("")
+    with staged_dir(plan_path.parent) as staging:
+        save_plan(plan, staging / plan_path.name)
+        if pictures:
+            plot_gantt(timeline, staging / f"{stem.name}.gantt.png", title=f"{plan.instance_name}: {plan.method}",
+                       op_types=op_types)
+            write_chrome_trace(timeline, staging / f"{stem.name}.trace.json")
+            written.update(gantt=f"{stem}.gantt.png", trace=f"{stem}.trace.json")
+        pause_point("writing")
     return {"timeline": timeline, "written": written, "plan": plan}
 
 
@@ -326,7 +330,8 @@ def _solve(args: argparse.Namespace) -> int:
             say(f"transfers as the run measured them: {transfer_s[0] * 1e6:.0f} us a send, {transfer_s[1] * 1e6:.0f}"
                 f" us a receive (each link's latency {sum(transfer_s) * 1e6:.0f} us)")
     options = _options(args)
-    outcome = plan_instance(prepared.instance, options, progress=say)
+    with ctrl_c_in_search():
+        outcome = plan_instance(prepared.instance, options, progress=say)
     replay = RuntimeReplay.of(topology.source_path, topology, solo_durations=measured is not None,
                               transfer_s=transfer_s) if options.method is Method.MILP else None
     run_plan = None

@@ -85,8 +85,9 @@ def staged_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     renamed into place; into an existing folder each file is moved with `os.replace`, keeping the folder's other
     files), on an exception or interrupt it is removed and `path` is left as it was."""
     target = Path(path)
-    # staged in the nearest folder that exists, so that a failed write leaves no new parent folders either
-    home = next(p for p in target.absolute().parents if p.is_dir())
+    # staged in the folder itself when it exists, else in its nearest existing ancestor: a failed write then leaves
+    # no new parent folders either, and the moves stay renames within one file system
+    home = target if target.is_dir() else next(p for p in target.absolute().parents if p.is_dir())
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=home))
     try:
         yield staging

@@ -50,6 +50,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from formulations.backends import get_backend
+from formulations.stop import SearchStopped
 from planner.coarsen.refine import as_singletons
 from planner.cost.instance import SchedulingInstance
 from planner.decompose import (
@@ -206,12 +207,15 @@ def plan_instance(fine: SchedulingInstance, options: SolveOptions = DEFAULT_OPTI
     incumbent = Incumbent(first, first.makespan_tick, fine.trivial_lower_bound_tick(), valid_on(fine),
                           [PhaseLog(str(first.method), first.makespan_tick, budget.clock() - started_s)])
     state = SearchState(fine, incumbent, options, policy, budget, list_s, say, unit)
-    run_phases(_bound_phases(), state, budget, say)
-    if incumbent.closed():
-        say(f"the incumbent ({incumbent.plan.method}, {unit(incumbent.makespan_tick)}) meets the lower bound: "
-            f"optimal")
-    else:
-        run_phases(_search_phases(policy), state, budget, say)
+    try:
+        run_phases(_bound_phases(), state, budget, say)
+        if incumbent.closed():
+            say(f"the incumbent ({incumbent.plan.method}, {unit(incumbent.makespan_tick)}) meets the lower bound: "
+                f"optimal")
+        else:
+            run_phases(_search_phases(policy), state, budget, say)
+    except SearchStopped:  # the user's first Ctrl-C (formulations.stop): the incumbent is a valid plan
+        say(f"search stopped; the best plan so far: {incumbent.plan.method}, {unit(incumbent.makespan_tick)}")
     return _outcome(state, computed, budget.clock() - started_s)
 
 

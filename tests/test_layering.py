@@ -60,7 +60,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("heuristics", ("planner/heuristics/",)),
     ("pipeline", ("planner/pipeline/",)),
     # formulations: model_api < backends < driver < models (each model module holds its solve path on the driver)
-    ("formulations.model_api", ("formulations/__init__.py", "formulations/model_api.py")),
+    ("formulations.model_api", ("formulations/__init__.py", "formulations/model_api.py", "formulations/stop.py")),
     ("formulations.backends", ("formulations/backends/",)),
     ("formulations.driver", ("formulations/driver.py",)),
     ("formulations.models", ("formulations/",)),  # placement, solve_instance, stages, pipeline, pipeline_step
@@ -73,7 +73,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("execute", ("planner/execute/",)),
     # the commands, and planner.data: the bundled model and its generators (which build models on planner.ir)
     ("cli", ("planner/cli.py", "planner/cli_args.py", "planner/cli_calibrate.py", "planner/cli_compare.py",
-             "planner/cli_outputs.py", "planner/cli_run.py", "planner/data/")),
+             "planner/cli_interrupt.py", "planner/cli_outputs.py", "planner/cli_run.py", "planner/data/")),
 )
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 import ortools
@@ -38,6 +39,7 @@ from formulations.model_api import (
     SolveStatus,
     Var,
 )
+from formulations.stop import controlled, stoppable
 
 NAME = "cpsat"
 # ortools marks only subpackages (ortools.sat, ...) typed, so mypy sees the top package as an empty namespace:
@@ -80,6 +82,23 @@ class _Progress(cp_model.CpSolverSolutionCallback):
         self.bound = bound
         if self._params.progress is not None:
             self._params.progress(time.monotonic() - self._t0, self.incumbent, bound, _gap(self.incumbent, bound))
+
+
+# CP-SAT 9.15 aborts the process (a failed check in its postsolve) when stop_search reaches a solve in its first
+# moments, while the hint is repaired and presolve runs; a stop that comes then waits until the solve is this old
+STOP_AFTER_START_S = 1.0
+
+
+def _stop_after_start(solver: cp_model.CpSolver, t0: float) -> None:
+    """Stop `solver`'s running solve (started at `t0`) now, or once it is `STOP_AFTER_START_S` old; a stop that
+    arrives after the solve has returned does nothing (`CpSolver.stop_search` then finds no solve)."""
+    wait_s = t0 + STOP_AFTER_START_S - time.monotonic()
+    if wait_s <= 0:
+        solver.stop_search()
+        return
+    timer = threading.Timer(wait_s, solver.stop_search)
+    timer.daemon = True
+    timer.start()
 
 
 class CpSatBuilder(ModelBuilder):
@@ -194,6 +213,9 @@ class CpSatBuilder(ModelBuilder):
         p.num_workers = max(1, int(params.threads))
         p.random_seed = int(params.seed)
         p.log_search_progress = bool(params.log)
+        # a caller that handles Ctrl-C stops the solve through `stoppable` (CP-SAT's own handler would leave SIGINT
+        # at SIG_DFL afterwards: formulations.stop)
+        p.catch_sigint_signal = not controlled()
         # CP-SAT's presolve expands a reservoir into a Boolean per pair of events: on a few dozen events that proves
         # infeasibility faster than the native propagator, but on a few hundred the quadratic number of Booleans
         # keeps the presolve running past the time limit, where the propagator finds a schedule at once
@@ -205,7 +227,8 @@ class CpSatBuilder(ModelBuilder):
         t0 = time.monotonic()
         cb = _Progress(params, t0)
         solver.best_bound_callback = cb.on_bound
-        code = solver.solve(self.model, cb)
+        with stoppable(lambda: _stop_after_start(solver, t0)):
+            code = solver.solve(self.model, cb)
         wall = time.monotonic() - t0
         status = _STATUS.get(code, SolveStatus.UNKNOWN)
         values: dict[int, float] = {}
