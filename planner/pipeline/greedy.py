@@ -20,35 +20,18 @@ at W's end).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from planner.pipeline.stream_greedy import best_stream_list
 from planner.pipeline.unroll import TrainingPipeline, unroll
 
 
-def greedy_times(pipeline: TrainingPipeline, cap: Sequence[int], max_in_flight: int) -> dict[str, int] | None:
-    """Start tick of every split task under the module's rule, or None when it gets stuck (the cap or
-    `max_in_flight` admits no progress) or the pipeline has communication streams."""
-    if pipeline.streams_on or pipeline.stage_to_device is None:
-        return None
-    inst = unroll(pipeline)
-    std = pipeline.stage_to_device
-    p, nmb = pipeline.num_devices, pipeline.num_microbatches
-    idx = inst.task_index
-    pos = {s: i for c in pipeline.chains for i, s in enumerate(c)}
-    dur = {n: int(inst.duration_tick[t, std[_stage(n)]]) for t, n in enumerate(inst.task_names)}
-    pending = [len(inst.predecessors[t]) for t in range(inst.num_tasks)]
-    ready_at = [0] * inst.num_tasks
-    done_pred = [False] * inst.num_tasks  # all predecessors ended
-    for t in range(inst.num_tasks):
-        done_pred[t] = pending[t] == 0
-    nxt = {(s, k): 0 for s in range(pipeline.num_stages) for k in "FBW"}
-    mem = [sum(int(pipeline.stages[s].param_bytes) for s in pipeline.device_stages(d)) for d in range(p)]
-    in_flight = [0] * p
-    started = 0
-    total = inst.num_tasks
-    out: dict[str, int] = {}
-    busy = [False] * p
+def _candidate_picker(pipeline: TrainingPipeline, cap: Sequence[int], max_in_flight: int, idx: Mapping[str, int],
+                      pos: Mapping[int, int], nxt: dict[tuple[int, str], int], done_pred: list[bool],
+                      ready_at: list[int], mem: list[int], in_flight: list[int]) -> Callable[[int, int], str | None]:
+    """candidates(d, now): the task device d starts at `now` under the module's rule (B, then F, then W), or None.
+    The lists and dicts are the loop's own state, read as it changes."""
+    nmb = pipeline.num_microbatches
 
     def candidates(d: int, now: int) -> str | None:
         best_b = best_f = best_w = None
@@ -81,11 +64,17 @@ def greedy_times(pipeline: TrainingPipeline, cap: Sequence[int], max_in_flight: 
                 return c[1]
         return None
 
-    ends: list[tuple[int, int, int]] = []  # (end tick, device, task)
-    times: list[int] = [0]  # ticks at which something may become ready
+    return candidates
 
-    def dispatch(now: int) -> None:
-        nonlocal started
+
+def _dispatcher(pipeline: TrainingPipeline, candidates: Callable[[int, int], str | None], idx: Mapping[str, int],
+                dur: Mapping[str, int], nxt: dict[tuple[int, str], int], busy: list[bool], mem: list[int],
+                in_flight: list[int], out: dict[str, int], ends: list[tuple[int, int, int]]) -> Callable[[int], int]:
+    """dispatch(now): start a task on every idle device that has one, in device order; returns how many started."""
+    p = pipeline.num_devices
+
+    def dispatch(now: int) -> int:
+        started = 0
         for d in range(p):
             if busy[d]:
                 continue
@@ -101,7 +90,38 @@ def greedy_times(pipeline: TrainingPipeline, cap: Sequence[int], max_in_flight: 
                 mem[d] += int(pipeline.stages[s].activation_bytes)
                 in_flight[d] += 1
             heapq.heappush(ends, (now + dur[name], d, idx[name]))
+        return started
 
+    return dispatch
+
+
+def greedy_times(pipeline: TrainingPipeline, cap: Sequence[int], max_in_flight: int) -> dict[str, int] | None:
+    """Start tick of every split task under the module's rule, or None when it gets stuck (the cap or
+    `max_in_flight` admits no progress) or the pipeline has communication streams."""
+    if pipeline.streams_on or pipeline.stage_to_device is None:
+        return None
+    inst = unroll(pipeline)
+    std = pipeline.stage_to_device
+    p = pipeline.num_devices
+    idx = inst.task_index
+    pos = {s: i for c in pipeline.chains for i, s in enumerate(c)}
+    dur = {n: int(inst.duration_tick[t, std[_stage(n)]]) for t, n in enumerate(inst.task_names)}
+    pending = [len(inst.predecessors[t]) for t in range(inst.num_tasks)]
+    ready_at = [0] * inst.num_tasks
+    done_pred = [False] * inst.num_tasks  # all predecessors ended
+    for t in range(inst.num_tasks):
+        done_pred[t] = pending[t] == 0
+    nxt = {(s, k): 0 for s in range(pipeline.num_stages) for k in "FBW"}
+    mem = [sum(int(pipeline.stages[s].param_bytes) for s in pipeline.device_stages(d)) for d in range(p)]
+    in_flight = [0] * p
+    started = 0
+    total = inst.num_tasks
+    out: dict[str, int] = {}
+    busy = [False] * p
+    ends: list[tuple[int, int, int]] = []  # (end tick, device, task)
+    times: list[int] = [0]  # ticks at which something may become ready
+    candidates = _candidate_picker(pipeline, cap, max_in_flight, idx, pos, nxt, done_pred, ready_at, mem, in_flight)
+    dispatch = _dispatcher(pipeline, candidates, idx, dur, nxt, busy, mem, in_flight, out, ends)
     while times or ends:
         now = min(times[0] if times else ends[0][0], ends[0][0] if ends else times[0])
         while times and times[0] <= now:
@@ -123,7 +143,7 @@ def greedy_times(pipeline: TrainingPipeline, cap: Sequence[int], max_in_flight: 
                 if pending[v] == 0:
                     done_pred[v] = True
                     heapq.heappush(times, ready_at[v])
-        dispatch(now)
+        started += dispatch(now)
     return out if started == total else None
 
 
