@@ -29,11 +29,12 @@ rule is best on every pipeline (docs/layers/pipeline.md).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from planner.pipeline.unroll import AllToAll, TrainingPipeline, Unrolled, unroll_actions
+from planner.cost.instance import SchedulingInstance
+from planner.pipeline.unroll import AllToAll, TrainingPipeline, Unrolled, UnrolledAction, unroll_actions
 from planner.schedule.actions import Action, ActionKind, OverlapAction
 
 F, B, W = ActionKind.F, ActionKind.B, ActionKind.W
@@ -114,49 +115,39 @@ def stream_tasks(pipeline: TrainingPipeline) -> StreamTasks | None:
     return StreamTasks(pipeline, tasks, stream, tuple(int(inst.duration_tick[t, d]) for t, d in enumerate(stream)))
 
 
-def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: ListRule,
-                      prepared: StreamTasks | None = None) -> dict[str, int] | None:
-    """Start tick of every task of `pipeline`'s unrolled instance (compute, sends, all-to-alls) under `rule`, or
-    None when the pipeline has no communication streams or no placement, or the rule gets stuck (the cap admits
-    no forward that would let the others progress).  `prepared`: `stream_tasks(pipeline)`, when the caller has it."""
-    prepared = prepared or stream_tasks(pipeline)
-    std = pipeline.stage_to_device
-    if prepared is None or std is None:
-        return None
-    tasks, stream, dur = prepared.tasks, prepared.stream, prepared.dur
-    inst = tasks.instance
-    n, p, nmb = inst.num_tasks, pipeline.num_devices, pipeline.num_microbatches
-    acts = tasks.actions
-    pos = {s: i for c in pipeline.chains for i, s in enumerate(c)}
-    stages_of = [sorted(pipeline.device_stages(d), key=lambda s: -pos[s]) for d in range(p)]
-    act = [int(c.activation_bytes) for c in pipeline.stages]
-    reserve = [rule.reserve_slots * sum(act[x] for x in stages_of[std[s]] if pos[x] > pos[s])
-               for s in range(pipeline.num_stages)]
+def _in_flight_limits(pipeline: TrainingPipeline, prepared: StreamTasks, rule: ListRule, cap: Sequence[int]
+                      ) -> list[int]:
+    """Each stage's limit on forwards in flight: a share of the micro-batches, or Little's law (fitted to the cap
+    with `rule.fit`)."""
+    nmb = pipeline.num_microbatches
     if rule.little is None:
-        limits = [max(1, round(rule.share * nmb))] * pipeline.num_stages
-    elif rule.fit:
-        limits = fitted_limits(prepared, rule.little, cap)
-    else:
-        limits = little_limits(prepared, rule.little)
-    # task of (stage, kind, micro-batch), looked up without building an Action per probe (the hot loop)
-    task_of = {(s, k): [tasks.index[Action(s, k, m)] for m in range(nmb)]
-               for s in range(pipeline.num_stages) for k in (F, B, W)}
-    pending = [len(x) for x in inst.predecessors]
-    ready_at = [0] * n
-    nxt = {(s, k): 0 for s in range(pipeline.num_stages) for k in (F, B, W)}
-    mem = [sum(int(pipeline.stages[s].param_bytes) for s in stages_of[d]) for d in range(p)]
-    in_flight = [0] * pipeline.num_stages
-    busy = [False] * (2 * p)
-    comm_ready: list[list[tuple[tuple[int, int, int, int], int]]] = [[] for _ in range(2 * p)]
-    out: dict[str, int] = {}
-    ends: list[tuple[int, int, int]] = []  # (end tick, stream, task)
-    wake: list[tuple[int, int]] = []  # (tick, task): a compute task becomes ready (an event to dispatch at)
+        return [max(1, round(rule.share * nmb))] * pipeline.num_stages
+    if rule.fit:
+        return fitted_limits(prepared, rule.little, cap)
+    return little_limits(prepared, rule.little)
+
+
+def _comm_key_fn(acts: Sequence[UnrolledAction], ready_at: list[int]) -> Callable[[int], tuple[int, int, int, int]]:
+    """comm_key(t): the order of ready communication tasks on a stream: micro-batch, backward first, ready tick,
+    index.  `ready_at` is the loop's own list, read as it changes."""
 
     def comm_key(t: int) -> tuple[int, int, int, int]:
         a = acts[t]
         assert isinstance(a, (Action, AllToAll))
         backward = (a.kind if isinstance(a, AllToAll) else a.kind.name).endswith("_B")
         return (a.microbatch, 0 if backward else 1, ready_at[t], t)
+
+    return comm_key
+
+
+def _compute_picker(pipeline: TrainingPipeline, rule: ListRule, cap: Sequence[int], acts: Sequence[UnrolledAction],
+                    stages_of: list[list[int]], task_of: dict[tuple[int, ActionKind], list[int]],
+                    nxt: dict[tuple[int, ActionKind], int], pending: list[int], ready_at: list[int], mem: list[int],
+                    act: list[int], reserve: list[int], in_flight: list[int], limits: list[int]
+                    ) -> Callable[[int, int], int | None]:
+    """compute_pick(d, now): the compute task device d starts at `now` under `rule`, or None.  The lists and dicts
+    are the loop's own state, read as it changes."""
+    nmb = pipeline.num_microbatches
 
     def compute_pick(d: int, now: int) -> int | None:
         best: dict[ActionKind, int] = {}
@@ -180,6 +171,17 @@ def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: List
                 return best[k]
         return None
 
+    return compute_pick
+
+
+def _dispatcher(p: int, inst: SchedulingInstance, acts: Sequence[UnrolledAction], dur: Sequence[int],
+                compute_pick: Callable[[int, int], int | None], nxt: dict[tuple[int, ActionKind], int],
+                busy: list[bool], mem: list[int], act: list[int], in_flight: list[int],
+                comm_ready: list[list[tuple[tuple[int, int, int, int], int]]], out: dict[str, int],
+                ends: list[tuple[int, int, int]]) -> Callable[[int], None]:
+    """dispatch(now): start a task on every idle compute stream that has one, then on every idle communication
+    stream with a ready task, in stream order."""
+
     def start(d: int, t: int, now: int) -> None:
         busy[d] = True
         out[inst.task_names[t]] = now
@@ -201,6 +203,45 @@ def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: List
             if not busy[d] and comm_ready[d]:
                 start(d, heapq.heappop(comm_ready[d])[1], now)
 
+    return dispatch
+
+
+def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: ListRule,
+                      prepared: StreamTasks | None = None) -> dict[str, int] | None:
+    """Start tick of every task of `pipeline`'s unrolled instance (compute, sends, all-to-alls) under `rule`, or
+    None when the pipeline has no communication streams or no placement, or the rule gets stuck (the cap admits
+    no forward that would let the others progress).  `prepared`: `stream_tasks(pipeline)`, when the caller has it."""
+    prepared = prepared or stream_tasks(pipeline)
+    std = pipeline.stage_to_device
+    if prepared is None or std is None:
+        return None
+    tasks, stream, dur = prepared.tasks, prepared.stream, prepared.dur
+    inst = tasks.instance
+    n, p, nmb = inst.num_tasks, pipeline.num_devices, pipeline.num_microbatches
+    acts = tasks.actions
+    pos = {s: i for c in pipeline.chains for i, s in enumerate(c)}
+    stages_of = [sorted(pipeline.device_stages(d), key=lambda s: -pos[s]) for d in range(p)]
+    act = [int(c.activation_bytes) for c in pipeline.stages]
+    reserve = [rule.reserve_slots * sum(act[x] for x in stages_of[std[s]] if pos[x] > pos[s])
+               for s in range(pipeline.num_stages)]
+    limits = _in_flight_limits(pipeline, prepared, rule, cap)
+    # task of (stage, kind, micro-batch), looked up without building an Action per probe (the hot loop)
+    task_of = {(s, k): [tasks.index[Action(s, k, m)] for m in range(nmb)]
+               for s in range(pipeline.num_stages) for k in (F, B, W)}
+    pending = [len(x) for x in inst.predecessors]
+    ready_at = [0] * n
+    nxt = {(s, k): 0 for s in range(pipeline.num_stages) for k in (F, B, W)}
+    mem = [sum(int(pipeline.stages[s].param_bytes) for s in stages_of[d]) for d in range(p)]
+    in_flight = [0] * pipeline.num_stages
+    busy = [False] * (2 * p)
+    comm_ready: list[list[tuple[tuple[int, int, int, int], int]]] = [[] for _ in range(2 * p)]
+    out: dict[str, int] = {}
+    ends: list[tuple[int, int, int]] = []  # (end tick, stream, task)
+    wake: list[tuple[int, int]] = []  # (tick, task): a compute task becomes ready (an event to dispatch at)
+    comm_key = _comm_key_fn(acts, ready_at)
+    compute_pick = _compute_picker(pipeline, rule, cap, acts, stages_of, task_of, nxt, pending, ready_at, mem, act,
+                                   reserve, in_flight, limits)
+    dispatch = _dispatcher(p, inst, acts, dur, compute_pick, nxt, busy, mem, act, in_flight, comm_ready, out, ends)
     waiting: list[tuple[int, int]] = []  # (ready tick, task): communication tasks whose predecessors all ended
 
     def released(t: int, now: int) -> None:
