@@ -204,6 +204,105 @@ def occupy(gs: list[int], ge: list[int], free: list[int], d: int, j: int, st: in
     if fin > free[d]:
         free[d] = fin
 
+
+def _checked_sequence(instance: SchedulingInstance, priority: np.ndarray | Sequence[float]) -> list[int]:
+    """The tasks in scheduling order (a topological order by priority); raises on a priority of the wrong shape
+    and on tasks without devices."""
+    n, num_dev = instance.num_tasks, instance.num_devices
+    priority = np.asarray(priority, dtype=np.float64)
+    if priority.shape != (n,):
+        raise ValueError(f"priority has shape {priority.shape}, expected {(n,)}")
+    if n and num_dev == 0:
+        raise InfeasibleError(f"instance {instance.name!r} has tasks but no devices")
+    seq = _sequence(instance, priority)
+    return seq if seq is not None else _heap_sequence(instance, priority)
+
+
+def _eligible_devices(instance: SchedulingInstance) -> list[list[int]]:
+    """Each task's eligible devices in increasing order (one shared list for the tasks eligible everywhere)."""
+    n, num_dev = instance.num_tasks, instance.num_devices
+    everywhere = list(range(num_dev))
+    ok = instance.duration_tick < INELIGIBLE
+    all_ok: list[bool] = np.all(ok, axis=1).tolist()  # one flag per task: eligible on every device
+    return [everywhere if all_ok[t] else np.flatnonzero(ok[t]).tolist() for t in range(n)]
+
+
+def _min_gaps(instance: SchedulingInstance) -> list[int]:
+    """Per device, the shortest duration of a task eligible there (at least 1): a shorter gap is never kept."""
+    dur_arr = instance.duration_tick
+    min_gap = [max(1, int(np.where(dur_arr[:, d] < INELIGIBLE, dur_arr[:, d], INELIGIBLE).min(initial=INELIGIBLE)))
+               for d in range(instance.num_devices)]
+    return min_gap
+
+
+def _memory_tracker(instance: SchedulingInstance, respect_memory: bool) -> MemoryTracker | None:
+    """A tracker of every device's memory, or None when memory is not respected or can never bind."""
+    tracker = None
+    if respect_memory and not memory_never_binds(instance):
+        tracker = MemoryTracker(instance, 2 * _horizon(instance))
+    return tracker
+
+
+def _slot_finder(insertion: bool, gap_s: list[list[int]], gap_e: list[list[int]], free: list[int],
+                 scan: int) -> Callable[[int, int, int], tuple[int, int]]:
+    """slot(d, ready, length): (start, gap index or -1 for after the last task) of the earliest fitting slot on d,
+    scanning at most `scan` gaps.  The lists are the scheduler's own, read as they change."""
+
+    def slot(d: int, ready: int, length: int) -> tuple[int, int]:
+        """(start, gap index or -1 for after the last task) of the earliest fitting slot on d."""
+        if insertion and gap_e[d]:
+            gs, ge = gap_s[d], gap_e[d]
+            i = bisect_right(ge, ready)
+            for j in range(i, min(len(ge), i + scan)):
+                st = gs[j] if gs[j] > ready else ready
+                if st + length <= ge[j]:
+                    return st, j
+        f = free[d]
+        return (ready if ready > f else f), -1
+
+    return slot
+
+
+def _arrivals_fn(preds: Sequence[Sequence[tuple[int, int]]], dev: list[int], end: list[int],
+                 comm_rows: list[list[int]], lc_rows: list[list[int]]
+                 ) -> Callable[[int, int], list[tuple[int, int, int]]]:
+    """arrivals_on(t, d): (predecessor, its device, arrival tick on d) of each input of a task whose predecessors
+    are placed.  The lists are the scheduler's own, read as they change."""
+
+    def arrivals_on(t: int, d: int) -> list[tuple[int, int, int]]:
+        return [(p, dev[p], end[p] + comm_rows[e][lc_rows[dev[p]][d]]) for p, e in preds[t]]
+
+    return arrivals_on
+
+
+def _row_lists(instance: SchedulingInstance) -> tuple[list, list, list]:
+    """The instance's durations, comm ticks and link classes as nested lists (list indexing is the hot loop's
+    fastest lookup)."""
+    return instance.duration_tick.tolist(), instance.comm_tick.tolist(), instance.link_class.tolist()
+
+
+def _empty_schedule(n: int, num_dev: int) -> tuple[list[int], list[int], list[int], list[int], list[list[int]],
+                                                   list[list[int]]]:
+    """(device, start, end of each task; free tick, gap starts, gap ends of each device) before any task is
+    placed."""
+    devices = range(num_dev)
+    dev = [-1] * n
+    start = [0] * n
+    end = [0] * n
+    free = [0] * num_dev  # end of the last task on each device (in time)
+    gap_s: list[list[int]] = [[] for _ in devices]
+    gap_e: list[list[int]] = [[] for _ in devices]
+    return dev, start, end, free, gap_s, gap_e
+
+
+def _no_device(instance: SchedulingInstance, method: PlanMethod | str, t: int, eligible: list[int]
+               ) -> InfeasibleError:
+    """The error for a task that no allowed device takes."""
+    allowed = ", ".join(instance.device_names[d] for d in eligible) or "none"
+    return InfeasibleError(
+        f"{method}: task {instance.task_names[t]!r} may run on no allowed device (eligible: {allowed})")
+
+
 def list_schedule(
     instance: SchedulingInstance,
     priority: np.ndarray | Sequence[float],
@@ -220,54 +319,19 @@ def list_schedule(
     """
     t0 = time.perf_counter()
     n, num_dev = instance.num_tasks, instance.num_devices
-    priority = np.asarray(priority, dtype=np.float64)
-    if priority.shape != (n,):
-        raise ValueError(f"priority has shape {priority.shape}, expected {(n,)}")
-    if n and num_dev == 0:
-        raise InfeasibleError(f"instance {instance.name!r} has tasks but no devices")
-    seq = _sequence(instance, priority)
-    sequence = seq if seq is not None else _heap_sequence(instance, priority)
+    sequence = _checked_sequence(instance, priority)
 
-    dur_rows = instance.duration_tick.tolist()
-    everywhere = list(range(num_dev))
-    ok = instance.duration_tick < INELIGIBLE
-    all_ok: list[bool] = np.all(ok, axis=1).tolist()  # one flag per task: eligible on every device
-    eligible = [everywhere if all_ok[t] else np.flatnonzero(ok[t]).tolist() for t in range(n)]
+    eligible = _eligible_devices(instance)
     preds = instance.predecessors
-    comm_rows = instance.comm_tick.tolist()
-    lc_rows = instance.link_class.tolist()
+    dur_rows, comm_rows, lc_rows = _row_lists(instance)
     devices = range(num_dev)
     fast_eft = device_policy is earliest_finish
 
-    dev = [-1] * n
-    start = [0] * n
-    end = [0] * n
-    free = [0] * num_dev  # end of the last task on each device (in time)
-    gap_s: list[list[int]] = [[] for _ in devices]
-    gap_e: list[list[int]] = [[] for _ in devices]
-    dur_arr = instance.duration_tick
-    min_gap = [max(1, int(np.where(dur_arr[:, d] < INELIGIBLE, dur_arr[:, d], INELIGIBLE).min(initial=INELIGIBLE)))
-               for d in devices]
-    scan = max(0, int(max_gap_scan))
-    tracker = None
-    if respect_memory and not memory_never_binds(instance):
-        tracker = MemoryTracker(instance, 2 * _horizon(instance))
-
-    def slot(d: int, ready: int, length: int) -> tuple[int, int]:
-        """(start, gap index or -1 for after the last task) of the earliest fitting slot on d."""
-        if insertion and gap_e[d]:
-            gs, ge = gap_s[d], gap_e[d]
-            i = bisect_right(ge, ready)
-            for j in range(i, min(len(ge), i + scan)):
-                st = gs[j] if gs[j] > ready else ready
-                if st + length <= ge[j]:
-                    return st, j
-        f = free[d]
-        return (ready if ready > f else f), -1
-
-    def arrivals_on(t: int, d: int) -> list[tuple[int, int, int]]:
-        return [(p, dev[p], end[p] + comm_rows[e][lc_rows[dev[p]][d]]) for p, e in preds[t]]
-
+    dev, start, end, free, gap_s, gap_e = _empty_schedule(n, num_dev)
+    min_gap = _min_gaps(instance)
+    tracker = _memory_tracker(instance, respect_memory)
+    slot = _slot_finder(insertion, gap_s, gap_e, free, max(0, int(max_gap_scan)))
+    arrivals_on = _arrivals_fn(preds, dev, end, comm_rows, lc_rows)
     # The loop below is the scheduler's hot path (100k tasks x devices): `slot` is called only for devices with a
     # gap ending after the ready time, and under HEFT's policy without the memory tracker only the best candidate is
     # kept (the same choice as min() over (key, device, ...): devices are visited in increasing order and only a
@@ -306,9 +370,7 @@ def list_schedule(
         if best is not None:
             cands.append(best)
         if not cands:
-            allowed = ", ".join(instance.device_names[d] for d in eligible[t]) or "none"
-            raise InfeasibleError(
-                f"{method}: task {instance.task_names[t]!r} may run on no allowed device (eligible: {allowed})")
+            raise _no_device(instance, method, t, eligible[t])
         if tracker is None:
             _, d, st, j = min(cands)
         else:
