@@ -29,6 +29,7 @@ from planner.cli_interrupt import ctrl_c_in_search
 from planner.cli_outputs import check_output_dir, check_output_file, moved, staged_dir
 from planner.data import BUNDLED_MODEL as DEFAULT_MODEL
 from planner.errors import InputError, OpplanError
+from planner.ir.model_warnings import model_warnings
 from planner.search.options import Method
 
 if TYPE_CHECKING:
@@ -322,6 +323,8 @@ def _solve(args: argparse.Namespace) -> int:
                        capacity_bytes=capacity,
                        measured_s=measured, pins=_parse_rules(args.pin, "--pin"),
                        forbids=_parse_rules(args.forbid, "--forbid"))
+    for line in model_warnings(prepared.graph):  # planning goes on: the plan is still worth writing
+        print(f"warning: {line}", file=sys.stderr)
     say = _progress_printer(args.quiet)
     if say:
         say(f"{model_path}: {prepared.ops_before_passes} ops, {prepared.instance.num_tasks} after constant folding "

@@ -110,3 +110,17 @@ def test_the_estimated_ops_say_why(tmp_path):
     graph = load_model(_save(model, tmp_path))
     assert estimated_why(graph, "MatMul") == "FLOPs counted on shapes bounded at import, not known"
     assert estimated_why(graph, "Det") == "no FLOP rule, costed by bytes moved"
+
+
+def test_plan_solve_warns_in_one_line_and_still_writes_the_plan(tmp_path, capsys):
+    from planner.cli import solve_main
+
+    model = make_model(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["n"])],
+        [("x", F, [2, 3])], [("n", TensorProto.INT64, [2, "k"])], opset=13)
+    out = tmp_path / "plan.json"
+    assert solve_main(["--model", str(_save(model, tmp_path)), "--method", "heft", "--out", str(out), "--quiet",
+                       "--no-pictures"]) == 0
+    assert out.exists()
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "(NonZero)" in warnings[0] and "plan-run will refuse it" in warnings[0]

@@ -81,7 +81,10 @@ def _listed(items: list[str], most: int = 5) -> str:
 
 
 def model_warnings(graph: OpGraph, sanity: CostSanity = CostSanity()) -> list[str]:
-    """One line per concern, each naming the ops (the first few, then a count); empty when there is none."""
+    """One line per concern, each naming the ops (the first few, then a count); empty when there is none, and for
+    task graphs (no ONNX ops to run or cost)."""
+    if graph.source is not None and graph.source.kind != "onnx":
+        return []
     lines = []
     gaps = runtime_gaps(graph)
     if gaps:
