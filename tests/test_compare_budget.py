@@ -49,6 +49,8 @@ def test_the_solves_share_the_time_limit_with_the_bound_and_the_pictures(monkeyp
 def test_drawing_says_how_far_it_is(tmp_path):
     cmp = compare(2, 4, UnitCosts(), schedules=("1f1b", "dualpipe"), opplan=False)
     lines: list[str] = []
-    pipelines.write_outputs(cmp, tmp_path, progress=lines.append)
+    pipelines.write_outputs(cmp, tmp_path / "quiet", progress=lines.append)
+    assert lines == []  # a few seconds of drawing need no account
+    pipelines.write_outputs(cmp, tmp_path / "told", progress=lines.append, budget=CompareBudget(progress_after_s=0))
     assert lines == ["   drawing 1/3 pictures: 1f1b", "   drawing 2/3 pictures: dualpipe",
                      "   drawing 3/3 pictures: side by side"]

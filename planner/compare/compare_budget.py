@@ -20,6 +20,9 @@ class CompareBudget:
     # ... plus this much per bar drawn (measured on unit-cost comparisons of 3k and 22k bars)
     bar_s: float = 3e-4
     min_solve_s: float = 1.0  # a solve always gets at least this much, even when the shares above leave less
+    # drawing says how far it is ("drawing 5/20 pictures") only when it is expected to take longer than this: a
+    # few seconds of drawing need no account
+    progress_after_s: float = 10.0
 
 
 DEFAULT_COMPARE_BUDGET = CompareBudget()

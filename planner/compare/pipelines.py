@@ -265,9 +265,15 @@ def ticks_in_units(line: str, scales: Scales, time_unit: str) -> str:
 def _drawing_estimate_s(rows: list[CompareRow], budget: CompareBudget) -> float:
     """The time the pictures of these rows and the planned one take to draw: one per schedule (the planned row's
     about as large as the largest baseline's) and the side-by-side of all (`CompareBudget`)."""
-    bars = [len(r.timeline.placements) for r in rows if not r.skipped and r.timeline is not None]
+    bars = _bars(rows)[:-1]
     largest = max(bars, default=0)
     return drawing_s(budget, [*bars, largest, sum(bars) + largest])
+
+
+def _bars(rows: list[CompareRow]) -> list[int]:
+    """The bars of each row's picture, and of the side-by-side of them all (the last)."""
+    bars = [len(r.timeline.placements) for r in rows if not r.skipped and r.timeline is not None]
+    return [*bars, sum(bars)]
 
 
 def _memory_cap(p: int, m: int, costs, scales: Scales, by_name: dict[str, CompareRow],
@@ -408,10 +414,12 @@ def _note_every_cut_bound(row: CompareRow, p: int, m: int, costs, scales: Scales
 
 
 def write_outputs(cmp: Comparison, out_dir: str | os.PathLike[str], *, pictures: bool = True,
-                  progress: Callable[[str], None] | None = None) -> list[Path]:
+                  progress: Callable[[str], None] | None = None,
+                  budget: CompareBudget = DEFAULT_COMPARE_BUDGET) -> list[Path]:
     """compare.csv, one torch pipelining CSV and (if `pictures`) one Gantt PNG per schedule, and a side-by-side
-    picture; returns the paths written.  `progress` gets a line before each picture ("drawing 3/10 pictures: ..."):
-    on a large pipeline each takes seconds."""
+    picture; returns the paths written.  `progress` gets a line before each picture ("drawing 3/10 pictures: ...")
+    when the drawing is expected to take longer than `budget.progress_after_s` (on a large pipeline each picture
+    takes seconds)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "compare.csv"]
@@ -424,6 +432,8 @@ def write_outputs(cmp: Comparison, out_dir: str | os.PathLike[str], *, pictures:
     if pictures:
         rows = cmp.ok_rows()
         total = len(rows) + 1
+        if progress is not None and drawing_s(budget, _bars(rows)) <= budget.progress_after_s:
+            progress = None
         for i, r in enumerate(rows, 1):
             if progress is not None:
                 progress(f"   drawing {i}/{total} pictures: {r.name}")
