@@ -59,7 +59,7 @@ def _run_fast(args: argparse.Namespace) -> int:
     # here, not at the top: torch stays optional (module docstring)
     from planner.execute.fast_choice import RunConfig, choose_run, cores_available, run_config, used_devices
     from planner.execute.program import default_feeds
-    from planner.execute.runner import compare_outputs, load_checked_plan
+    from planner.execute.runner import compare_outputs, degenerate_reference_note, load_checked_plan
     from planner.ir.onnx_values import bound_input_feeds, reference_outputs
 
     plan, graph = load_checked_plan(args.plan, _shapes(args.input_shape), replan=args.replan)
@@ -88,7 +88,7 @@ def _run_fast(args: argparse.Namespace) -> int:
         ref, _ = reference_outputs(plan.model_path, ref_feeds, list(run.outputs), plan.input_shapes,
                                    plan.input_values)
         max_abs, max_rel = compare_outputs(run.outputs, ref)
-        report.update(max_abs_error=max_abs, max_rel_error=max_rel)
+        report.update(max_abs_error=max_abs, max_rel_error=max_rel, check_note=degenerate_reference_note(ref))
     if args.format == "json":
         print(json.dumps(report, indent=2))
         return 0
@@ -99,6 +99,8 @@ def _run_fast(args: argparse.Namespace) -> int:
           f"{used_devices(plan)} device(s)")
     if args.check:
         print(f"check against onnxruntime: max abs error {max_abs:.3g}, max rel error {max_rel:.3g}")
+        if report["check_note"]:
+            print(f"note: {report['check_note']}")
     return 0
 
 
