@@ -46,6 +46,7 @@ from planner.cli_args import (
     positive_int,
     positive_seconds,
 )
+from planner.cli_interrupt import ctrl_c_in_search
 from planner.cli_outputs import check_output_dir, staged_dir
 from planner.compare.compare_policy import LNS_MODES, PLACEMENTS, ComparePolicy
 from planner.compare.memory_bound_note import MEMORY_BOUND_S
@@ -92,12 +93,13 @@ def _compare(args: argparse.Namespace) -> int:
         if unknown:
             raise InputError(f"unknown schedules {unknown}", fix=f"use some of {','.join(GENERATORS)}")
     policy = dataclasses.replace(ComparePolicy(), lns_share=args.lns_share)  # the defaults, with the user's share
-    cmp = compare(args.stages, args.microbatches, costs, schedules=names, opplan=not args.no_opplan,
-                  memory_cap_units=args.memory, opplan_placement=args.placement,
-                  time_limit_s=max(1.0, args.time_limit - (time.monotonic() - started)),
-                  backend=args.backend, granularity=args.granularity, subchunk_a2a=args.subchunk_a2a,
-                  lns_mode=args.lns_mode, bound_time_s=args.bound_time, policy=policy,
-                  progress=lambda line: print(line, file=sys.stderr, flush=True), pictures=not args.no_pictures)
+    with ctrl_c_in_search(keep_best=False):  # Ctrl-C stops the running solves at once and aborts
+        cmp = compare(args.stages, args.microbatches, costs, schedules=names, opplan=not args.no_opplan,
+                      memory_cap_units=args.memory, opplan_placement=args.placement,
+                      time_limit_s=max(1.0, args.time_limit - (time.monotonic() - started)),
+                      backend=args.backend, granularity=args.granularity, subchunk_a2a=args.subchunk_a2a,
+                      lns_mode=args.lns_mode, bound_time_s=args.bound_time, policy=policy,
+                      progress=lambda line: print(line, file=sys.stderr, flush=True), pictures=not args.no_pictures)
     print(cmp.table(verbose=args.verbose))
     with staged_dir(args.out) as staging:  # every file or none, even on Ctrl-C while drawing
         written = write_outputs(cmp, staging, pictures=not args.no_pictures,

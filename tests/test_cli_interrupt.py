@@ -146,6 +146,29 @@ def test_second_ctrl_c_in_a_search_aborts_and_writes_nothing(tmp_path):
     assert list(work.iterdir()) == []
 
 
+def test_ctrl_c_in_plan_compare_solves_aborts_and_writes_nothing(tmp_path):
+    """plan-compare has no plan to keep half way: its first Ctrl-C stops the running solve and aborts."""
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.Popen([str(BIN / "plan-compare"), "--stages", "8", "--microbatches", "24", "--b", "2",
+                             "--comm", "0.3", "--time-limit", "300", "--no-pictures", "--out", str(work / "cmp")],
+                            cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "planned row (dualpipe): starts from" in line:  # the full model's solve follows
+                break
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert err.splitlines()[-1] == "interrupted", err
+    assert "Traceback" not in err
+    assert list(work.iterdir()) == []
+
+
 def test_ctrl_c_while_plan_compare_writes_leaves_no_folder(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
