@@ -152,8 +152,7 @@ class _Rank:
         self.base.update(program.constants)
         self.env: dict[str, torch.Tensor] = {}
         self.choices = _engines(spec, self.segments, program, self.env)
-        self.kept = set(part.outputs) if rank == 0 else set()
-        needed = _needed_after(self.segments, self.kept)
+        needed = _needed_after(self.segments, set(part.outputs) if rank == 0 else set())
         # per segment, the tensors no later segment reads: dropped right after it (computed once, not per run)
         self.drops = [tuple(t for t in (*seg.inputs, *(w for op in seg.ops for w in spec.graph.op(op).writes))
                             if t not in needed[i] and t not in self.base) for i, seg in enumerate(self.segments)]
@@ -162,7 +161,6 @@ class _Rank:
         self.unread = tuple(t for t in self.incoming if t not in read)
         self.times: list[list[list[float]]] = [[[] for _ in c] for c in self.choices]
         self.build_s = time.perf_counter() - t
-
 
     def repetition(self, measure_all: bool) -> tuple[float, float, float]:
         """One repetition: (start on the monotonic clock, seconds to the end, compute seconds)."""
