@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 
 from planner.cost.measured import ort_kernel_samples
+from planner.execute.engines import ort_session
 from planner.ir.graph import OpGraph
 from planner.ir.onnx_segment import SegmentSpec, segment_models
 
@@ -35,15 +35,7 @@ def onnxruntime_op_times(graph: OpGraph, model_path: str | Path, feeds: Mapping[
     (model,) = segment_models(graph, model_path, [SegmentSpec(ops, inputs, tuple(graph.graph_outputs))])
     run_feeds = {t: np.ascontiguousarray(feeds[t]) for t in inputs}
     with tempfile.TemporaryDirectory() as tmp:
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        opts.log_severity_level = 3
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.enable_profiling = True
-        opts.profile_file_prefix = str(Path(tmp) / "ort")
-        session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+        session = ort_session(model, threads, optimized=False, profile_prefix=str(Path(tmp) / "ort"))
         for _ in range(warmup + repeat):
             session.run(None, run_feeds)
         samples = ort_kernel_samples(json.loads(Path(session.end_profiling()).read_text()))

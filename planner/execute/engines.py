@@ -81,16 +81,23 @@ class TorchEngine:
                     env[name] = value
 
 
-def ort_session(model: bytes, threads: int, spin: bool = False) -> ort.InferenceSession:
+def ort_session(model: bytes, threads: int, spin: bool = False, *, optimized: bool = True,
+                profile_prefix: str | None = None) -> ort.InferenceSession:
     """onnxruntime's CPU provider on a serialized model: sequential, `threads` intra-op threads; its idle threads
     spin only with `spin` (a rank alone on the host: a spinning pool would take the core another rank computes
-    on)."""
+    on).  `optimized=False` turns graph optimizations off (every node keeps its name); `profile_prefix` profiles
+    every run into a file with that prefix (`InferenceSession.end_profiling` names it)."""
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.log_severity_level = 3
     opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    if not optimized:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if profile_prefix is not None:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = profile_prefix
     return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
 
 
