@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from planner.execute.codegen import used_devices_only
+from planner.execute.partition import used_devices_only
 from planner.schedule.plan import Plan, PlanStatus, TaskPlacement
 
 

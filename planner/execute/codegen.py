@@ -23,7 +23,6 @@ another machine that has torch.
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import keyword
 import re
 from collections.abc import Mapping, Sequence
@@ -34,12 +33,11 @@ import torch
 
 from planner.execute.codegen_ops import EmitContext, dtype_source, emit
 from planner.execute.codegen_support import onnx_ops_source, p2p_source
-from planner.execute.partition import Partition, partition_plan
+from planner.execute.partition import Partition, partition_plan, used_devices_only
 from planner.execute.program import default_feeds, to_tensor
 from planner.execute.runner import load_checked_plan
 from planner.ir.graph import OpGraph
 from planner.ir.onnx_values import model_program
-from planner.schedule.plan import Plan
 
 __all__ = ["write_code"]
 
@@ -195,18 +193,6 @@ if __name__ == "__main__":
 def _tensors(values: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
     """Tensors that own their memory (a view of a larger buffer would be saved with all of it)."""
     return {k: to_tensor(v).clone() for k, v in values.items()}
-
-
-def used_devices_only(plan: Plan) -> Plan:
-    """The plan on the devices it places work on, renumbered in their order: a device with no op would be a rank
-    that only waits, so the code gets one rank per used device (ranks may still share devices with --nproc)."""
-    used = sorted({p.device for p in plan.placements})
-    if len(used) == len(plan.device_names):
-        return plan
-    index = {d: i for i, d in enumerate(used)}
-    return dataclasses.replace(plan, device_names=tuple(plan.device_names[d] for d in used),
-                               placements=tuple(dataclasses.replace(p, device=index[p.device])
-                                                for p in plan.placements))
 
 
 def write_code(plan_path: str | Path, out_dir: str | Path, *, nproc: int | None = None,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.execute.fast_run import FastRun, FastSpec, launch_fast
-from planner.execute.partition import partition_plan
+from planner.execute.partition import partition_plan, used_devices_only
 from planner.ir.graph import OpGraph
 from planner.schedule.plan import Plan
 
@@ -83,13 +83,14 @@ class RunChoice:
 
 def used_devices(plan: Plan) -> int:
     """How many devices hold at least one op of the plan."""
-    return len({p.device for p in plan.placements})
+    return len(used_devices_only(plan).device_names)
 
 
 def run_config(plan: Plan, graph: OpGraph, feeds: Mapping[str, np.ndarray], config: RunConfig, *, repeat: int,
                warmup: int = 3, where: str = "<plan>") -> tuple[Trial, FastRun]:
-    """Run the plan once in `config` (all ops on rank 0 when `config.ranks` is 1)."""
-    partition = partition_plan(plan, graph, config.ranks, where)
+    """Run the plan once in `config` (all ops on rank 0 when `config.ranks` is 1).  The plan is renumbered onto the
+    devices it uses first, so that two used devices land on two ranks whatever their indices."""
+    partition = partition_plan(used_devices_only(plan), graph, config.ranks, where)
     spec = FastSpec(plan.model_path, graph, partition, dict(feeds), threads=config.threads, engine=config.engine,
                     repeat=repeat, warmup=warmup)
     run = launch_fast(spec)

@@ -20,6 +20,7 @@ more processes than devices are refused (they would have nothing to run).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from dataclasses import dataclass, field
 
@@ -27,7 +28,7 @@ from planner.errors import InputError
 from planner.ir.graph import OpGraph
 from planner.schedule.plan import Plan
 
-__all__ = ["Transfer", "Partition", "partition_plan", "release_after"]
+__all__ = ["Transfer", "Partition", "partition_plan", "release_after", "used_devices_only"]
 
 
 @dataclass(frozen=True)
@@ -230,3 +231,15 @@ def release_after(partition: Partition, graph: OpGraph, rank: int) -> dict[str, 
     for t, name in last.items():
         out.setdefault(name, []).append(t)
     return {k: tuple(v) for k, v in out.items()}
+
+
+def used_devices_only(plan: Plan) -> Plan:
+    """The plan on the devices it places work on, renumbered in their order: a device with no op would be a rank
+    that only waits, so the code gets one rank per used device (ranks may still share devices with --nproc)."""
+    used = sorted({p.device for p in plan.placements})
+    if len(used) == len(plan.device_names):
+        return plan
+    index = {d: i for i, d in enumerate(used)}
+    return dataclasses.replace(plan, device_names=tuple(plan.device_names[d] for d in used),
+                               placements=tuple(dataclasses.replace(p, device=index[p.device])
+                                                for p in plan.placements))
