@@ -33,8 +33,10 @@ from planner.ir.model_warnings import model_warnings
 from planner.search.options import Method
 
 if TYPE_CHECKING:
+    from planner.ir.topology import Topology
     from planner.schedule.plan import Plan
     from planner.schedule.timeline import Timeline
+    from planner.solve import Outcome
 
 # The heavy modules (onnx, matplotlib, the solvers) are imported inside the command bodies, after the arguments are
 # parsed and the output paths checked: `--help` and a bad argument answer at once, and Ctrl-C while they load is
@@ -282,15 +284,45 @@ def _solve_outputs(args: argparse.Namespace) -> list[tuple[Path, str]]:
     return _plan_files(args.out, pictures=not args.no_pictures)
 
 
+def _solve_input(args: argparse.Namespace) -> tuple[Topology, str | Path]:
+    """The devices and the model file of plan-solve: a task graph (``--graph``, on ``--devices`` identical devices or
+    ``--hw``) or an ONNX model (``--model`` on ``--hw``, else the bundled model and profile)."""
+    from planner.ir.hardware import load_topology
+    from planner.ir.topology import Topology
+
+    if args.graph is not None:
+        if args.model is not None:
+            raise InputError("give either --model or --graph, not both")
+        if args.devices is None and args.hw is None:
+            raise InputError("--graph needs --devices N (identical, fully connected devices) or --hw")
+        return (load_topology(args.hw) if args.hw else Topology.identical(args.devices)), args.graph
+    if args.devices is not None:
+        raise InputError("--devices applies to --graph task graphs; an ONNX model takes its devices from --hw")
+    return load_topology(args.hw or DEFAULT_PROFILE), args.model or DEFAULT_MODEL
+
+
+def _summary_extra(outcome: Outcome, written: dict, choice: dict, tick_s: float | None) -> dict[str, object]:
+    """What plan-solve's summary says beyond the plan itself: the files written, which phase found the plan, the
+    runtime choice, and the cluster rounds of a clustered search (their bound in seconds)."""
+    extra: dict[str, object] = {"written": written}
+    if outcome.phases:
+        extra.update(found_by=outcome.found_by)
+    if choice:
+        extra.update(choice=choice)
+    if outcome.rounds:
+        tick = tick_s or 1.0
+        extra.update(clusters=outcome.rounds[-1].clusters, rounds=len(outcome.rounds),
+                     cluster_bound=outcome.rounds[-1].cluster_bound_tick * tick)
+    return extra
+
+
 def _solve(args: argparse.Namespace) -> int:
     for path, flag in _solve_outputs(args):
         check_output_file(path, flag)
     pause_point("imports")
     from planner.cost.measured import load_measured_times
     from planner.cost.measured_transfers import measured_transfer_s, with_transfer_latency
-    from planner.ir.hardware import load_topology
     from planner.ir.load import parse_input_shape, parse_input_value
-    from planner.ir.topology import Topology
     from planner.ir.units import parse_bytes
     from planner.prepare import prepare
     from planner.report import plan_summary
@@ -299,19 +331,7 @@ def _solve(args: argparse.Namespace) -> int:
     from planner.schedule.runtime_replay import RuntimeReplay
     from planner.solve import plan_instance
 
-    if args.graph is not None:
-        if args.model is not None:
-            raise InputError("give either --model or --graph, not both")
-        if args.devices is None and args.hw is None:
-            raise InputError("--graph needs --devices N (identical, fully connected devices) or --hw")
-        topology = load_topology(args.hw) if args.hw else Topology.identical(args.devices)
-        model_path = args.graph
-    else:
-        if args.devices is not None:
-            raise InputError("--devices applies to --graph task graphs; an ONNX model takes its devices from --hw")
-        topology = load_topology(args.hw or DEFAULT_PROFILE)
-        model_path = args.model or DEFAULT_MODEL
-
+    topology, model_path = _solve_input(args)
     capacity = parse_bytes(args.memory, where="--memory") if args.memory else None
     measured = load_measured_times(args.measured) if args.measured else None
     transfer_s = measured_transfer_s(args.measured) if args.measured else None
@@ -351,17 +371,8 @@ def _solve(args: argparse.Namespace) -> int:
     }
     out = _write_outputs(outcome, args.out, pictures=not args.no_pictures, provenance=provenance,
                          op_types={op.name: op.op_type for op in prepared.graph.ops})
-    extra = {"written": out["written"]}
-    if outcome.phases:
-        extra.update(found_by=outcome.found_by)
-    if choice:
-        extra.update(choice=choice)
-    if outcome.rounds:
-        tick = prepared.instance.tick_s or 1.0
-        extra.update(clusters=outcome.rounds[-1].clusters, rounds=len(outcome.rounds),
-                     cluster_bound=outcome.rounds[-1].cluster_bound_tick * tick)
     summary = plan_summary(out["plan"], out["timeline"], prepared.instance, baselines=dict(outcome.baselines),
-                           extra=extra)
+                           extra=_summary_extra(outcome, out["written"], choice, prepared.instance.tick_s))
     if args.format == "json":
         print(json.dumps(summary, indent=2, default=str))
     else:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from matplotlib import colormaps
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
@@ -119,80 +120,24 @@ def gantt_figure(
     scale, unit = _time_scale(timeline, time_unit)
     peak = max(timeline.memory.peak_bytes, default=0)
     show_memory = show_memory and peak > 0
-    width_in = 13.0
-    gantt_h = 0.9 + 0.5 * max(num_dev, 1)
-    mem_h = 2.4 if show_memory else 0.0
-    fig = Figure(figsize=(width_in, gantt_h + mem_h + 0.6), dpi=dpi)
-    FigureCanvasAgg(fig)
-    if show_memory:
-        gs = fig.add_gridspec(2, 1, height_ratios=[gantt_h, mem_h], hspace=0.25)
-        ax = fig.add_subplot(gs[0])
-        mem_ax = fig.add_subplot(gs[1], sharex=ax)
-    else:
-        ax = fig.add_subplot(1, 1, 1)
-        mem_ax = None
+    fig, ax, mem_ax = _gantt_axes(num_dev, show_memory, dpi)
 
-    # colours by group, in order of first appearance (by start time)
     placements = timeline.placements
     group_of = [group(p.task) for p in placements]  # once per task: 100k names take seconds
-    ordered = sorted(range(len(placements)), key=lambda i: (placements[i].start_tick, placements[i].device))
-    groups: dict[str, str | tuple[float, float, float, float]] = {}  # a named colour or an RGBA from the colormap
-    cmap = colormaps["tab20"]
-    for i in ordered:
-        g = group_of[i]
-        if g not in groups:
-            groups[g] = (group_colors(g) if group_colors is not None else None) or _KIND_COLORS.get(g) \
-                or cmap(len(groups) % 20)
+    groups = _group_colours(timeline, group_of, group_colors)
 
     end = max(timeline.end_tick, 1)
     x0 = timeline.start_tick * scale
     x1 = end * scale
-    axes_w_px = width_in * dpi * 0.8
+    axes_w_px = _WIDTH_IN * dpi * 0.8
     px_per_unit = axes_w_px / max(x1 - x0, 1e-12)
-
-    # one bar collection per device, each bar with its group's colour: a stacked model has thousands of groups, and
-    # each broken_barh call rescales the axes (one call per group costs seconds on a large model's plan; one per
-    # device and colour is a few dozen calls).  With more bars than pixels across (`dense`), no bar can be seen
-    # alone and white edges would wash the rows out: bars of one colour less than a pixel apart are drawn as one,
-    # without edges.
+    # With more bars than pixels across (`dense`), no bar can be seen alone and white edges would wash the rows out:
+    # bars of one colour less than a pixel apart are drawn as one, without edges.
     dense = len(placements) > axes_w_px
     merge_gap = 1.0 / px_per_unit if dense else -1.0
-    spans: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    colours: dict[int, list[str | tuple[float, float, float, float]]] = defaultdict(list)
-    marks: list[tuple[float, int, str | tuple[float, float, float, float]]] = []  # zero-length tasks: tick marks
-    for p, g in zip(placements, group_of):
-        if p.end_tick > p.start_tick:
-            spans[p.device].append((p.start_tick * scale, (p.end_tick - p.start_tick) * scale))
-            colours[p.device].append(groups[g])
-        else:
-            marks.append((p.start_tick * scale, p.device, groups[g]))
-    for d, row in spans.items():
-        row, row_colours = merged_bars(row, colours[d], merge_gap) if dense else (row, colours[d])
-        ax.broken_barh(row, (d - 0.38, 0.6), facecolors=row_colours, edgecolors="none" if dense else "white",
-                       linewidth=0.4)
-    if marks:
-        ax.vlines([x for x, _, _ in marks], [d - 0.38 for _, d, _ in marks], [d + 0.22 for _, d, _ in marks],
-                  colors=[c for _, _, c in marks], linewidth=1.0)
-    for p in placements:
-        w = (p.end_tick - p.start_tick) * scale
-        if w * px_per_unit >= 6.5 * len(p.task) + 4:
-            ax.text((p.start_tick * scale) + w / 2, p.device - 0.08, p.task, ha="center", va="center",
-                    fontsize=7, color="white", clip_on=True)
-
+    _draw_task_bars(ax, timeline, group_of, groups, scale, merge_gap if dense else None, px_per_unit)
     if show_comm and timeline.transfers:
-        comm: dict[int, list[tuple[float, float]]] = defaultdict(list)
-        for x in timeline.transfers:
-            comm[x.src_device].append((x.start_tick * scale, max((x.end_tick - x.start_tick) * scale, 0.0)))
-        for d, comm_spans in comm.items():
-            if dense:
-                comm_spans = merged_bars(sorted(comm_spans), ["0.45"] * len(comm_spans), merge_gap)[0]
-            ax.broken_barh(comm_spans, (d + 0.26, 0.1), facecolors="0.45", edgecolors="none", alpha=0.8)
-        if len(timeline.transfers) <= max_arrows:
-            for x in timeline.transfers:
-                # the head sits inside the receiver's bar band (rows run top to bottom: d - 0.38 .. d + 0.22)
-                ax.annotate("", xy=(x.end_tick * scale, x.dst_device - 0.08),
-                            xytext=(x.start_tick * scale, x.src_device + 0.31),
-                            arrowprops={"arrowstyle": "->", "color": "0.35", "lw": 0.6, "alpha": 0.7})
+        _draw_transfers(ax, timeline, scale, merge_gap if dense else None, max_arrows)
 
     ax.set_yticks(range(num_dev))
     ax.set_yticklabels(timeline.device_names)
@@ -207,16 +152,105 @@ def gantt_figure(
         figures.append("link contention")
     ax.set_title(f"{title or timeline.instance_name}: " + ", ".join(figures), fontsize=10)
     if len(groups) <= 20:
-        words = group_words or {}
-        handles = [Patch(facecolor=c, label=words.get(g, g)) for g, c in groups.items()]
-        if show_comm and timeline.transfers:
-            handles.append(Patch(facecolor="0.45", label="transfer"))
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
+        _draw_legend(ax, groups, group_words or {}, transfers=show_comm and bool(timeline.transfers))
     if mem_ax is None:
         ax.set_xlabel(f"time ({unit})")
     else:
         _plot_memory(mem_ax, timeline, scale, unit, x1, (bytes_per_unit, memory_label))
     return fig
+
+
+# The figure's width in inches: the bars' pixel width, and so which labels fit and when bars merge, follow from it.
+_WIDTH_IN = 13.0
+
+_Colour = str | tuple[float, float, float, float]  # a named colour or an RGBA from the colormap
+
+
+def _gantt_axes(num_dev: int, show_memory: bool, dpi: int) -> tuple[Figure, Axes, Axes | None]:
+    """The figure on the Agg canvas, its Gantt axes (a row per device), and below it the memory axes sharing the
+    time axis when there is memory to show."""
+    gantt_h = 0.9 + 0.5 * max(num_dev, 1)
+    mem_h = 2.4 if show_memory else 0.0
+    fig = Figure(figsize=(_WIDTH_IN, gantt_h + mem_h + 0.6), dpi=dpi)
+    FigureCanvasAgg(fig)
+    if not show_memory:
+        return fig, fig.add_subplot(1, 1, 1), None
+    gs = fig.add_gridspec(2, 1, height_ratios=[gantt_h, mem_h], hspace=0.25)
+    ax = fig.add_subplot(gs[0])
+    return fig, ax, fig.add_subplot(gs[1], sharex=ax)
+
+
+def _group_colours(timeline: Timeline, group_of: list[str],
+                   group_colors: Callable[[str], str] | None) -> dict[str, _Colour]:
+    """A colour per group, in order of first appearance (by start time): the caller's, else the action kind's,
+    else the next of tab20."""
+    placements = timeline.placements
+    ordered = sorted(range(len(placements)), key=lambda i: (placements[i].start_tick, placements[i].device))
+    groups: dict[str, _Colour] = {}
+    cmap = colormaps["tab20"]
+    for i in ordered:
+        g = group_of[i]
+        if g not in groups:
+            groups[g] = (group_colors(g) if group_colors is not None else None) or _KIND_COLORS.get(g) \
+                or cmap(len(groups) % 20)
+    return groups
+
+
+def _draw_task_bars(ax: Axes, timeline: Timeline, group_of: list[str], groups: dict[str, _Colour], scale: float,
+                    merge_gap: float | None, px_per_unit: float) -> None:
+    """The tasks' bars in their groups' colours (bars less than `merge_gap` apart merged, no edges, when given),
+    zero-length tasks as tick marks, and each task's name inside a bar wide enough for it."""
+    # one bar collection per device, each bar with its group's colour: a stacked model has thousands of groups, and
+    # each broken_barh call rescales the axes (one call per group costs seconds on a large model's plan; one per
+    # device and colour is a few dozen calls).
+    placements = timeline.placements
+    spans: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    colours: dict[int, list[_Colour]] = defaultdict(list)
+    marks: list[tuple[float, int, _Colour]] = []  # zero-length tasks: tick marks
+    for p, g in zip(placements, group_of):
+        if p.end_tick > p.start_tick:
+            spans[p.device].append((p.start_tick * scale, (p.end_tick - p.start_tick) * scale))
+            colours[p.device].append(groups[g])
+        else:
+            marks.append((p.start_tick * scale, p.device, groups[g]))
+    for d, row in spans.items():
+        row, row_colours = merged_bars(row, colours[d], merge_gap) if merge_gap is not None else (row, colours[d])
+        ax.broken_barh(row, (d - 0.38, 0.6), facecolors=row_colours,
+                       edgecolors="none" if merge_gap is not None else "white", linewidth=0.4)
+    if marks:
+        ax.vlines([x for x, _, _ in marks], [d - 0.38 for _, d, _ in marks], [d + 0.22 for _, d, _ in marks],
+                  colors=[c for _, _, c in marks], linewidth=1.0)
+    for p in placements:
+        w = (p.end_tick - p.start_tick) * scale
+        if w * px_per_unit >= 6.5 * len(p.task) + 4:
+            ax.text((p.start_tick * scale) + w / 2, p.device - 0.08, p.task, ha="center", va="center",
+                    fontsize=7, color="white", clip_on=True)
+
+
+def _draw_transfers(ax: Axes, timeline: Timeline, scale: float, merge_gap: float | None, max_arrows: int) -> None:
+    """Each transfer as a thin grey bar low in the sender's row (merged as the task bars are), and, when there are
+    at most `max_arrows`, an arrow from the sender to the receiver."""
+    comm: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for x in timeline.transfers:
+        comm[x.src_device].append((x.start_tick * scale, max((x.end_tick - x.start_tick) * scale, 0.0)))
+    for d, comm_spans in comm.items():
+        if merge_gap is not None:
+            comm_spans = merged_bars(sorted(comm_spans), ["0.45"] * len(comm_spans), merge_gap)[0]
+        ax.broken_barh(comm_spans, (d + 0.26, 0.1), facecolors="0.45", edgecolors="none", alpha=0.8)
+    if len(timeline.transfers) <= max_arrows:
+        for x in timeline.transfers:
+            # the head sits inside the receiver's bar band (rows run top to bottom: d - 0.38 .. d + 0.22)
+            ax.annotate("", xy=(x.end_tick * scale, x.dst_device - 0.08),
+                        xytext=(x.start_tick * scale, x.src_device + 0.31),
+                        arrowprops={"arrowstyle": "->", "color": "0.35", "lw": 0.6, "alpha": 0.7})
+
+
+def _draw_legend(ax: Axes, groups: dict[str, _Colour], words: Mapping[str, str], *, transfers: bool) -> None:
+    """A legend entry per group (its word, else its name), and one for transfers when they are drawn."""
+    handles = [Patch(facecolor=c, label=words.get(g, g)) for g, c in groups.items()]
+    if transfers:
+        handles.append(Patch(facecolor="0.45", label="transfer"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
 
 
 def merged_bars(spans: list[tuple[float, float]], colours: list, gap: float) -> tuple[list[tuple[float, float]], list]:
