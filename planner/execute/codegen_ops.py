@@ -15,128 +15,43 @@ the codegen tests run the written code and compare it with onnxruntime.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
-import torch
 
-from planner.execute.ops import torch_dtype
+# the shape, indexing and reduction emitters register themselves on import
+import planner.execute.codegen_ops_tensor  # noqa: F401
+from planner.execute.codegen_emit import (
+    EMITTERS,
+    MULTI_OUTPUT,
+    EmitContext,
+    _axis,
+    _emits,
+    _is_float,
+    _meta,
+    _multi,
+    _num,
+    dtype_source,
+    helper_call,
+    literal,
+)
 from planner.execute.ops.nn import _pool_geometry, _torch_pad, _window_args
 from planner.ir.onnx_values import NodeSpec
 
+# The context, the registry and the helpers live in `planner.execute.codegen_emit`; the shape, indexing and
+# reduction emitters in `planner.execute.codegen_ops_tensor`.  These names stay importable from here.
 __all__ = ["EmitContext", "dtype_source", "emit", "helper_call", "literal"]
-
-
-@dataclass(frozen=True)
-class EmitContext:
-    """What an emitter may know about a node's tensors.
-
-    `expr(t)`: the Python expression for tensor t (a local name, or ``W["name"]`` for a weight); `const(t)`: its
-    value when it is a constant (weights, folded values), else None; `shape(t)` and `dtype(t)`: its static shape
-    and ONNX element type name; `opset`: the default domain's opset."""
-
-    expr: Callable[[str], str]
-    const: Callable[[str], np.ndarray | None]
-    shape: Callable[[str], tuple[int, ...]]
-    dtype: Callable[[str], str]
-    opset: int
-
-
-def dtype_source(onnx_type: str | int) -> str:
-    """``torch.float32`` for 'float' (or its id 1)."""
-    return str(torch_dtype(onnx_type))
-
-
-def literal(value) -> str:
-    """A Python literal for an attribute value: numbers, strings, lists; arrays as ``torch.tensor(...)``."""
-    if isinstance(value, np.ndarray):
-        return f"torch.tensor({value.tolist()!r}, dtype={dtype_source_np(value.dtype)})"
-    if isinstance(value, np.generic):
-        return repr(value.item())
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(literal(v) for v in value) + "]"
-    if isinstance(value, float) and not np.isfinite(value):
-        return f'float("{value}")'
-    return repr(value)
-
-
-def _num(value: float) -> str:
-    """A float attribute as its shortest float32 spelling (ONNX stores float32: 1e-05, not 9.999999747378752e-06)."""
-    return repr(float(str(np.float32(value))))
-
-
-def dtype_source_np(dtype: np.dtype) -> str:
-    return str(torch.from_numpy(np.zeros(0, dtype=dtype)).dtype)
-
-
-def helper_call(node: NodeSpec, cx: EmitContext, outs: Sequence[str]) -> list[str]:
-    """The fallback: one call of `onnx_op` from the helper file (the runtime's own implementation)."""
-    ins = "[" + ", ".join(cx.expr(t) if t else "None" for t in node.inputs) + "]"
-    attrs = "{" + ", ".join(f"{k!r}: {literal(v)}" for k, v in node.attrs.items()) + "}"
-    shapes = [list(cx.shape(o)) if o else None for o in node.outputs]
-    types = [cx.dtype(o) if o else None for o in node.outputs]
-    target = ", ".join(outs) + ("," if len(outs) == 1 else "")
-    return [(f"{target} = onnx_op({node.op_type!r}, {ins}, {attrs}, opset={cx.opset}, "
-             f"output_shapes={shapes!r}, output_dtypes={types!r})")]
-
-
-# --- helpers for the emitters ----------------------------------------------------------------------------------
-
-def _ints(cx: EmitContext, t: str | None) -> list[int] | None:
-    """A constant integer input as a list; None when absent or not constant."""
-    if not t:
-        return None
-    value = cx.const(t)
-    return None if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
-
-
-def _axis(a: int, rank: int) -> int:
-    return a + rank if a < 0 else a
-
-
-def _is_float(onnx_type: str) -> bool:
-    return torch_dtype(onnx_type).is_floating_point
-
-
-def _meta(shape: Sequence[int], onnx_type: str = "float") -> torch.Tensor:
-    """A shape-only tensor, to reuse the runtime's geometry functions (pads, pool sizes) at generation time."""
-    return torch.empty(tuple(shape), dtype=torch_dtype(onnx_type), device="meta")
-
-
-def _index(cx: EmitContext, t: str, size: int) -> str:
-    """An index tensor for torch.scatter/gather: int64, negative indices wrapped (ONNX allows -size..size-1)."""
-    value = cx.const(t)
-    e = cx.expr(t)
-    if cx.dtype(t) != "int64":
-        e = f"{e}.long()"
-    if value is not None and (np.asarray(value) >= 0).all():
-        return e
-    return f"{e} % {size}"
-
-
-Emitter = Callable[[NodeSpec, list[str], EmitContext], "str | list[str] | None"]
-_EMIT: dict[str, Emitter] = {}
-
-
-def _emits(*op_types: str):
-    def deco(fn: Emitter) -> Emitter:
-        for op_type in op_types:
-            _EMIT[op_type] = fn
-        return fn
-
-    return deco
 
 
 def emit(node: NodeSpec, cx: EmitContext, outs: Sequence[str]) -> tuple[list[str], bool]:
     """Source lines computing `node`'s outputs into the names `outs` ('_' for an unused output) and whether they
     call the helper file.  An expression emitter (one output) returns the right-hand side; a multi-output one
     returns whole lines with ``{0}``, ``{1}`` ... where the output names go."""
-    fn = _EMIT.get(node.op_type)
+    fn = EMITTERS.get(node.op_type)
     ins = [cx.expr(t) if t else "None" for t in node.inputs]
     single = len(node.outputs) == 1 and bool(node.outputs[0])
     out = None
-    if node.domain in ("", "ai.onnx") and fn is not None and (single or fn in _MULTI):
+    if node.domain in ("", "ai.onnx") and fn is not None and (single or fn in MULTI_OUTPUT):
         out = fn(node, ins, cx)
     if out is None:
         return helper_call(node, cx, outs), True
@@ -148,15 +63,6 @@ def emit(node: NodeSpec, cx: EmitContext, outs: Sequence[str]) -> tuple[list[str
             line = line.replace(f"{{{i}}}", name)
         lines.append(line)
     return lines, False
-
-
-_MULTI: set[Emitter] = set()
-
-
-def _multi(fn: Emitter) -> Emitter:
-    """Marks an emitter that handles several outputs itself (its lines use {0}, {1} ... for the output names)."""
-    _MULTI.add(fn)
-    return fn
 
 
 # --- element-wise ----------------------------------------------------------------------------------------------
@@ -409,195 +315,3 @@ def _softmax(node, ins, cx):
 @_emits("Einsum")
 def _einsum(node, ins, cx):
     return f"torch.einsum({node.attrs['equation'].replace(' ', '')!r}, {', '.join(ins)})"
-
-
-# --- shapes and layout ------------------------------------------------------------------------------------------
-
-@_emits("Reshape", "Flatten", "Squeeze", "Unsqueeze")
-def _reshape(node, ins, cx):
-    return f"{ins[0]}.reshape({list(cx.shape(node.outputs[0]))})"  # the static output shape, written out
-
-
-@_emits("Transpose")
-def _transpose(node, ins, cx):
-    perm = node.attrs.get("perm") or list(range(len(cx.shape(node.inputs[0]))))[::-1]
-    return f"{ins[0]}.permute({list(perm)})"
-
-
-@_emits("Expand")
-def _expand(node, ins, cx):
-    return f"{ins[0]}.expand({list(cx.shape(node.outputs[0]))})"
-
-
-@_emits("Tile")
-def _tile(node, ins, cx):
-    reps = _ints(cx, node.inputs[1])
-    return None if reps is None else f"{ins[0]}.repeat({reps})"
-
-
-@_emits("Concat")
-def _concat(node, ins, cx):
-    xs = [e for t, e in zip(node.inputs, ins, strict=True) if t]
-    rank = len(cx.shape(node.outputs[0]))
-    return f"torch.cat([{', '.join(xs)}], dim={_axis(int(node.attrs['axis']), rank)})"
-
-
-@_emits("Split")
-@_multi
-def _split(node, ins, cx):
-    shape = cx.shape(node.inputs[0])
-    axis = _axis(int(node.attrs.get("axis", 0)), len(shape))
-    sizes = [cx.shape(o)[axis] for o in node.outputs]  # static: the outputs' own sizes
-    return ["{" + "}, {".join(str(i) for i in range(len(node.outputs))) + "} = "
-            f"torch.split({ins[0]}, {sizes}, dim={axis})"]
-
-
-@_emits("Slice")
-def _slice(node, ins, cx):
-    shape = cx.shape(node.inputs[0])
-    if cx.opset < 10:
-        starts, ends = list(node.attrs["starts"]), list(node.attrs["ends"])
-        axes = list(node.attrs.get("axes") or range(len(starts)))
-        steps = [1] * len(starts)
-    else:
-        starts, ends = _ints(cx, node.inputs[1]), _ints(cx, node.inputs[2])
-        axes = _ints(cx, node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3] else None
-        steps = _ints(cx, node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] else None
-        if starts is None or ends is None or (len(node.inputs) > 3 and node.inputs[3] and axes is None) or \
-                (len(node.inputs) > 4 and node.inputs[4] and steps is None):
-            return None
-        axes = axes if axes is not None else list(range(len(starts)))
-        steps = steps if steps is not None else [1] * len(starts)
-    index = [":"] * len(shape)
-    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
-        if step <= 0:
-            return None  # reversed slices: the helper
-        axis, n = _axis(axis, len(shape)), shape[_axis(axis, len(shape))]
-        start = min(max(start + n if start < 0 else start, 0), n)
-        end = min(max(end + n if end < 0 else end, 0), n)
-        index[axis] = f"{start}:{end}" + (f":{step}" if step != 1 else "")
-    while index and index[-1] == ":":
-        index.pop()
-    return f"{ins[0]}[{', '.join(index)}]" if index else ins[0]
-
-
-@_emits("Shape")
-def _shape(node, ins, cx):
-    dims = list(cx.shape(node.inputs[0]))
-    start, end = node.attrs.get("start", 0), node.attrs.get("end", None)
-    return f"torch.tensor({dims[start:end]}, dtype=torch.int64)"
-
-
-@_emits("ConstantOfShape")
-def _constant_of_shape(node, ins, cx):
-    value = node.attrs.get("value")
-    fill = 0.0 if value is None else np.asarray(value).reshape(-1)[0].item()
-    return f"torch.full({list(cx.shape(node.outputs[0]))}, {fill!r}, dtype={dtype_source(cx.dtype(node.outputs[0]))})"
-
-
-@_emits("Pad")
-def _pad(node, ins, cx):
-    if node.attrs.get("mode", "constant") != "constant" or cx.opset < 11:
-        return None
-    pads = _ints(cx, node.inputs[1])
-    value_t = node.inputs[2] if len(node.inputs) > 2 else ""
-    value = cx.const(value_t) if value_t else np.zeros(1)
-    if pads is None or value is None or (len(node.inputs) > 3 and node.inputs[3]) or min(pads) < 0:
-        return None
-    rank = len(cx.shape(node.inputs[0]))
-    flat = [p for a in reversed(range(rank)) for p in (pads[a], pads[a + rank])]
-    fill = np.asarray(value).reshape(-1)[0].item() if np.asarray(value).size else 0
-    return f"F.pad({ins[0]}, {flat}, value={fill!r})"
-
-
-# --- indexing ---------------------------------------------------------------------------------------------------
-
-@_emits("Gather")
-def _gather(node, ins, cx):
-    rank = len(cx.shape(node.inputs[0]))
-    axis = _axis(int(node.attrs.get("axis", 0)), rank)
-    idx = _ints(cx, node.inputs[1])
-    if idx is not None and len(idx) == 1 and cx.shape(node.inputs[1]) == ():
-        index = str(idx[0])  # a scalar index drops the axis, as Python indexing does
-    else:
-        index = ins[1]  # advanced indexing: the index's shape replaces the axis; negative indices count from the end
-    return f"{ins[0]}[{', '.join([':'] * axis + [index])}]"
-
-
-@_emits("ScatterElements", "Scatter")
-def _scatter_elements(node, ins, cx):
-    shape = cx.shape(node.inputs[0])
-    axis = _axis(int(node.attrs.get("axis", 0)), len(shape))
-    idx = _index(cx, node.inputs[1], shape[axis])
-    reduction = node.attrs.get("reduction", "none") or "none"
-    if reduction == "none":
-        return f"torch.scatter({ins[0]}, {axis}, {idx}, {ins[2]})"
-    fn = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}[reduction]
-    return f"torch.scatter_reduce({ins[0]}, {axis}, {idx}, {ins[2]}, {fn!r}, include_self=True)"
-
-
-@_emits("GatherElements")
-def _gather_elements(node, ins, cx):
-    shape = cx.shape(node.inputs[0])
-    axis = _axis(int(node.attrs.get("axis", 0)), len(shape))
-    return f"torch.gather({ins[0]}, {axis}, {_index(cx, node.inputs[1], shape[axis])})"
-
-
-# --- reductions and friends -------------------------------------------------------------------------------------
-
-_REDUCE = {"ReduceSum": "torch.sum", "ReduceMean": "torch.mean", "ReduceMax": "torch.amax", "ReduceMin": "torch.amin"}
-
-
-@_emits(*_REDUCE)
-def _reduce(node, ins, cx):
-    shape = cx.shape(node.inputs[0])
-    since = 13 if node.op_type == "ReduceSum" else 18  # opset from which axes is an input
-    if cx.opset >= since:
-        axes = _ints(cx, node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] else []
-        if axes is None:
-            return None
-    else:
-        axes = list(node.attrs.get("axes") or [])
-    if not axes and int(node.attrs.get("noop_with_empty_axes", 0)):
-        return ins[0]
-    if not shape:
-        return None
-    dims = tuple(sorted({_axis(a, len(shape)) for a in axes or range(len(shape))}))
-    keep = bool(int(node.attrs.get("keepdims", 1)))
-    extra = ""
-    if node.op_type == "ReduceSum" and not _is_float(cx.dtype(node.inputs[0])):
-        extra = f", dtype={dtype_source(cx.dtype(node.inputs[0]))}"  # torch.sum would widen to int64
-    return f"{_REDUCE[node.op_type]}({ins[0]}, dim={dims}, keepdim={keep}{extra})"
-
-
-@_emits("ArgMax", "ArgMin")
-def _arg(node, ins, cx):
-    if int(node.attrs.get("select_last_index", 0)):
-        return None
-    fn = "torch.argmax" if node.op_type == "ArgMax" else "torch.argmin"
-    keep = bool(int(node.attrs.get("keepdims", 1)))
-    return f"{fn}({ins[0]}, dim={int(node.attrs.get('axis', 0))}, keepdim={keep})"
-
-
-@_emits("CumSum")
-def _cumsum(node, ins, cx):
-    axis = _ints(cx, node.inputs[1])
-    if axis is None or int(node.attrs.get("exclusive", 0)) or int(node.attrs.get("reverse", 0)):
-        return None
-    dtype = cx.dtype(node.inputs[0])
-    keep = "" if dtype == "int64" or _is_float(dtype) else f", dtype={dtype_source(dtype)}"  # no widening
-    return f"torch.cumsum({ins[0]}, dim={axis[0]}{keep})"
-
-
-@_emits("TopK")
-@_multi
-def _topk(node, ins, cx):
-    k = int(node.attrs["k"]) if cx.opset < 10 else (_ints(cx, node.inputs[1]) or [None])[0]
-    if k is None:
-        return None
-    axis = int(node.attrs.get("axis", -1))
-    largest = bool(int(node.attrs.get("largest", 1)))
-    # A stable sort keeps equal values in index order, as ONNX TopK requires (torch.topk does not promise it).
-    return [(f"{{0}}, {{1}} = (t.narrow({axis}, 0, {k}) for t in torch.sort({ins[0]}, dim={axis}, "
-             f"descending={largest}, stable=True))")]
-
