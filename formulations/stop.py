@@ -6,6 +6,11 @@ search) runs the search inside `stop_control`: the backends then leave SIGINT to
 `stoppable`, and `request_stop` (called from the command's signal watcher thread while the main thread waits in the
 solver) stops every running solve at once.  Outside `stop_control` nothing changes.
 
+A stop lasts: once requested, `stop_requested` says so until the outermost `stop_control` ends, and every solve
+started after it is stopped as it starts (it returns what it has, like a solve at its time limit).  A search that
+keeps its best on a stop without an exception (plan-compare's) checks `stop_requested` where it would check its
+clock, and ends as if its time were up.
+
 The state is per process, like the signal it stands for.  `SearchStopped` is what the command's SIGINT handler
 raises in the main thread once the solve has returned: a `BaseException`, so that a phase's guard against its own
 bugs (``except Exception``) lets it through to the search, which keeps its best plan.
@@ -17,7 +22,8 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 
-__all__ = ["SearchStopped", "controlled", "raise_outside_solves", "request_stop", "stop_control", "stoppable"]
+__all__ = ["SearchStopped", "controlled", "raise_outside_solves", "request_stop", "stop_control", "stop_requested",
+           "stoppable"]
 
 
 class SearchStopped(BaseException):  # noqa: N818 - a request, not an error
@@ -29,6 +35,7 @@ _depth = 0  # nested `stop_control`s
 _running: dict[int, Callable[[], None]] = {}
 _next_key = 0
 _pending: BaseException | None = None  # raised when the last running solve returns
+_stopped = False  # a stop was requested inside the current `stop_control`
 
 
 def controlled() -> bool:
@@ -39,7 +46,7 @@ def controlled() -> bool:
 @contextlib.contextmanager
 def stop_control() -> Iterator[None]:
     """The caller handles Ctrl-C for the length of the block (see the module docstring)."""
-    global _depth
+    global _depth, _stopped
     with _lock:
         _depth += 1
     try:
@@ -47,6 +54,13 @@ def stop_control() -> Iterator[None]:
     finally:
         with _lock:
             _depth -= 1
+            if _depth == 0:
+                _stopped = False
+
+
+def stop_requested() -> bool:
+    """Whether a stop was requested inside the current `stop_control` (False outside one)."""
+    return _stopped
 
 
 @contextlib.contextmanager
@@ -57,6 +71,9 @@ def stoppable(stop: Callable[[], None]) -> Iterator[None]:
         key = _next_key
         _next_key += 1
         _running[key] = stop
+        stop_now = _stopped
+    if stop_now:  # a solve started after the stop returns what it has at once
+        stop()
     try:
         yield
     finally:
@@ -85,8 +102,10 @@ def raise_outside_solves(exc: BaseException) -> None:
 
 
 def request_stop() -> None:
-    """Stop every running solve now (from any thread)."""
+    """Stop every running solve now (from any thread), and, inside `stop_control`, every solve started later."""
+    global _stopped
     with _lock:
         stops = list(_running.values())
+        _stopped = _stopped or _depth > 0
     for stop in stops:
         stop()

@@ -79,7 +79,8 @@ def _compare(args: argparse.Namespace) -> int:
         if unknown:
             raise InputError(f"unknown schedules {unknown}", fix=f"use some of {','.join(GENERATORS)}")
     policy = dataclasses.replace(ComparePolicy(), lns_share=args.lns_share)  # the defaults, with the user's share
-    with ctrl_c_in_search(keep_best=False):  # Ctrl-C stops the running solves at once and aborts
+    # the first Ctrl-C stops the solves and the search ends with the schedules found so far; a second aborts
+    with ctrl_c_in_search(by_exception=False):
         cmp = compare(args.stages, args.microbatches, costs, schedules=names, opplan=not args.no_opplan,
                       memory_cap_units=args.memory, opplan_placement=args.placement,
                       time_limit_s=max(1.0, args.time_limit - (time.monotonic() - started)),

@@ -4,11 +4,12 @@
 stops the running solves at once (`formulations.stop.request_stop`, from a watcher thread: the main thread may be
 waiting inside the solver, where Python runs no signal handler) and raises `SearchStopped` in the main thread once
 no solve runs (`formulations.stop.raise_outside_solves`: never inside a solver's callback); the search catches it
-and returns its incumbent, which the command writes as usual.  A second SIGINT raises `KeyboardInterrupt` (the same
-way): the command says ``interrupted`` and exits 130, writing nothing.  After the block,
-Python's own SIGINT handling is back (CP-SAT's handler, which would leave SIG_DFL behind, is never installed).
-A search with no incumbent to hand back (plan-compare's) passes ``keep_best=False``: its first Ctrl-C stops the
-solves at once and aborts like the second.
+and returns its incumbent, which the command writes as usual.  A search that keeps its best without an exception
+(plan-compare's, whose incumbents live in many nested loops) passes ``by_exception=False``: the first SIGINT then
+only stops the solves, for the rest of the block too, and the search ends as if its time were up
+(`formulations.stop.stop_requested`).  A second SIGINT raises `KeyboardInterrupt` (the same way as `SearchStopped`):
+the command says ``interrupted`` and exits 130, writing nothing.  After the block, Python's own SIGINT handling is
+back (CP-SAT's handler, which would leave SIG_DFL behind, is never installed).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def _watch(reader: socket.socket) -> None:
 
 
 @contextlib.contextmanager
-def ctrl_c_in_search(*, keep_best: bool = True) -> Iterator[None]:
+def ctrl_c_in_search(*, by_exception: bool = True) -> Iterator[None]:
     """See the module docstring.  Only in the main thread (signals are delivered there); elsewhere a no-op."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -50,11 +51,12 @@ def ctrl_c_in_search(*, keep_best: bool = True) -> Iterator[None]:
         nonlocal presses
         presses += 1
         request_stop()
-        if presses > 1 or not keep_best:
+        if presses > 1:
             raise_outside_solves(KeyboardInterrupt())
             return
         print(STOPPING_LINE, file=sys.stderr, flush=True)
-        raise_outside_solves(SearchStopped())
+        if by_exception:
+            raise_outside_solves(SearchStopped())
 
     reader, writer = socket.socketpair()
     writer.setblocking(False)

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from formulations.pipeline import pipeline_device_bound
+from formulations.stop import stop_requested
 from planner.compare.model_costs import ModelCosts
 from planner.errors import OpplanError
 from planner.pipeline.metrics import figures
@@ -249,7 +250,8 @@ def descend_cut(cut: Cut, best: E, evaluate: Callable[[Cut], E | None], makespan
     pieces = list(range(len(cut)))
 
     def budget_left() -> bool:
-        return evaluations < max_evaluations and time.monotonic() < deadline_s
+        # the user's Ctrl-C ends the descent as its deadline would (the best cut so far stands)
+        return evaluations < max_evaluations and time.monotonic() < deadline_s and not stop_requested()
 
     improved = True
     while improved and budget_left():

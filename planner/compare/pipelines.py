@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from formulations.pipeline import prepare_pipeline
+from formulations.stop import stop_requested
 from planner.compare.baselines import SPLIT, WARM_FROM, free_placements, pipeline_of, scales_of, simulate_baseline
 from planner.compare.compare_budget import DEFAULT_COMPARE_BUDGET, CompareBudget, drawing_s
 from planner.compare.compare_policy import DEFAULT_COMPARE_POLICY, LNS_MODES, PLACEMENTS, ComparePolicy
@@ -246,8 +247,11 @@ def compare(
                                                       policy.at_cap_share)
         dualpipe = by_name.get("dualpipe")
         bound_s = min(bound_time_s, deadline - time.monotonic() - draw_s)  # what the solves left, up to its own
+        if stop_requested():  # the user's Ctrl-C stopped the search: no bound search after it
+            bound_s = 0.0
         if bound_time_s > 0 >= bound_s and best.notes.get("status") is not PlanStatus.OPTIMAL:
-            best.notes["memory_bound"] = {"skipped": "the time limit is spent"}
+            best.notes["memory_bound"] = {"skipped": "the search was stopped (Ctrl-C)" if stop_requested()
+                                          else "the time limit is spent"}
         note_memory_bound(best, None if dualpipe is None else dualpipe.figures, cap, scales, bound_s,
                           None if progress is None else
                           (lambda line: progress(f"   {ticks_in_units(line, scales, cmp.units()[0])}")))
@@ -323,6 +327,8 @@ def _solve_placements(job: PlacementJob, placements: list[str], time_limit_s: fl
     failures: list[str] = []  # why a placement gave no schedule, in the skipped row's words
     deadline = time.monotonic() + time_limit_s
     for i, placement in enumerate(placements):
+        if best is not None and stop_requested():  # the user's Ctrl-C: the schedule found so far stands
+            break
         if best is not None and best.figures is not None:
             bound = _placement_bound_tick(job, placement)
             if bound is not None and bound >= best.figures.makespan_tick:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from formulations.model_api import ProgressCallback
 from formulations.pipeline import split_start_times
+from formulations.stop import stop_requested
 from planner.compare.baselines import SPLIT, WARM_FROM, pipeline_of, simulate_baseline
 from planner.compare.compare_policy import DEFAULT_COMPARE_POLICY, ComparePolicy
 from planner.compare.compare_row import CompareRow
@@ -147,7 +148,7 @@ def plan_placement(job: PlacementJob, budget_s: float) -> CompareRow:
         # a solve at (or near) its cut's bound: only a cut with a lower bound can be shorter, so the round scores
         # cuts by their bound, and rounds go on while they gain; otherwise one round scored by the replays
         by_bound = policy.bound_round and float(row.notes["gap"]) <= policy.bound_round_gap  # type: ignore[arg-type]
-        if left <= 1.0 or (len(rounds) > 1 and not by_bound):
+        if left <= 1.0 or (len(rounds) > 1 and not by_bound) or stop_requested():  # Ctrl-C: as if time were up
             break
         again = refine_cut(row_costs, split, name, p, m, [row.schedule, *refs], job.cap_bytes,
                            deadline_s=time.monotonic() + left / 2, score="bound" if by_bound else "makespan")
@@ -162,7 +163,7 @@ def plan_placement(job: PlacementJob, budget_s: float) -> CompareRow:
             break
         other.notes["time_to_best_s"] = started_s + float(other.notes["time_to_best_s"])  # type: ignore[arg-type]
         row, row_costs = other, again.costs
-    if k > 1 and row.schedule is not None:
+    if k > 1 and row.schedule is not None and not stop_requested():
         row = _solve_fine(job, row_costs, row, [r for _, r in references], total_s - (time.monotonic() - t0), k,
                           started_s=time.monotonic() - t0)
     if row.pipeline is not None:

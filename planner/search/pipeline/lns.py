@@ -32,6 +32,7 @@ from formulations.backends import get_backend
 from formulations.pipeline import PipelineSetup, PipelineTimes
 from formulations.pipeline_step import solve_step
 from formulations.pipeline_units import Units, in_order
+from formulations.stop import stop_requested
 from planner.search.pipeline.neighbourhoods import KINDS, neighbourhood
 from planner.search.pipeline.policy import DEFAULT_LNS_POLICY, PipelineLnsPolicy
 from planner.search.pipeline.results import LnsResult, LnsStep
@@ -67,7 +68,7 @@ def improve_pipeline(setup: PipelineSetup, incumbent: PipelineTimes, *, time_lim
     while best_tick > bound_tick and (max_steps is None or len(steps) < max_steps) and \
             (stall_steps is None or since_gain < stall_steps):
         left = time_limit_s - (time.monotonic() - t0)
-        if left < policy.min_step_s:
+        if left < policy.min_step_s or stop_requested():  # the user's Ctrl-C ends the search as its time would
             break
         kind = rng.choices(list(kinds), weights=[weight[k] for k in kinds])[0]
         free = frozenset(units.rep[t] for t in neighbourhood(kind, setup, best, max(policy.min_size, size), rng,

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from formulations.pipeline import PipelineSetup, PipelineTimes
 from formulations.pipeline_periodic import period_lower_bound_tick, solve_periodic
+from formulations.stop import stop_requested
 from planner.pipeline.mirror import Fold
 from planner.search.pipeline.lns import replayed_tick
 from planner.search.pipeline.policy import DEFAULT_PERIODIC_POLICY, PeriodicPolicy
@@ -32,6 +33,8 @@ def periodic_start(setup: PipelineSetup, mirror: Fold, times: PipelineTimes, *, 
     best, best_tick, chosen = times, replayed_tick(setup, times), None
     lower = period_lower_bound_tick(half)
     for margin in policy.margins:
+        if stop_requested():  # the user's Ctrl-C: the best start so far
+            break
         found = solve_periodic(half, half_caps, math.ceil(lower * (1.0 + margin)),
                                time_limit_s=time_limit_s / len(policy.margins), threads=threads, seed=seed)
         if found is None:

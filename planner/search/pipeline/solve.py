@@ -22,6 +22,7 @@ from formulations.driver import solve_formulation
 from formulations.model_api import ProgressCallback
 from formulations.pipeline import PipelineSetup, PipelineSolution, PipelineTimes, finish_pipeline, prepare_pipeline
 from formulations.pipeline_units import renamed_in_order
+from formulations.stop import stop_requested
 from planner.pipeline.mirror import Fold, fold
 from planner.pipeline.unroll import TrainingPipeline
 from planner.schedule.plan import PlanStatus
@@ -105,7 +106,7 @@ def solve_pipeline_lns(
         solver, solver_version = full.solver, full.solver_version
         optimal = full.status is PlanStatus.OPTIMAL
     left = call.left_s()
-    if lns_share > 0 and not optimal and left >= policy.lns.min_step_s:
+    if lns_share > 0 and not optimal and left >= policy.lns.min_step_s and not stop_requested():
         # a pipeline too large for the full model that is its own mirror image is searched on its half (half the
         # tasks: the neighbourhoods cover the schedule twice as often); the symmetric schedules are a subset, so
         # only where no full solve would prove anything anyway
@@ -181,7 +182,8 @@ def _resolve(call: _Call, times: PipelineTimes, bound: int, to_best: float, lns:
     `policy.min_resolve_s`, the bound is not met and the bound would hold for the schedule."""
     setup = call.setup
     left = call.left_s()
-    if left >= call.policy.min_resolve_s and lns.best_tick > bound and (lns.in_order or not fifo):
+    if left >= call.policy.min_resolve_s and lns.best_tick > bound and (lns.in_order or not fifo) and \
+            not stop_requested():
         again_t0 = time.monotonic()
         again = call.solve_full(left, times, bound, call.seed + 1, again_t0)
         if setup.makespan_tick(again.solution) < setup.makespan_tick(times):
