@@ -8,7 +8,7 @@ script or a notebook, with every table-like result as a pandas DataFrame (`.to_f
     plan = opplan.solve(moe, h100, time_limit_s=10)            # makespan_s, lower_bound_s, gap, .to_frame()
     cmp = opplan.compare(moe, h100, stages=2, microbatches=4, time_limit_s=10)
     cmp.to_frame()                                              # one row per schedule, dualpipe among them
-    opplan.whatif(moe, h100, memory_caps_gib=[0.05, 0.1, 1]).to_frame()
+    opplan.whatif(moe, h100, memory_caps_bytes=range(100_000, 500_001, 75_000)).to_frame()  # or memory_caps_gib
 
 Each function is the code a command runs (``plan-solve``, ``plan-simulate``, ``plan-compare --model``,
 ``plan-whatif``) without its argument parsing and printing: the same instance, the same search, the same figures;

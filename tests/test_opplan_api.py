@@ -44,6 +44,12 @@ def test_every_name_of_all_is_there_and_documented() -> None:
         assert fn.__annotations__.get("return"), f"{fn.__name__} has no return type"
 
 
+def test_the_api_page_names_every_public_name() -> None:
+    page = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
+    missing = [name for name in opplan.__all__ if f"`{name}" not in page]
+    assert not missing, f"docs/api.md does not describe {missing}"
+
+
 def test_bundled_profiles_load_by_name_and_a_missing_one_is_one_line() -> None:
     names = opplan.bundled_profile_names()
     assert "cpu-4.yaml" in names
