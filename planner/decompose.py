@@ -65,26 +65,24 @@ from planner.search.state import SearchState
 ProgressFn = Callable[[str], None]
 
 DEFAULT_POLICY = SearchPolicy()
-EXACT_BOTTLENECK_TASKS = 20_000
-"""Up to this many tasks the bottlenecks are found exactly (bit sets, quadratic memory); above, in linear time."""
-PROGRESS_EVERY_S = 5.0  # least seconds between two progress lines of one segment's solve
 
 
 # ------------------------------------------------------------------------------------------------ structure
-def bottleneck_tasks(instance: SchedulingInstance) -> list[int]:
+def bottleneck_tasks(instance: SchedulingInstance, policy: SearchPolicy = DEFAULT_POLICY) -> list[int]:
     """The bottlenecks in precedence order.
 
-    Exact (ancestor and descendant sets as bit sets, O(tasks x edges / word size)) up to `EXACT_BOTTLENECK_TASKS`
-    tasks.  Above that, a linear-time subset: in a topological order, a task b with no edge jumping over its
-    position, no source after it and no sink before it is a bottleneck (a later task that were not b's
-    descendant would lead, walking back over predecessors, all after b, to a source after b; likewise before).
+    Exact (ancestor and descendant sets as bit sets, O(tasks x edges / word size)) up to the policy's
+    `exact_bottleneck_tasks` tasks.  Above that, a linear-time subset: in a topological order, a task b with no
+    edge jumping over its position, no source after it and no sink before it is a bottleneck (a later task that
+    were not b's descendant would lead, walking back over predecessors, all after b, to a source after b;
+    likewise before).
     The subset misses bottlenecks that a skip connection jumps over; fewer cuts only give larger segments.
     """
     order = instance.topological_order
     n = len(order)
     if n == 0:
         return []
-    if n <= EXACT_BOTTLENECK_TASKS:
+    if n <= policy.exact_bottleneck_tasks:
         desc = [0] * n
         for t in reversed(order):
             m = 0
@@ -124,13 +122,13 @@ class Segment:
     last: int | None
 
 
-def segments(instance: SchedulingInstance) -> list[Segment]:
-    """The segments of the module docstring, in precedence order."""
+def segments(instance: SchedulingInstance, policy: SearchPolicy = DEFAULT_POLICY) -> list[Segment]:
+    """The segments of the module docstring, in precedence order (cut at `bottleneck_tasks`)."""
     order = instance.topological_order
     if not order:
         return []
     pos = {t: i for i, t in enumerate(order)}
-    cuts = [pos[b] for b in bottleneck_tasks(instance)]
+    cuts = [pos[b] for b in bottleneck_tasks(instance, policy)]
     is_cut = set(cuts)  # membership per segment: a list made this quadratic in the number of segments
     # A bottleneck is never preceded by a task that is not its ancestor, so the segments are position ranges.
     bounds = sorted({0, len(order) - 1, *cuts})
@@ -290,11 +288,11 @@ def decompose_and_solve(instance: SchedulingInstance, params: SolveParams, *, ba
     after another: a bottleneck op separates them), whatever time the solver gets.  A segment given to the solver
     first gets the policy's `segment_iterated_share` of its time for the iterated list scheduler
     (`planner.heuristics.iterated`, from the classic schedulers and that start's order), whose plan replaces the
-    warm start when shorter; the solver's progress is reported every PROGRESS_EVERY_S seconds.  The segments share
-    `params.time_limit_s`; every solve gets `params.threads` and `params.seed`."""
+    warm start when shorter; the solver's progress is reported every `progress_every_s` seconds of the policy.
+    The segments share `params.time_limit_s`; every solve gets `params.threads` and `params.seed`."""
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
-    segs = segments(instance)
+    segs = segments(instance, policy)
     subs = [induced_instance(instance, s.tasks, f"{instance.name}[seg{i}]") for i, s in enumerate(segs)]
     results, known = _listed_segments(segs, subs, incumbent, policy)
     todo = [i for i, r in enumerate(results) if r.how is SegmentSource.NO_TIME]
@@ -313,7 +311,7 @@ def decompose_and_solve(instance: SchedulingInstance, params: SolveParams, *, ba
         share = remaining * sub.num_tasks / max(1, left_size)
         left_size -= sub.num_tasks
         cache[sig] = i
-        if share >= 0.2:
+        if share >= policy.segment_min_solve_s:
             results[i] = _solved_segment(i, results[i], known[i], share, params, backend, say, policy)
     dur = instance.duration_tick
     shared = {s.first for s in segs if s.first is not None}
@@ -361,9 +359,10 @@ def _solved_segment(index: int, prev: SegmentResult, warm: Plan, share_s: float,
                                       bound_tick=prev.bound_tick)
     if searched.plan.makespan_tick < warm.makespan_tick:
         warm = searched.plan
-    plan = solve_placement(sub, backend=backend, time_limit_s=max(0.2, share_s - (time.monotonic() - s0)),
-                           threads=params.threads, seed=params.seed, warm_start=warm,
-                           progress=_segment_progress(say, index, sub.num_tasks, _time_text(sub)))
+    solve_s = max(policy.segment_min_solve_s, share_s - (time.monotonic() - s0))
+    plan = solve_placement(sub, backend=backend, time_limit_s=solve_s, threads=params.threads, seed=params.seed,
+                           warm_start=warm, progress=_segment_progress(say, index, sub.num_tasks, _time_text(sub),
+                                                                       every_s=policy.progress_every_s))
     dev, start = segment_rows(plan, sub)
     told = _time_text(sub)
     say(f"segment {index} ({sub.num_tasks} tasks): makespan {told(plan.makespan_tick)}, segment bound "
@@ -381,14 +380,15 @@ def _time_text(instance: SchedulingInstance) -> Callable[[float], str]:
 
 
 def _segment_progress(say: ProgressFn, index: int, size: int,
-                      told: Callable[[float], str] = lambda tick: format_time(tick, unit="tick")):
+                      told: Callable[[float], str] = lambda tick: format_time(tick, unit="tick"), *,
+                      every_s: float = DEFAULT_POLICY.progress_every_s):
     """A solver progress callback that reports a segment's incumbent and bound (the segment's own, not the
-    plan's) as they improve, in time units, at most every PROGRESS_EVERY_S seconds (a long segment solve otherwise
+    plan's) as they improve, in time units, at most every `every_s` seconds (a long segment solve otherwise
     prints nothing for half the budget)."""
-    last = [-PROGRESS_EVERY_S]
+    last = [-every_s]
 
     def report(elapsed_s: float, value: float | None, bound: float | None, _gap: float | None) -> None:
-        if value is None or elapsed_s - last[0] < PROGRESS_EVERY_S:
+        if value is None or elapsed_s - last[0] < every_s:
             return
         last[0] = elapsed_s
         say(f"segment {index} ({size} tasks): {elapsed_s:5.1f}s incumbent {told(value)}, segment bound "
@@ -436,7 +436,7 @@ __all__ = ["Decomposition", "Segment", "SegmentResult", "SegmentSource", "bottle
 
 def _one_segment(state: SearchState) -> bool:
     """A graph without bottlenecks above the policy's size: one large segment, a bound and rarely a plan."""
-    return state.fine.num_tasks > state.policy.one_segment_tasks and len(segments(state.fine)) == 1
+    return state.fine.num_tasks > state.policy.one_segment_tasks and len(segments(state.fine, state.policy)) == 1
 
 
 def decomposition_applies(state: SearchState) -> bool:

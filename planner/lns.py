@@ -317,14 +317,14 @@ def lns(fine: SchedulingInstance, plan: Plan, params: SolveParams, *, bound_tick
     mean_tick = float(finite.max(axis=1).mean()) if fine.num_tasks else 1.0
     while best.makespan_tick > bound_tick:
         left = time_limit_s - (time.monotonic() - t0)
-        if left < 0.3 or (stall_moves is not None and stale >= stall_moves):
+        if left < policy.lns_min_left_s or (stall_moves is not None and stale >= stall_moves):
             break
         moves += 1
         by = best.by_task()
         if changed or not critical:
             critical = sorted(critical_tasks(fine, best))
             changed = False
-        if moves % 4 and critical:  # three moves in four start just before an op of the critical chain
+        if moves % policy.lns_random_move_every and critical:  # the other moves start just before a critical op
             c = critical[int(rng.integers(len(critical)))]
             span = int(mean_tick * size / max(1, fine.num_devices))
             a_tick = max(0, by[fine.task_names[c]].start_tick - int(rng.integers(0, span // 2 + 1)))
@@ -350,7 +350,7 @@ def lns(fine: SchedulingInstance, plan: Plan, params: SolveParams, *, bound_tick
             if new.makespan_tick < best.makespan_tick:
                 improving += 1
                 now = time.monotonic()
-                if now - last_say >= 1.0:
+                if now - last_say >= policy.lns_progress_every_s:
                     say(f"LNS: {unit(new.makespan_tick)} after {moves} moves ({now - t0:.1f}s)")
                     last_say = now
             changed = changed or new.placements != best.placements
@@ -360,7 +360,7 @@ def lns(fine: SchedulingInstance, plan: Plan, params: SolveParams, *, bound_tick
         else:
             stale += 1
             if stale % policy.lns_stale_moves == 0:  # stuck: look at larger neighbourhoods
-                size = min(max_window, fine.num_tasks, int(size * 1.25) + 1)
+                size = min(max_window, fine.num_tasks, int(size * policy.lns_window_growth) + 1)
     return LnsResult(best, first, moves, improving, rejected, time.monotonic() - t0)
 
 

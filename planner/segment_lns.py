@@ -167,7 +167,8 @@ class _Option:
 
 
 def _sweep(fine: SchedulingInstance, plan: Plan, results: Sequence[SegmentResult], *, time_limit_s: float,
-           backend: str, threads: int, seed: int) -> Plan | None:
+           backend: str, threads: int, seed: int,
+           min_solve_s: float = DEFAULT_POLICY.segment_option_min_s) -> Plan | None:
     """Pinned mode's first move (module docstring, "Sweep"): every segment the solver may take solved once per
     kind of device (class of interchangeable devices) for its first and for its last bottleneck; the kinds chosen
     along the segments by dynamic programming, so that a bottleneck two segments share runs on one kind and the
@@ -211,8 +212,8 @@ def _sweep(fine: SchedulingInstance, plan: Plan, results: Sequence[SegmentResult
                         allowed[seg.last] = classes[cl]
                     share = (time_limit_s - (time.monotonic() - t0)) * sub.num_tasks / max(1, left_work)
                     left_work -= sub.num_tasks
-                    memo[sig] = _solve_option(_restrict(sub, r, allowed), local_first, share, backend=backend,
-                                              threads=threads, seed=seed + k)
+                    memo[sig] = _solve_option(_restrict(sub, r, allowed), local_first, max(min_solve_s, share),
+                                              backend=backend, threads=threads, seed=seed + k)
                 found = memo[sig]
                 if found is not None:
                     table[(cf, cl)] = found
@@ -241,7 +242,7 @@ def _solve_option(model: SchedulingInstance, local_first: int | None, limit_s: f
                   threads: int, seed: int) -> _Option | None:
     """`model` (a segment with its bottlenecks restricted) solved for `limit_s`; None when no plan is found."""
     try:
-        solved = solve_placement(model, backend=backend, time_limit_s=max(0.1, limit_s), threads=threads, seed=seed,
+        solved = solve_placement(model, backend=backend, time_limit_s=limit_s, threads=threads, seed=seed,
                                  deterministic=False, symmetry_breaking=False)
     except OpplanError as exc:
         log.debug("segment option not solved: %s", exc)
@@ -255,7 +256,7 @@ def _first_sweep(fine: SchedulingInstance, plan: Plan, results: Sequence[Segment
                  time_limit_s: float, params: SolveParams, backend: str) -> Plan | None:
     """The sweep over every segment that opens a pinned search, within its share of the time; None for none."""
     return _sweep(fine, plan, results, time_limit_s=policy.segment_sweep_share * time_limit_s, backend=backend,
-                  threads=params.threads, seed=params.seed)
+                  threads=params.threads, seed=params.seed, min_solve_s=policy.segment_option_min_s)
 
 
 def _choose_group(groups: list[_Group], gaps: list[int], left_s: float, min_move_s: float) -> tuple[int, float]:

@@ -12,7 +12,7 @@ import planner.lns as lns_module
 import planner.search.iterated as iterated_phase
 import planner.search.list_scheduling as list_scheduling
 from experiments.layered import layered_dag
-from planner.decompose import PROGRESS_EVERY_S, _segment_progress
+from planner.decompose import _segment_progress
 from planner.errors import InfeasibleError
 from planner.heuristics.comm_bound import comm_lower_bound_tick
 from planner.heuristics.list_schedule import Rank, heft
@@ -20,6 +20,7 @@ from planner.heuristics.memory_list import memory_list
 from planner.heuristics.memory_pack import packed_plan
 from planner.heuristics.peft import peft
 from planner.ir.units import format_time
+from planner.search.policy import SearchPolicy
 from planner.solve import SolveOptions, baseline_makespans, plan_instance
 
 
@@ -52,7 +53,8 @@ def test_iterated_phase_beats_the_classic_schedulers_and_is_recorded() -> None:
 
 def test_segment_progress_is_throttled() -> None:
     said: list[str] = []
-    report = _segment_progress(said.append, 3, 96)
+    report = _segment_progress(said.append, 3, 96)  # the policy's default spacing
+    PROGRESS_EVERY_S = SearchPolicy().progress_every_s  # noqa: N806 (the policy's constant, named as one)
     report(0.1, 100.0, 80.0, 0.2)
     report(0.2 + PROGRESS_EVERY_S / 2, 99.0, 81.0, 0.18)  # too soon after the first line
     report(0.2 + PROGRESS_EVERY_S, 98.0, None, None)
@@ -63,6 +65,12 @@ def test_segment_progress_is_throttled() -> None:
     seconds: list[str] = []
     _segment_progress(seconds.append, 1, 8, lambda tick: format_time(tick * 1e-6))(0.1, 1500.0, 1200.0, 0.2)
     assert seconds == ["segment 1 (8 tasks):   0.1s incumbent 1.5ms, segment bound 1.2ms"]
+    # another spacing from the caller: a line 2 s after the first, which the default's 5 s would hold back
+    spaced: list[str] = []
+    report = _segment_progress(spaced.append, 2, 8, every_s=1.5)
+    report(0.1, 10.0, 5.0, 0.5)
+    report(2.1, 9.0, 5.0, 0.4)
+    assert [line.split("s incumbent")[0][-4:] for line in spaced] == [" 0.1", " 2.1"]
 
 
 def test_baselines_reuse_phase_zero_heft() -> None:

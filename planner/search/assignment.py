@@ -12,9 +12,6 @@ from planner.search.budget import Budget
 from planner.search.phases import Candidate
 from planner.search.state import SearchState
 
-SHORT_SHARE_S = 0.5
-"""A share of at most this many seconds runs without the startup estimate (it is sized for large graphs)."""
-
 
 def run(state: SearchState, budget: Budget) -> Candidate | None:
     """The phase within `budget`."""
@@ -34,6 +31,6 @@ def applies(state: SearchState) -> bool:
 
 def startup_s(state: SearchState) -> float:
     """Its decoder, first decode and linear clusters, and a first move, none of which can be stopped."""
-    if state.policy.assignment_share * state.budget.left_s() <= SHORT_SHARE_S:
+    if state.policy.assignment_share * state.budget.left_s() <= state.policy.assignment_short_share_s:
         return 0.0
     return state.startup_s(state.policy.assignment_start_cost)

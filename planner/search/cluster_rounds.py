@@ -43,7 +43,7 @@ def cluster_rounds(state: SearchState, budget: Budget) -> tuple[ClusterSolution 
     current = state.plan
     for rnd in range(options.max_rounds):
         remaining = budget.left_s()
-        if remaining <= 1.0:
+        if remaining <= state.policy.cluster_round_min_left_s:
             break
         clusters, coarse, warm = respecting_clusters(fine, current)
         if _too_many(state, coarse, limit):
@@ -56,7 +56,8 @@ def cluster_rounds(state: SearchState, budget: Budget) -> tuple[ClusterSolution 
                     f"{unit(int(bound)) if bound is not None else '-'}")
 
         plan = solve_placement(coarse, backend=options.backend,
-                               time_limit_s=max(0.5, remaining * state.policy.cluster_share),
+                               time_limit_s=max(state.policy.cluster_round_min_solve_s,
+                                                  remaining * state.policy.cluster_share),
                                rel_gap=options.rel_gap, threads=options.threads, seed=options.seed, warm_start=warm,
                                progress=report)
         op_plan = expand_plan(fine, coarse, clusters, plan)

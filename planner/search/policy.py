@@ -29,6 +29,10 @@ class SearchPolicy:
     cluster_min_shrink: float = 0.8
     # of the time left, what one cluster round may use; LNS needs the rest on tight plans of large graphs
     cluster_share: float = 0.3
+    # a cluster round starts only with more than this many seconds left: less does not pay for its model's build
+    cluster_round_min_left_s: float = 1.0
+    # least solver time a cluster round's model gets, however small its share: less finds no plan on it
+    cluster_round_min_solve_s: float = 0.5
     # a graph without bottlenecks above this many ops is one large segment: a bound, rarely a plan
     one_segment_tasks: int = 150
     # what the decomposition may use of the budget on such a graph (LNS gets the time instead)
@@ -42,6 +46,9 @@ class SearchPolicy:
     assignment_share: float = 0.6
     # the assignment search hands its time on to LNS after this many moves without gain
     assignment_stall_moves: int = 6000
+    # a share of at most this many seconds runs the assignment search without its startup estimate (the estimate is
+    # sized for large graphs)
+    assignment_short_share_s: float = 0.5
     # of the time left after the cluster rounds, what the segment neighbourhoods get
     segment_lns_share: float = 0.6
     # of the time left after the decomposition, what the linear rounds get on a graph with bottlenecks
@@ -70,6 +77,15 @@ class SearchPolicy:
     # after this many moves in a row without a shorter plan the window grows by a quarter (a local optimum of this
     # size)
     lns_stale_moves: int = 8
+    # the factor the window grows by when stuck (plus one op): a quarter larger reaches past the local optimum
+    lns_window_growth: float = 1.25
+    # one move in this many starts at a random tick; the others just before an op of the critical chain, where a
+    # shorter plan must change something
+    lns_random_move_every: int = 4
+    # no LNS move starts with less than this many seconds left: a neighbourhood's model does not solve in less
+    lns_min_left_s: float = 0.3
+    # least seconds between two LNS progress lines (a line per gain floods the terminal on small graphs)
+    lns_progress_every_s: float = 1.0
     # a neighbourhood's tails run only through the ops after the window, and the first op after the window on a
     # device is released when the window opens; False: tails through the whole plan (window included) and that op
     # released at its start in the plan, which over-constrains the neighbourhood (kept to measure the difference)
@@ -77,6 +93,15 @@ class SearchPolicy:
     # segments larger than this are not given to the solver: its model would not close in a share of the budget
     # (their trivial bound and HEFT's schedule are used)
     segment_max_tasks: int = 400
+    # up to this many tasks the bottlenecks (segment cuts) are found exactly, with bit sets (quadratic memory);
+    # above, by a linear-time rule that may miss some (larger segments, never wrong ones)
+    exact_bottleneck_tasks: int = 20_000
+    # a segment goes to the solver only with at least this many seconds, and its solve never gets less: a placement
+    # model does not find a plan in less
+    segment_min_solve_s: float = 0.2
+    # least seconds between two progress lines of one segment's solve (a long solve otherwise prints nothing for
+    # half the budget)
+    progress_every_s: float = 5.0
     # of a segment's solver time, what the iterated list scheduler gets first: a shorter warm start than HEFT's
     # lets CP-SAT spend its time below it
     segment_iterated_share: float = 1 / 3
@@ -84,6 +109,8 @@ class SearchPolicy:
     segment_sweep_share: float = 0.5
     # least time a segment move gets: a CP-SAT model of ~100 ops takes about a second to build
     segment_min_move_s: float = 2.0
+    # least solver time of one option of a segment move (a restricted segment model)
+    segment_option_min_s: float = 0.1
 
     def clusters_for(self, backend: str, target: int | None = None) -> int:
         """The cluster count a round gives `backend`'s model: `target` when given, else this policy's default."""
