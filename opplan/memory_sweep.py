@@ -2,7 +2,7 @@
 
 The sweep is `planner.whatif.memory_sweep`: monotone (a plan that fits less memory is kept for more), one time
 budget for the whole sweep, a short reason on every infeasible capacity.  `WhatIf.to_frame()` holds the columns of
-``plan-whatif``'s ``whatif.csv``, in its units, and `WhatIf.csv_text()` is that file's text.
+``plan-whatif``'s ``whatif.csv``, in its units: the command writes that file from the same frame.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from opplan.inputs import Hardware, Model, costed
 from opplan.plans import solve_options
 from opplan.progress import Progress, progress_or_log
 from planner.errors import InputError
-from planner.whatif import WhatIfResult, memory_sweep, write_whatif
+from planner.whatif import WhatIfResult, memory_sweep, whatif_csv_text, whatif_frame, write_whatif
 
 __all__ = ["GIB", "WhatIf", "whatif"]
 
@@ -49,27 +49,16 @@ class WhatIf:
         return self.result.capacity_lower_bound_bytes
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per capacity, the columns of ``whatif.csv``: ``capacity_bytes``, ``feasible`` (1 or 0),
-        ``makespan_<unit>`` and ``lower_bound_<unit>`` (NaN where infeasible), ``peak_memory_bytes``,
-        ``plan_found_at_capacity_bytes`` (the capacity the kept plan was found at; missing where none),
-        ``reason`` (why infeasible, one short line) and ``details`` (the planner's full words, once)."""
-        unit = self.time_unit
-        nan = float("nan")
-        rows = [{"capacity_bytes": r.capacity_bytes, "feasible": int(r.feasible),
-                 f"makespan_{unit}": r.makespan_s if r.feasible else nan,
-                 f"lower_bound_{unit}": r.lower_bound_s if r.feasible else nan,
-                 "peak_memory_bytes": r.peak_memory_bytes,
-                 "plan_found_at_capacity_bytes": r.from_capacity_bytes or None,
-                 "reason": r.reason, "details": r.details} for r in self.result.rows]
-        frame = pd.DataFrame(rows)
-        return frame.astype({f"makespan_{unit}": "float64", f"lower_bound_{unit}": "float64",
-                             "plan_found_at_capacity_bytes": "Int64"})
+        """One row per capacity, the columns of ``whatif.csv`` (`planner.whatif.whatif_frame`, the frame that file
+        is written from): ``capacity_bytes``, ``feasible`` (1 or 0), ``makespan_<unit>`` and ``lower_bound_<unit>``
+        (NaN where infeasible), ``peak_memory_bytes``, ``plan_found_at_capacity_bytes`` (the capacity the kept plan
+        was found at; missing where none), ``reason`` (why infeasible, one short line) and ``details`` (the
+        planner's full words, once)."""
+        return whatif_frame(self.result)
 
     def csv_text(self) -> str:
-        """`to_frame()` as ``plan-whatif`` writes ``whatif.csv``: nine significant digits, empty cells where a
-        figure is missing, CRLF line ends (the csv module's)."""
-        text = self.to_frame().to_csv(index=False, float_format="%.9g", na_rep="", lineterminator="\r\n")
-        return str(text)
+        """``whatif.csv``'s text, as ``plan-whatif`` writes it from `to_frame()`."""
+        return whatif_csv_text(self.to_frame())
 
     def write(self, out_dir: str | Path) -> tuple[Path, Path]:
         """``whatif.csv`` and ``whatif.png`` (makespan against capacity) in `out_dir`, as ``plan-whatif``."""

@@ -15,13 +15,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from opplan.inputs import Hardware, Model, costed
 from opplan.progress import Progress, progress_or_log
 from planner.compare.compare_policy import ComparePolicy
-from planner.compare.memory_bound_note import MEMORY_BOUND_S
 from planner.compare.model_costs import ModelCosts, model_costs
 from planner.compare.pipelines import CSV_COLUMNS, write_outputs
 from planner.compare.pipelines import Comparison as PlannerComparison
@@ -99,7 +99,7 @@ def compare(model: Model, hw: Hardware, *, stages: int, microbatches: int, time_
             placement: str = "auto", stage_time_limit_s: float = 20.0, granularity: int | None = 1,
             fb_overlap: float = 1.0, a2a: bool = True, comm_stream: bool = True, uniform_backward: bool = False,
             expert_parallel: int | None = None, backend: str = "cpsat", lns_share: float | None = None,
-            bound_time_s: float = MEMORY_BOUND_S, progress: Progress | None = None) -> Comparison:
+            bound_time_s: float | None = None, progress: Progress | None = None) -> Comparison:
     """Compare the pipeline schedules of `model` on `stages` devices of `hw` with `microbatches` micro-batches
     per step, as ``plan-compare --model``: `time_limit_s` seconds in all (the stage cut of at most
     `stage_time_limit_s` included).
@@ -109,17 +109,18 @@ def compare(model: Model, hw: Hardware, *, stages: int, microbatches: int, time_
     ``dualpipe``, ``v``, ``fixed``), splitting every piece into `granularity` sub-chunks (None: chosen by the task
     count); `fb_overlap`: an overlapped F&B pair lasts this fraction of its halves; `a2a`: MoE all-to-all tasks;
     `lns_share`: each solve's share for the neighbourhood search (None: the policy's); `bound_time_s`: at most this
-    long for the memory bound after the solves.  `progress` gets the solves' lines (default: the ``opplan``
-    logger)."""
+    long for the memory bound after the solves (None: the comparison's default).  `progress` gets the solves'
+    lines (default: the ``opplan`` logger)."""
     started = time.monotonic()
     costs = pipeline_costs(model, hw, stages, stage_time_limit_s=stage_time_limit_s, backend=backend,
                            comm_stream=comm_stream, uniform_backward=uniform_backward,
                            expert_parallel=expert_parallel)
     costs = dataclasses.replace(costs, fb_overlap=fb_overlap, a2a=a2a)
     policy = ComparePolicy() if lns_share is None else dataclasses.replace(ComparePolicy(), lns_share=lns_share)
+    bound: dict[str, Any] = {} if bound_time_s is None else {"bound_time_s": bound_time_s}
     result = compare_pipelines(stages, microbatches, costs, schedules=tuple(schedules) if schedules else None,
                                opplan=planned, memory_cap_units=memory_cap_mib, opplan_placement=placement,
                                time_limit_s=max(1.0, time_limit_s - (time.monotonic() - started)),
-                               backend=backend, granularity=granularity, bound_time_s=bound_time_s,
-                               policy=policy, progress=progress_or_log(progress))
+                               backend=backend, granularity=granularity, policy=policy,
+                               progress=progress_or_log(progress), **bound)
     return Comparison(model, hw, result)

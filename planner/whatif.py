@@ -20,7 +20,6 @@ memory, and it never exceeds the row's makespan.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from planner.cost.instance import SchedulingInstance
 from planner.errors import InfeasibleError, InputError
@@ -167,19 +167,38 @@ def _details_once(row: WhatIfRow, untold: set[str]) -> WhatIfRow:
     return dataclasses.replace(row, details="")
 
 
+def whatif_frame(result: WhatIfResult) -> pd.DataFrame:
+    """One row per capacity (ascending), the columns of ``whatif.csv``: ``capacity_bytes``, ``feasible`` (1 or 0),
+    ``makespan_<unit>`` and ``lower_bound_<unit>`` in the result's time unit (NaN where infeasible),
+    ``peak_memory_bytes``, ``plan_found_at_capacity_bytes`` (where the kept plan was found; missing where none),
+    ``reason`` (why infeasible, one short line) and ``details`` (the planner's full words, on one row only)."""
+    unit = result.time_unit
+    makespan, bound = f"makespan_{unit}", f"lower_bound_{unit}"
+    nan = float("nan")
+    frame = pd.DataFrame([{"capacity_bytes": r.capacity_bytes, "feasible": int(r.feasible),
+                           makespan: r.makespan_s if r.feasible else nan, bound: r.lower_bound_s if r.feasible else nan,
+                           "peak_memory_bytes": r.peak_memory_bytes,
+                           "plan_found_at_capacity_bytes": r.from_capacity_bytes or None,
+                           "reason": r.reason, "details": r.details} for r in result.rows],
+                         columns=["capacity_bytes", "feasible", makespan, bound, "peak_memory_bytes",
+                                  "plan_found_at_capacity_bytes", "reason", "details"])
+    return frame.astype({"capacity_bytes": "int64", "feasible": "int64", makespan: "float64", bound: "float64",
+                         "peak_memory_bytes": "int64", "plan_found_at_capacity_bytes": "Int64",
+                         "reason": "object", "details": "object"})
+
+
+def whatif_csv_text(frame: pd.DataFrame) -> str:
+    """`whatif_frame`'s frame as ``whatif.csv`` holds it: nine significant digits, an empty cell where a figure is
+    missing, CRLF line ends."""
+    return str(frame.to_csv(index=False, float_format="%.9g", na_rep="", lineterminator="\r\n"))
+
+
 def write_whatif(result: WhatIfResult, out_dir: Path) -> tuple[Path, Path]:
-    """`whatif.csv` (one row per capacity: a short reason on every infeasible one, the planner's full words in
-    ``details`` once) and `whatif.png` (makespan against capacity) in `out_dir`."""
+    """`whatif.csv` (`whatif_frame`: one row per capacity, a short reason on every infeasible one, the planner's
+    full words in ``details`` once) and `whatif.png` (makespan against capacity) in `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / "whatif.csv"
     with csv_path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["capacity_bytes", "feasible", f"makespan_{result.time_unit}",
-                         f"lower_bound_{result.time_unit}",
-                         "peak_memory_bytes", "plan_found_at_capacity_bytes", "reason", "details"])
-        for r in result.rows:
-            writer.writerow([r.capacity_bytes, int(r.feasible), "" if not r.feasible else f"{r.makespan_s:.9g}",
-                             "" if not r.feasible else f"{r.lower_bound_s:.9g}", r.peak_memory_bytes,
-                             r.from_capacity_bytes or "", r.reason, r.details])
+        f.write(whatif_csv_text(whatif_frame(result)))
     png_path = plot_whatif(result, out_dir / "whatif.png")
     return csv_path, png_path
