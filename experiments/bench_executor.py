@@ -9,26 +9,31 @@ warm-up; the parent starts no thread pool that the executor's forked ranks could
 * `torch-1`, `torch-2` our torch kernels as straight-line code over the whole graph (`engines.TorchEngine`), 1 and 2
                        torch threads;
 
-then in forked processes with the fast executor (`planner.execute.fast_run`, engines chosen per segment):
+then in forked processes with the fast executor (`planner.execute.fast_run`, engines chosen per segment), on the
+plan `plan-solve --measured` makes on what `plan-calibrate --nproc 2 --transport shm --model M --engine
+onnxruntime` measured (a 2-process profile whose link is the shared memory the executor transfers through, each
+transfer also paying one engine call on each side, and the model's op times as its onnxruntime engine runs them on
+1 and on 2 threads):
 
 * `opplan-1-rank`      every op on one rank, 1 thread;
-* `opplan-chosen`      the plan `plan-solve` makes on what `plan-calibrate --nproc 2 --transport shm --model M
-                       --engine onnxruntime` measured (a 2-process profile whose link is the shared memory the
-                       executor transfers through, and the model's op times as its onnxruntime engine runs them),
-                       run as `plan-run --choose` runs it: one rank with both cores against the plan's ranks, the
-                       faster beyond the noise (`fast_choice.choose_run`); the row says which (`chosen`, `reason`).
+* `opplan-advised`     the ranks and threads plan-solve advises (`planner.run_advice`), as `plan-run --executor
+                       fast` runs the plan by default;
+* `opplan-chosen`      as `plan-run --choose` runs it: one rank with both cores, one rank on one thread and the
+                       plan's ranks measured, the split kept only when it is faster beyond the noise
+                       (`fast_choice.choose_run`); the row says which (`chosen`, `reason`) and lists every trial
+                       with its prediction (`trials_ms`).
 
-`predicted_ms` is what planning predicts for a row's configuration where it predicts one: the sum of the op times
-for one rank on one thread, the plan's makespan for its ranks (`plan_predicted_ms` on the chosen row in any case);
-onnxruntime's intra-op threads inside one op are not modelled, so one rank with two threads has none.
-`measured_vs_predicted` is the row's median over it.
+`predicted_ms` is what planning predicts for a row's configuration: the plan's run advice lists one prediction per
+configuration (one rank: the op times on that many threads one after the other, scaled to the whole graph's
+measured run; the plan's ranks: its makespan); `plan_predicted_ms` on the chosen row is the plan's makespan in any
+case.  onnxruntime's and torch's own rows have none.  `measured_vs_predicted` is the row's median over it.
 
 Each row: `median_ms`, `spread_ms` (max - min), `ratio_to_fastest_single` (the row's median over the fastest of
 `ort-1`, `torch-1` and `opplan-1-rank`: the best one process on one core does), and the busy-loop effective
 parallelism of 2 processes measured at the start and at the end of the section (`effective_parallelism_start`,
 `_end`; ~2 on two free cores), so that a speed-up can be read against the cores the run really had.
 
-Models: Inception-v1 from the onnx wheel at batch 1 and 8, the bundled MoE at batch 1 and 16, a BERT-base-width
+Models: Inception-v1 from the onnx wheel at batch 1 and 8, the bundled MoE at batch 1, 16 and 64, a BERT-base-width
 encoder (transformers' `BertModel`, random weights, 4 layers, sequence 128, exported with torch's dynamo
 exporter) and a four-tower network written here (independent branches from one input, joined at the end).
 """
@@ -149,6 +154,7 @@ def bench_models(tmp: Path, quick: bool) -> dict[str, Path]:
            "inception_v1-b8": _rebatched(light["inception_v1"], 8, tmp / "inception_v1-b8.onnx"),
            "moe-b1": light["moe"],
            "moe-b16": write_moe_model(tmp / "moe-b16.onnx", MoEConfig(batch=16)),
+           "moe-b64": write_moe_model(tmp / "moe-b64.onnx", MoEConfig(batch=64)),
            "towers": _in_child(lambda: _towers(tmp / "towers.onnx"), "exporting the towers")}
     if not quick:
         out["bert-encoder"] = _in_child(lambda: _encoder(tmp / "bert-encoder.onnx"), "exporting the encoder")
@@ -230,7 +236,7 @@ def model_rows(name: str, model: Path, tmp: Path, repeat: int, time_limit_s: flo
     import io
 
     from planner.cost.measured import load_measured_times
-    from planner.execute.fast_choice import RunConfig, choose_run, run_config
+    from planner.execute.fast_choice import RunConfig, choose_run, run_config, used_devices
     from planner.execute.program import default_feeds
     from planner.execute.runner import load_checked_plan
 
@@ -245,21 +251,29 @@ def model_rows(name: str, model: Path, tmp: Path, repeat: int, time_limit_s: flo
              **_in_child(lambda: _torch_rows(model, graph, feeds, repeat), "torch's timings")}
     one, _ = run_config(plan, graph, feeds, RunConfig(1, 1), repeat=repeat)
     times["opplan-1-rank"] = (one.median_s * 1e3, one.spread_s * 1e3)
+    plan_ms = plan.makespan_tick * (plan.tick_s or 1.0) * 1e3
+    # what planning predicts per configuration: the plan's run advice where it has one (plan-solve on the
+    # 1- and 2-thread op times), else the op times one after the other for one rank on one thread
+    predicted_ms = {label: s * 1e3 for label, s in plan.run.options_s} if plan.run else {
+        RunConfig(1, 1).label(): sum(op_s.values()) * 1e3}
+    predicted_ms.setdefault(RunConfig(used_devices(plan), 1).label(), plan_ms)
+    extra: dict[str, dict] = {"opplan-1-rank": {"engines": _engines(one), "predicted_ms": _ms(
+        predicted_ms.get(one.config.label()))}}
+    if plan.run is not None:
+        advised, _ = run_config(plan, graph, feeds, RunConfig(plan.run.ranks, plan.run.threads), repeat=repeat)
+        times["opplan-advised"] = (advised.median_s * 1e3, advised.spread_s * 1e3)
+        extra["opplan-advised"] = {"chosen": advised.config.label(), "reason": plan.run.reason,
+                                   "engines": _engines(advised), "predicted_ms": _ms(plan.run.predicted_s * 1e3)}
     choice = choose_run(plan, graph, feeds, cores=CORES, repeat=repeat)
     times["opplan-chosen"] = (choice.chosen.median_s * 1e3, choice.chosen.spread_s * 1e3)
     fastest_single = min(times[k][0] for k in SINGLE)
-    plan_ms = plan.makespan_tick * (plan.tick_s or 1.0) * 1e3
-    one_rank_ms = sum(op_s.values()) * 1e3  # one rank, one thread: the op times one after the other
-    chosen_ms = plan_ms if choice.chosen.config.ranks > 1 else (one_rank_ms if choice.chosen.config.threads == 1
-                                                                 else None)
-    extra = {"opplan-chosen": {"chosen": choice.chosen.config.label(), "reason": choice.reason,
-                               "predicted_ms": round(chosen_ms, 4) if chosen_ms is not None else None,
-                               "plan_predicted_ms": round(plan_ms, 4),
-                               "engines": "; ".join(f"{e} {n}" for e, n in sorted(choice.chosen.engines.items())),
-                               "trials_ms": "; ".join(f"{t.config.label()} {t.median_s * 1e3:.3f}"
-                                                      for t in choice.trials)},
-             "opplan-1-rank": {"engines": "; ".join(f"{e} {n}" for e, n in sorted(one.engines.items())),
-                               "predicted_ms": round(one_rank_ms, 4)}}
+    extra["opplan-chosen"] = {
+        "chosen": choice.chosen.config.label(), "reason": choice.reason,
+        "predicted_ms": _ms(predicted_ms.get(choice.chosen.config.label())), "plan_predicted_ms": _ms(plan_ms),
+        "engines": _engines(choice.chosen),
+        "trials_ms": "; ".join(f"{t.config.label()} {t.median_s * 1e3:.3f}" + (
+            f" (predicted {predicted_ms[t.config.label()]:.3f})" if t.config.label() in predicted_ms else "")
+            for t in choice.trials)}
     rows = []
     for config, (ms, spread) in times.items():
         row = {"model": name, "config": config, "median_ms": round(ms, 4), "spread_ms": round(spread, 4),
@@ -270,6 +284,14 @@ def model_rows(name: str, model: Path, tmp: Path, repeat: int, time_limit_s: flo
             row["measured_vs_predicted"] = round(ms / row["predicted_ms"], 3)
         rows.append(row)
     return rows
+
+
+def _engines(trial) -> str:
+    return "; ".join(f"{e} {n}" for e, n in sorted(trial.engines.items()))
+
+
+def _ms(value: float | None) -> float | None:
+    return round(value, 4) if value is not None else None
 
 
 def bench_executor(quick: bool) -> list[dict]:

@@ -76,6 +76,9 @@ def _stg_per_set(rows: Rows) -> Rows:
     return out
 
 
+_PREDICTED = ("opplan-1-rank", "opplan-advised", "opplan-chosen")
+
+
 def _runtime_by_model(rows: Rows) -> Rows:
     """One row per model from the runtime section's one row per (model, configuration)."""
     out: dict[str, dict[str, str]] = {}
@@ -86,9 +89,13 @@ def _runtime_by_model(rows: Rows) -> Rows:
         model["effective_parallelism"] = (f"{r.get('effective_parallelism_start', '')} / "
                                           f"{r.get('effective_parallelism_end', '')}")
         if config == "opplan-chosen":
-            model.update(opplan_ms=r.get("median_ms", ""), opplan_runs=r.get("chosen", ""),
-                         measured_vs_predicted=r.get("measured_vs_predicted", ""))
+            model.update(opplan_ms=r.get("median_ms", ""), opplan_runs=r.get("chosen", ""))
+        if config == "opplan-advised":
+            model.update(advised_runs=r.get("chosen", ""))
+        if config in _PREDICTED:
+            model[f"_vs_{config}"] = r.get("measured_vs_predicted", "") or "-"
     for model in out.values():
+        model["measured_vs_predicted"] = " / ".join(model.pop(f"_vs_{c}", "-") for c in _PREDICTED)
         singles = [float(model[k]) for k in ("ort_1_ms", "torch_1_ms", "opplan_1_rank_ms") if model.get(k)]
         ours, intra = model.get("opplan_ms"), model.get("ort_2_intra_ms")
         if singles and ours:
@@ -142,12 +149,14 @@ TABLES: tuple[ResultTable, ...] = (
     ResultTable(
         "runtime", "runtime.csv",
         ("model", "ort_1_ms", "ort_2_intra_ms", "ort_parallel_2_ms", "torch_1_ms", "opplan_1_rank_ms",
-         "opplan_ms", "opplan_runs", "speedup_vs_best_single", "vs_ort_2_intra", "measured_vs_predicted",
-         "effective_parallelism"),
+         "opplan_advised_ms", "advised_runs", "opplan_ms", "opplan_runs", "speedup_vs_best_single",
+         "vs_ort_2_intra", "measured_vs_predicted", "effective_parallelism"),
         "Running a model on this host: onnxruntime, torch and opplan's run side by side (section `runtime`)",
-        "Medians in ms; `opplan_ms` is the run `plan-run --choose` picks (`opplan_runs`); `speedup_vs_best_single` "
-        "is the fastest one-process, one-thread run over it, `vs_ort_2_intra` its time over onnxruntime's with two "
-        "intra-op threads (the same cores); effective parallelism of 2 processes at the section's start / end.",
+        "Medians in ms; `opplan_advised_ms` runs the ranks and threads plan-solve advises (`advised_runs`, "
+        "plan-run's default), `opplan_ms` the run `plan-run --choose` picks by measuring (`opplan_runs`); "
+        "`speedup_vs_best_single` is the fastest one-process, one-thread run over `opplan_ms`, `vs_ort_2_intra` "
+        "its time over onnxruntime's with two intra-op threads (the same cores); `measured_vs_predicted` for one "
+        "rank / advised / chosen; effective parallelism of 2 processes at the section's start / end.",
         select=_runtime_by_model),
     ResultTable(
         "pipeline", "pipeline.csv",

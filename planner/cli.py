@@ -327,6 +327,7 @@ def _solve(args: argparse.Namespace) -> int:
     from planner.prepare import prepare
     from planner.report import plan_summary
     from planner.report_format import print_plan_table
+    from planner.run_advice import advise_from_measured
     from planner.runtime_choice import choose_plan, retimed_run_plan
     from planner.schedule.runtime_replay import RuntimeReplay
     from planner.solve import plan_instance
@@ -368,6 +369,7 @@ def _solve(args: argparse.Namespace) -> int:
         "model_path": str(Path(model_path).resolve()), "model_sha256": source.sha256 if source else "",
         "hardware_path": str(Path(topology.source_path).resolve()) if topology.source_path else "",
         "hardware_sha256": topology.source_sha256, "input_shapes": shapes, "input_values": values,
+        "run": advise_from_measured(args.measured, outcome.op_plan, choice, say),
     }
     out = _write_outputs(outcome, args.out, pictures=not args.no_pictures, provenance=provenance,
                          op_types={op.name: op.op_type for op in prepared.graph.ops})

@@ -12,12 +12,16 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from planner.cli import _run
 from planner.cli_args import ArgumentParser, positive_int, positive_seconds
 from planner.cli_outputs import check_output_file
 from planner.errors import InputError
 from planner.schedule.atomic import atomic_write_text
+
+if TYPE_CHECKING:
+    from planner.execute.engine_times import EngineTimes
 
 PROFILE_HOW = {
     "float_flops": "peak_flops.float = median over the float matmul and conv sizes of their achieved FLOP/s",
@@ -84,10 +88,11 @@ def _calibrate(args: argparse.Namespace) -> int:
                                op_cost_factors={t: fit.factor for t, fit in fits.items()})
         if args.transport == "shm":
             from planner.execute.calibrate_profile import with_shared_memory_link
+            from planner.execute.engine_times import engine_call_s
             from planner.execute.shm_probe import shm_link_figures
 
             link = shm_link_figures()
-            with_shared_memory_link(doc, link.latency_s, link.bandwidth_bytes_per_s)
+            with_shared_memory_link(doc, link.latency_s, link.bandwidth_bytes_per_s, engine_call_s())
         text = profile_yaml(doc)
     except ValueError as exc:
         raise InputError(f"the measured profile does not validate: {exc}", path=str(args.out)) from None
@@ -104,11 +109,19 @@ def _calibrate(args: argparse.Namespace) -> int:
               f"{cal.wall_s:.1f} s" + (f"; load average {load:.2f} at the start" if load is not None else ""))
     print(f"wrote profile: {args.out}")
     if args.model is not None:
-        op_seconds = cal.op_seconds if args.engine == "torch" else _onnxruntime_op_seconds(args.model, repeats)
         times = _op_times_path(args)
-        atomic_write_text(times, op_csv(op_seconds))
-        print(f"wrote op times: {times} ({len(op_seconds)} ops as {args.engine} runs them; "
-              f"plan-solve --measured {times})")
+        if args.engine == "torch":
+            atomic_write_text(times, op_csv(cal.op_seconds))
+            print(f"wrote op times: {times} ({len(cal.op_seconds)} ops as torch runs them; "
+                  f"plan-solve --measured {times})")
+        else:
+            measured = _onnxruntime_op_seconds(args.model, repeats, args.nproc * args.threads)
+            atomic_write_text(times, op_csv(measured[0].op_s, {f"seconds_{m.threads}_threads": m.op_s
+                                                               for m in measured[1:]}))
+            whole = ", ".join(f"{m.whole_s * 1e3:.3g} ms on {m.threads} thread{'s' if m.threads > 1 else ''}"
+                              for m in measured)
+            print(f"wrote op times: {times} ({len(measured[0].op_s)} ops as onnxruntime runs them, the whole "
+                  f"graph {whole}; plan-solve --measured {times})")
     return 0
 
 
@@ -117,13 +130,16 @@ def _op_times_path(args: argparse.Namespace) -> Path:
     return args.op_times or args.out.with_name(args.model.stem + ".times.csv")
 
 
-def _onnxruntime_op_seconds(model: Path, repeats: int) -> dict[str, float]:
-    """The model's ops as the fast executor's onnxruntime engine runs them, one thread, on default inputs."""
-    from planner.execute.engine_times import onnxruntime_op_times
+def _onnxruntime_op_seconds(model: Path, repeats: int, cores: int) -> list[EngineTimes]:
+    """The model's ops as the fast executor's onnxruntime engine runs them on default inputs: on one thread, and
+    on `cores` intra-op threads when that is more (one rank with every core the ranks would use)."""
+    from planner.execute.engine_times import engine_op_times
     from planner.execute.program import default_feeds, prepared_graph
 
     graph = prepared_graph(model)
-    return onnxruntime_op_times(graph, model, default_feeds(graph), repeat=max(repeats, 5))
+    feeds = default_feeds(graph)
+    return [engine_op_times(graph, model, feeds, threads=k, repeat=max(repeats, 5))
+            for k in dict.fromkeys((1, cores))]
 
 
 def calibrate_main(argv: Sequence[str] | None = None) -> int:

@@ -55,6 +55,15 @@ def _list_ops() -> int:
     return 0
 
 
+def _fast_config(args: argparse.Namespace, plan, ranks_available: int) -> tuple[tuple[int, int], str]:
+    """(ranks, threads per rank) for a fast run without --choose, and why: --nproc and --threads as given; what
+    neither sets, the plan's run advice (plan-solve on op times for several thread counts) where it has one, else
+    the plan's used devices on one thread each."""
+    if args.nproc is None and args.threads is None and plan.run is not None:
+        return (plan.run.ranks, plan.run.threads), f"as plan-solve advised: {plan.run.reason}"
+    return (args.nproc or ranks_available, args.threads or 1), "as asked"
+
+
 def _run_fast(args: argparse.Namespace) -> int:
     # here, not at the top: torch stays optional (module docstring)
     from planner.execute.fast_choice import RunConfig, choose_run, cores_available, run_config, used_devices
@@ -72,11 +81,14 @@ def _run_fast(args: argparse.Namespace) -> int:
                             say=say)
         trial, run, reason = choice.chosen, choice.run, choice.reason
     else:
-        ranks = args.nproc or min(used_devices(plan), cores_available())
-        trial, run = run_config(plan, graph, feeds, RunConfig(ranks, args.threads, args.engine), repeat=args.repeat,
+        config, reason = _fast_config(args, plan, min(used_devices(plan), cores_available()))
+        trial, run = run_config(plan, graph, feeds, RunConfig(config[0], config[1], args.engine), repeat=args.repeat,
                                 warmup=warmup, where=where)
-        reason = "as asked"
     simulated_s = plan.makespan_tick * (plan.tick_s or 1.0)
+    advised = plan.run is not None and (trial.config.ranks, trial.config.threads) == (plan.run.ranks,
+                                                                                      plan.run.threads)
+    if advised and plan.run is not None:
+        simulated_s = plan.run.predicted_s
     report: dict[str, object] = {
               "plan": where, "executor": "fast", "ranks": trial.config.ranks, "threads": trial.config.threads,
               "engine_rule": trial.config.engine, "engines": dict(trial.engines), "reason": reason,
@@ -95,8 +107,8 @@ def _run_fast(args: argparse.Namespace) -> int:
     engines = ", ".join(f"{n} segments on {e}" for e, n in sorted(trial.engines.items()))
     print(f"ran {where} with the fast executor: {trial.config.label()} ({reason}); {engines}")
     print(f"measured makespan {format_time(trial.median_s)} (median of {args.repeat} after {warmup} warm-up; "
-          f"spread {format_time(trial.spread_s)}); the plan predicts {format_time(simulated_s)} on its "
-          f"{used_devices(plan)} device(s)")
+          f"spread {format_time(trial.spread_s)}); the plan predicts {format_time(simulated_s)} "
+          + (f"for {trial.config.label()}" if advised else f"on its {used_devices(plan)} device(s)"))
     if args.check:
         print(f"check against onnxruntime: max abs error {max_abs:.3g}, max rel error {max_rel:.3g}")
         if report["check_note"]:
@@ -123,7 +135,7 @@ def _run_plan(args: argparse.Namespace) -> int:
     outcome = run_plan(args.plan, replan=args.replan, nproc=args.nproc, backend=args.backend, check=args.check,
                        repeat=args.repeat, warmup=args.warmup, report_path=args.report, feeds=_feeds(args.inputs),
                        input_shapes=_shapes(args.input_shape), comm_timeout_s=args.timeout,
-                       run_timeout_s=args.run_timeout, threads=args.threads, probe=not args.no_probe)
+                       run_timeout_s=args.run_timeout, threads=args.threads or 1, probe=not args.no_probe)
     r = outcome.report
     if args.format == "json":
         print(json.dumps(r, indent=2))
@@ -185,8 +197,9 @@ def run_main(argv: Sequence[str] | None = None) -> int:
                         help="processes (default: one per planned device; fewer: device d runs on rank d %% N)")
     parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo",
                         help="torch.distributed backend of the traced executor (nccl: one GPU per rank)")
-    parser.add_argument("--threads", type=positive_int, default=1,
-                        help="torch threads per rank (default 1; calibrate with the same plan-calibrate --threads)")
+    parser.add_argument("--threads", type=positive_int, default=None,
+                        help="threads per rank (default 1; the fast executor without --nproc follows the plan's run "
+                             "advice where it has one; calibrate with the same plan-calibrate --threads)")
     parser.add_argument("--check", action="store_true", help="compare the outputs with onnxruntime")
     parser.add_argument("--repeat", type=positive_int, default=1, help="measured repetitions (the median is reported)")
     parser.add_argument("--warmup", type=nonnegative_int, default=1, help="warm-up repetitions before measuring")

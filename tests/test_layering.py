@@ -68,7 +68,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # the pipeline search: neighbourhoods, time shares and starts over the pipeline models below it
     ("search.pipeline", ("planner/search/pipeline/",)),
     ("decompose/solve", ("planner/decompose.py", "planner/lns.py", "planner/segment_lns.py", "planner/solve.py",
-                         "planner/runtime_choice.py")),
+                         "planner/runtime_choice.py", "planner/run_advice.py")),
     ("compare/whatif", ("planner/compare/", "planner/whatif.py")),
     ("execute", ("planner/execute/",)),
     # the commands, and planner.data: the bundled model and its generators (which build models on planner.ir)

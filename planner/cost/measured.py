@@ -2,7 +2,8 @@
 onnxruntime profile.
 
 * CSV: a header row with the columns `op` and `seconds` (extra columns ignored); one row per op name
-  (`plan-calibrate --model M` writes one).
+  (`plan-calibrate --model M` writes one).  Columns `seconds_<k>_threads` hold the same ops' times on one process
+  with k intra-op threads (`plan-calibrate --engine onnxruntime --nproc k`); `load_thread_times` reads them.
 * `plan-run --report run.json`: a JSON object whose `op_seconds` maps each op to its measured seconds (the median
   over the run's repetitions times its rank's load factor, per-op runtime overhead included;
   `planner.execute.run_report`).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -50,6 +52,32 @@ def _load_csv(path: Path) -> dict[str, float]:
             if seconds < 0:
                 raise InputError(f"line {line}: negative time {seconds} for op {row['op']!r}", path=str(path))
             out[row["op"]] = seconds
+    return out
+
+
+def load_thread_times(path: str | Path) -> dict[int, dict[str, float]]:
+    """Intra-op threads -> op name -> seconds, from a CSV's `seconds` (1 thread) and `seconds_<k>_threads` columns;
+    a file of another format, or a CSV without thread columns, gives its times under 1 thread only."""
+    path = Path(path)
+    one = load_measured_times(path)
+    out = {1: one}
+    if path.suffix.lower() != ".csv":
+        return out
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        columns = {int(name.split("_")[1]): name for name in reader.fieldnames or ()
+                   if re.fullmatch(r"seconds_[0-9]+_threads", name) and int(name.split("_")[1]) > 1}
+        if not columns:
+            return out
+        rows = list(reader)
+    for threads, name in sorted(columns.items()):
+        times: dict[str, float] = {}
+        for line, row in enumerate(rows, start=2):
+            try:
+                times[row["op"]] = float(row[name])
+            except (TypeError, ValueError):
+                raise InputError(f"line {line}: {name}={row[name]!r} is not a number", path=str(path)) from None
+        out[threads] = times
     return out
 
 

@@ -106,17 +106,25 @@ def profile_document(figures: Mapping[str, float | None], how: Mapping[str, str]
     return doc
 
 
-def with_shared_memory_link(doc: dict[str, Any], latency_s: float, bandwidth_bytes_per_s: float) -> None:
+def with_shared_memory_link(doc: dict[str, Any], latency_s: float, bandwidth_bytes_per_s: float,
+                            engine_call_s: float | None = None) -> None:
     """Make the profile's intra-host link the shared-memory transfers of `plan-run --executor fast`, as
-    `shm_probe.shm_link_figures` measured them (the gloo runtime's send and receive overheads do not apply)."""
-    doc["links"] = {"intra_host": {"name": "shared-memory-measured", "latency": _time(latency_s),
-                                   "bandwidth": _rate(bandwidth_bytes_per_s, "B/s")}}
+    `shm_probe.shm_link_figures` measured them (the gloo runtime's send and receive overheads do not apply).
+    `engine_call_s`, the fixed cost of one engine call (`engine_times.engine_call_s`), is the link's send and
+    receive overhead: a send ends its rank's segment and a receive starts one, one more engine call on each side."""
+    link: dict[str, Any] = {"name": "shared-memory-measured", "latency": _time(latency_s),
+                            "bandwidth": _rate(bandwidth_bytes_per_s, "B/s")}
+    if engine_call_s is not None:
+        link.update(send_overhead=_time(engine_call_s), recv_overhead=_time(engine_call_s))
+    doc["links"] = {"intra_host": link}
     for key in ("link_latency", "link_bandwidth", "send_overhead", "recv_overhead"):  # the gloo link's, replaced
         doc["provenance"]["measured"].pop(key, None)
         doc["provenance"]["spread"].pop(key, None)
     doc["provenance"]["measured"]["link"] = (
         "shared memory (plan-run --executor fast): latency = half the median round trip of a 64-byte ping-pong "
-        "between two forked processes, bandwidth = 1 MiB over its one-way time less that latency")
+        "between two forked processes, bandwidth = 1 MiB over its one-way time less that latency" +
+        ("; send and receive overhead = one onnxruntime call on a one-node model (a transfer ends a segment on "
+         "the sender and starts one on the receiver)" if engine_call_s is not None else ""))
 
 
 def profile_yaml(doc: Mapping[str, Any]) -> str:
@@ -127,13 +135,15 @@ def profile_yaml(doc: Mapping[str, Any]) -> str:
     return header + yaml.safe_dump(dict(doc), sort_keys=False, width=120)
 
 
-def op_csv(op_seconds: Mapping[str, float]) -> str:
-    """The per-op CSV `plan-solve --measured` reads (`op,seconds`)."""
+def op_csv(op_seconds: Mapping[str, float], more: Mapping[str, Mapping[str, float]] | None = None) -> str:
+    """The per-op CSV `plan-solve --measured` reads (`op,seconds`), with a column per entry of `more` (column name
+    -> op -> seconds, e.g. `seconds_2_threads`) after them."""
+    more = more or {}
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["op", "seconds"])
+    writer.writerow(["op", "seconds", *more])
     for op, seconds in op_seconds.items():
-        writer.writerow([op, f"{seconds:.9g}"])
+        writer.writerow([op, f"{seconds:.9g}", *(f"{column.get(op, 0.0):.9g}" for column in more.values())])
     return buf.getvalue()
 
 

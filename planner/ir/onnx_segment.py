@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 from planner.ir.graph import OpGraph
 from planner.ir.onnx_export import export_onnx
 
-__all__ = ["SegmentSpec", "segment_models"]
+__all__ = ["SegmentSpec", "segment_models", "trivial_model"]
 
 
 @dataclass(frozen=True)
@@ -56,3 +56,12 @@ def segment_models(graph: OpGraph, model_path: str | Path, segments: Sequence[Se
         model = helper.make_model(body, opset_imports=full.opset_import, ir_version=max(full.ir_version, 4))
         out.append(model.SerializeToString())
     return out
+
+
+def trivial_model(size: int = 16) -> bytes:
+    """A serialized one-node model (Relu on `size` floats, input `x`, output `y`): an engine call that does almost
+    nothing, whose time is an engine's fixed cost per call."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [size])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [size])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "trivial", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()

@@ -57,6 +57,27 @@ def parse_method(value: str) -> PlanMethod | str:
         return value
 
 
+@dataclass(frozen=True)
+class RunAdvice:
+    """How the plan is predicted to run fastest on a CPU host: `ranks` processes with `threads` intra-op threads
+    each, `predicted_s` seconds a step; `options_s` every configuration considered (label -> predicted seconds)
+    and `reason` why this one (`planner.run_advice`).  One rank runs every op of the plan in its order."""
+
+    ranks: int
+    threads: int
+    predicted_s: float
+    options_s: tuple[tuple[str, float], ...] = ()
+    reason: str = ""
+
+    def label(self) -> str:
+        return run_label(self.ranks, self.threads)
+
+
+def run_label(ranks: int, threads: int) -> str:
+    """'2 ranks x 1 thread': how a run configuration reads in outputs."""
+    return f"{ranks} rank{'s' if ranks > 1 else ''} x {threads} thread{'s' if threads > 1 else ''}"
+
+
 @dataclass(frozen=True, slots=True)
 class TaskPlacement:
     """Task `task` runs on device index `device` from `start_tick` to `end_tick` (exclusive), in `stage`."""
@@ -105,6 +126,8 @@ class Plan:
     # cluster -> its member ops, recorded beside an op-level plan (whose tasks are the input's own ids) to show how
     # the planner grouped them; informational, nothing reads it back into the schedule
     clusters: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # plan-solve's advice on ranks and threads when it planned on op times measured for several thread counts
+    run: RunAdvice | None = None
 
     @property
     def gap(self) -> float:

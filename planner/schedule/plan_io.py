@@ -22,6 +22,8 @@ Format version 1 (keys at the top level)::
                       record the clusters here; informational)
     input_shapes      optional: {graph input: [dims]} the model was planned with (--input-shape)
     input_values      optional: {graph input: [values]} the model was planned with (--input-value)
+    run               optional: {ranks, threads, predicted_s, options_s: {label: seconds}, reason}: how the plan
+                      is predicted to run fastest on a CPU host (`RunAdvice`; plan-run --executor fast follows it)
 
 On load the `*_tick` fields are authoritative (exact); `start`/`end`/`makespan` are for readers.  A file without
 `start_tick` (hand-written) has its times converted back: round(start / tick_s), or start itself when tick_s is null.
@@ -41,6 +43,7 @@ from planner.schedule.atomic import atomic_write_text
 from planner.schedule.plan import (
     Plan,
     PlanStatus,
+    RunAdvice,
     TaskPlacement,
     parse_method,
     parse_status,
@@ -98,6 +101,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "input_shapes": {k: list(v) for k, v in plan.input_shapes.items()},
         "input_values": {k: list(v) for k, v in plan.input_values.items()},
         "clusters": {k: list(v) for k, v in plan.clusters.items()},
+        **({"run": {"ranks": plan.run.ranks, "threads": plan.run.threads, "predicted_s": plan.run.predicted_s,
+                    "options_s": dict(plan.run.options_s), "reason": plan.run.reason}} if plan.run else {}),
     }
 
 
@@ -288,7 +293,19 @@ def plan_from_dict(data: Any, path: str = "<plan>") -> Plan:
         input_shapes=input_shapes,
         input_values=input_values,
         clusters=clusters,
+        run=_run_advice(r, data),
     )
+
+
+def _run_advice(r: _Reader, data: dict) -> RunAdvice | None:
+    run = r.get(data, "run", (dict,), default=None)
+    if run is None:
+        return None
+    options = r.get(run, "options_s", (dict,), "run.", default={})
+    return RunAdvice(ranks=int(r.get(run, "ranks", (int,), "run.")), threads=int(r.get(run, "threads", (int,), "run.")),
+                     predicted_s=float(r.get(run, "predicted_s", (int, float), "run.")),
+                     options_s=tuple((str(k), float(v)) for k, v in options.items() if isinstance(v, (int, float))),
+                     reason=str(r.get(run, "reason", (str,), "run.", default="")))
 
 
 def load_plan(path: str | os.PathLike[str]) -> Plan:
