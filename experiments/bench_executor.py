@@ -12,8 +12,8 @@ warm-up; the parent starts no thread pool that the executor's forked ranks could
 then in forked processes with the fast executor (`planner.execute.fast_run`, engines chosen per segment), on the
 plan `plan-solve --measured` makes on what `plan-calibrate --nproc 2 --transport shm --model M --engine
 onnxruntime` measured (a 2-process profile whose link is the shared memory the executor transfers through, each
-transfer also paying one engine call on each side, and the model's op times as its onnxruntime engine runs them on
-1 and on 2 threads):
+transfer also paying one engine call on each side, with the slow-down of two ranks computing at once, and the
+model's op times as its onnxruntime engine runs them on 1 and on 2 threads):
 
 * `opplan-1-rank`      every op on one rank, 1 thread;
 * `opplan-advised`     the ranks and threads plan-solve advises (`planner.run_advice`), as `plan-run --executor
@@ -218,13 +218,14 @@ def _plan(model: Path, hw: Path, out: Path, time_limit_s: float, measured: Path 
 
 
 def _calibrate(model: Path, profile: Path, times: Path) -> None:
-    """What a user runs before planning for the fast executor: the 2-process profile with its shared-memory link,
-    and the model's op times as onnxruntime runs them (figures a plan with measured op times does not read are
-    measured in quick mode)."""
+    """What a user runs before planning for the fast executor: the 2-process profile with its shared-memory link
+    and how much two ranks computing at once slow each other (host sharing, which plan-solve's replay of the
+    candidate plans applies), and the model's op times as onnxruntime runs them (figures a plan with measured op
+    times does not read are measured in quick mode)."""
     from planner.cli_calibrate import calibrate_main
 
     rc = calibrate_main(["--nproc", str(CORES), "--transport", "shm", "--quick", "--no-op-factors",
-                         "--no-runtime-probe", "--no-sharing", "--model", str(model), "--engine", "onnxruntime",
+                         "--no-runtime-probe", "--model", str(model), "--engine", "onnxruntime",
                          "--out", str(profile), "--op-times", str(times), "--quiet"])
     if rc != 0:
         raise RuntimeError(f"plan-calibrate failed on {model}")
