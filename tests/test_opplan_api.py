@@ -13,6 +13,8 @@ import inspect
 import io
 import json
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -70,6 +72,16 @@ def test_the_planner_never_imports_the_api() -> None:
                     [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
                 upward += [f"{path.relative_to(REPO)}: {n}" for n in names if n.split(".")[0] == "opplan"]
     assert not upward, upward
+
+
+def test_the_api_imports_and_plans_without_torch() -> None:
+    # torch only inside opplan.run (planner.execute): planning from Python works where torch is absent
+    script = ("import sys; sys.modules['torch'] = None; import opplan; "
+              "p = opplan.solve(opplan.load_model(opplan.BUNDLED_MODEL), opplan.load_hardware(), method='heft'); "
+              "assert p.makespan_s > 0; assert not [m for m in sys.modules if m.startswith('planner.execute')]")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 # ------------------------------------------------------------------------------------------------ job 1: plan
@@ -212,3 +224,18 @@ class _stdout:
 
     def __exit__(self, *exc: object) -> None:
         self._redirect.__exit__(*exc)
+
+
+# ------------------------------------------------------------------------------------------------ running a plan
+@pytest.mark.dist
+def test_run_a_plan_and_check_it_against_onnxruntime(moe) -> None:
+    plan = opplan.solve(moe, opplan.load_hardware("cpu-4"), method="heft")
+    done = opplan.run(plan, check=True)
+    assert done.max_abs_error is not None and done.max_abs_error <= 1e-5
+    assert done.simulated_makespan_s == plan.makespan_s and done.measured_makespan_s > 0
+    frame = done.to_frame()
+    assert list(frame.columns) == ["rank", "devices", "busy_s", "simulated_busy_s", "build_s"]
+    assert list(frame["rank"]) == list(range(done.report["world_size"]))
+    used = sorted({p.device for p in plan.schedule.placements})
+    assert set(frame["devices"]) == {plan.hw.device_names[d] for d in used}  # one rank per device the plan uses
+    assert (frame["busy_s"] > 0).all() and list(frame["busy_s"]) == done.report["busy_s"]
