@@ -19,6 +19,10 @@ writes the models under `DIR` and `DIR/corpus.csv` (one row per model file; colu
 * `transformers`: Hugging Face's own Mixtral, Qwen2-MoE, DeepSeek-V3 and GPT-2 model classes with tiny configs and
   random weights, dynamo-exported (`experiments/hf_models.py`, which says why their experts export as
   `batched_mm`); not in the default sources (it needs `transformers`, a test dependency): `--source transformers`.
+* `edges`: one model per class the importer, cost model or runtime found hard (`experiments/corpus_edges.py`:
+  global pooling as an AveragePool with ceil_mode, a dynamically quantized model, a contrib op without onnx shape
+  inference, a data-dependent op), built from transformers' and torch's classes, onnxruntime's quantizer and the
+  onnx wheel's node tests; not in the default sources: `--source edges`.
 
 Each model is imported as written (no pre-processing; only the `--input-value` a user would give, e.g. the sample
 rate), planned with HEFT on the bundled `cpu-4.yaml` (4 devices), and run on `RANKS` gloo ranks with the runner's
@@ -338,10 +342,16 @@ def write_corpus(out: str | Path, *, exporters: Sequence[str] = EXPORTERS, only:
         entries += _export_transformers(out, wanted)
     if "onnx-data" in sources:
         entries += _onnx_data_models(wanted)
+    if "edges" in sources:
+        from experiments.corpus_edges import edge_entries  # needs torch and transformers (see _export_torch)
+
+        entries += edge_entries(out, wanted)
     return entries
 
 
-def _plan(entry: CorpusEntry, out: Path, method: str) -> Path:
+def _plan(entry: CorpusEntry, out: Path, method: str) -> tuple[Path, list[str]]:
+    """The plan file plan-solve wrote with `method`, and the warning lines it printed (e.g. ops the runtime cannot
+    run: the row's result names them where the run is refused)."""
     plan = out / f"{entry.key}.{method}.plan.json"
     argv = ["--model", str(entry.path), "--hw", str(HW), "--method", method, "--out", str(plan), "--no-pictures",
             "--quiet", "--format", "json"]
@@ -352,7 +362,7 @@ def _plan(entry: CorpusEntry, out: Path, method: str) -> Path:
         rc = solve_main(argv)
     if rc != 0:
         raise RuntimeError(err.getvalue().strip() or f"plan-solve exited {rc}")
-    return plan
+    return plan, [line for line in err.getvalue().splitlines() if line.startswith("warning: ")]
 
 
 def evaluate(entry: CorpusEntry, out: str | Path, *, run: bool = True, ranks: int | None = None) -> dict[str, Any]:
@@ -364,21 +374,21 @@ def evaluate(entry: CorpusEntry, out: str | Path, *, run: bool = True, ranks: in
     if entry.path is None:
         row["result"] = f"export failed: {entry.error}"
         return row
-    step = "import"
+    step, warned = "import", list[str]()
     try:
         graph = prepared_graph(entry.path, None, entry.input_values or None)
         row["ops"] = graph.num_ops
         row["op_types"] = " ".join(sorted({op.op_type for op in graph.ops}))
         row["import"] = "ok"
         step = "plan"
-        plan_path = _plan(entry, out, "heft")
+        plan_path, warned = _plan(entry, out, "heft")
         plan = load_plan(plan_path)
         tick = plan.tick_s or 1.0
         row["makespan_s"] = f"{plan.makespan_tick * tick:.3e}"
         row["lower_bound_s"] = f"{plan.lower_bound_tick * tick:.3e}"
         run_path, row["run_plan"] = plan_path, "heft"
         if len({p.device for p in plan.placements}) < 2:
-            run_path, row["run_plan"] = _plan(entry, out, "round_robin"), "round_robin"
+            run_path, row["run_plan"] = _plan(entry, out, "round_robin")[0], "round_robin"
         if not run:
             row["result"] = "planned (not run)"
             return row
@@ -401,6 +411,8 @@ def evaluate(entry: CorpusEntry, out: str | Path, *, run: bool = True, ranks: in
         if step == "import":
             row["import"] = "failed"
         row["result"] = f"{step} failed: {_one_line(exc)}"
+        if step == "run" and warned:  # plan-solve said so up front
+            row["result"] = f"plan-solve {warned[0]}; {row['result']}"
         if os.environ.get("CORPUS_TRACEBACK"):
             traceback.print_exc()
     return row
@@ -452,7 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], help="only this model (repeatable)")
     parser.add_argument("--exporter", action="append", choices=EXPORTERS, default=[], help="default: both")
     parser.add_argument("--source", action="append",
-                        choices=("torch", "onnx-light", "package", "transformers", "onnx-data"), default=[],
+                        choices=("torch", "onnx-light", "package", "transformers", "onnx-data", "edges"), default=[],
                         help="default: torch, onnx-light, package")
     parser.add_argument("--skip-run", action="store_true", help="import and plan only")
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")

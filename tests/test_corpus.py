@@ -147,3 +147,22 @@ def test_the_onnx_wheels_model_files_run_or_are_refused_with_the_reason(tmp_path
             assert float(row["max_rel_error"]) <= REL_TOL or float(row["max_abs_error"]) <= ATOL, name
             assert row["max_abs_vs_shipped"] != "", name  # checked against the shipped outputs too
     assert len(rows) - len(refused) >= 120
+
+
+@pytest.mark.slow
+def test_the_edge_models_run_or_are_refused_before_the_run_with_the_reason(tmp_path):
+    # `--source edges`: global pooling as an AveragePool with ceil_mode and a dynamically quantized BERT run and
+    # match onnxruntime; the contrib DynamicQuantizeLSTM and NonZero, which the runtime cannot run, are named by
+    # plan-solve's warning before plan-run refuses them
+    entries = {e.name: e for e in write_corpus(tmp_path, sources=("edges",))}
+    assert sorted(entries) == ["hf_bert_quantized", "hf_efficientnet_pool", "onnx_nonzero", "torch_lstm_quantized"]
+    rows = {name: evaluate(e, tmp_path) for name, e in entries.items()}
+    for name in ("hf_efficientnet_pool", "hf_bert_quantized"):
+        assert rows[name]["result"] == "ok", rows[name]
+    assert "AveragePool" in rows["hf_efficientnet_pool"]["op_types"]
+    assert "MatMulInteger" in rows["hf_bert_quantized"]["op_types"]
+    for name, op in (("torch_lstm_quantized", "com.microsoft"), ("onnx_nonzero", "(NonZero)")):
+        result = rows[name]["result"]
+        assert rows[name]["import"] == "ok" and result.startswith("plan-solve warning: the torch runtime cannot run"), \
+            result
+        assert op in result.split(";")[0], result

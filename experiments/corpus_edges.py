@@ -1,0 +1,119 @@
+"""The corpus's edge models (`experiments.corpus --source edges`): one model for each class that import, cost model
+or runtime found hard, each built from models nobody here wrote.
+
+* `hf_efficientnet_pool`: transformers' `EfficientNetModel` (tiny config, seeded random weights), its pooled output
+  exported with the legacy exporter: the pooler is ``nn.AvgPool2d(hidden_dim, ceil_mode=True)``, an AveragePool
+  whose 320 x 320 window is far larger than its 1 x 1 input (global pooling as exporters write it).
+* `hf_bert_quantized`: transformers' `BertModel` (the corpus's `hf_bert`) quantized by onnxruntime's own
+  ``quantize_dynamic`` (int8 weights): DynamicQuantizeLinear, MatMulInteger and their casts.
+* `torch_lstm_quantized`: torch's ``nn.LSTM`` exported (ONNX LSTM), then ``quantize_dynamic`` on it: a
+  com.microsoft DynamicQuantizeLSTM, which onnx's shape inference does not know.
+* `onnx_nonzero`: the onnx wheel's own ``test_nonzero_example`` node test (a data-dependent output shape), built
+  by its test-case generator (the wheel ships no node-test files here), fed and checked with the test's tensors.
+
+Each is a `CorpusEntry` like the other sources' and goes through the same `experiments.corpus.evaluate`: it
+imports, plans and runs matching onnxruntime, or its row says where and why it was refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from experiments.corpus import CorpusEntry, _one_line, _quiet
+
+__all__ = ["EDGE_MODELS", "edge_entries"]
+
+SEED = 11
+
+
+def _efficientnet_pool(out: Path) -> CorpusEntry:
+    from experiments.corpus_models import _init_random
+    from experiments.hf_models import HFArchitecture, _built, _normal, export_hf_architecture
+
+    # hidden_dim is the top convolution's width (1280 x width_coefficient, rounded to 8), and the pooler's window
+    built = _built("EfficientNetConfig", "EfficientNetModel", image_size=32, width_coefficient=0.25,
+                   depth_coefficient=0.25, hidden_dim=320)
+    # transformers' own init leaves the last block's output at zero (so the pooled output too, and a check of
+    # zeros tests nothing): the corpus's seeded random weights and BatchNorm statistics instead
+    arch = HFArchitecture("hf_efficientnet_pool", "CNN, global pooling as AveragePool with ceil_mode "
+                          "(transformers EfficientNetModel)", lambda: _init_random(built(), SEED),
+                          _normal("pixel_values", 1, 3, 32, 32), output="pooler_output", exporter="legacy")
+    entry = CorpusEntry(arch.name, arch.kind, "edges", arch.exporter)
+    entry.path, entry.feeds = export_hf_architecture(arch, out / f"{entry.key}.onnx", seed=SEED)
+    return entry
+
+
+def _quantized(source: Path, target: Path, op_types: list[str]) -> Path:
+    """`source` dynamically quantized by onnxruntime (int8 weights, `op_types` only) into `target`."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, op_types_to_quantize=op_types)
+    return target
+
+
+def _bert_quantized(out: Path) -> CorpusEntry:
+    from experiments.hf_models import HF_ARCHITECTURES, export_hf_architecture
+
+    bert = next(a for a in HF_ARCHITECTURES if a.name == "hf_bert")
+    entry = CorpusEntry("hf_bert_quantized", "encoder quantized by onnxruntime quantize_dynamic (transformers "
+                        "BertModel; MatMulInteger)", "edges", bert.exporter)
+    plain, entry.feeds = export_hf_architecture(bert, out / "hf_bert_float.onnx", seed=SEED)
+    entry.path = _quantized(plain, out / f"{entry.key}.onnx", ["MatMul"])
+    return entry
+
+
+def _lstm_quantized(out: Path) -> CorpusEntry:
+    import torch
+
+    torch.manual_seed(SEED)
+    lstm = torch.nn.LSTM(16, 24, num_layers=1, batch_first=False).eval()
+    x = torch.randn(7, 2, 16)
+    plain = out / "torch_lstm_float.onnx"
+    torch.onnx.export(lstm, (x,), str(plain), input_names=["x"], output_names=["y", "h", "c"], dynamo=False,
+                      opset_version=17)
+    entry = CorpusEntry("torch_lstm_quantized", "torch nn.LSTM quantized by onnxruntime quantize_dynamic "
+                        "(com.microsoft DynamicQuantizeLSTM, no onnx shape inference)", "edges", "legacy",
+                        feeds={"x": x.numpy()})
+    entry.path = _quantized(plain, out / f"{entry.key}.onnx", ["LSTM"])
+    return entry
+
+
+def _nonzero(out: Path) -> CorpusEntry:
+    import onnx
+    from onnx.backend.test.case.node import collect_testcases
+
+    case = next(c for c in collect_testcases("NonZero") if c.name == "test_nonzero_example")
+    model, data = case.model, case.data_sets
+    assert model is not None and data, "onnx's NonZero test case has no model or data"
+    inputs, outputs = data[0]
+    entry = CorpusEntry("onnx_nonzero", "data-dependent output shape (onnx's NonZero node test)", "edges",
+                        feeds={i.name: np.asarray(v) for i, v in zip(model.graph.input, inputs, strict=True)},
+                        expected={o.name: np.asarray(v) for o, v in zip(model.graph.output, outputs, strict=True)})
+    entry.path = out / f"{entry.key}.onnx"
+    onnx.save(model, str(entry.path))
+    return entry
+
+
+EDGE_MODELS: dict[str, Callable[[Path], CorpusEntry]] = {
+    "hf_efficientnet_pool": _efficientnet_pool,
+    "hf_bert_quantized": _bert_quantized,
+    "torch_lstm_quantized": _lstm_quantized,
+    "onnx_nonzero": _nonzero,
+}
+
+
+def edge_entries(out: Path, only: set[str] | None) -> list[CorpusEntry]:
+    """The `EDGE_MODELS` written under `out` (a failed build is a row, as a failed export is)."""
+    entries = []
+    for name, build in EDGE_MODELS.items():
+        if only and name not in only:
+            continue
+        try:
+            with _quiet():
+                entries.append(build(out))
+        except Exception as exc:  # a build that fails is the row's result
+            entries.append(CorpusEntry(name, "", "edges", error=_one_line(exc)))
+    return entries
