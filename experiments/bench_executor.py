@@ -21,7 +21,9 @@ model's op times as its onnxruntime engine runs them on 1 and on 2 threads):
 * `opplan-chosen`      as `plan-run --choose` runs it: one rank with both cores, one rank on one thread and the
                        plan's ranks measured, the split kept only when it is faster beyond the noise
                        (`fast_choice.choose_run`); the row says which (`chosen`, `reason`) and lists every trial
-                       with its prediction (`trials_ms`).
+                       with its prediction (`trials_ms`);
+* `codegen-torchrun`   the code `plan-codegen` writes for the plan, one process per used device, 1 torch thread
+                       each, gloo between them, under `torchrun --standalone` (its `launch.py --repeat`).
 
 `predicted_ms` is what planning predicts for a row's configuration: the plan's run advice lists one prediction per
 configuration (one rank: the op times on that many threads one after the other, scaled to the whole graph's
@@ -237,6 +239,7 @@ def model_rows(name: str, model: Path, tmp: Path, repeat: int, time_limit_s: flo
     import io
 
     from planner.cost.measured import load_measured_times
+    from planner.execute.codegen import write_code
     from planner.execute.fast_choice import RunConfig, choose_run, run_config, used_devices
     from planner.execute.program import default_feeds
     from planner.execute.runner import load_checked_plan
@@ -267,6 +270,11 @@ def model_rows(name: str, model: Path, tmp: Path, repeat: int, time_limit_s: flo
                                    "engines": _engines(advised), "predicted_ms": _ms(plan.run.predicted_s * 1e3)}
     choice = choose_run(plan, graph, feeds, cores=CORES, repeat=repeat)
     times["opplan-chosen"] = (choice.chosen.median_s * 1e3, choice.chosen.spread_s * 1e3)
+    gen = tmp / f"{name}.gen"
+    _in_child(lambda: bool(write_code(plan_path, gen)), "plan-codegen")
+    times["codegen-torchrun"] = _torchrun_ms(gen, used_devices(plan), repeat)
+    extra["codegen-torchrun"] = {"chosen": RunConfig(used_devices(plan), 1).label(),
+                                 "predicted_ms": _ms(predicted_ms.get(RunConfig(used_devices(plan), 1).label()))}
     fastest_single = min(times[k][0] for k in SINGLE)
     extra["opplan-chosen"] = {
         "chosen": choice.chosen.config.label(), "reason": choice.reason,
@@ -285,6 +293,20 @@ def model_rows(name: str, model: Path, tmp: Path, repeat: int, time_limit_s: flo
             row["measured_vs_predicted"] = round(ms / row["predicted_ms"], 3)
         rows.append(row)
     return rows
+
+
+def _torchrun_ms(gen: Path, ranks: int, repeat: int) -> tuple[float, float]:
+    """The generated code's median and spread of step times under torchrun (its launch.py --repeat)."""
+    import json
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                           str(ranks), "launch.py", "--repeat", str(repeat)], cwd=gen, capture_output=True,
+                          text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the generated code failed under torchrun: {proc.stderr.strip()[-500:]}")
+    steps = json.loads((gen / "timing.json").read_text())["steps_s"]
+    return statistics.median(steps) * 1e3, (max(steps) - min(steps)) * 1e3
 
 
 def _engines(trial) -> str:

@@ -199,9 +199,11 @@ def test_generated_code_gives_the_same_outputs(plans, tmp_path, key, torch_only_
     probe = subprocess.run([str(torch_only_python), "-c", "import planner"], cwd=out, env=env, capture_output=True)
     assert probe.returncode != 0 and b"No module named 'planner'" in probe.stderr
     proc = subprocess.run([str(torch_only_python), "-m", "torch.distributed.run", "--standalone",
-                           "--nproc-per-node", "2", "launch.py"], cwd=out, env=env, capture_output=True, text=True,
-                          timeout=180)
+                           "--nproc-per-node", "2", "launch.py", "--repeat", "2"], cwd=out, env=env,
+                          capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    steps = json.loads((out / "timing.json").read_text())["steps_s"]
+    assert len(steps) == 2 and all(s > 0 for s in steps) and "median step" in proc.stdout
     inputs = {k: v.numpy() for k, v in torch.load(out / "inputs.pt").items()}
     ours = {k: v.numpy() for k, v in torch.load(out / "outputs.pt").items()}
     ref = run_onnxruntime(load_plan(plans[key]).model_path, inputs)

@@ -14,7 +14,8 @@ What `write_code(plan, out_dir)` writes:
 * ``p2p.py`` (send / receive) and, only when an op has no direct torch translation, ``onnx_ops.py``
   (`codegen_support`).
 * ``inputs.pt``: the deterministic inputs plan-run uses; ``launch.py``: ``torchrun --standalone
-  --nproc-per-node N launch.py`` runs every rank on them and rank 0 saves the outputs to ``outputs.pt``.
+  --nproc-per-node N launch.py`` runs every rank on them and rank 0 saves the outputs to ``outputs.pt``;
+  ``launch.py --repeat N`` also times N steps (rank 0 prints the median and writes ``timing.json``).
 
 Every path in the folder is relative to the folder (found through ``__file__``), so it can be moved or copied to
 another machine that has torch.
@@ -150,13 +151,19 @@ def _rank_source(rank: int, plan_name: str, part: Partition, graph: OpGraph, pro
     return "\n".join(header + ["    " + line for line in body] + footer), uses_helper
 
 
-_LAUNCH = '''"""Launcher: torchrun --standalone --nproc-per-node {world} launch.py
+_LAUNCH = '''"""Launcher: torchrun --standalone --nproc-per-node {world} launch.py [--repeat N]
 
 Every rank runs its rank_<r>.py on the inputs in inputs.pt (the deterministic inputs plan-run uses) with its
-weights from rank_<r>.weights.pt; rank 0 saves the graph outputs to outputs.pt.  Needs only torch."""
+weights from rank_<r>.weights.pt; rank 0 saves the graph outputs to outputs.pt.  With --repeat N the ranks run two
+warm-up steps and then N timed steps, each started together after a barrier; rank 0 prints the median step time
+and writes every step's seconds to timing.json.  Needs only torch."""
 
+import argparse
 import importlib.util
+import json
 import os
+import statistics
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -167,6 +174,9 @@ HERE = Path(__file__).resolve().parent
 
 
 def main():
+    parser = argparse.ArgumentParser(description="run the plan's ranks (under torchrun)")
+    parser.add_argument("--repeat", type=int, default=0, help="timed steps after two warm-up steps (default 0)")
+    args = parser.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     assert world == {world}, "this plan needs {world} ranks"
     torch.set_num_threads(1)
@@ -177,10 +187,21 @@ def main():
     spec.loader.exec_module(module)
     inputs = torch.load(HERE / "inputs.pt")
     weights = torch.load(HERE / f"rank_{{rank}}.weights.pt")
+    steps_s = []
     with torch.inference_mode():
         outputs = module.run(inputs, weights, timeout)
+        for step in range(args.repeat + 2 if args.repeat > 0 else 0):
+            dist.barrier()
+            start = time.perf_counter()
+            outputs = module.run(inputs, weights, timeout)
+            dist.barrier()
+            if step >= 2:
+                steps_s.append(time.perf_counter() - start)
     if rank == 0:
         torch.save({{k: v.contiguous() for k, v in outputs.items()}}, HERE / "outputs.pt")
+        if steps_s:
+            print(f"median step {{statistics.median(steps_s) * 1e3:.3f}} ms over {{len(steps_s)}} steps", flush=True)
+            (HERE / "timing.json").write_text(json.dumps({{"steps_s": steps_s}}))
     dist.barrier()
     dist.destroy_process_group()
 
