@@ -476,11 +476,12 @@ def _simulate(args: argparse.Namespace) -> int:
     planned_makespan = plan.makespan_tick * (plan.tick_s or 1)
     summary = plan_summary(retimed, timeline, fine, extra={"planned_makespan": planned_makespan}, bound_note=note)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        save_plan(retimed, args.out)
-        stem = args.out.with_suffix("")
-        plot_gantt(timeline, f"{stem}.gantt.png", title=f"{plan.instance_name} re-timed")
-        write_chrome_trace(timeline, f"{stem}.trace.json")
+        stem = args.out.with_suffix("").name
+        with staged_dir(args.out.parent) as staging:  # the plan, its Gantt and its trace land together or not at all
+            save_plan(retimed, staging / args.out.name)
+            plot_gantt(timeline, staging / f"{stem}.gantt.png", title=f"{plan.instance_name} re-timed")
+            write_chrome_trace(timeline, staging / f"{stem}.trace.json")
+            pause_point("writing")
     if args.format == "json":
         print(json.dumps(summary, indent=2, default=str))
     else:

@@ -341,3 +341,30 @@ def test_a_stopped_comparison_ends_at_once_with_the_schedules_found_so_far() -> 
     assert opplan.figures is not None and dualpipe.figures is not None
     assert opplan.figures.makespan_tick <= dualpipe.figures.makespan_tick
     assert opplan.notes["memory_bound"] == {"skipped": "the search was stopped (Ctrl-C)"}
+
+
+def _planned(tmp_path: Path, graph: Path) -> Path:
+    plan = tmp_path / "plan" / "p.json"
+    assert solve_main(["--graph", str(graph), "--devices", "2", "--method", "heft", "--quiet", "--no-pictures",
+                       "--out", str(plan)]) == 0
+    return plan
+
+
+def test_ctrl_c_while_plan_simulate_writes_leaves_the_old_files_as_they_were(tmp_path, graph):
+    plan = _planned(tmp_path, graph)
+    out = tmp_path / "sim"
+    out.mkdir()
+    (out / "r.json").write_text("the previous run\n")
+    done = _interrupted_at("writing", ["plan-simulate", "--plan", str(plan), "--format", "json", "--out",
+                                       str(out / "r.json")], tmp_path)
+    _assert_interrupted(done)
+    assert [p.name for p in out.iterdir()] == ["r.json"]  # neither a picture, a trace nor a temporary folder
+    assert (out / "r.json").read_text() == "the previous run\n"
+
+
+def test_plan_simulate_writes_its_files_together(tmp_path, graph):
+    plan = _planned(tmp_path, graph)
+    out = tmp_path / "new" / "r.json"
+    assert simulate_main(["--plan", str(plan), "--format", "json", "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.parent.iterdir()) == ["r.gantt.png", "r.json", "r.trace.json"]
+    assert json.loads(out.read_text())["tasks"]
