@@ -41,6 +41,7 @@ experiments: $(STAMP)
 ## mutate: mutation testing of the core modules (about 30 min; not part of test/CI); MODULE=validate runs one
 mutate: $(STAMP)
 	$(BIN)/python -m experiments.mutation.run $(if $(MODULE),--module $(MODULE))
+	$(BIN)/python -m experiments.readme_results mutation
 
 clean:
 	rm -rf $(VENV) build *.egg-info

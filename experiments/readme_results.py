@@ -105,6 +105,22 @@ def _runtime_by_model(rows: Rows) -> Rows:
     return list(out.values())
 
 
+def _mutation_per_package(rows: Rows) -> Rows:
+    """One row per package (the folder of the module's file): modules, mutants run (sampled; equivalent ones are
+    not run),
+    killed (timeouts count as killed), the kill ratio over them, and the package's lowest module."""
+    out = []
+    for package in sorted(dict.fromkeys(r.get("path", "").rpartition("/")[0] for r in rows)):
+        mine = [r for r in rows if r.get("path", "").rpartition("/")[0] == package]
+        run = sum(int(r.get("sampled") or 0) for r in mine)
+        killed = sum(int(r.get("killed") or 0) + int(r.get("timeout") or 0) for r in mine)
+        lowest = min(mine, key=lambda r: float(r.get("kill_ratio") or 0))
+        out.append({"package": package, "modules": str(len(mine)), "mutants": str(run), "killed": str(killed),
+                    "kill_pct": f"{100 * killed / run:.1f}" if run else "",
+                    "lowest_module": f"{lowest.get('module', '')} {100 * float(lowest.get('kill_ratio') or 0):.0f}%"})
+    return out
+
+
 TABLES: tuple[ResultTable, ...] = (
     ResultTable(
         "engine", "engine.csv",
@@ -166,6 +182,14 @@ TABLES: tuple[ResultTable, ...] = (
         "The planned schedule under DualPipe's peak memory per device; `bubble_vs_dualpipe` is its bubble over "
         "DualPipe's.",
         select=_planned_rows),
+    ResultTable(
+        "mutation", "mutation_summary.csv",
+        ("package", "modules", "mutants", "killed", "kill_pct", "lowest_module"),
+        "Mutation testing (`make mutate`)",
+        "Per package: the modules covered, the mutants run (a fixed-seed sample per module, known equivalent ones "
+        "left out), how many a test killed, and the module with the lowest kill ratio; per module in "
+        "`bench/results/mutation_summary.csv`, survivors in `mutation_survivors.csv`.",
+        select=_mutation_per_package),
 )
 
 
@@ -218,3 +242,24 @@ def update_readme(results_dir: str | Path, readme_path: str | Path,
         done.append(table.name)
     path.write_text(text, encoding="utf-8")
     return done
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Rewrite the README's result tables from `bench/results/` (what `make bench` and `make mutate` end with):
+    ``python -m experiments.readme_results [TABLE ...]`` (default every table)."""
+    import sys
+
+    names = list(sys.argv[1:] if argv is None else argv)
+    unknown = [n for n in names if n not in {t.name for t in TABLES}]
+    if unknown:
+        print(f"unknown table(s) {', '.join(unknown)}; known: {', '.join(t.name for t in TABLES)}")
+        return 2
+    root = Path(__file__).resolve().parents[1]
+    done = update_readme(root / "bench" / "results", root / "README.md",
+                         [t for t in TABLES if not names or t.name in names])
+    print(f"rewrote README tables: {', '.join(done) or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -88,3 +88,17 @@ def test_the_runtime_table_has_one_row_per_model_with_opplan_against_the_others(
     text = render_table(runtime, rows, "x.csv")
     assert ("| m | 10 | 6 | 9 | 12 | 11 | 7 | 1 rank x 2 threads | 5 | 2 ranks x 1 thread | 2.00 | 0.83 | "
             "0.9 / - / 1.1 | 1.9 / 1.8 |") in text
+
+
+def test_the_mutation_table_sums_each_package_and_names_its_weakest_module() -> None:
+    from experiments.readme_results import render_table
+
+    mutation = next(t for t in TABLES if t.name == "mutation")
+    head = ("module", "path", "sampled", "equivalent", "killed", "timeout", "survived", "kill_ratio")
+    rows = [dict(zip(head, r, strict=True)) for r in (
+        ("a", "planner/search/a.py", "10", "2", "8", "1", "1", "0.900"),
+        ("b", "planner/search/b.py", "5", "0", "5", "0", "0", "1.000"),
+        ("c", "planner/pipeline/c.py", "4", "0", "2", "0", "2", "0.500"))]
+    text = render_table(mutation, rows, "x.csv")
+    assert "| planner/pipeline | 1 | 4 | 2 | 50.0 | c 50% |" in text
+    assert "| planner/search | 2 | 15 | 14 | 93.3 | a 90% |" in text
