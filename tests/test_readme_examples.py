@@ -25,7 +25,7 @@ def _run(script: str, *args: str) -> str:
 def test_the_readme_excerpts_are_lines_of_their_scripts() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"<!-- from (docs/examples/\S+\.py) -->\n```python\n(.*?)```", readme, re.DOTALL)
-    assert {path for path, _ in blocks} == {"docs/examples/plan_a_model.py",
+    assert {path for path, _ in blocks} == {"docs/examples/notebook_study.py",
                                             "docs/examples/train_with_planned_schedule.py"}
     for path, code in blocks:
         script = {line.strip() for line in (REPO / path).read_text(encoding="utf-8").splitlines()}
