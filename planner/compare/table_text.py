@@ -5,7 +5,7 @@ leave on it (`planner.compare.compare_row`), and the table's last line, the outc
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from planner.compare.compare_row import CompareRow
 
@@ -165,8 +165,8 @@ def outcome_line(values: Mapping[str, Mapping[str, float]], time_unit: str) -> s
         versus.append(_versus(opp["makespan"], others[best]["makespan"], f"the best other schedule ({best})",
                               bare=bool(versus) and versus[0].endswith("shorter than DualPipe")))
     if dp is not None:
-        versus.append(_share("bubble", opp["bubble_ratio"], dp["bubble_ratio"], f"{dp['bubble_ratio']:.1%}"))
-        versus.append(_share("peak memory", opp["peak_memory"], dp["peak_memory"], figure_text(dp["peak_memory"])))
+        versus.append(_share("bubble", opp["bubble_ratio"], dp["bubble_ratio"], "{:.1%}".format))
+        versus.append(_share("peak memory", opp["peak_memory"], dp["peak_memory"], figure_text))
     return parts[0] + (" — " + ", ".join(versus) if versus else "")
 
 
@@ -181,11 +181,11 @@ def _versus(makespan: float, other: float, name: str, *, bare: bool = False) -> 
     return f"{-100 * change:.1f} % longer than {name}"
 
 
-def _share(what: str, value: float, reference: float, reference_text: str) -> str:
+def _share(what: str, value: float, reference: float, text: Callable[[float], str]) -> str:
     """'bubble 57 % of DualPipe's': `value` as a share of DualPipe's `reference`; 'bubble as DualPipe's (0.0%)'
-    when both are 0, and the ratio left out when only the reference is 0."""
+    when both are 0, and both values in the figure's own format (`text`) when only the reference is 0."""
     if reference > 0:
         return f"{what} {100 * value / reference:.0f} % of DualPipe's"
     if value == reference:
-        return f"{what} as DualPipe's ({reference_text})"
-    return f"{what} {figure_text(value)}, DualPipe's {reference_text}"
+        return f"{what} as DualPipe's ({text(reference)})"
+    return f"{what} {text(value)}, DualPipe's {text(reference)}"
