@@ -49,6 +49,10 @@ def _one_task() -> SchedulingInstance:
     return SchedulingInstance.uniform("one", [3], [], 2)
 
 
+def _two_tasks() -> SchedulingInstance:
+    return SchedulingInstance.uniform("two", [3, 1], [(0, 1, 1)], 2)
+
+
 def _fork() -> SchedulingInstance:
     return SchedulingInstance.uniform("fork", [2, 3, 3, 2], [(0, 1, 4), (0, 2, 4), (1, 3, 4), (2, 3, 4)], 2)
 
@@ -56,7 +60,7 @@ def _fork() -> SchedulingInstance:
 # ------------------------------------------------------------------------------------------- assignment search
 def test_the_assignment_search_applies_to_two_tasks_and_a_share() -> None:
     assert not assignment.applies(_state(_one_task()))
-    assert assignment.applies(_state(_fork()))
+    assert assignment.applies(_state(_two_tasks()))
     off = dataclasses.replace(SearchPolicy(), assignment_share=0.0)
     assert not assignment.applies(_state(_fork(), policy=off))
 
@@ -93,7 +97,7 @@ def test_the_comm_bound_step_raises_the_bound_and_says_it() -> None:
 # ------------------------------------------------------------------------------------------------- iterated
 def test_the_iterated_phase_applies_from_two_tasks() -> None:
     assert not iterated.applies(_state(_one_task()))
-    assert iterated.applies(_state(_fork()))
+    assert iterated.applies(_state(_two_tasks()))
 
 
 def _iterated(race_share: float, list_s: float) -> tuple[str, str]:
@@ -108,6 +112,7 @@ def _iterated(race_share: float, list_s: float) -> tuple[str, str]:
         assert cand.summary.endswith("(mirrored)")
     else:
         assert cand.source == "iterated list scheduling" and cand.before is None
+        assert not cand.summary.endswith("(mirrored)")
     return cand.source, cand.summary
 
 
@@ -287,3 +292,13 @@ def test_linear_rounds_refine_once_after_a_first_round_no_shorter_than_the_incum
     assert state.plan.makespan_tick == 329
     assert linear_rounds.run(state, Budget.starting_now(20.0)) is None
     assert [(r.round, r.clusters, r.makespan_tick) for r in state.rounds] == [(0, 8, 346), (1, 9, 346)]
+
+
+def test_heft_runs_even_when_the_time_is_gone() -> None:
+    # a deadline already passed and a caller's earlier seconds: HEFT still runs (the others are skipped)
+    fine = layered_dag(30, 3, seed=24, comm_ratio=2.0)
+    computed: dict[str, int] = {}
+    seconds = [100.0]
+    plan = list_scheduling.best_list_schedule(fine, computed, deadline=0.0, seconds=seconds)
+    assert computed == {"heft": heft(fine).makespan_tick} == {"heft": plan.makespan_tick}
+    assert len(seconds) == 2

@@ -1,0 +1,262 @@
+"""The pipeline search (`planner.search.pipeline`) rule by rule on small pipelines: which tasks each neighbourhood
+frees (drawn the way the module says, from the same seeded generator), the critical chain of a GPipe schedule, how
+the search's loop stops, counts its steps and fits its neighbourhood's size, the replay it starts from, the step
+records and the default tuning."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+
+import pytest
+
+import formulations.pipeline_step as step_module
+from formulations.pipeline import PipelineTimes, prepare_pipeline, split_start_times
+from planner.compare.pipelines import simulate_baseline
+from planner.pipeline.generators import gpipe
+from planner.pipeline.registry import Scales, UnitCosts
+from planner.pipeline.streams import simulate_pipeline
+from planner.pipeline.unroll import uniform_pipeline
+from planner.search.pipeline.lns import improve_pipeline, replayed_tick
+from planner.search.pipeline.neighbourhoods import _nearest, critical_chain, neighbourhood
+from planner.search.pipeline.policy import (
+    HalfSearchPolicy,
+    PeriodicPolicy,
+    PipelineLnsPolicy,
+    PipelineSearchPolicy,
+)
+from planner.search.pipeline.results import LnsResult, LnsStep
+
+
+def _gpipe_2x2():
+    """Two stages, two micro-batches, F = B = W = 1, GPipe's order: makespan 9 (8 replayed)."""
+    pipe = uniform_pipeline(2, 2)
+    _, tl = simulate_pipeline(pipe, gpipe(2, 2))
+    setup = prepare_pipeline(pipe, warm_start=split_start_times(pipe, tl))
+    assert setup.known is not None and setup.makespan_tick(setup.known) == 9
+    return setup
+
+
+@pytest.fixture(scope="module")
+def wide():
+    """Four stages, eight micro-batches: 96 tasks, more than a first neighbourhood."""
+    setup = prepare_pipeline(uniform_pipeline(4, 8))
+    assert setup.known is not None and setup.tasks.instance.num_tasks == 96
+    return setup
+
+
+# ----------------------------------------------------------------------------------------------- neighbourhoods
+def test_nearest_takes_the_closest_starts_ties_by_task() -> None:
+    start = [10, 4, 6, 5, 5, 0]
+    assert _nearest(range(6), start, 5, 3) == {3, 4, 1}
+    assert _nearest(range(6), start, 5, 4) == {3, 4, 1, 2}
+    assert _nearest([0, 5], start, 6, 1) == {0}  # 10 is 4 away, 0 is 6 away
+
+
+def _names(setup, tasks) -> list[str]:
+    names = setup.tasks.instance.task_names
+    return [names[t] for t in tasks]
+
+
+def test_the_critical_chain_of_gpipe_runs_back_from_the_last_end_through_tight_tasks() -> None:
+    setup = _gpipe_2x2()
+    assert _names(setup, critical_chain(setup, setup.known)) == ["0B0", "0W0", "0B1", "0W1"]
+
+
+def test_the_critical_chain_follows_graph_edges_with_their_delays_and_stream_order() -> None:
+    setup = _gpipe_2x2()
+    names = setup.tasks.instance.task_names
+    idx = {n: i for i, n in enumerate(names)}
+    # pack device 0's backward work right after device 1's: every task now waits on the one before it
+    start = list(setup.known.start)
+    for name, at in (("0B0", 4), ("0W0", 5), ("0B1", 6), ("0W1", 7)):
+        start[idx[name]] = at
+    times = PipelineTimes(tuple(start))
+    chain = critical_chain(setup, times)
+    ends = setup.ends(times)
+    assert ends[chain[-1]] == setup.makespan_tick(times) == 8
+    assert _names(setup, chain)[0] == "0F0"
+    for a, b in zip(chain, chain[1:]):
+        delays = [setup.tasks.instance.comm(e, setup.device[a], setup.device[b])
+                  for u, e in setup.tasks.instance.predecessors[b] if u == a]
+        assert ends[a] + (delays[0] if delays else 0) == times.start[b]
+
+
+def _draw(kind: str, setup, size: int, seed: int, policy: PipelineLnsPolicy | None = None):
+    return neighbourhood(kind, setup, setup.known, size, random.Random(seed), policy or PipelineLnsPolicy())
+
+
+def test_a_window_frees_the_tasks_starting_nearest_a_random_tick(wide) -> None:
+    start = wide.known.start
+    for seed in range(3):
+        rng = random.Random(seed)
+        tick = rng.randrange(max(wide.ends(wide.known)))
+        assert _draw("window", wide, 10, seed) == _nearest(range(96), start, tick, 10)
+
+
+def test_microbatches_frees_whole_consecutive_micro_batches(wide) -> None:
+    acts = wide.tasks.actions
+    for seed in range(4):
+        first = random.Random(seed).randrange(8)
+        chosen = {(first + k) % 8 for k in range(PipelineLnsPolicy().microbatches)}
+        assert _draw("microbatches", wide, 96, seed) == {t for t in range(96) if acts[t].microbatch in chosen}
+    two = dataclasses.replace(PipelineLnsPolicy(), microbatches=2)
+    first = random.Random(0).randrange(8)
+    assert {acts[t].microbatch for t in _draw("microbatches", wide, 96, 0, two)} == {first, (first + 1) % 8}
+
+
+def test_devices_frees_two_adjacent_devices_wrapping_around(wide) -> None:
+    for seed in range(6):
+        d = random.Random(seed).randrange(4)
+        pair = {d, (d + 1) % 4}
+        assert _draw("devices", wide, 96, seed) == {t for t in range(96) if wide.device[t] in pair}
+    assert _draw("devices", wide, 10, 0) <= {t for t in range(96)
+                                              if wide.device[t] in {random.Random(0).randrange(4),
+                                                                    (random.Random(0).randrange(4) + 1) % 4}}
+
+
+def test_critical_frees_a_stretch_of_the_chain_and_the_tasks_around_its_middle(wide) -> None:
+    chain = critical_chain(wide, wide.known)
+    start = wide.known.start
+    for size, seed in ((16, 0), (16, 5), (40, 1), (2, 3)):
+        length = max(1, min(len(chain), size // 4))
+        at = random.Random(seed).randrange(max(1, len(chain) - length + 1))
+        stretch = chain[at:at + length]
+        streams = {wide.device[t] for t in stretch}
+        middle = start[stretch[len(stretch) // 2]]
+        expected = set(stretch) | _nearest([t for t in range(96) if wide.device[t] in streams], start, middle,
+                                           max(0, size - len(stretch)))
+        assert _draw("critical", wide, size, seed) == expected
+
+
+def test_the_ends_free_at_least_the_size_asked(wide) -> None:
+    by_start = sorted(range(96), key=lambda t: (wide.known.start[t], t))
+    share = math.ceil(PipelineLnsPolicy().ends_share * 96)
+    assert _draw("head", wide, 5, 0) == set(by_start[:share])
+    assert _draw("tail", wide, 5, 0) == set(by_start[-share:])
+    assert _draw("head", wide, 30, 0) == set(by_start[:30]) and share < 30
+    assert _draw("tail", wide, 30, 0) == set(by_start[-30:])
+
+
+def test_a_chosen_pair_is_freed_whole() -> None:
+    costs = UnitCosts(fb_overlap=0.5)
+    row = simulate_baseline("dualpipe", 2, 4, costs, Scales.of(costs))
+    assert row.pipeline is not None and row.timeline is not None
+    setup = prepare_pipeline(row.pipeline, warm_start=split_start_times(row.pipeline, row.timeline))
+    assert setup.known is not None and setup.known.pairs
+    cut = 0
+    for seed in range(12):
+        rng = random.Random(seed)
+        tick = random.Random(seed).randrange(max(setup.ends(setup.known)))
+        nearest = _nearest(range(len(setup.known.start)), setup.known.start, tick, 3)
+        free = neighbourhood("window", setup, setup.known, 3, rng)
+        for i in setup.known.pairs:
+            tasks = set(setup.pairs[i].tasks)
+            assert tasks <= free or not tasks & free
+            cut += bool(tasks & nearest) and not tasks <= nearest
+        assert nearest <= free
+    assert cut > 0  # some windows did cut a pair, which the closure made whole
+
+
+# ------------------------------------------------------------------------------------------------------ the loop
+def test_the_search_stops_at_its_step_count_and_reports_every_step(wide) -> None:
+    seen: list[LnsStep] = []
+    result = improve_pipeline(wide, wide.known, time_limit_s=60, max_steps=3, threads=1, kinds=("window",),
+                              policy=dataclasses.replace(PipelineLnsPolicy(), step_s=0.1), progress=seen.append)
+    assert [s.step for s in result.steps] == [0, 1, 2] and list(result.steps) == seen
+    assert result.steps[0].size == 64  # the first neighbourhood: `initial_size` of the 96 tasks
+    assert all(0 <= s.wall_s < 60 for s in result.steps)
+    assert result.start_tick == wide.makespan_tick(wide.known) == result.steps[0].before_tick
+
+
+def test_the_neighbourhood_grows_when_proven_and_shrinks_when_cut_without_a_gain(wide) -> None:
+    policy = dataclasses.replace(PipelineLnsPolicy(), step_s=0.1)
+    result = improve_pipeline(wide, wide.known, time_limit_s=60, max_steps=4, threads=1, kinds=("window",),
+                              policy=policy)
+    for a, b in zip(result.steps, result.steps[1:]):
+        if a.proven:
+            assert b.size == min(96, math.ceil(a.size * policy.grow))
+        elif not a.gained:
+            assert b.size == max(policy.min_size, int(a.size * policy.shrink))
+        else:
+            assert b.size == a.size
+
+
+def test_a_search_without_gains_stops_after_its_stall_steps() -> None:
+    setup = _gpipe_2x2()
+    best = improve_pipeline(setup, setup.known, time_limit_s=60, max_steps=3, threads=1)
+    again = improve_pipeline(setup, best.times, time_limit_s=60, stall_steps=2, threads=1)
+    assert again.best_tick == best.best_tick and len(again.steps) == 2
+    assert not any(s.gained for s in again.steps) and again.gains == 0
+
+
+def test_a_search_at_its_bound_takes_no_step() -> None:
+    setup = _gpipe_2x2()
+    # GPipe's 9 replays to 8 before any step
+    result = improve_pipeline(setup, setup.known, time_limit_s=60, bound_tick=8, max_steps=3)
+    assert result.steps == () and result.best_tick == 8
+    below = improve_pipeline(setup, setup.known, time_limit_s=60, bound_tick=7, max_steps=1, threads=1)
+    assert len(below.steps) == 1
+
+
+def test_a_search_without_time_for_a_step_returns_its_start_and_still_checks_the_backend() -> None:
+    setup = _gpipe_2x2()
+    result = improve_pipeline(setup, setup.known, time_limit_s=0.5)  # below `min_step_s`
+    assert result.steps == () and (result.start_tick, result.best_tick, result.time_to_best_s) == (9, 8, 0.0)
+    with pytest.raises(Exception, match="nope"):
+        improve_pipeline(setup, setup.known, time_limit_s=0.0, backend="nope")
+
+
+def test_the_search_starts_from_the_replay_of_its_start() -> None:
+    setup = _gpipe_2x2()
+    names = setup.tasks.instance.task_names
+    late = list(setup.known.start)
+    late[names.index("0W1")] += 3  # the last task three ticks late: the replay takes them back, and one more
+    times = PipelineTimes(tuple(late), setup.known.pairs)
+    assert setup.makespan_tick(times) == 12 and replayed_tick(setup, times) == replayed_tick(setup, setup.known) == 8
+    result = improve_pipeline(setup, times, time_limit_s=60, max_steps=0)
+    assert (result.start_tick, result.replayed_tick, result.best_tick) == (12, 8, 8)
+
+
+def test_the_defaults_are_seed_zero_and_the_deterministic_mode(monkeypatch, wide) -> None:
+    policy = dataclasses.replace(PipelineLnsPolicy(), step_s=0.1)
+    asked: list[dict] = []
+    real = step_module.solve_step
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("planner.search.pipeline.lns.solve_step", spy)
+    default = improve_pipeline(wide, wide.known, time_limit_s=60, max_steps=3, threads=1, policy=policy)
+    assert [(k["seed"], k["deterministic"], k["fifo_inside"], k["fix_untouched"]) for k in asked] == [
+        (0, True, True, False), (1, True, True, False), (2, True, True, False)]
+    seeded = improve_pipeline(wide, wide.known, time_limit_s=60, max_steps=3, threads=1, policy=policy, seed=0)
+    assert [(s.kind, s.size) for s in default.steps] == [(s.kind, s.size) for s in seeded.steps]
+
+
+# -------------------------------------------------------------------------------------------- records and tuning
+def test_a_step_gains_only_when_strictly_shorter() -> None:
+    assert LnsStep(0, "window", 8, 10, 9, 0.0, False).gained
+    assert not LnsStep(0, "window", 8, 10, 10, 0.0, True).gained
+    result = LnsResult(PipelineTimes((0,)), 10, 9, (LnsStep(0, "w", 8, 10, 9, 0.0, False),
+                                                    LnsStep(1, "w", 8, 9, 9, 0.0, False)), True, 0.0)
+    assert result.gains == 1
+    assert (result.replayed_tick, result.after_full_solve, result.folded, result.resolve, result.periodic) == (
+        0, True, False, None, None)
+
+
+def test_the_default_pipeline_tuning_is_the_one_measured() -> None:
+    """A change detector on purpose: each knob's reason is written beside it, and the recorded pipeline comparisons
+    ran with these values; changing one is a deliberate retuning that updates this list."""
+    lns = PipelineLnsPolicy()
+    assert (lns.step_s, lns.min_step_s, lns.initial_size, lns.min_size, lns.grow, lns.shrink, lns.decay,
+            lns.min_weight, lns.microbatches, lns.ends_share) == (4.0, 1.0, 64, 8, 1.25, 0.8, 0.9, 0.05, 4, 0.17)
+    half = HalfSearchPolicy()
+    assert (half.step_s, half.threads, half.first_share, half.step_share, half.second_threads, half.ends,
+            half.ends_step_s, half.ends_time_share, half.ends_rounds, half.deterministic) == (
+        0.5, 4, 0.5, 0.5, None, True, 60.0, 0.1, 2, False)
+    assert PeriodicPolicy() == PeriodicPolicy(margins=(0.01, 0.025), share=0.15)
+    search = PipelineSearchPolicy()
+    assert (search.stall_steps, search.min_resolve_s, search.full_solve_max_tasks) == (40, 2.0, 5_000)
