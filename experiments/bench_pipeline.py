@@ -369,7 +369,7 @@ def bench_lns_mode(quick: bool = False) -> list[dict]:
 
 
 def bench_cut_moves(quick: bool = False) -> list[dict]:
-    """The cut search's chain moves (`planner.compare.cut_search.CHAIN_MOVES`) measured side by side in one run, the
+    """The cut search's chain moves (`ComparePolicy.cut_chain_moves`) measured side by side in one run, the
     same budget each: single moves only (the search before chain moves) against single moves then chain moves.
     Cases: the bundled MoE (8 stages, m = 16, 120 s), transformers' Mixtral and GPT-2 exports at 8 stages (m = 16,
     60 s); ``--quick``: the MoE at p = 4, m = 8, 10 s.  One row per (case, setting): the planned row's makespan,
@@ -378,20 +378,19 @@ def bench_cut_moves(quick: bool = False) -> list[dict]:
     ``python -m experiments.bench_pipeline --cut`` (writes bench/results/pipeline_cut_moves.csv)."""
     import tempfile
 
-    from planner.compare import cut_search
+    from planner.compare.compare_policy import ComparePolicy
     from planner.compare.pipelines import compare
 
     tmp = tempfile.TemporaryDirectory()
     cases = _side_by_side_cases(quick, Path(tmp.name), ("hf_mixtral", "hf_gpt2"), exports_when_quick=False,
                                 preset=False)
     rows: list[dict] = []
-    default = cut_search.CHAIN_MOVES
     try:
         for case, p, m, costs, seconds in cases:
             for chain in (False, True):
-                cut_search.CHAIN_MOVES = chain  # read by refine_cut at each call (`compare` does not pass it)
+                policy = dataclasses.replace(ComparePolicy(), cut_chain_moves=chain)
                 print(f"   {case} p={p} m={m}, {seconds:g} s, chain moves {chain}", flush=True)
-                cmp = compare(p, m, costs, time_limit_s=seconds)
+                cmp = compare(p, m, costs, time_limit_s=seconds, policy=policy)
                 print(cmp.table(), flush=True)
                 opp = cmp.row("opplan")
                 for row in _opplan_rows(case, p, m, cmp, costs):
@@ -407,7 +406,6 @@ def bench_cut_moves(quick: bool = False) -> list[dict]:
                                 "work_min": round(min(busy) / cmp.scales.ticks_per_unit, 4)})
                     rows.append(row)
     finally:
-        cut_search.CHAIN_MOVES = default
         tmp.cleanup()
     return rows
 

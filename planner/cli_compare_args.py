@@ -19,7 +19,6 @@ from planner.cli_args import (
     positive_seconds,
 )
 from planner.compare.compare_policy import LNS_MODES, PLACEMENTS, ComparePolicy
-from planner.compare.memory_bound_note import MEMORY_BOUND_S
 from planner.compare.presets import PRESETS, MicroBatch
 
 __all__ = ["DEFAULT_OUT", "compare_parser", "parse_granularity"]
@@ -134,7 +133,7 @@ def _add_planned_arguments(parser: ArgumentParser) -> None:
     parser.add_argument("--lns-mode", choices=LNS_MODES, default="in-order",
                         help="reorder: the search may run micro-batches out of order inside a neighbourhood and "
                         "fixes the streams a neighbourhood does not touch; in-order (default): neither")
-    parser.add_argument("--bound-time", type=nonnegative_float, default=MEMORY_BOUND_S, metavar="S",
+    parser.add_argument("--bound-time", type=nonnegative_float, default=ComparePolicy().memory_bound_s, metavar="S",
                         help="at most this many seconds (within --time-limit) after the solves for the memory bound of "
                         "a planned schedule not proven optimal (formulations.pipeline_memory_bound; 0: off; default "
                         "%(default)g)")

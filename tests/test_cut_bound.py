@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from instances import make_instance, moe_model_costs
 
 from formulations.pipeline import device_of
+from planner.compare.compare_policy import ComparePolicy
 from planner.compare.cut_bound import (
-    REL_TOL,
     every_cut_bound_tick,
     family_best_cut,
     family_cut_bound_tick,
@@ -28,6 +28,7 @@ from planner.pipeline.registry import Scales
 from planner.pipeline.unroll import unroll_actions
 
 REPO = Path(__file__).resolve().parents[1]
+REL_TOL = ComparePolicy().cut_bound_rel_tol  # the search's precision, the default policy's
 
 _PIPELINE = {"dualpipe": ("dualpipe", 1), "v": ("opplan-v", 2)}
 

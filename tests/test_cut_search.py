@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from instances import moe_model_costs, uneven_cut
 
+from planner.compare.compare_policy import ComparePolicy
 from planner.compare.cut_search import (
-    STEP_OPS,
     chain_move,
     chain_moves,
     descend_cut,
@@ -25,6 +25,7 @@ from planner.compare.cut_search import (
 from planner.pipeline.registry import GENERATORS
 
 P, M = 4, 4
+STEP_OPS = ComparePolicy().cut_step_ops  # the move sizes of the default policy
 
 
 @pytest.fixture(scope="module")
@@ -278,3 +279,10 @@ def test_refine_with_chain_moves_is_deterministic_and_never_longer_than_single_m
     assert chained.best.makespan_tick == again.best.makespan_tick and chained.evaluations == again.evaluations
     assert single.chain_moves_kept == 0 and single.evaluations <= 40 and chained.evaluations <= 40
     _assert_valid_cut(costs, chained.costs.stage_positions)
+
+
+def test_single_moves_carry_the_step_sizes_they_are_given() -> None:
+    cut = (tuple(range(10)), (10, 11, 12))
+    assert single_moves(cut, [0], steps=(3,)) == [(tuple(range(7)), (7, 8, 9, 10, 11, 12))]
+    # the default policy's sizes, largest first: one move per size that leaves piece 0 an op
+    assert [len(c[1]) - 3 for c in single_moves(cut, [0])] == list(STEP_OPS)

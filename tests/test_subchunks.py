@@ -153,12 +153,18 @@ def test_expansion_with_the_all_to_all_between_subchunks_is_valid(costs, name, b
 
 
 def test_auto_granularity_stays_within_the_task_limit(costs):
-    from planner.compare.subchunks import FINE_TASK_LIMIT
+    from planner.compare.compare_policy import ComparePolicy
 
+    limit = ComparePolicy().fine_task_limit
     for m in (4, 16, 64):
         pipe = dataclasses.replace(costs.pipeline("dualpipe", P, M), num_microbatches=m)
         k = auto_granularity(pipe)
-        assert k == 1 or 3 * k * pipe.num_stages * m <= FINE_TASK_LIMIT
+        assert k == 1 or 3 * k * pipe.num_stages * m <= limit
+    # the policy's limit and candidates are the ones read: none fits a limit of one task, the only one fits a large
+    pipe = costs.pipeline("dualpipe", P, M)
+    assert auto_granularity(pipe, dataclasses.replace(ComparePolicy(), fine_task_limit=1)) == 1
+    assert auto_granularity(pipe, dataclasses.replace(ComparePolicy(), auto_granularities=(5,),
+                                                      fine_task_limit=10**9)) == 5
 
 
 def test_the_fine_model_beats_the_stage_level_optimum():

@@ -32,6 +32,26 @@ class ComparePolicy:
     # of each formulation solve's time, what the large-neighbourhood search gets after the full model: the search
     # moves the large pipelines the full model stalls on, and hands its time back where it stalls
     lns_share: float = 0.5
+    # plan-compare's default time for the memory bound (`--bound-time`): the preset at p = 8 needed 171 s, loaded
+    memory_bound_s: float = 120.0
+    # ``--granularity auto``: the sub-chunks per piece tried, finest first; the first whose pipeline has at most
+    # `fine_task_limit` compute tasks (F, B, W of every sub-chunk and micro-batch) is taken: a size whose model
+    # CP-SAT builds and keeps improving within plan-compare's budget
+    auto_granularities: tuple[int, ...] = (4, 3, 2)
+    fine_task_limit: int = 1600
+    # the cut bound's binary search stops within this fraction of the minimum (`planner.compare.cut_bound`)
+    cut_bound_rel_tol: float = 1e-4
+    # above this many op positions there is no cut bound: its O(n^3) levels would take minutes
+    cut_bound_max_positions: int = 600
+    # ops one move of the cut search carries across a boundary, largest first (`planner.compare.cut_search`)
+    cut_step_ops: tuple[int, ...] = (8, 4, 2, 1)
+    # the cut search tries chain moves once single moves stall (False: single moves only, to measure the difference)
+    cut_chain_moves: bool = True
+    # replays (evaluated cuts) one cut search runs at most, besides its deadline
+    cut_max_evaluations: int = 400
+    # a further cut round starts only with more than this many seconds of the placement's budget left (its replays
+    # and the solve after it need them)
+    cut_round_min_left_s: float = 1.0
     search: PipelineSearchPolicy = field(default_factory=PipelineSearchPolicy)  # the search's own tuning
 
 

@@ -38,12 +38,12 @@ each, so the pipeline's work is at least this: the bound only gets weaker.)
 pieces after it.  The cut that meets it (`family_best_cut`) has tiny first pieces and large last ones; as the
 planned row's starting cut it runs far worse than the baselines' cut, so it serves as a bound only.
 
-**Computing the minimum.**  A binary search over T with an exact feasibility test: pair i's boundaries are
-(x_i, x_{i+1}) on the left and (x_{K-1-i}, x_{K-i}) on the right, nested around the middle, so "the pairs i..q-1
-(q = K/2) can all meet T given x_i = l and x_{K-i} = r" is a table good_i[l, r] computed from good_{i+1} (the
-middle pair q-1 holds the two adjacent pieces [l, x_q) and [x_q, r) with x_q free).  Each level costs O(n^3)
-boolean operations (numpy); the search ends within `REL_TOL` of the minimum and returns the least T it could not
-rule out, which is at most the minimum: the result stays a valid bound.  Deterministic.
+**Computing the minimum.**  A binary search over T with an exact feasibility test: pair i's boundaries are (x_i,
+x_{i+1}) on the left and (x_{K-1-i}, x_{K-i}) on the right, nested around the middle, so "the pairs i..q-1 (q = K/2) can
+all meet T given x_i = l and x_{K-i} = r" is a table good_i[l, r] computed from good_{i+1} (the middle pair q-1 holds
+the two adjacent pieces [l, x_q) and [x_q, r) with x_q free).  Each level costs O(n^3) boolean operations (numpy); the
+search ends within `ComparePolicy.cut_bound_rel_tol` of the minimum and returns the least T it could not rule out, which
+is at most the minimum: the result stays a valid bound.  Deterministic.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from planner.compare.compare_policy import DEFAULT_COMPARE_POLICY, ComparePolicy
 from planner.compare.model_costs import ModelCosts
 from planner.compare.presets import PresetCosts
 
@@ -60,8 +61,6 @@ __all__ = ["FAMILIES", "crossing_ticks", "every_cut_bound_tick", "family_best_cu
            "family_terms", "op_arrays"]
 
 FAMILIES = ("dualpipe", "v")  # the placements the planned row solves (`planner.compare.pipelines._SPLIT`)
-REL_TOL = 1e-4  # the binary search stops within this fraction of the minimum (module docstring)
-MAX_POSITIONS = 600  # larger instances: no bound (its O(n^3) levels would take minutes)
 
 
 def op_arrays(costs: ModelCosts | PresetCosts) -> tuple[np.ndarray, np.ndarray] | None:
@@ -229,15 +228,15 @@ def _cut_meeting(t: int, gp: np.ndarray, heads: Sequence[np.ndarray], c: int) ->
     return tuple(x)
 
 
-def _search(costs: ModelCosts | PresetCosts, family: str, p: int, m: int):
-    """(least T not ruled out, a feasible T within `REL_TOL` above it, gp, heads, c), or None (see
-    `family_cut_bound_tick`)."""
+def _search(costs: ModelCosts | PresetCosts, family: str, p: int, m: int, policy: ComparePolicy):
+    """(least T not ruled out, a feasible T within `policy.cut_bound_rel_tol` above it, gp, heads, c), or None (see
+    `family_cut_bound_tick`; no bound above `policy.cut_bound_max_positions` positions)."""
     arrays = op_arrays(costs)
     if arrays is None or costs.fb_overlap < 1 or p < 1:
         return None
     k, c, hops, changes = _family_shape(family, p, m)
     n = len(arrays[0])
-    if n < k or n > MAX_POSITIONS or k < 2:
+    if n < k or n > policy.cut_bound_max_positions or k < 2:
         return None
     fp, gp = (np.concatenate([[0], np.cumsum(a)]) for a in arrays)
     heads = _heads(fp, crossing_ticks(costs), hops, changes)
@@ -245,7 +244,7 @@ def _search(costs: ModelCosts | PresetCosts, family: str, p: int, m: int):
     hi = lo + 1
     while not _feasible(hi, gp, heads, c):  # an upper end: double the distance from lo
         hi = lo + 2 * (hi - lo)
-    while hi - lo > max(1, int(REL_TOL * hi)):  # lo infeasible, hi feasible
+    while hi - lo > max(1, int(policy.cut_bound_rel_tol * hi)):  # lo infeasible, hi feasible
         mid = (lo + hi) // 2
         if _feasible(mid, gp, heads, c):
             hi = mid
@@ -254,18 +253,20 @@ def _search(costs: ModelCosts | PresetCosts, family: str, p: int, m: int):
     return lo + 1, hi, gp, heads, c
 
 
-def family_cut_bound_tick(costs: ModelCosts | PresetCosts, family: str, p: int, m: int) -> int | None:
-    """The least makespan max_i T_i can have over every cut of `costs`' positions for `family` (``dualpipe``: p
-    stages, m/2 micro-batches per chain; ``v``: 2p chunks), within `REL_TOL` below (module docstring); None where
-    the argument does not hold (devices that differ, overlapped pairs that gain) or the instance is too large."""
-    got = _search(costs, family, p, m)
+def family_cut_bound_tick(costs: ModelCosts | PresetCosts, family: str, p: int, m: int,
+                          policy: ComparePolicy = DEFAULT_COMPARE_POLICY) -> int | None:
+    """The least makespan max_i T_i can have over every cut of `costs`' positions for `family` (``dualpipe``: p stages,
+    m/2 micro-batches per chain; ``v``: 2p chunks), within `policy.cut_bound_rel_tol` below (module docstring); None
+    where the argument does not hold (devices that differ, overlapped pairs that gain) or the instance is too large."""
+    got = _search(costs, family, p, m, policy)
     return None if got is None else got[0]
 
 
-def family_best_cut(costs: ModelCosts | PresetCosts, family: str, p: int, m: int) -> tuple[int, ...] | None:
-    """Boundaries (0, x_1, ..., x_K = n) of a cut whose max_i T_i is within `REL_TOL` of the least over every
-    cut (`family_cut_bound_tick`), or None where that has none."""
-    got = _search(costs, family, p, m)
+def family_best_cut(costs: ModelCosts | PresetCosts, family: str, p: int, m: int,
+                    policy: ComparePolicy = DEFAULT_COMPARE_POLICY) -> tuple[int, ...] | None:
+    """Boundaries (0, x_1, ..., x_K = n) of a cut whose max_i T_i is within `policy.cut_bound_rel_tol` of the least
+    over every cut (`family_cut_bound_tick`), or None where that has none."""
+    got = _search(costs, family, p, m, policy)
     if got is None:
         return None
     _, hi, gp, heads, c = got
@@ -273,7 +274,8 @@ def family_best_cut(costs: ModelCosts | PresetCosts, family: str, p: int, m: int
 
 
 def every_cut_bound_tick(costs: ModelCosts | PresetCosts, p: int, m: int,
-                         families: Sequence[str] = FAMILIES) -> tuple[int | None, dict[str, int | None]]:
+                         families: Sequence[str] = FAMILIES,
+                         policy: ComparePolicy = DEFAULT_COMPARE_POLICY) -> tuple[int | None, dict[str, int | None]]:
     """The least of `family_cut_bound_tick` over `families` (a bound on every schedule of those placements under
     every cut; None when one of them has none), with each family's value (DualPipe's only when p and m are even,
     as `compare` solves it)."""
@@ -281,7 +283,7 @@ def every_cut_bound_tick(costs: ModelCosts | PresetCosts, p: int, m: int,
     for fam in families:
         if fam == "dualpipe" and (p % 2 or m % 2):
             continue
-        got[fam] = family_cut_bound_tick(costs, fam, p, m)
+        got[fam] = family_cut_bound_tick(costs, fam, p, m, policy)
     values = list(got.values())
     if not values or any(v is None for v in values):
         return None, got

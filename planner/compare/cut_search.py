@@ -8,18 +8,18 @@ bottleneck, a V shape puts two chunks on a device, DualPipe runs every stage on 
 boundaries between neighbouring pieces of the cut (`ModelCosts.cut(split)`: pieces of positions in the
 instance's topological order) and keeps a move when the schedules it knows run shorter on the new cut.
 
-**Moves.**  A *single move*: piece c gives its last k ops (by position) to piece c+1, or its first k ops to piece
-c-1, k in `STEP_OPS`, and it keeps at least one op.  A *chain move* (`CHAIN_MOVES`) shifts work along several
-boundaries at once: piece c gives k ops towards a piece j two or more pieces away, and every piece between passes on
-the k' ops at its far end whose work (F + B + W, `op_work_ticks`) is closest to the work it received (1 <= k' <= its
-own ops), so it keeps about its own work and piece j gains about what c lost.  Single moves pass through the worse
-cuts in between (the middle piece grows first) and stop there: at 8 stages the pieces of the device that sets the
-bound sit next to pieces about as busy, and the end devices stay light.  Every piece of the starting cut is a run of
-consecutive positions of the instance's topological order (the stage formulation's contiguous stages and their
-halves); both kinds of move keep that (an op leaves a piece at its end that faces the receiving piece and joins it at
-the end facing back), so an edge still goes from a piece to the same or a later one: every cut the search visits
-is a valid stage cut with no empty piece, and hop costs are recomputed by `ModelCosts.hop_ticks` (edges that skip
-pieces are forwarded piece by piece).
+**Moves.**  A *single move*: piece c gives its last k ops (by position) to piece c+1, or its first k ops to piece c-1, k
+in `ComparePolicy.cut_step_ops`, and it keeps at least one op.  A *chain move* (`ComparePolicy.cut_chain_moves`) shifts
+work along several boundaries at once: piece c gives k ops towards a piece j two or more pieces away, and every piece
+between passes on the k' ops at its far end whose work (F + B + W, `op_work_ticks`) is closest to the work it received
+(1 <= k' <= its own ops), so it keeps about its own work and piece j gains about what c lost.  Single moves pass through
+the worse cuts in between (the middle piece grows first) and stop there: at 8 stages the pieces of the device that sets
+the bound sit next to pieces about as busy, and the end devices stay light.  Every piece of the starting cut is a run of
+consecutive positions of the instance's topological order (the stage formulation's contiguous stages and their halves);
+both kinds of move keep that (an op leaves a piece at its end that faces the receiving piece and joins it at the end
+facing back), so an edge still goes from a piece to the same or a later one: every cut the search visits is a valid
+stage cut with no empty piece, and hop costs are recomputed by `ModelCosts.hop_ticks` (edges that skip pieces are
+forwarded piece by piece).
 
 **Evaluation.**  A cut is worth the shortest makespan of the reference schedules (the baselines of the placement,
 and every schedule the inner model has returned) re-simulated on it (`planner.pipeline.streams.simulate_pipeline`:
@@ -57,6 +57,7 @@ from typing import Generic, TypeVar
 
 from formulations.pipeline import pipeline_device_bound
 from formulations.stop import stop_requested
+from planner.compare.compare_policy import DEFAULT_COMPARE_POLICY, ComparePolicy
 from planner.compare.model_costs import ModelCosts
 from planner.errors import OpplanError
 from planner.pipeline.metrics import figures
@@ -65,11 +66,9 @@ from planner.pipeline.unroll import TrainingPipeline
 from planner.schedule.program import Schedule
 from planner.schedule.timeline import Timeline
 
-__all__ = ["CHAIN_MOVES", "CutDescent", "CutSearch", "SCORES", "STEP_OPS", "any_cut_bound_tick", "chain_move",
+__all__ = ["CutDescent", "CutSearch", "SCORES", "any_cut_bound_tick", "chain_move",
            "chain_moves", "descend_cut", "evaluate_cut", "op_work_ticks", "refine_cut", "single_moves", "with_cut"]
 
-STEP_OPS = (8, 4, 2, 1)  # ops moved across a boundary by one move, largest first
-CHAIN_MOVES = True  # refine_cut's default: chain moves after single moves stall (False: single moves only)
 SCORES = ("makespan", "bound")  # what refine_cut minimises (module docstring)
 BOUND_WEIGHT = 2**40  # score = bound x this + replayed makespan: one tick of bound outweighs any makespan
 Cut = tuple[tuple[int, ...], ...]
@@ -166,10 +165,12 @@ def evaluate_cut(costs: ModelCosts, pipeline_name: str, p: int, m: int, schedule
     return best
 
 
-def single_moves(cut: Cut, pieces: Sequence[int]) -> list[Cut]:
-    """The cuts one single move away (module docstring) that take ops out of `pieces`, largest step first."""
+def single_moves(cut: Cut, pieces: Sequence[int],
+                 steps: Sequence[int] = DEFAULT_COMPARE_POLICY.cut_step_ops) -> list[Cut]:
+    """The cuts one single move of `steps` ops away (module docstring) that take ops out of `pieces`, largest step
+    first."""
     out: list[Cut] = []
-    for k in STEP_OPS:
+    for k in steps:
         for c in pieces:
             piece = cut[c]
             if len(piece) <= k:
@@ -216,9 +217,10 @@ def chain_move(cut: Cut, source: int, target: int, k: int, work: Sequence[int]) 
     return tuple(new)
 
 
-def chain_moves(cut: Cut, sources: Sequence[int], targets: Sequence[int], work: Sequence[int]) -> Iterator[Cut]:
-    """The chain moves from `sources` to `targets` (in the order given), largest step first."""
-    for k in STEP_OPS:
+def chain_moves(cut: Cut, sources: Sequence[int], targets: Sequence[int], work: Sequence[int],
+                steps: Sequence[int] = DEFAULT_COMPARE_POLICY.cut_step_ops) -> Iterator[Cut]:
+    """The chain moves of `steps` ops from `sources` to `targets` (in the order given), largest step first."""
+    for k in steps:
         for target in targets:
             for source in sources:
                 got = chain_move(cut, source, target, k, work)
@@ -241,11 +243,12 @@ class CutDescent(Generic[E]):
 def descend_cut(cut: Cut, best: E, evaluate: Callable[[Cut], E | None], makespan: Callable[[E], int],
                 busy: Callable[[E], Sequence[int]], piece_devices: Sequence[frozenset[int]], work: Sequence[int], *,
                 chain: bool, deadline_s: float, max_evaluations: int,
-                progress: Callable[[int, int], None] | None = None) -> CutDescent[E]:
+                progress: Callable[[int, int], None] | None = None,
+                steps: Sequence[int] = DEFAULT_COMPARE_POLICY.cut_step_ops) -> CutDescent[E]:
     """The search of the module docstring from `cut`, evaluated `best`: `evaluate` gives a cut's evaluation (None:
     nothing fits), `makespan` its score (lower is better), `busy` its busy ticks per device; piece c runs on the
-    devices `piece_devices[c]`; `work` weighs positions for chain moves.  `progress(makespan, evaluations)` is
-    called after every kept move."""
+    devices `piece_devices[c]`; `work` weighs positions for chain moves; a move carries `steps` ops.
+    `progress(makespan, evaluations)` is called after every kept move."""
     evaluations, kept, chain_kept = 1, 0, 0
     pieces = list(range(len(cut)))
 
@@ -262,10 +265,10 @@ def descend_cut(cut: Cut, best: E, evaluate: Callable[[Cut], E | None], makespan
         # a piece is as light as its busiest device; targets lighter than the busiest device, lightest first
         light = sorted((c for c in pieces if max(load[d] for d in piece_devices[c]) < load[busiest]),
                        key=lambda c: (max(load[d] for d in piece_devices[c]), c))
-        phases: list[tuple[bool, Iterable[Cut]]] = [(False, single_moves(cut, focus)),
-                                                    (False, single_moves(cut, pieces))]
+        phases: list[tuple[bool, Iterable[Cut]]] = [(False, single_moves(cut, focus, steps)),
+                                                    (False, single_moves(cut, pieces, steps))]
         if chain:  # only once every single move has failed: the same trajectory as single moves until they stall
-            phases.append((True, chain_moves(cut, focus, light, work)))
+            phases.append((True, chain_moves(cut, focus, light, work, steps)))
         for is_chain, candidates in phases:
             for candidate in candidates:
                 if not budget_left():
@@ -285,19 +288,21 @@ def descend_cut(cut: Cut, best: E, evaluate: Callable[[Cut], E | None], makespan
 
 
 def refine_cut(costs: ModelCosts, split: int, pipeline_name: str, p: int, m: int, schedules: Sequence[Schedule],
-               cap_bytes: int | None, *, deadline_s: float, max_evaluations: int = 400,
+               cap_bytes: int | None, *, deadline_s: float, max_evaluations: int | None = None,
                progress: Callable[[str], None] | None = None, chain: bool | None = None,
-               score: str = "makespan") -> CutSearch:
-    """Search the cut of `costs` (`split` 1: the p stages; 2: the 2p chunks) for the pipeline `pipeline_name`
-    (module docstring); `deadline_s` is a `time.monotonic()` instant; `chain`: try chain moves once single moves
-    stall (None: `CHAIN_MOVES`, read at call time so a run can toggle it); `score` (`SCORES`): ``makespan``, the
-    reference schedules' shortest replay, or ``bound``, the cut's bound first (module docstring, "Scoring by the
+               score: str = "makespan", policy: ComparePolicy = DEFAULT_COMPARE_POLICY) -> CutSearch:
+    """Search the cut of `costs` (`split` 1: the p stages; 2: the 2p chunks) for the pipeline `pipeline_name` (module
+    docstring); `deadline_s` is a `time.monotonic()` instant; `chain`: try chain moves once single moves stall (None:
+    `policy.cut_chain_moves`); `max_evaluations` (None: `policy.cut_max_evaluations`); `score` (`SCORES`): ``makespan``,
+    the reference schedules' shortest replay, or ``bound``, the cut's bound first (module docstring, "Scoring by the
     bound"; the makespan score where pairs gain).  The returned costs hold the best cut found (the start cut when
     nothing improved or nothing fits the cap)."""
     if score not in SCORES:
         raise OpplanError(f"unknown cut score {score!r}", fix=f"use one of {', '.join(SCORES)}")
     t0 = time.monotonic()
-    use_chain = CHAIN_MOVES if chain is None else bool(chain)
+    use_chain = policy.cut_chain_moves if chain is None else bool(chain)
+    if max_evaluations is None:
+        max_evaluations = policy.cut_max_evaluations
     by_bound = score == "bound" and not costs.pipeline(pipeline_name, p, m).pairs_gain
     cut = costs.cut(split)
 
@@ -332,6 +337,7 @@ def refine_cut(costs: ModelCosts, split: int, pipeline_name: str, p: int, m: int
             progress(f"cut search ({pipeline_name}): {what} after {evaluations} simulations")
 
     got = descend_cut(cut, best, evaluate, scored, load, piece_devices, work,
-                      chain=use_chain, deadline_s=deadline_s, max_evaluations=max_evaluations, progress=line)
+                      chain=use_chain, deadline_s=deadline_s, max_evaluations=max_evaluations, progress=line,
+                      steps=policy.cut_step_ops)
     out_costs = costs if got.kept == 0 else with_cut(costs, split, got.cut)
     return CutSearch(out_costs, got.best, start, got.evaluations, got.kept, time.monotonic() - t0, got.chain_kept)

@@ -3,7 +3,7 @@ the row is not proven optimal, search each device's relaxation with the cap, the
 devices, for a higher bound, asking first whether any schedule can reach half of DualPipe's bubble (the planned
 row's target; the devices the row's schedule holds at the cap are asked first, where memory binds), and raise the row's
 bound and gap when it proves more than the solver did.  Outside the row's time limit, as the bound over every cut
-is, with its own (`MEMORY_BOUND_S`, ``plan-compare --bound-time``)."""
+is, with its own (`ComparePolicy.memory_bound_s`, ``plan-compare --bound-time``)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,7 @@ from planner.pipeline.metrics import PipelineFigures
 from planner.pipeline.registry import Scales
 from planner.schedule.plan import PlanStatus
 
-__all__ = ["MEMORY_BOUND_S", "half_bubble_tick", "half_bubble_tick_of_work", "note_memory_bound"]
-
-MEMORY_BOUND_S = 120.0  # plan-compare's default time for the memory bound (the preset at p = 8 needed 171 s, loaded)
-
+__all__ = ["half_bubble_tick", "half_bubble_tick_of_work", "note_memory_bound"]
 
 def half_bubble_tick(row_figures: PipelineFigures, dualpipe: PipelineFigures, num_devices: int) -> int:
     """The largest makespan at which a schedule of the row's pipeline has at most half DualPipe's bubble

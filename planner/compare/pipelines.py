@@ -58,7 +58,7 @@ from planner.compare.compare_budget import DEFAULT_COMPARE_BUDGET, CompareBudget
 from planner.compare.compare_policy import DEFAULT_COMPARE_POLICY, LNS_MODES, PLACEMENTS, ComparePolicy
 from planner.compare.compare_row import CompareRow
 from planner.compare.cut_bound import FAMILIES, every_cut_bound_tick
-from planner.compare.memory_bound_note import MEMORY_BOUND_S, note_memory_bound
+from planner.compare.memory_bound_note import note_memory_bound
 from planner.compare.model_costs import ModelCosts
 from planner.compare.placement_choice import Listed, dominant, warmest
 from planner.compare.planned_row import PlacementJob, RowSearch, plan_placement
@@ -185,7 +185,7 @@ def compare(
     lns_share: float | None = None,
     progress: Callable[[str], None] | None = None,
     lns_mode: str = "in-order",
-    bound_time_s: float = MEMORY_BOUND_S,
+    bound_time_s: float | None = None,
     policy: ComparePolicy = DEFAULT_COMPARE_POLICY,
     pictures: bool = False,
     budget: CompareBudget = DEFAULT_COMPARE_BUDGET,
@@ -202,7 +202,7 @@ def compare(
     search run micro-batches out of order inside a neighbourhood and fixes the streams a neighbourhood does not
     touch, ``in-order`` (the default) keeps the order and models every stream's middle; `bound_time_s`: after the
     solves, the time the memory bound (`planner.compare.memory_bound_note`) may take on a row not proven optimal
-    (0: none); `policy`: the planned row's tuning (`ComparePolicy`).
+    (0: none; None: `policy.memory_bound_s`); `policy`: the planned row's tuning (`ComparePolicy`).
 
     `time_limit_s` bounds the whole comparison: the baselines, the placement choice, the solves, the memory bound
     (at most `bound_time_s`, and at most `budget.bound_share` of the limit set aside for it) and, when `pictures`
@@ -227,6 +227,8 @@ def compare(
     job = PlacementJob("", p, m, costs, scales, by_name, cap, backend, granularity, subchunk_a2a, policy=policy)
     deadline = t_start + time_limit_s
     draw_s = _drawing_estimate_s(rows, budget) if pictures else 0.0
+    if bound_time_s is None:
+        bound_time_s = policy.memory_bound_s
     bound_reserve_s = min(bound_time_s, budget.bound_share * time_limit_s)
     t0 = time.monotonic()
     placements, why, listed = _placements(opplan_placement, job, progress)
@@ -242,22 +244,30 @@ def compare(
     if best is None:
         rows.append(CompareRow("opplan", skipped="no placement gave a schedule (" + "; ".join(failures) + ")"))
     else:
-        _note_every_cut_bound(best, p, m, costs, scales)
-        best.notes["devices_at_cap"] = devices_at_cap(best.figures.peak_memory_bytes, cap,  # type: ignore[union-attr]
-                                                      policy.at_cap_share)
-        dualpipe = by_name.get("dualpipe")
-        bound_s = min(bound_time_s, deadline - time.monotonic() - draw_s)  # what the solves left, up to its own
-        if stop_requested():  # the user's Ctrl-C stopped the search: no bound search after it
-            bound_s = 0.0
-        if bound_time_s > 0 >= bound_s and best.notes.get("status") is not PlanStatus.OPTIMAL:
-            best.notes["memory_bound"] = {"skipped": "the search was stopped (Ctrl-C)" if stop_requested()
-                                          else "the time limit is spent"}
-        note_memory_bound(best, None if dualpipe is None else dualpipe.figures, cap, scales, bound_s,
-                          None if progress is None else
-                          (lambda line: progress(f"   {ticks_in_units(line, scales, cmp.units()[0])}")))
-        _note_other_placements(best, p, m, costs, scales, cap)
+        _note_planned_row(best, cmp, by_name.get("dualpipe"), cap, bound_time_s, deadline - draw_s, progress)
         rows.append(best)
     return cmp
+
+
+def _note_planned_row(best: CompareRow, cmp: Comparison, dualpipe: CompareRow | None, cap: int | None,
+                      bound_time_s: float, bound_until: float, progress: Callable[[str], None] | None) -> None:
+    """The notes the steps after the solves add to the planned row `best`: the bound over every cut, the devices at
+    the memory cap, the memory bound (at most `bound_time_s`, and only until the monotonic time `bound_until`;
+    why it was skipped when no time is left or the user stopped the search) and the other placements' bounds."""
+    p, m, costs, scales = cmp.num_devices, cmp.num_microbatches, cmp.costs, cmp.scales
+    _note_every_cut_bound(best, p, m, costs, scales, cmp.policy)
+    best.notes["devices_at_cap"] = devices_at_cap(best.figures.peak_memory_bytes, cap,  # type: ignore[union-attr]
+                                                  cmp.policy.at_cap_share)
+    bound_s = min(bound_time_s, bound_until - time.monotonic())  # what the solves left, up to its own
+    if stop_requested():  # the user's Ctrl-C stopped the search: no bound search after it
+        bound_s = 0.0
+    if bound_time_s > 0 >= bound_s and best.notes.get("status") is not PlanStatus.OPTIMAL:
+        best.notes["memory_bound"] = {"skipped": "the search was stopped (Ctrl-C)" if stop_requested()
+                                      else "the time limit is spent"}
+    note_memory_bound(best, None if dualpipe is None else dualpipe.figures, cap, scales, bound_s,
+                      None if progress is None else
+                      (lambda line: progress(f"   {ticks_in_units(line, scales, cmp.units()[0])}")))
+    _note_other_placements(best, p, m, costs, scales, cap)
 
 
 def ticks_in_units(line: str, scales: Scales, time_unit: str) -> str:
@@ -368,7 +378,8 @@ def _placement_bound_tick(job: PlacementJob, placement: str) -> int | None:
         return None
     try:
         if isinstance(job.costs, (ModelCosts, PresetCosts)):
-            return every_cut_bound_tick(job.costs, job.p, job.m, (placement,))[0] if placement in FAMILIES else None
+            return (every_cut_bound_tick(job.costs, job.p, job.m, (placement,), job.policy)[0] if placement in FAMILIES
+                    else None)
         pipeline = pipeline_of(SPLIT[placement], job.p, job.m, job.costs, job.scales)
         return prepare_pipeline(pipeline, job.cap_bytes, constructive=False).trivial_tick
     except OpplanError:
@@ -406,14 +417,14 @@ def _note_other_placements(row: CompareRow, p: int, m: int, costs, scales: Scale
     note["other_placements_units"] = others
 
 
-def _note_every_cut_bound(row: CompareRow, p: int, m: int, costs, scales: Scales) -> None:
+def _note_every_cut_bound(row: CompareRow, p: int, m: int, costs, scales: Scales, policy: ComparePolicy) -> None:
     """On a model or a preset, note on the planned row the bound over every cut of both placements it solves
     (`planner.compare.cut_bound`: per device, the pieces' heads and work, minimised over cuts), per placement and
     the lesser (notes["every_cut"]); computed once, after the solves (seconds on a few hundred ops, outside the
     time limit)."""
     if not isinstance(costs, (ModelCosts, PresetCosts)):
         return
-    bound, per_family = every_cut_bound_tick(costs, p, m)
+    bound, per_family = every_cut_bound_tick(costs, p, m, policy=policy)
     row.notes["every_cut"] = {"bound_units": None if bound is None else bound / scales.ticks_per_unit,
                               "by_placement_units": {fam: None if v is None else v / scales.ticks_per_unit
                                                      for fam, v in per_family.items()}}

@@ -129,12 +129,13 @@ def plan_placement(job: PlacementJob, budget_s: float) -> CompareRow:
         return _solve_opplan(job, costs, references, budget_s, listed=job.listed)
     split, name = (2 if job.placement == "v" else 1), SPLIT[job.placement]
     p, m = job.p, job.m
-    k = auto_granularity(costs.pipeline(name, p, m)) if job.granularity is None else int(job.granularity)
+    k = auto_granularity(costs.pipeline(name, p, m), policy) if job.granularity is None else int(job.granularity)
     total_s = budget_s
     if k > 1:
         budget_s = total_s * (1 - policy.fine_share)
     refs = [schedule for _, schedule in references]
-    first = refine_cut(costs, split, name, p, m, refs, job.cap_bytes, deadline_s=t0 + policy.cut_share * budget_s)
+    first = refine_cut(costs, split, name, p, m, refs, job.cap_bytes, deadline_s=t0 + policy.cut_share * budget_s,
+                       policy=policy)
     solve_s = (budget_s - (time.monotonic() - t0)) * (1 - policy.cut_share)
     started_s = time.monotonic() - t0
     row = _solve_opplan(job, first.costs, references, solve_s, listed=job.listed)
@@ -148,14 +149,16 @@ def plan_placement(job: PlacementJob, budget_s: float) -> CompareRow:
         # a solve at (or near) its cut's bound: only a cut with a lower bound can be shorter, so the round scores
         # cuts by their bound, and rounds go on while they gain; otherwise one round scored by the replays
         by_bound = policy.bound_round and float(row.notes["gap"]) <= policy.bound_round_gap  # type: ignore[arg-type]
-        if left <= 1.0 or (len(rounds) > 1 and not by_bound) or stop_requested():  # Ctrl-C: as if time were up
+        # Ctrl-C: as if time were up
+        if left <= policy.cut_round_min_left_s or (len(rounds) > 1 and not by_bound) or stop_requested():
             break
         again = refine_cut(row_costs, split, name, p, m, [row.schedule, *refs], job.cap_bytes,
-                           deadline_s=time.monotonic() + left / 2, score="bound" if by_bound else "makespan")
+                           deadline_s=time.monotonic() + left / 2, score="bound" if by_bound else "makespan",
+                           policy=policy)
         rounds.append(again)
         bound_rounds += int(by_bound)
         left = budget_s - (time.monotonic() - t0)
-        if not again.moves_kept or left <= 1.0:
+        if not again.moves_kept or left <= policy.cut_round_min_left_s:
             break
         started_s = time.monotonic() - t0
         other = _solve_opplan(job, again.costs, [*references, ("previous round", row.schedule)], left)

@@ -43,10 +43,10 @@ lasted and waits for what it waited for; the tests check it on every baseline). 
 by the all-to-all time it leaves exposed between sub-chunks (on the bundled MoE, DualPipe's expansion +0.9 % at
 k = 3, the stage-level opplan's +4 %): the stage-level model hid that cost.
 
-`auto_granularity` picks k (``plan-compare --granularity auto``; the default there is 1): the largest of `AUTO_K`
-whose sub-chunk pipeline has at most `FINE_TASK_LIMIT` compute tasks (a size whose model CP-SAT builds and keeps
-its warm start on within plan-compare's default budget; above it CP-SAT does not improve the warm start within
-such a budget).
+`auto_granularity` picks k (``plan-compare --granularity auto``; the default there is 1): the largest of the policy's
+`auto_granularities` whose sub-chunk pipeline has at most `fine_task_limit` compute tasks (`ComparePolicy`; a size whose
+model CP-SAT builds and keeps its warm start on within plan-compare's default budget; above it CP-SAT does not improve
+the warm start within such a budget).
 """
 
 from __future__ import annotations
@@ -54,18 +54,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from planner.compare.compare_policy import DEFAULT_COMPARE_POLICY, ComparePolicy
 from planner.compare.model_costs import ModelCosts
 from planner.errors import InputError
 from planner.pipeline.unroll import StageCost, TrainingPipeline
 from planner.schedule.actions import Action, ActionKind, OverlapAction
 from planner.schedule.program import Schedule
 
-__all__ = ["A2A_AT", "AUTO_K", "FINE_TASK_LIMIT", "FinePipeline", "auto_granularity", "expand_schedule",
+__all__ = ["A2A_AT", "FinePipeline", "auto_granularity", "expand_schedule",
            "fine_pipeline", "moe_boundaries", "split_piece", "subchunk_costs"]
 
 A2A_AT = ("experts", "piece")  # where a piece's all-to-alls sit among its sub-chunks (module docstring)
-AUTO_K = (4, 3, 2)  # candidate granularities, finest first
-FINE_TASK_LIMIT = 1600  # compute tasks (F, B, W of every sub-chunk and micro-batch) of the auto-chosen k
 
 
 @dataclass(frozen=True)
@@ -284,8 +283,9 @@ def expand_schedule(schedule: Schedule, fine: FinePipeline, name: str | None = N
     return Schedule(rows, len(std), schedule.num_microbatches, tuple(std), name or schedule.name)
 
 
-def auto_granularity(coarse: TrainingPipeline) -> int:
-    """k for the planned row (module docstring): the largest of `AUTO_K` with at most `FINE_TASK_LIMIT` compute
-    tasks, else 1 (the stage-level pipeline is already as large as CP-SAT handles)."""
+def auto_granularity(coarse: TrainingPipeline, policy: ComparePolicy = DEFAULT_COMPARE_POLICY) -> int:
+    """k for the planned row (module docstring): the largest of `policy.auto_granularities` with at most
+    `policy.fine_task_limit` compute tasks, else 1 (the stage-level pipeline is already as large as CP-SAT
+    handles)."""
     tasks = 3 * coarse.num_stages * coarse.num_microbatches
-    return next((k for k in AUTO_K if k * tasks <= FINE_TASK_LIMIT), 1)
+    return next((k for k in policy.auto_granularities if k * tasks <= policy.fine_task_limit), 1)

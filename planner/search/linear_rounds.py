@@ -17,6 +17,7 @@ from planner.heuristics.list_schedule import heft
 from planner.schedule.plan import Plan
 from planner.search.budget import Budget
 from planner.search.phases import Candidate
+from planner.search.policy import SearchPolicy
 from planner.search.state import ClusterSolution, RoundLog, SearchState, cluster_candidate, valid_on
 
 
@@ -60,10 +61,12 @@ def _clustered(state: SearchState, target: int) -> tuple[list[list[int]], Schedu
     return clusters, coarse
 
 
-def _round_share_s(remaining_s: float, rnd: int, max_rounds: int) -> float:
-    """A round's time: half of what is left for the first of several rounds, else an even split of the rest."""
+def _round_share_s(remaining_s: float, rnd: int, max_rounds: int,
+                   first_share: float = SearchPolicy.linear_first_round_share) -> float:
+    """A round's time: `first_share` of what is left for the first of several rounds, else an even split of the
+    rest."""
     if rnd == 0 and max_rounds > 1:
-        return remaining_s * 0.5
+        return remaining_s * first_share
     return remaining_s / max(1, max_rounds - rnd)
 
 
@@ -84,12 +87,13 @@ def linear_rounds(state: SearchState, budget: Budget) -> tuple[ClusterSolution |
     rounds: list[RoundLog] = []
     for rnd in range(options.max_rounds):
         remaining = budget.left_s()
-        if remaining <= 1.0:
+        if remaining <= state.policy.cluster_round_min_left_s:
             break
-        share = _round_share_s(remaining, rnd, options.max_rounds)
+        share = _round_share_s(remaining, rnd, options.max_rounds, state.policy.linear_first_round_share)
         r0 = budget.clock()
         try:
-            plan = solve_placement(coarse, backend=options.backend, time_limit_s=max(0.5, share),
+            plan = solve_placement(coarse, backend=options.backend,
+                                   time_limit_s=max(state.policy.cluster_round_min_solve_s, share),
                                    rel_gap=options.rel_gap, threads=options.threads, seed=options.seed,
                                    warm_start=warm)
         except OpplanError as exc:  # infeasible or no plan in time on these clusters: the phase ends

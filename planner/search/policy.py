@@ -29,7 +29,8 @@ class SearchPolicy:
     cluster_min_shrink: float = 0.8
     # of the time left, what one cluster round may use; LNS needs the rest on tight plans of large graphs
     cluster_share: float = 0.3
-    # a cluster round starts only with more than this many seconds left: less does not pay for its model's build
+    # a cluster round (on the incumbent's runs, or a linear round) starts only with more than this many seconds
+    # left: less does not pay for its model's build
     cluster_round_min_left_s: float = 1.0
     # least solver time a cluster round's model gets, however small its share: less finds no plan on it
     cluster_round_min_solve_s: float = 0.5
@@ -53,6 +54,9 @@ class SearchPolicy:
     segment_lns_share: float = 0.6
     # of the time left after the decomposition, what the linear rounds get on a graph with bottlenecks
     linear_share: float = 0.25
+    # of the linear rounds' time, what the first of several gets (the rest split evenly): the first round starts
+    # from the incumbent and gains the most
+    linear_first_round_share: float = 0.5
     # above this many ops the parallelism-keeping merge leaves thousands of clusters, far above what a round solves
     linear_max_ops: int = 20_000
     # the communication-aware bound costs 4-9 list schedules (10k-100k ops) and cannot be stopped

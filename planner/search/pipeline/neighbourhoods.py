@@ -77,7 +77,7 @@ def neighbourhood(kind: str, setup: PipelineSetup, times: PipelineTimes, size: i
         free = _nearest([t for t in range(n) if setup.device[t] % p in pair], start, rng.randrange(span), size)
     elif kind == "critical":
         chain = critical_chain(setup, times)
-        length = max(1, min(len(chain), size // 4))
+        length = max(1, min(len(chain), size // policy.critical_part))
         at = rng.randrange(max(1, len(chain) - length + 1))
         stretch = chain[at:at + length]
         streams = {setup.device[t] for t in stretch}

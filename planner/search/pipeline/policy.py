@@ -23,6 +23,9 @@ class PipelineLnsPolicy:
     min_weight: float = 0.05  # a kind's weight never decays below this: every kind keeps being drawn now and then
     microbatches: int = 4  # consecutive micro-batches a ``microbatches`` neighbourhood draws from: a steady-state span
     ends_share: float = 0.17  # of the tasks, what a ``head`` / ``tail`` step frees: the whole fill or drain at once
+    # a ``critical`` neighbourhood frees a stretch of the critical chain of at most 1 / this of its tasks, and the
+    # rest around it on the stretch's streams: the chain alone has too little room to reorder
+    critical_part: int = 4
 
 
 @dataclass(frozen=True)
