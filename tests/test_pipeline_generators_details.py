@@ -104,6 +104,11 @@ def test_zb_h2_warms_up_twice_as_long_and_delays_by_2d():
                                   "1F0 1B0 1F1 1B1 1F2 1B2 1W0 1W1 1W2"]
 
 
+def test_zero_bubble_schedules_on_one_device():
+    assert _rows(zb_h1(1, 2)) == ["0F0 0B0 0W0 0F1 0B1 0W1"]
+    assert _rows(zb_h2(1, 1)) == ["0F0 0B0 0W0"]
+
+
 def test_zero_bubble_requirement_edges():
     assert zb_h1(3, 3).num_microbatches == 3
     with pytest.raises(RequirementError, match="m >= p"):
