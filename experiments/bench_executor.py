@@ -23,7 +23,9 @@ model's op times as its onnxruntime engine runs them on 1 and on 2 threads):
                        (`fast_choice.choose_run`); the row says which (`chosen`, `reason`) and lists every trial
                        with its prediction (`trials_ms`);
 * `codegen-torchrun`   the code `plan-codegen` writes for the plan, one process per used device, 1 torch thread
-                       each, gloo between them, under `torchrun --standalone` (its `launch.py --repeat`).
+                       each, gloo between them, under `torchrun --standalone` (its `launch.py --repeat`); no
+                       prediction: the profile calibrates the fast executor's engines and link, not torch's
+                       kernels over gloo.
 
 `predicted_ms` is what planning predicts for a row's configuration: the plan's run advice lists one prediction per
 configuration (one rank: the op times on that many threads one after the other, scaled to the whole graph's
@@ -273,8 +275,7 @@ def model_rows(name: str, model: Path, tmp: Path, repeat: int, time_limit_s: flo
     gen = tmp / f"{name}.gen"
     _in_child(lambda: bool(write_code(plan_path, gen)), "plan-codegen")
     times["codegen-torchrun"] = _torchrun_ms(gen, used_devices(plan), repeat)
-    extra["codegen-torchrun"] = {"chosen": RunConfig(used_devices(plan), 1).label(),
-                                 "predicted_ms": _ms(predicted_ms.get(RunConfig(used_devices(plan), 1).label()))}
+    extra["codegen-torchrun"] = {"chosen": RunConfig(used_devices(plan), 1).label()}
     fastest_single = min(times[k][0] for k in SINGLE)
     extra["opplan-chosen"] = {
         "chosen": choice.chosen.config.label(), "reason": choice.reason,
