@@ -165,11 +165,13 @@ TABLES: tuple[ResultTable, ...] = (
     ResultTable(
         "runtime", "runtime.csv",
         ("model", "ort_1_ms", "ort_2_intra_ms", "ort_parallel_2_ms", "torch_1_ms", "opplan_1_rank_ms",
-         "opplan_advised_ms", "advised_runs", "opplan_ms", "opplan_runs", "speedup_vs_best_single",
+         "opplan_advised_ms", "advised_runs", "opplan_ms", "opplan_runs", "codegen_torchrun_ms",
+         "speedup_vs_best_single",
          "vs_ort_2_intra", "measured_vs_predicted", "effective_parallelism"),
         "Running a model on this host: onnxruntime, torch and opplan's run side by side (section `runtime`)",
         "Medians in ms; `opplan_advised_ms` runs the ranks and threads plan-solve advises (`advised_runs`, "
-        "plan-run's default), `opplan_ms` the run `plan-run --choose` picks by measuring (`opplan_runs`); "
+        "plan-run's default), `opplan_ms` the run `plan-run --choose` picks by measuring (`opplan_runs`), "
+        "`codegen_torchrun_ms` plan-codegen's code for the plan's ranks under torchrun; "
         "`speedup_vs_best_single` is the fastest one-process, one-thread run over `opplan_ms`, `vs_ort_2_intra` "
         "its time over onnxruntime's with two intra-op threads (the same cores); `measured_vs_predicted` for one "
         "rank / advised / chosen; effective parallelism of 2 processes at the section's start / end.",
