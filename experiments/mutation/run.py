@@ -123,7 +123,8 @@ MODULES: dict[str, Target] = {
                                        "nearest or chain or window or microbatches or devices or critical or ends "
                                        "or pair"), max_mutants=25),
     "pipeline_lns": Target("planner/search/pipeline/lns.py",
-                           ("tests/test_pipeline_search_details.py", "-k", "search or neighbourhood_grows or defaults"),
+                           ("tests/test_pipeline_search_details.py", "-k",
+                            "stops_at or stall or at_its_bound or without_time or replay_of or grows or defaults"),
                            max_mutants=25),
     "pipeline_half": Target("planner/search/pipeline/half.py",
                             ("tests/test_pipeline_search_details.py",
