@@ -103,12 +103,12 @@ def test_the_memory_bound_s_words():
     assert memory_bound_text({"skipped": "no cap"}, "u") == ", no memory bound (no cap)"
     pair = {"bound_units": 21.0, "device": None, "devices": (1, 2), "complete": True, "probes": 7, "seconds": 12.6,
             "half_bubble_units": 20.0, "half_bubble_unreachable": True,
-            "other_placements_units": {"dualpipe": 19.0, "fixed": float("inf"), "v": 21.5}}
+            "other_placements_units": {"dualpipe": 19.0, "fixed": float("inf"), "v": 21.5, "w": 20.0}}
     assert memory_bound_text(pair, "u") == (
         ", memory bound 21 u (devices 1 and 2 together: their relaxation with the cap raised it; 7 probes, 13 s); "
         "half DualPipe's bubble needs at most 20 u: no schedule of this pipeline under the cap reaches it; on its "
         "own cut, the dualpipe placement's bound 19 u (below it), the fixed placement's bound none within the cap "
-        "(above it), the v placement's bound 21.5 u (above it)")
+        "(above it), the v placement's bound 21.5 u (above it), the w placement's bound 20 u (below it)")
     nobody = {"bound_units": 21.0, "device": None, "devices": (), "complete": True, "probes": 1, "seconds": 0.4,
               "half_bubble_units": 20.0, "half_bubble_unreachable": False, "half_bubble_reached": False,
               "other_placements_units": {}}
