@@ -185,10 +185,11 @@ def test_the_neighbourhood_grows_when_proven_and_shrinks_when_cut_without_a_gain
 
 def test_a_search_without_gains_stops_after_its_stall_steps() -> None:
     setup = _gpipe_2x2()
-    best = improve_pipeline(setup, setup.known, time_limit_s=60, max_steps=3, threads=1)
-    again = improve_pipeline(setup, best.times, time_limit_s=60, stall_steps=2, threads=1)
-    assert again.best_tick == best.best_tick and len(again.steps) == 2
-    assert not any(s.gained for s in again.steps) and again.gains == 0
+    result = improve_pipeline(setup, setup.known, time_limit_s=60, stall_steps=2, threads=1)
+    gained = [s.gained for s in result.steps]
+    assert len(gained) >= 2 and gained[-2:] == [False, False]
+    assert all(a or b for a, b in zip(gained[:-2], gained[1:-2]))  # no two gainless steps in a row before
+    assert result.gains == sum(gained)
 
 
 def test_a_search_at_its_bound_takes_no_step() -> None:
@@ -225,15 +226,15 @@ def test_the_defaults_are_seed_zero_and_the_deterministic_mode(monkeypatch, wide
     real = step_module.solve_step
 
     def spy(*args, **kwargs):
-        asked.append(kwargs)
+        asked.append({**kwargs, "free": args[5]})
         return real(*args, **kwargs)
 
     monkeypatch.setattr("planner.search.pipeline.lns.solve_step", spy)
-    default = improve_pipeline(wide, wide.known, time_limit_s=60, max_steps=3, threads=1, policy=policy)
+    improve_pipeline(wide, wide.known, time_limit_s=60, max_steps=3, threads=1, policy=policy)
     assert [(k["seed"], k["deterministic"], k["fifo_inside"], k["fix_untouched"]) for k in asked] == [
         (0, True, True, False), (1, True, True, False), (2, True, True, False)]
-    seeded = improve_pipeline(wide, wide.known, time_limit_s=60, max_steps=3, threads=1, policy=policy, seed=0)
-    assert [(s.kind, s.size) for s in default.steps] == [(s.kind, s.size) for s in seeded.steps]
+    improve_pipeline(wide, wide.known, time_limit_s=60, max_steps=1, threads=1, policy=policy, seed=0)
+    assert asked[3]["free"] == asked[0]["free"]  # the first draw is the seed's alone
 
 
 # -------------------------------------------------------------------------------------------- records and tuning
