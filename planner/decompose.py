@@ -356,7 +356,7 @@ def _solved_segment(index: int, prev: SegmentResult, warm: Plan, share_s: float,
     s0 = time.monotonic()
     searched = iterated_list_schedule(sub, time_limit_s=policy.segment_iterated_share * share_s, seed=params.seed,
                                       starts=[*classic_starts(sub), order_start(sub, warm)],
-                                      bound_tick=prev.bound_tick)
+                                      bound_tick=prev.bound_tick, tuning=policy.iterated)
     if searched.plan.makespan_tick < warm.makespan_tick:
         warm = searched.plan
     solve_s = max(policy.segment_min_solve_s, share_s - (time.monotonic() - s0))

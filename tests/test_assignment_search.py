@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from instances import layered_with_heft
 
-import planner.heuristics.assignment_search as search_module
 from experiments.bench_engine import BEFORE_SETTING, phase_setting
 from experiments.layered import layered_dag
 from planner.cost.instance import INELIGIBLE
@@ -30,6 +29,7 @@ from planner.heuristics.assignment_search import (
 )
 from planner.heuristics.list_schedule import heft, list_schedule, upward_rank
 from planner.heuristics.memory import memory_never_binds
+from planner.heuristics.policy import AssignmentPolicy
 from planner.search.policy import SearchPolicy
 from planner.solve import SolveOptions, plan_instance
 
@@ -140,16 +140,17 @@ def test_moves_keep_devices_eligible_and_change_the_state() -> None:
     assert proposed > 100
 
 
-def test_kill_transfer_move_puts_the_task_with_its_input(monkeypatch) -> None:
-    # only the single-task moves: on a critical link through a transfer, one end joins the other's device
-    for name in ("PRIORITY_SHARE", "WINDOW_SHARE", "UNFORCE_SHARE", "SEGMENT_SHARE", "CLUSTER_SHARE"):
-        monkeypatch.setattr(search_module, name, 0.0)
+def test_kill_transfer_move_puts_the_task_with_its_input() -> None:
+    # only the single-task moves (every other kind's share 0): on a critical link through a transfer, one end joins
+    # the other's device
+    single_only = dataclasses.replace(AssignmentPolicy(), priority_share=0.0, window_share=0.0, unforce_share=0.0,
+                                      segment_share=0.0, cluster_share=0.0)
     inst = layered_dag(100, 8, seed=5, comm_ratio=2.0)
     decoder = Decoder(inst)
     state = decoded_of(inst, heft(inst))
     remote = [(t, o, d) for t, o, d in critical_chain(decoder, state) if d and o >= 0 and state.dev[o] != state.dev[t]]
     assert remote
-    sx = MoveContext(decoder, [], [], np.random.default_rng(0), 55.0)
+    sx = MoveContext(decoder, [], [], np.random.default_rng(0), 55.0, policy=single_only)
     for seed in range(20):
         sx.rng = np.random.default_rng(seed)
         t, other, _ = link = remote[seed % len(remote)]

@@ -23,16 +23,16 @@ that gives one task a device lets every other one choose again.)
 
 **Moves** (`propose_move`), each drawn at a task t of the plan's critical chain (`critical_chain`: walked back from
 the last task to finish, through the input that arrived last when a task started at its ready tick, else through
-the task before it on its device), with the shares of the module constants:
+the task before it on its device), with the shares of the policy (`planner.heuristics.policy.AssignmentPolicy`):
 
-    window    (WINDOW_SHARE) ruin and recreate: the tasks that start within WINDOW_SPAN mean durations of t lose
+    window    (window_share) ruin and recreate: the tasks that start within `window_span` mean durations of t lose
               their devices and choose again by earliest finish, the rest of the plan staying as it is
-    segment   (SEGMENT_SHARE) up to SEGMENT_MAX consecutive tasks of the critical chain onto one device (one of
+    segment   (segment_share) up to `segment_max` consecutive tasks of the critical chain onto one device (one of
               theirs, or at random): the transfers between them vanish
-    cluster   (CLUSTER_SHARE) t's whole linear cluster (`planner.coarsen.linear`: a chain of the DAG whose
+    cluster   (cluster_share) t's whole linear cluster (`planner.coarsen.linear`: a chain of the DAG whose
               internal edges then cost nothing) onto the device of t's critical input or another one
-    free      (UNFORCE_SHARE) t alone chooses again by earliest finish
-    reorder   (PRIORITY_SHARE) noise on the priorities of the LOCAL_TASKS tasks around t in the order (the
+    free      (unforce_share) t alone chooses again by earliest finish
+    reorder   (priority_share) noise on the priorities of the `local_tasks` tasks around t in the order (the
               iterated scheduler's move; off by default: measured no better)
     otherwise, single-task moves: the chain enters t through a transfer from p: t goes to p's device or p to t's
               (kills the transfer); t waited for its device: t is ordered just before the task it waited for, or
@@ -41,8 +41,8 @@ the task before it on its device), with the shares of the module constants:
 **Acceptance.**  A move is kept when the plan's profile — the devices' last end ticks, latest first — is
 lexicographically no larger: no longer makespan, and progress also while another device holds it (tight plans end
 every device within a few ticks of the makespan, where no single move can shorten it); equal ones are kept too, to
-cross plateaus.  The kept plan becomes the state (its devices, its own start order).  After STALL_MOVES moves
-without a better plan the best state is kicked: PERTURB_TASKS random tasks on random eligible devices, kept
+cross plateaus.  The kept plan becomes the state (its devices, its own start order).  After `stall_moves` moves
+without a better plan the best state is kicked: `perturb_tasks` random tasks on random eligible devices, kept
 whatever it costs (iterated local search).
 
 Every plan is a list schedule with eligible devices, hence valid (precedence, transfers, one task at a time,
@@ -72,24 +72,13 @@ from planner.heuristics.list_schedule import (
     occupy,
 )
 from planner.heuristics.memory import memory_never_binds
+from planner.heuristics.policy import DEFAULT_ASSIGNMENT_POLICY, AssignmentPolicy
 from planner.schedule.plan import Plan
 
 __all__ = ["ASSIGNMENT_METHOD", "AssignmentResult", "Decoded", "Decoder", "MoveContext", "assignment_search",
            "critical_chain", "decoded_of", "propose_move", "start_order_priority"]
 
 ASSIGNMENT_METHOD = "assignment-search"
-STALL_MOVES = 400  # moves without a better plan before a perturbation of the best state
-PERTURB_TASKS = 4  # tasks a perturbation moves to random devices
-# shares of the move kinds (the rest: the single-task device moves)
-PRIORITY_SHARE = 0.0
-WINDOW_SHARE = 0.2
-WINDOW_SPAN = 1.0  # a window move frees the tasks starting within this many mean durations of t
-UNFORCE_SHARE = 0.05
-SEGMENT_SHARE = 0.3
-CLUSTER_SHARE = 0.1
-SEGMENT_MAX = 6  # critical-chain tasks a segment move takes at most
-LOCAL_TASKS = 64  # tasks a priority move perturbs (consecutive in the priority order, around a critical task)
-SIGMA_START, SIGMA_MIN, SIGMA_MAX = 1.0, 0.02, 8.0  # the priority step, in units of the mean task duration
 ProgressFn = Callable[[str], None]
 
 
@@ -265,14 +254,15 @@ def _clusters_of(instance: SchedulingInstance) -> tuple[list[list[int]], list[in
 
 @dataclass
 class MoveContext:
-    """What the moves need: the decoder, the linear clusters, the random source, the priority step."""
+    """What the moves need: the decoder, the linear clusters, the random source, the priority step, the tuning."""
 
     decoder: Decoder
     clusters: list[list[int]]
     member: list[int]
     rng: np.random.Generator
     scale: float  # ticks: the mean of each task's longest duration (the priority noise's unit)
-    sigma: float = SIGMA_START
+    sigma: float = DEFAULT_ASSIGNMENT_POLICY.step.start
+    policy: AssignmentPolicy = DEFAULT_ASSIGNMENT_POLICY
 
 
 def propose_move(sx: MoveContext, state: Decoded, forced: list[int], priority: np.ndarray,
@@ -284,33 +274,34 @@ def propose_move(sx: MoveContext, state: Decoded, forced: list[int], priority: n
     t, other, data = chain[at]
     dev = state.dev
     out = list(forced)
+    tune = sx.policy
     roll = rng.random()
-    if roll < PRIORITY_SHARE:  # reorder: noise on the priorities of the tasks next to t in the order
+    if roll < tune.priority_share:  # reorder: noise on the priorities of the tasks next to t in the order
         order = np.argsort(-priority, kind="stable")
         pos = int(np.flatnonzero(order == t)[0])
-        lo = max(0, pos - LOCAL_TASKS // 2)
-        picked = order[lo:lo + LOCAL_TASKS]
+        lo = max(0, pos - tune.local_tasks // 2)
+        picked = order[lo:lo + tune.local_tasks]
         child = priority.copy()
         child[picked] += sx.sigma * sx.scale * rng.standard_normal(len(picked))
         return out, child, True
-    roll -= PRIORITY_SHARE
-    if roll < WINDOW_SHARE:  # ruin and recreate: the tasks that start near t choose again, by earliest finish
-        lo_tick, hi_tick = state.start[t] - WINDOW_SPAN * sx.scale, state.end[t] + WINDOW_SPAN * sx.scale
+    roll -= tune.priority_share
+    if roll < tune.window_share:  # ruin and recreate: the tasks that start near t choose again, by earliest finish
+        lo_tick, hi_tick = state.start[t] - tune.window_span * sx.scale, state.end[t] + tune.window_span * sx.scale
         for u, s_u in enumerate(state.start):
             if lo_tick <= s_u <= hi_tick:
                 out[u] = -1
         if other >= 0:
             out[other] = -1
         return out, priority, False
-    roll -= WINDOW_SHARE
-    if roll < UNFORCE_SHARE:  # give a device choice back to earliest finish
+    roll -= tune.window_share
+    if roll < tune.unforce_share:  # give a device choice back to earliest finish
         if out[t] < 0:
             return None
         out[t] = -1
         return out, priority, False
-    roll -= UNFORCE_SHARE
-    if roll < SEGMENT_SHARE:  # a piece of the critical chain onto one device: its transfers vanish
-        length = int(rng.integers(2, SEGMENT_MAX + 1))
+    roll -= tune.unforce_share
+    if roll < tune.segment_share:  # a piece of the critical chain onto one device: its transfers vanish
+        length = int(rng.integers(2, tune.segment_max + 1))
         seg = [u for u, _, _ in chain[at:at + length]]
         target = dev[seg[int(rng.integers(len(seg)))]] if rng.random() < 0.7 else int(rng.choice(eligible[t]))
         moved = [u for u in seg if target in eligible[u] and out[u] != target]
@@ -319,8 +310,8 @@ def propose_move(sx: MoveContext, state: Decoded, forced: list[int], priority: n
         for u in moved:
             out[u] = target
         return out, priority, False
-    roll -= SEGMENT_SHARE
-    if roll < CLUSTER_SHARE:  # t's linear cluster, all of it, onto one device
+    roll -= tune.segment_share
+    if roll < tune.cluster_share:  # t's linear cluster, all of it, onto one device
         target = dev[other] if other >= 0 and data and rng.random() < 0.5 else int(rng.choice(eligible[t]))
         moved = [u for u in sx.clusters[sx.member[t]] if target in eligible[u] and out[u] != target]
         if not moved:
@@ -356,10 +347,11 @@ def propose_move(sx: MoveContext, state: Decoded, forced: list[int], priority: n
 def assignment_search(instance: SchedulingInstance, plan: Plan, *, time_limit_s: float, bound_tick: int = 0,
                       seed: int = 0, max_moves: int | None = None,
                       stall_moves: int | None = None, progress: ProgressFn | None = None,
-                      unit: Callable[[int], str] = str) -> AssignmentResult:
+                      unit: Callable[[int], str] = str,
+                      policy: AssignmentPolicy = DEFAULT_ASSIGNMENT_POLICY) -> AssignmentResult:
     """The search of the module docstring from `plan` (a valid plan of `instance`) until `time_limit_s`, or
     `max_moves` moves, or `stall_moves` moves in a row that did not improve on the best plan, or a plan that meets
-    `bound_tick`.
+    `bound_tick`; its moves, kicks and priority step as `policy` says.
 
     The first state is `plan`'s devices in `plan`'s start order, whose decoding is no longer than `plan`; the
     result's plan is never longer than that decoding.  Raises `InfeasibleError` only when it does not decode
@@ -378,7 +370,7 @@ def assignment_search(instance: SchedulingInstance, plan: Plan, *, time_limit_s:
     finite = np.where(instance.duration_tick < INELIGIBLE, instance.duration_tick, 0)
     scale = float(finite.max(axis=1, initial=0).mean()) if n else 1.0
     clusters, member = _clusters_of(instance)
-    sx = MoveContext(decoder, clusters, member, np.random.default_rng(seed), scale)
+    sx = MoveContext(decoder, clusters, member, np.random.default_rng(seed), scale, policy.step.start, policy)
     current, best, best_forced, best_prio = first, first, forced, prio
     chain = critical_chain(decoder, current)
     moves = improving = stale = 0
@@ -406,21 +398,21 @@ def assignment_search(instance: SchedulingInstance, plan: Plan, *, time_limit_s:
                     improving += 1
                     stale = since_best = 0
                     now = time.monotonic()
-                    if now - last_say >= 1.0:
+                    if now - last_say >= policy.progress_every_s:
                         say(f"assignment search: {unit(best.makespan_tick)} after {moves} moves ({now - t0:.1f}s)")
                         last_say = now
             if reorder:  # the step rule of the iterated list scheduler: large steps while they pay
-                sx.sigma = min(SIGMA_MAX, sx.sigma * 1.5) if better else max(SIGMA_MIN, sx.sigma * 0.95)
-        if stale >= STALL_MOVES:  # a local optimum: kick the best state and go on from there
+                sx.sigma = policy.step.after(sx.sigma, better)
+        if stale >= policy.stall_moves:  # a local optimum: kick the best state and go on from there
             stale = 0
             kick = list(best_forced)
-            for t in sx.rng.choice(n, size=min(PERTURB_TASKS, n), replace=False):
+            for t in sx.rng.choice(n, size=min(policy.perturb_tasks, n), replace=False):
                 kick[int(t)] = int(sx.rng.choice(decoder.eligible[int(t)]))
             kicked = decoder.decode(kick, best_prio)
             if kicked is not None:
                 current, forced, prio = kicked, kick, best_prio
                 chain = critical_chain(decoder, current)
-                sx.sigma = SIGMA_START
+                sx.sigma = policy.step.start
     elapsed = time.monotonic() - t0
     found = heuristic_plan(instance, best.dev, best.start, best.end, ASSIGNMENT_METHOD, elapsed)
     return AssignmentResult(found, first.makespan_tick, moves, improving, elapsed)

@@ -7,14 +7,14 @@ it: a (1+1) evolution strategy over priority vectors.
     parent = the best (priority, policy) of the starting points (the classic schedulers')
     repeat until the budget ends, the plan meets `bound_tick`, or `stall_moves` moves in a row found no better plan:
         child = parent's priority + sigma * scale * N(0, 1) per task   (scale: the mean task duration, in ticks);
-                every other move perturbs only LOCAL_TASKS tasks consecutive in the parent's priority order (on
+                every other move perturbs only `local_tasks` tasks consecutive in the parent's priority order (on
                 large graphs a change everywhere is almost never better everywhere: local moves are accepted
                 far more often)
         decode the child with the parent's device policy (insertion, memory: `list_schedule`)
         if the child's makespan <= the parent's: it becomes the parent (equal ones too, to cross plateaus)
         sigma: x 1.5 after an improvement, x 0.95 after a move that was no better (the one-fifth rule's spirit:
-               large steps while they pay, small ones near a local optimum), kept in [SIGMA_MIN, SIGMA_MAX]
-    every RESTART_EVERY moves without improvement, the parent goes back to the next starting point, or to the
+               large steps while they pay, small ones near a local optimum), kept in [least, most]
+    every `restart_every` moves without improvement, the parent goes back to the next starting point, or to the
     best plan's priority (in turn)
 
 Alternatives that search worse on the engine bench's layered graphs: threshold acceptance (accept a child up to a
@@ -48,16 +48,12 @@ from planner.heuristics.list_schedule import (
     upward_rank,
 )
 from planner.heuristics.peft import optimistic_cost_table, peft_rank
+from planner.heuristics.policy import DEFAULT_ITERATED_POLICY, IteratedPolicy
 from planner.schedule.plan import Plan
 
 __all__ = ["ITERATED_METHOD", "IteratedResult", "Start", "classic_starts", "iterated_list_schedule", "order_start"]
 
 ITERATED_METHOD = "iterated-list"
-SIGMA_START = 1.0
-SIGMA_MIN = 0.02
-SIGMA_MAX = 8.0
-RESTART_EVERY = 200
-LOCAL_TASKS = 64  # tasks a local move perturbs (consecutive in the parent's priority order)
 ProgressFn = Callable[[str], None]
 
 
@@ -118,10 +114,12 @@ def _decode(instance: SchedulingInstance, priority: np.ndarray, policy: DevicePo
 def iterated_list_schedule(instance: SchedulingInstance, *, time_limit_s: float, starts: Sequence[Start] | None = None,
                            bound_tick: int = 0, seed: int = 0, max_moves: int | None = None,
                            stall_moves: int | None = None, progress: ProgressFn | None = None,
-                           unit: Callable[[int], str] = str) -> IteratedResult:
-    """The search of the module docstring from `starts` (default `classic_starts`) until `time_limit_s`, or
-    `max_moves` moves, or `stall_moves` moves in a row that did not improve on the best plan, or a plan that meets
-    `bound_tick`.  Raises `InfeasibleError` only when no start decodes."""
+                           unit: Callable[[int], str] = str,
+                           tuning: IteratedPolicy = DEFAULT_ITERATED_POLICY) -> IteratedResult:
+    """The search of the module docstring from `starts` (default `classic_starts`) until `time_limit_s`, or `max_moves`
+    moves, or `stall_moves` moves in a row that did not improve on the best plan, or a plan that meets `bound_tick`; its
+    step, local moves and restarts as `tuning` says (not a device policy).  Raises `InfeasibleError` only when no start
+    decodes."""
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
     rng = np.random.default_rng(seed)
@@ -137,7 +135,8 @@ def iterated_list_schedule(instance: SchedulingInstance, *, time_limit_s: float,
     finite = np.where(instance.duration_tick < INELIGIBLE, instance.duration_tick, 0)
     scale = float(finite.max(axis=1, initial=0).mean()) if instance.num_tasks else 1.0
     n = instance.num_tasks
-    sigma = SIGMA_START
+    step, local_tasks = tuning.step, tuning.local_tasks
+    sigma = step.start
     moves = improving = stale = 0
     since_best = 0  # moves since the best plan last improved (`stall_moves`)
     next_start = 0
@@ -150,10 +149,10 @@ def iterated_list_schedule(instance: SchedulingInstance, *, time_limit_s: float,
         moves += 1
         since_best += 1
         child = parent_prio.copy()
-        if moves % 2 and n > 2 * LOCAL_TASKS:  # a local move: only the tasks around one point of the order
+        if moves % 2 and n > 2 * local_tasks:  # a local move: only the tasks around one point of the order
             order = np.argsort(-parent_prio, kind="stable")
-            at = int(rng.integers(0, n - LOCAL_TASKS))
-            picked = order[at:at + LOCAL_TASKS]
+            at = int(rng.integers(0, n - local_tasks))
+            picked = order[at:at + local_tasks]
             child[picked] += sigma * scale * rng.standard_normal(len(picked))
         else:
             child += sigma * scale * rng.standard_normal(n)
@@ -166,16 +165,16 @@ def iterated_list_schedule(instance: SchedulingInstance, *, time_limit_s: float,
                 since_best = 0
                 best, best_prio, best_policy = plan, child, parent_policy
                 now = time.monotonic()
-                if now - last_say >= 1.0:
+                if now - last_say >= tuning.progress_every_s:
                     say(f"iterated list scheduling: {unit(best.makespan_tick)} after {moves} moves "
                         f"({now - t0:.1f}s)")
                     last_say = now
-            sigma = min(SIGMA_MAX, sigma * 1.5) if better else max(SIGMA_MIN, sigma * 0.95)
+            sigma = step.after(sigma, better)
             stale = 0 if better else stale + 1
         else:
-            sigma = max(SIGMA_MIN, sigma * 0.95)
+            sigma = step.after(sigma, False)
             stale += 1
-        if stale >= RESTART_EVERY:  # a local optimum: start again from another classic point (or the best)
+        if stale >= tuning.restart_every:  # a local optimum: start again from another classic point (or the best)
             stale = 0
             next_start = (next_start + 1) % (len(alive) + 1)
             if next_start < len(alive):
@@ -183,5 +182,5 @@ def iterated_list_schedule(instance: SchedulingInstance, *, time_limit_s: float,
                 parent_prio, parent_policy, parent_tick = s.priority, s.policy, p.makespan_tick
             else:
                 parent_prio, parent_policy, parent_tick = best_prio, best_policy, best.makespan_tick
-            sigma = SIGMA_START
+            sigma = step.start
     return IteratedResult(best, best_name, first, moves, improving, time.monotonic() - t0, best_prio, best_policy)

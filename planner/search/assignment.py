@@ -18,7 +18,7 @@ def run(state: SearchState, budget: Budget) -> Candidate | None:
     unit = state.unit
     moved = assignment_search(state.fine, state.plan, time_limit_s=budget.left_s(), bound_tick=state.bound_tick,
                               seed=state.params.seed, stall_moves=state.policy.assignment_stall_moves,
-                              progress=state.say, unit=unit)
+                              progress=state.say, unit=unit, policy=state.policy.assignment)
     summary = (f"assignment search: {moved.moves} moves ({moved.improving_moves} improving) in "
                f"{moved.seconds:.1f}s from {unit(moved.start_makespan_tick)}: {unit(moved.plan.makespan_tick)}")
     return Candidate(moved.plan, moved.plan.makespan_tick, "assignment search", seconds=moved.seconds,

@@ -9,6 +9,8 @@ hold the mirror's starts (they cost about as much again as the forward ones).
 
 from __future__ import annotations
 
+from functools import partial
+
 from planner.heuristics.bidirectional import bidirectional_iterated
 from planner.heuristics.iterated import classic_starts, iterated_list_schedule, order_start
 from planner.search.budget import Budget
@@ -25,7 +27,8 @@ def _raced(state: SearchState, time_limit_s: float) -> Candidate | None:
     raced = bidirectional_iterated(
         fine, time_limit_s=time_limit_s, starts=[*classic_starts(fine), order_start(fine, start)],
         incumbent=start, bound_tick=state.bound_tick, seed=state.params.seed,
-        race_share=state.policy.mirror_race_share, progress=state.say, unit=unit, search=iterated_list_schedule)
+        race_share=state.policy.mirror_race_share, progress=state.say, unit=unit,
+        search=partial(iterated_list_schedule, tuning=state.policy.iterated))
     summary = (f"{NAME}: {raced.moves} moves ({raced.improving_moves} improving) in {raced.seconds:.1f}s in both "
                f"directions of time, from {unit(raced.start_makespan_tick)}: {unit(raced.plan.makespan_tick)} "
                f"({raced.direction})")
@@ -42,7 +45,8 @@ def _forward(state: SearchState, time_limit_s: float) -> Candidate:
     fine, unit = state.fine, state.unit
     searched = iterated_list_schedule(
         fine, time_limit_s=time_limit_s, starts=[*classic_starts(fine), order_start(fine, state.plan)],
-        bound_tick=state.bound_tick, seed=state.params.seed, progress=state.say, unit=unit)
+        bound_tick=state.bound_tick, seed=state.params.seed, progress=state.say, unit=unit,
+        tuning=state.policy.iterated)
     summary = (f"{NAME}: {searched.moves} moves ({searched.improving_moves} improving) in {searched.seconds:.1f}s "
                f"from {searched.start_name} {unit(searched.start_makespan_tick)}: "
                f"{unit(searched.plan.makespan_tick)}")

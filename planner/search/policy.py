@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from planner.heuristics.bidirectional import RACE_SHARE
+from planner.heuristics.policy import AssignmentPolicy, IteratedPolicy
 
 DEFAULT_CLUSTERS: Mapping[str, int] = MappingProxyType({"cpsat": 96, "scip": 24, "cbc": 16, "highs": 16})
 """How many clusters a round gives each backend's placement model (`SearchPolicy.default_clusters`)."""
@@ -43,10 +44,15 @@ class SearchPolicy:
     # of the iterated search's budget, what each direction of time gets before the shorter one takes the rest;
     # 0: the forward search alone
     mirror_race_share: float = RACE_SHARE
+    # the iterated list scheduler's own tuning (its step, local moves and restarts), in the op-level phase and in
+    # the segments' warm starts
+    iterated: IteratedPolicy = field(default_factory=IteratedPolicy)
     # of the time left after the iterated search, what the assignment search gets at most (LNS the rest); 0: off
     assignment_share: float = 0.6
     # the assignment search hands its time on to LNS after this many moves without gain
     assignment_stall_moves: int = 6000
+    # the assignment search's own tuning (its move kinds, kicks and priority step)
+    assignment: AssignmentPolicy = field(default_factory=AssignmentPolicy)
     # a share of at most this many seconds runs the assignment search without its startup estimate (the estimate is
     # sized for large graphs)
     assignment_short_share_s: float = 0.5

@@ -1,0 +1,72 @@
+"""The local searches' tuning, as data: the priority step both searches share (`PriorityStep`), the iterated list
+scheduler's (`IteratedPolicy`, `planner.heuristics.iterated`) and the assignment search's (`AssignmentPolicy`,
+`planner.heuristics.assignment_search`).  Each field is a knob with the value the search runs with by default.
+
+The placement search passes them down from its own policy (`planner.search.policy.SearchPolicy.iterated` and
+``.assignment``); a study or a test that tries another value builds one with `dataclasses.replace`, never by
+patching a module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["DEFAULT_ASSIGNMENT_POLICY", "DEFAULT_ITERATED_POLICY", "AssignmentPolicy", "IteratedPolicy", "PriorityStep"]
+
+
+@dataclass(frozen=True)
+class PriorityStep:
+    """The size of the noise on task priorities, in units of the mean task duration, and how it adapts (the
+    one-fifth rule's spirit: large steps while they pay, small ones near a local optimum)."""
+
+    # the noise is in ticks: a step of about one task length reorders tasks of the same or neighbouring layers and
+    # leaves the coarse order (sources before sinks) alone
+    start: float = 1.0
+    least: float = 0.02  # the step stays within [least, most]
+    most: float = 8.0
+    grow: float = 1.5  # factor after a move that found a shorter plan: large steps while they pay
+    shrink: float = 0.95  # factor after a move that did not: small ones near a local optimum
+
+    def after(self, sigma: float, better: bool) -> float:
+        """The step after a move with step `sigma` that was `better` (or not), kept within [least, most]."""
+        return min(self.most, sigma * self.grow) if better else max(self.least, sigma * self.shrink)
+
+
+@dataclass(frozen=True)
+class IteratedPolicy:
+    """The iterated list scheduler (`planner.heuristics.iterated`, its module docstring)."""
+
+    step: PriorityStep = field(default_factory=PriorityStep)
+    # tasks a local move perturbs (consecutive in the parent's priority order): on large graphs a change everywhere
+    # is almost never better everywhere, so every other move is local
+    local_tasks: int = 64
+    # moves without a better plan after which the parent goes back to the next start: a local optimum
+    restart_every: int = 200
+    # least seconds between two progress lines (a line per gain floods the terminal on small graphs)
+    progress_every_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class AssignmentPolicy:
+    """The assignment search (`planner.heuristics.assignment_search`, its module docstring, "Moves")."""
+
+    step: PriorityStep = field(default_factory=PriorityStep)  # the reorder move's noise
+    # moves without a better plan before the best state is kicked (iterated local search: a local optimum), and
+    # how many random tasks the kick moves to random eligible devices
+    stall_moves: int = 400
+    perturb_tasks: int = 4
+    # the shares of the move kinds (module docstring, "Moves"; the rest: the single-task moves)
+    priority_share: float = 0.0  # reorder, the iterated scheduler's move: off, measured no better
+    window_share: float = 0.2
+    unforce_share: float = 0.05
+    segment_share: float = 0.3
+    cluster_share: float = 0.1
+    window_span: float = 1.0  # a window move frees the tasks starting within this many mean durations of t
+    segment_max: int = 6  # critical-chain tasks a segment move takes at most
+    local_tasks: int = 64  # tasks a reorder move perturbs (consecutive in the priority order, around t)
+    # least seconds between two progress lines (a line per gain floods the terminal on small graphs)
+    progress_every_s: float = 1.0
+
+
+DEFAULT_ITERATED_POLICY = IteratedPolicy()  # for argument defaults
+DEFAULT_ASSIGNMENT_POLICY = AssignmentPolicy()
