@@ -14,6 +14,7 @@ from experiments.layered import layered_dag
 from planner.coarsen import contract
 from planner.coarsen.refine import project_plan
 from planner.cost.instance import SchedulingInstance
+from planner.errors import InfeasibleError
 from planner.heuristics.baselines import round_robin, single_device
 from planner.heuristics.comm_bound import comm_lower_bound_tick
 from planner.heuristics.list_schedule import Rank, heft
@@ -24,7 +25,7 @@ from planner.search.budget import Budget
 from planner.search.options import SolveOptions
 from planner.search.phases import Incumbent
 from planner.search.policy import SearchPolicy
-from planner.search.state import SearchState, valid_on
+from planner.search.state import ClusterSolution, SearchState, valid_on
 
 
 class Clock:
@@ -272,8 +273,11 @@ def test_linear_rounds_improve_a_poor_incumbent_and_stop_when_a_round_does_not()
     assert cand is not None and cand.source == "linear cluster round"
     check_plan_valid(fine, cand.plan)
     assert (start.makespan_tick, cand.makespan_tick) == (437, 346)
-    # the second round, on the refined clusters, is no shorter than the first: the phase ends there
+    # the second round, on the refined clusters, is no shorter than the first: the phase ends there, and the tie
+    # keeps the first round's solution
     assert [(r.round, r.clusters, r.makespan_tick) for r in state.rounds] == [(0, 8, 346), (1, 9, 346)]
+    assert isinstance(cand.detail, ClusterSolution)
+    assert cand.detail.coarse.num_tasks == len(cand.detail.clusters) == 8
     assert all(0 <= r.seconds < 20 for r in state.rounds)
     assert [line.split(":")[0] for line in said] == ["linear clustering"] + [
         f"linear cluster round {r.round}" for r in state.rounds]
@@ -302,3 +306,61 @@ def test_heft_runs_even_when_the_time_is_gone() -> None:
     plan = list_scheduling.best_list_schedule(fine, computed, deadline=0.0, seconds=seconds)
     assert computed == {"heft": heft(fine).makespan_tick} == {"heft": plan.makespan_tick}
     assert len(seconds) == 2
+
+
+def test_a_cluster_round_no_shorter_than_the_incumbent_ends_the_phase() -> None:
+    fine = layered_dag(10, 2, seed=3, comm_ratio=2.0)
+    first = cluster_rounds.run(_state(fine, peft(fine), target_clusters=8), Budget.starting_now(20.0))
+    assert first is not None and first.makespan_tick == 445
+    state = _state(fine, first.plan, target_clusters=8)
+    assert cluster_rounds.run(state, Budget.starting_now(20.0)) is None
+    assert [(r.round, r.makespan_tick) for r in state.rounds] == [(0, 445)]
+
+
+def test_cluster_rounds_refused_once_are_not_tried_again() -> None:
+    fine = layered_dag(24, 2, seed=0, comm_ratio=1.0)
+    said: list[str] = []
+    state = _state(fine, round_robin(fine), said=said, target_clusters=8)
+    assert cluster_rounds.run(state, Budget.starting_now(20.0)) is None and state.rounds == []
+    assert said == ["cluster round skipped: the incumbent's runs make 22 clusters of 24 ops (nearly single ops; the "
+                    "later phases handle it)"]
+
+
+def test_a_cluster_round_gets_its_share_of_the_time_left_and_reports_its_solver(monkeypatch) -> None:
+    asked: list[float] = []
+    real = cluster_rounds.solve_placement
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs["time_limit_s"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cluster_rounds, "solve_placement", spy)
+    fine = layered_dag(10, 2, seed=3, comm_ratio=2.0)
+    for left_s in (10.0, 1.5):
+        said: list[str] = []
+        cluster_rounds.run(_state(fine, peft(fine), said=said, target_clusters=8), Budget.starting_now(left_s, Clock()))
+        assert any(line.startswith("cluster round 0: ") and "s incumbent " in line for line in said)
+    # 0.3 of 10 s for both rounds (the clock stands still), then the least solver time for 0.3 of 1.5 s
+    assert asked == [3.0, 3.0, 0.5, 0.5]
+
+
+def test_linear_rounds_end_when_no_critical_cluster_can_be_split() -> None:
+    # a target of every op: one-op clusters, nothing to refine after the first round
+    fine = layered_dag(12, 2, seed=1, comm_ratio=1.0)
+    state = _state(fine, round_robin(fine), target_clusters=12)
+    cand = linear_rounds.run(state, Budget.starting_now(20.0))
+    assert [(r.round, r.clusters) for r in state.rounds] == [(0, 12)]
+    assert cand is not None and cand.makespan_tick == state.rounds[0].makespan_tick < 437
+
+
+def test_a_linear_round_without_a_plan_ends_the_phase_and_says_why(monkeypatch) -> None:
+    def no_plan(*_args, **_kwargs):
+        raise InfeasibleError("forced: nothing fits on these clusters")
+
+    monkeypatch.setattr(linear_rounds, "solve_placement", no_plan)
+    fine = layered_dag(12, 2, seed=1, comm_ratio=1.0)
+    said: list[str] = []
+    state = _state(fine, round_robin(fine), said=said, target_clusters=8)
+    assert linear_rounds.run(state, Budget.starting_now(20.0)) is None and state.rounds == []
+    assert said[-1] == ("linear cluster round 0: no plan on these clusters (forced: nothing fits on these clusters); "
+                        "phase skipped")
