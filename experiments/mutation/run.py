@@ -188,9 +188,11 @@ MODULES: dict[str, Target] = {
                                         ("tests/test_memory_bound_note_details.py", "tests/test_memory_bound_note.py"),
                                         max_mutants=15),
     "compare_model_costs": Target("planner/compare/model_costs.py",
-                                  ("tests/test_pipeline_model.py", "-k", "not compare_with_comm"), max_mutants=15),
+                                  ("tests/test_model_costs_details.py", "tests/test_pipeline_model.py", "-k",
+                                   "not compare_with_comm"), max_mutants=15),
     "compare_subchunks": Target("planner/compare/subchunks.py",
-                                ("tests/test_subchunks.py", "-k", "not compare_reports"), max_mutants=15),
+                                ("tests/test_subchunks_details.py", "tests/test_subchunks.py", "-k",
+                                 "not compare_reports"), max_mutants=15),
     "compare_placement_choice": Target("planner/compare/placement_choice.py",
                                        ("tests/test_placement_choice_details.py",
                                         "tests/test_auto_placement_and_bound_cuts.py::"
