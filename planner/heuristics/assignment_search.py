@@ -303,7 +303,8 @@ def propose_move(sx: MoveContext, state: Decoded, forced: list[int], priority: n
     if roll < tune.segment_share:  # a piece of the critical chain onto one device: its transfers vanish
         length = int(rng.integers(2, tune.segment_max + 1))
         seg = [u for u, _, _ in chain[at:at + length]]
-        target = dev[seg[int(rng.integers(len(seg)))]] if rng.random() < 0.7 else int(rng.choice(eligible[t]))
+        target = dev[seg[int(rng.integers(len(seg)))]] if rng.random() < tune.segment_own_device \
+            else int(rng.choice(eligible[t]))
         moved = [u for u in seg if target in eligible[u] and out[u] != target]
         if not moved:
             return None
@@ -312,7 +313,8 @@ def propose_move(sx: MoveContext, state: Decoded, forced: list[int], priority: n
         return out, priority, False
     roll -= tune.segment_share
     if roll < tune.cluster_share:  # t's linear cluster, all of it, onto one device
-        target = dev[other] if other >= 0 and data and rng.random() < 0.5 else int(rng.choice(eligible[t]))
+        target = dev[other] if other >= 0 and data and rng.random() < tune.cluster_input_device \
+            else int(rng.choice(eligible[t]))
         moved = [u for u in sx.clusters[sx.member[t]] if target in eligible[u] and out[u] != target]
         if not moved:
             return None
@@ -320,18 +322,18 @@ def propose_move(sx: MoveContext, state: Decoded, forced: list[int], priority: n
             out[u] = target
         return out, priority, False
     if data and other >= 0 and dev[other] != dev[t]:  # kill the transfer other -> t
-        if rng.random() < 0.5 and dev[other] in eligible[t]:
+        if rng.random() < tune.kill_by_moving_t and dev[other] in eligible[t]:
             out[t] = dev[other]
         elif dev[t] in eligible[other]:
             out[other] = dev[t]
         else:
             return None
         return out, priority, False
-    if not data and other >= 0 and rng.random() < 0.3:  # t first, before the task it waited for
+    if not data and other >= 0 and rng.random() < tune.wait_reorder:  # t first, before the task it waited for
         child = priority.copy()
         child[t] = priority[other] + 1e-3 * sx.scale
         return out, child, True
-    if rng.random() < 0.5:  # next to a neighbour: a device that holds one of its inputs or outputs
+    if rng.random() < tune.near_neighbour:  # next to a neighbour: a device that holds one of its inputs or outputs
         near = [dev[p] for p, _ in sx.decoder.preds[t]] + [dev[u] for u, _ in sx.decoder.succs[t]]
         near = [d for d in near if d != dev[t] and d in eligible[t]]
         if near:

@@ -64,6 +64,15 @@ class AssignmentPolicy:
     window_span: float = 1.0  # a window move frees the tasks starting within this many mean durations of t
     segment_max: int = 6  # critical-chain tasks a segment move takes at most
     local_tasks: int = 64  # tasks a reorder move perturbs (consecutive in the priority order, around t)
+    # the coin flips inside the moves (module docstring, "Moves"): how often a segment goes to one of its own
+    # tasks' devices (else a random eligible one), a cluster to the device of t's critical input (else a random
+    # eligible one), a transfer is killed by moving t (else its input), t is ordered before the task it waited
+    # for, and t goes next to a neighbour (else to a random eligible device)
+    segment_own_device: float = 0.7
+    cluster_input_device: float = 0.5
+    kill_by_moving_t: float = 0.5
+    wait_reorder: float = 0.3
+    near_neighbour: float = 0.5
     # least seconds between two progress lines (a line per gain floods the terminal on small graphs)
     progress_every_s: float = 1.0
 
