@@ -261,3 +261,105 @@ def test_the_default_pipeline_tuning_is_the_one_measured() -> None:
     assert PeriodicPolicy() == PeriodicPolicy(margins=(0.01, 0.025), share=0.15)
     search = PipelineSearchPolicy()
     assert (search.stall_steps, search.min_resolve_s, search.full_solve_max_tasks) == (40, 2.0, 5_000)
+
+
+# ---------------------------------------------------------------------------------------------- the mirror half
+class _Clock:
+    """time.monotonic of `half`, moved by the recording search below by each part's time limit."""
+
+    def __init__(self) -> None:
+        self.now_s = 100.0
+
+    def monotonic(self) -> float:
+        return self.now_s
+
+
+def _recording_search(clock: _Clock, calls: list[dict]):
+    """A stand-in for `improve_pipeline` with its limits bound: records each part's arguments, spends its whole
+    time limit on the clock, and gains one tick in one step of 0.25 s."""
+    def search(half, incumbent, **kwargs):
+        calls.append({"incumbent": incumbent, **kwargs})
+        clock.now_s += kwargs["time_limit_s"]
+        before = 100 - len(calls) + 1
+        step = LnsStep(0, (kwargs.get("kinds") or ("window",))[0], 8, before, before - 1, 0.25, False)
+        if kwargs["progress"] is not None:
+            kwargs["progress"](step)
+        return LnsResult(PipelineTimes((len(calls),)), before, before - 1, (step,), True, 0.25,
+                         replayed_tick=before - (len(calls) == 1))
+    return search
+
+
+def test_the_half_runs_its_phases_and_ends_in_the_time_they_are_given(monkeypatch) -> None:
+    import planner.search.pipeline.half as half_module
+
+    clock, calls, seen = _Clock(), list[dict](), list[LnsStep]()
+    monkeypatch.setattr(half_module, "time", clock)
+    run = half_module.two_phases(_recording_search(clock, calls), 10.0, 8, seen.append,
+                                 PipelineLnsPolicy(step_s=4.0), HalfSearchPolicy())
+    result = run(_gpipe_2x2(), PipelineTimes((0,)))
+    # ends: 0.1 of 10 s each, 2 rounds x head and tail kept back (4 s); the first phase gets half of the other 6 s
+    assert [(c["time_limit_s"], c["policy"].step_s, c["threads"], c.get("kinds"), c.get("max_steps"))
+            for c in calls] == [
+        (3.0, 0.5, 4, None, None),
+        (1.5, 2.0, 8, None, None), (1.0, 1.0, 8, ("head",), 1), (1.0, 1.0, 8, ("tail",), 1),
+        (1.5, 2.0, 8, None, None), (1.0, 1.0, 8, ("head",), 1), (1.0, 1.0, 8, ("tail",), 1),
+        (0.0, 2.0, 8, None, None)]
+    assert all(c["stall_steps"] is None and c["deterministic"] is False for c in calls)
+    assert [c["incumbent"].start for c in calls] == [(0,), (1,), (2,), (3,), (4,), (5,), (6,), (7,)]
+    # one sequence of steps, timed from the first part's start
+    starts = [0.0, 3.0, 4.5, 5.5, 6.5, 8.0, 9.0, 10.0]
+    assert [(s.step, s.wall_s) for s in result.steps] == [(i, at + 0.25) for i, at in enumerate(starts)]
+    assert seen == list(result.steps)
+    assert (result.start_tick, result.replayed_tick, result.best_tick) == (100, 99, 92)
+    assert result.time_to_best_s == 10.25 and result.times == PipelineTimes((8,))
+
+
+def test_the_half_without_ends_and_with_fewer_second_phase_workers(monkeypatch) -> None:
+    import planner.search.pipeline.half as half_module
+
+    clock, calls = _Clock(), list[dict]()
+    monkeypatch.setattr(half_module, "time", clock)
+    policy = HalfSearchPolicy(ends=False, second_threads=2, threads=16, step_s=9.0)
+    result = half_module.two_phases(_recording_search(clock, calls), 10.0, 8, None, PipelineLnsPolicy(step_s=4.0),
+                                    policy)(_gpipe_2x2(), PipelineTimes((0,)))
+    assert [(c["time_limit_s"], c["policy"].step_s, c["threads"], c["progress"]) for c in calls] == [
+        (5.0, 4.0, 8, None), (5.0, 2.0, 2, None)]
+    assert result.time_to_best_s == 5.25 and [s.step for s in result.steps] == [0, 1]
+
+
+def test_a_symmetric_schedule_is_searched_on_its_half_and_unfolded() -> None:
+    from formulations.pipeline_units import in_order
+    from planner.compare.baselines import pipeline_of
+    from planner.compare.baselines import simulate_baseline as simulate_row
+    from planner.pipeline.mirror import fold
+    from planner.pipeline.stream_greedy import best_stream_list
+    from planner.search.pipeline.half import improve_folded
+
+    costs = UnitCosts(f=2, b=2, w=1, comm=1, comm_stream=True, a2a=1.0)
+    row = simulate_row("dualpipe", 4, 8, costs, Scales.of(costs))
+    assert row.figures is not None
+    cap = row.figures.max_peak_memory_bytes
+    pipe = pipeline_of("dualpipe", 4, 8, costs, Scales.of(costs))
+    mirror = fold(pipe, [cap] * 4)
+    assert mirror is not None
+    listed = best_stream_list(mirror.half, [cap] * 2)
+    assert listed is not None
+    half_times = listed[0]
+    setup = prepare_pipeline(pipe, [cap] * 4, warm_start=mirror.unfold_times(half_times))
+    assert setup.known is not None
+    searched: list = []
+
+    def search(half, incumbent):  # the half's own start back, as a search that found nothing better would
+        searched.append(half)
+        return LnsResult(incumbent, 7, 7, (), False, 0.0)
+
+    result = improve_folded(setup, mirror, setup.known, search)
+    assert result is not None and len(searched) == 1
+    assert searched[0].tasks.instance.num_tasks * 2 <= setup.tasks.instance.num_tasks
+    assert searched[0].known is not None and searched[0].pipeline == mirror.half
+    assert result.times.start == setup.known.start and result.folded
+    assert result.best_tick == setup.makespan_tick(setup.known) and result.start_tick == 7
+    assert result.in_order == in_order(setup, setup.known)
+    moved = list(setup.known.start)
+    moved[max(range(len(moved)), key=lambda t: (moved[t], t))] += 1  # one task later: no longer symmetric
+    assert improve_folded(setup, mirror, PipelineTimes(tuple(moved)), search) is None and len(searched) == 1

@@ -127,11 +127,7 @@ MODULES: dict[str, Target] = {
                             "stops_at or stall or at_its_bound or without_time or replay_of or grows or defaults"),
                            max_mutants=25),
     "pipeline_half": Target("planner/search/pipeline/half.py",
-                            ("tests/test_pipeline_search_details.py",
-                             "tests/test_pipeline_mirror.py::test_the_half_is_searched_in_short_steps_then_long_ones_"
-                             "then_its_ends_without_a_stall_limit",
-                             "tests/test_pipeline_mirror.py::test_a_pipeline_too_large_for_the_full_model_is_searched_"
-                             "on_its_half", "-k", "half or folded or mirror or too_large"), max_mutants=15),
+                            ("tests/test_pipeline_search_details.py", "-k", "half or symmetric"), max_mutants=25),
     "pipeline_periodic": Target("planner/search/pipeline/periodic.py",
                                 ("tests/test_pipeline_search_details.py",
                                  "tests/test_pipeline_periodic.py::test_the_search_starts_from_the_periodic_schedule_"
@@ -195,9 +191,8 @@ MODULES: dict[str, Target] = {
                                  "not compare_reports"), max_mutants=15),
     "compare_placement_choice": Target("planner/compare/placement_choice.py",
                                        ("tests/test_placement_choice_details.py",
-                                        "tests/test_auto_placement_and_bound_cuts.py::"
-                                        "test_a_bound_lower_by_a_small_part_of_the_gap_does_not_split_the_time"),
-                                       max_mutants=12),
+                                        "tests/test_auto_placement_and_bound_cuts.py", "-k",
+                                        "choice_details or small_part_of_the_gap"), max_mutants=12),
     "compare_planned_row": Target("planner/compare/planned_row.py",
                                   ("tests/test_pipeline_compare.py", "-k", "not cli"), max_mutants=15),
     "compare_table_text": Target("planner/compare/table_text.py",
