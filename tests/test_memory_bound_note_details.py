@@ -100,3 +100,15 @@ def test_a_pipeline_whose_pairs_gain_gets_the_reason_in_the_note():
     assert isinstance(note, dict) and set(note) == {"skipped"}
     assert "overlapped pairs gain" in str(note["skipped"]) and "\n" not in str(note["skipped"])
     assert row.notes["bound_tick"] == 1
+
+
+def test_a_bound_equal_to_the_half_bubble_makespan_does_not_rule_it_out(solved):
+    # DualPipe's bubble taken as 32: half of it needs 2 (2M - 24) <= 32, M <= 20, the row's own makespan and its
+    # memory bound: the row reaches half the bubble, and a bound of 20 rules out nothing at 20
+    fig = solved[2]
+    row = _row(solved)
+    note_memory_bound(row, dataclasses.replace(fig, bubble_tick=32), 10, Scales(1, 1), time_s=30)
+    note = row.notes["memory_bound"]
+    assert isinstance(note, dict)
+    assert note["half_bubble_units"] == 20 and note["bound_tick"] == 20
+    assert note["half_bubble_reached"] is True and note["half_bubble_unreachable"] is False

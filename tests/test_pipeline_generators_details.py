@@ -198,6 +198,10 @@ def test_unit_costs_refuse_negative_values_and_overlaps_outside_0_1():
     (UnitCosts(f=1 / 3), 1000),                      # nothing makes a third whole: the finest scale
     (UnitCosts(fb_overlap=0.5), 4),                  # the pairs 1.5 and 1.0 must be whole and even too
     (UnitCosts(comm=0.1), 20),
+    # an overlapped pair of 0.25 x (F + B + W) = 0.75 is whole and even only at 200 (F, B, W alone: 4)
+    (UnitCosts(f=0.5, b=1.5, w=1, fb_overlap=0.25), 200),
+    # a pair without W, 0.25 x (F + B) = 0.25, likewise (its F + B + W pair 0.5 alone: 4)
+    (UnitCosts(f=0.5, b=0.5, w=1, fb_overlap=0.25), 200),
 ])
 def test_ticks_per_unit_is_the_smallest_scale_with_whole_even_values(costs, ticks):
     assert Scales.of(costs).ticks_per_unit == ticks

@@ -79,3 +79,11 @@ def test_crossed_compute_orders_deadlock():
     inst = instance_for_schedule(pipe, sch)
     with pytest.raises(DeadlockError, match="deadlock"):
         stream_orders(inst, compute_orders(sch, inst), 2)
+
+
+def test_send_and_receive_actions_of_a_schedule_are_left_to_the_streams():
+    sch = Schedule.build([["0F0", "0SEND_F0", "0RECV_B0", "0BW0"], ["1RECV_F0", "1F0", "1BW0", "1SEND_B0"]],
+                         name="with comm")
+    inst = instance_for_schedule(uniform_pipeline(2, 1), sch)
+    orders = compute_orders(sch, inst)
+    assert [[inst.task_names[t] for t in row] for row in orders] == [["0F0", "0BW0"], ["1F0", "1BW0"]]

@@ -138,7 +138,7 @@ MODULES: dict[str, Target] = {
                               "tests/test_pipeline_lns.py::test_a_pipeline_above_the_size_limit_starts_the_search_"
                               "from_its_warm_start",
                               "tests/test_pipeline_lns.py::test_solve_with_search_bound_never_above_the_makespan",
-                              "-k", "solve or stalled or size_limit"), max_mutants=20),
+                              "-k", "solve or stalled or size_limit or search_share"), max_mutants=25),
     "linear": Target("planner/coarsen/linear.py", ("tests/test_linear_clustering_details.py",
                                                    "tests/test_coarsen_linear.py"), max_mutants=0),
     "training_costs": Target("planner/cost/training_costs.py", ("tests/test_training_costs_details.py",),
