@@ -363,3 +363,61 @@ def test_a_symmetric_schedule_is_searched_on_its_half_and_unfolded() -> None:
     moved = list(setup.known.start)
     moved[max(range(len(moved)), key=lambda t: (moved[t], t))] += 1  # one task later: no longer symmetric
     assert improve_folded(setup, mirror, PipelineTimes(tuple(moved)), search) is None and len(searched) == 1
+
+
+# ---------------------------------------------------------------------------------------------- the full solve
+def _spied_solve(monkeypatch):
+    """`solve_pipeline_lns`'s calls to prepare, the full model and the search, recorded (each still runs)."""
+    import planner.search.pipeline.solve as solve_module
+
+    seen: dict[str, list[dict]] = {"prepare": [], "full": [], "search": []}
+    real = {name: getattr(solve_module, name) for name in ("prepare_pipeline", "solve_formulation",
+                                                           "improve_pipeline")}
+
+    def spy(name: str, key: str):
+        def call(*args, **kwargs):
+            seen[key].append(kwargs)
+            return real[name](*args, **kwargs)
+        return call
+
+    for name, key in (("prepare_pipeline", "prepare"), ("solve_formulation", "full"), ("improve_pipeline", "search")):
+        monkeypatch.setattr(solve_module, name, spy(name, key))
+    return solve_module.solve_pipeline_lns, seen
+
+
+def test_the_full_solve_gets_its_share_and_the_defaults_reach_every_part(monkeypatch) -> None:
+    solve, seen = _spied_solve(monkeypatch)
+    pipe = uniform_pipeline(2, 2)
+    sol, lns = solve(pipe, time_limit_s=8.0, lns_share=0.25)
+    assert [(k["fifo"], k["pair_window"]) for k in seen["prepare"]] == [(True, 2)]
+    first = seen["full"][0]
+    assert (first["time_limit_s"], first["threads"], first["seed"]) == (6.0, 8, 0)
+    assert first["lower_bound_tick"] == prepare_pipeline(pipe).trivial_tick
+    # this small pipeline is proven optimal by the full model: no search
+    assert sol.status == "optimal" and lns is None and seen["search"] == []
+    assert sol.lower_bound_tick == sol.plan.makespan_tick
+
+
+def test_without_a_search_share_only_the_full_model_runs(monkeypatch) -> None:
+    solve, seen = _spied_solve(monkeypatch)
+    pipe = uniform_pipeline(4, 8)
+    sol, lns = solve(pipe, time_limit_s=2.0, lns_share=0.0, threads=1)
+    assert lns is None and seen["search"] == [] and len(seen["full"]) == 1
+    assert seen["full"][0]["time_limit_s"] == 2.0
+    assert sol.lower_bound_tick <= sol.plan.makespan_tick
+
+
+def test_a_pipeline_at_the_size_limit_still_gets_the_full_solve(monkeypatch) -> None:
+    solve, seen = _spied_solve(monkeypatch)
+    pipe = uniform_pipeline(2, 2)  # 12 tasks
+    solve(pipe, time_limit_s=4.0, lns_share=0.5, threads=1, policy=PipelineSearchPolicy(full_solve_max_tasks=12))
+    assert len(seen["full"]) >= 1 and seen["full"][0]["time_limit_s"] == 2.0
+    seen["full"].clear()
+    sol, lns = solve(pipe, time_limit_s=4.0, lns_share=0.5, threads=1,
+                     policy=PipelineSearchPolicy(full_solve_max_tasks=11, stall_steps=2, min_resolve_s=100.0))
+    assert seen["full"] == [] and lns is not None and not lns.after_full_solve
+    assert [(k["fifo_inside"], k["fix_untouched"], k["threads"], k["seed"], k["stall_steps"]) for k in seen["search"]] \
+        == [(True, False, 1, 0, 2)]
+    # no full solve: the bound is the setup's trivial bound, never above the plan
+    assert sol.lower_bound_tick == min(prepare_pipeline(pipe).trivial_tick, sol.plan.makespan_tick)
+    assert (sol.status == "optimal") == (sol.lower_bound_tick == sol.plan.makespan_tick)
