@@ -421,3 +421,52 @@ def test_a_pipeline_at_the_size_limit_still_gets_the_full_solve(monkeypatch) -> 
     # no full solve: the bound is the setup's trivial bound, never above the plan
     assert sol.lower_bound_tick == min(prepare_pipeline(pipe).trivial_tick, sol.plan.makespan_tick)
     assert (sol.status == "optimal") == (sol.lower_bound_tick == sol.plan.makespan_tick)
+
+
+# -------------------------------------------------------------------------------------------- the periodic start
+def test_the_periodic_start_tries_each_margin_above_the_bound_in_its_share_of_the_time(monkeypatch) -> None:
+    import planner.search.pipeline.periodic as periodic_module
+    from formulations.pipeline_periodic import period_lower_bound_tick
+    from planner.compare.baselines import pipeline_of
+    from planner.compare.baselines import simulate_baseline as simulate_row
+    from planner.pipeline.mirror import fold
+    from planner.pipeline.stream_greedy import best_stream_list
+
+    costs = UnitCosts(f=2, b=2, w=1, comm=1, comm_stream=True, a2a=1.0)
+    row = simulate_row("dualpipe", 4, 8, costs, Scales.of(costs))
+    assert row.figures is not None
+    cap = row.figures.max_peak_memory_bytes
+    pipe = pipeline_of("dualpipe", 4, 8, costs, Scales.of(costs))
+    mirror = fold(pipe, [cap] * 4)
+    assert mirror is not None
+    listed = best_stream_list(mirror.half, mirror.half_caps([cap] * 4))
+    assert listed is not None
+    setup = prepare_pipeline(pipe, cap, warm_start=mirror.unfold_times(listed[0]))
+    assert setup.known is not None
+    asked: list[tuple[int, float]] = []
+    real = periodic_module.solve_periodic
+
+    def spy(half, caps, period, **kwargs):
+        asked.append((period, kwargs["time_limit_s"]))
+        return real(half, caps, period, **kwargs)
+
+    monkeypatch.setattr(periodic_module, "solve_periodic", spy)
+    said: list[tuple[int, int, int]] = []
+    lower = period_lower_bound_tick(mirror.half)
+    start = replayed_tick(setup, setup.known)
+    assert start is not None
+    times, periodic = periodic_module.periodic_start(
+        setup, mirror, setup.known, time_limit_s=8.0, threads=1, seed=0, progress=lambda *a: said.append(a),
+        policy=PeriodicPolicy(margins=(0.5, 3.0)))
+    assert asked == [(math.ceil(lower * 1.5), 4.0), (math.ceil(lower * 4.0), 4.0)]
+    # every periodic schedule found is reported against the best start before it; the shorter replay is kept
+    assert len(said) == 2  # both margins leave room for memory here
+    assert [a[1] for a in said] == [p for p, _ in asked][:len(said)]
+    best = start
+    for before, _period, tick in said:
+        assert before == best
+        best = min(best, tick)
+    if periodic is None:
+        assert times == setup.known and all(tick >= start for _b, _p, tick in said)
+    else:
+        assert periodic[1] == best < start and replayed_tick(setup, times) == best
