@@ -6,6 +6,7 @@ default 60 s budget is marked `slow`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from planner.decompose import bottleneck_tasks, decompose_and_solve, induced_ins
 from planner.heuristics.list_schedule import heft
 from planner.prepare import prepare
 from planner.schedule.validate import validate_plan
+from planner.search.policy import SearchPolicy
 from planner.solve import Method, SolveOptions, plan_instance
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,6 +71,13 @@ def test_bottlenecks_include_those_a_skip_edge_jumps_over() -> None:
     segs = segments(FORK_JOINS)
     assert [s.tasks for s in segs] == [(0, 1, 2, 3), (3, 4, 5, 6)]
     assert [(s.first, s.last) for s in segs] == [(None, 3), (3, None)]
+
+
+def test_above_the_policys_exact_size_the_linear_rule_misses_a_jumped_bottleneck() -> None:
+    # with no graph small enough for the exact rule, the skip edge s -> t hides m: one segment, never a wrong cut
+    linear = dataclasses.replace(SearchPolicy(), exact_bottleneck_tasks=0)
+    assert bottleneck_tasks(FORK_JOINS, linear) == [0, 6]
+    assert [s.tasks for s in segments(FORK_JOINS, linear)] == [tuple(range(7))]
 
 
 @pytest.mark.parametrize("seed", range(8))
