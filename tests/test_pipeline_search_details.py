@@ -120,7 +120,7 @@ def test_critical_frees_a_stretch_of_the_chain_and_the_tasks_around_its_middle(w
     chain = critical_chain(wide, wide.known)
     start = wide.known.start
     for size, seed in ((16, 0), (16, 5), (40, 1), (2, 3)):
-        length = max(1, min(len(chain), size // 4))
+        length = max(1, min(len(chain), size // PipelineLnsPolicy().critical_part))
         at = random.Random(seed).randrange(max(1, len(chain) - length + 1))
         stretch = chain[at:at + length]
         streams = {wide.device[t] for t in stretch}
@@ -253,7 +253,8 @@ def test_the_default_pipeline_tuning_is_the_one_measured() -> None:
     ran with these values; changing one is a deliberate retuning that updates this list."""
     lns = PipelineLnsPolicy()
     assert (lns.step_s, lns.min_step_s, lns.initial_size, lns.min_size, lns.grow, lns.shrink, lns.decay,
-            lns.min_weight, lns.microbatches, lns.ends_share) == (4.0, 1.0, 64, 8, 1.25, 0.8, 0.9, 0.05, 4, 0.17)
+            lns.min_weight, lns.microbatches, lns.ends_share, lns.critical_part) == (
+        4.0, 1.0, 64, 8, 1.25, 0.8, 0.9, 0.05, 4, 0.17, 4)
     half = HalfSearchPolicy()
     assert (half.step_s, half.threads, half.first_share, half.step_share, half.second_threads, half.ends,
             half.ends_step_s, half.ends_time_share, half.ends_rounds, half.deterministic) == (

@@ -186,7 +186,8 @@ def test_the_default_policy_is_the_tuning_the_search_was_measured_with() -> None
         "segment_lns_share": 0.6, "linear_share": 0.25, "linear_max_ops": 20_000, "comm_bound_cost": 8,
         "decomposition_cost": 5, "cluster_runs_cost": 8, "iterated_start_cost": 5, "assignment_start_cost": 2,
         "least_left_s": 0.5, "lns_min_window_ops": 8, "lns_max_window_ops": 48, "lns_move_time_s": 0.5,
-        "lns_stale_moves": 8, "lns_tails_after_window": True, "segment_max_tasks": 400,
+        "lns_stale_moves": 8, "lns_random_move_every": 4, "lns_tails_after_window": True, "segment_max_tasks": 400,
+        "exact_bottleneck_tasks": 20_000,
         "segment_iterated_share": 1 / 3, "segment_sweep_share": 0.5, "segment_min_move_s": 2.0}
     assert {name: getattr(SearchPolicy(), name) for name in pinned} == pinned
 
