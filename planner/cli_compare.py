@@ -46,6 +46,7 @@ from planner.errors import InputError
 if TYPE_CHECKING:
     from planner.compare.model_costs import ModelCosts
     from planner.pipeline.registry import UnitCosts
+    from planner.prepare import Prepared
 
 # The comparison, its plots and the model import are loaded inside `_compare`, after the arguments are parsed and
 # --out checked: --help answers at once.
@@ -71,16 +72,18 @@ def _compare(args: argparse.Namespace) -> int:
             or args.preset_times is not None:
         raise InputError("--layers, --seq-len, --microbatch-seqs and --preset-times apply only with --preset",
                          fix=f"add --preset {next(iter(PRESETS))} --hw H.yaml")
-    if args.model is not None:
-        costs = dataclasses.replace(_model_costs(args), fb_overlap=args.fb_overlap, a2a=not args.no_a2a)
+    prepared = _prepared_model(args) if args.model is not None else None
     names = tuple(args.schedules.split(",")) if args.schedules else None
     if names:
         unknown = [n for n in names if n not in GENERATORS]
         if unknown:
             raise InputError(f"unknown schedules {unknown}", fix=f"use some of {','.join(GENERATORS)}")
     policy = dataclasses.replace(ComparePolicy(), lns_share=args.lns_share)  # the defaults, with the user's share
-    # the first Ctrl-C stops the solves and the search ends with the schedules found so far; a second aborts
+    # the first Ctrl-C stops the solves (the model's stage cut is one) and the search ends with the schedules found so
+    # far; a second aborts
     with ctrl_c_in_search(by_exception=False):
+        if prepared is not None:
+            costs = dataclasses.replace(_model_costs(args, prepared), fb_overlap=args.fb_overlap, a2a=not args.no_a2a)
         cmp = compare(args.stages, args.microbatches, costs, schedules=names, opplan=not args.no_opplan,
                       memory_cap_units=args.memory, opplan_placement=args.placement,
                       time_limit_s=max(1.0, args.time_limit - (time.monotonic() - started)),
@@ -131,16 +134,22 @@ def _preset_costs(args: argparse.Namespace) -> PresetCosts:
     return costs
 
 
-def _model_costs(args: argparse.Namespace) -> ModelCosts:
-    from planner.compare.model_costs import model_costs
-    from planner.cost.training_costs import training_costs
+def _prepared_model(args: argparse.Namespace) -> Prepared:
+    """The model of ``--model`` imported on ``--hw`` (before the search: Ctrl-C while importing aborts)."""
     from planner.ir.hardware import load_topology
-    from planner.ir.moe_structure import find_moe_layers
     from planner.prepare import prepare
 
     if args.hw is None:
         raise InputError("--model needs --hw (the hardware profile the stages run on)")
-    prepared = prepare(args.model, load_topology(args.hw))
+    return prepare(args.model, load_topology(args.hw))
+
+
+def _model_costs(args: argparse.Namespace, prepared: Prepared) -> ModelCosts:
+    """The stage costs of the imported model: its stage cut solved (part of the search) and its MoE layers."""
+    from planner.compare.model_costs import model_costs
+    from planner.cost.training_costs import training_costs
+    from planner.ir.moe_structure import find_moe_layers
+
     instance = prepared.instance
     training = None if args.uniform_backward else training_costs(prepared.graph, prepared.topology, instance)
     costs = model_costs(instance, args.stages, time_limit_s=args.stage_time_limit, backend=args.backend,

@@ -421,8 +421,8 @@ def _note_every_cut_bound(row: CompareRow, p: int, m: int, costs, scales: Scales
     """On a model or a preset, note on the planned row the bound over every cut of both placements it solves
     (`planner.compare.cut_bound`: per device, the pieces' heads and work, minimised over cuts), per placement and
     the lesser (notes["every_cut"]); computed once, after the solves (seconds on a few hundred ops, outside the
-    time limit)."""
-    if not isinstance(costs, (ModelCosts, PresetCosts)):
+    time limit); not after the user's Ctrl-C stopped the search (they asked for the result now)."""
+    if not isinstance(costs, (ModelCosts, PresetCosts)) or stop_requested():
         return
     bound, per_family = every_cut_bound_tick(costs, p, m, policy=policy)
     row.notes["every_cut"] = {"bound_units": None if bound is None else bound / scales.ticks_per_unit,
