@@ -2,16 +2,14 @@
 
 Exported models name their ops ``node_GatherND_12``; what identifies an MoE layer is its dataflow.  Per layer:
 
-1. **Router.**  A ``TopK`` whose input is, through ops that keep values per element (`_PASS`: casts, reshapes,
-   an added bias or scale that is a constant, a ``Where`` that masks scores), a ``Softmax`` or ``Sigmoid`` of a
-   ``MatMul``/``Gemm`` with a constant weight; or a ``TopK`` straight over such a matmul whose values go into a
-   ``Softmax`` (softmax after top-k).  Group-limited routing (DeepSeek-V3: top-k inside groups, top groups, then a
-   masked top-k over all experts) runs several TopKs over one router: the layer's is the one over most experts.
-   The reduced axis is the one whose size the TopK changes: its input size there is the number of experts
-   E, its output size k (1 <= k < E).  The matmul's other input is the hidden state X (tokens x hidden: hidden is
-   X's last dimension, tokens the product of the others).  The router ops are the matmul-to-TopK chain and every
-   op downstream of the TopK that is not token data (masks, gates, indices) up to the layer's end.
-2. **Token data.**  X and the tensors that are X reshaped or cast (`_SHAPE`) are the layer's tokens; the ops fed
+1. **Router** (`planner.ir.moe_routers`).  A product of the hidden state X (tokens x hidden: hidden is X's last
+   dimension, tokens the product of the others) with a constant weight, its logits or their softmax/sigmoid, and
+   the ops that pick experts: a ``TopK`` over the experts (top-k), one ``ArgMax`` (top-1, Switch Transformers),
+   several ``ArgMax`` each after masking the previous pick (sparse mixer, PhiMoE), or a ``TopK`` over the tokens
+   (expert choice); noise added to the logits or a jitter of X is passed through.  The router ops are every op
+   from X to the picks and every op downstream of the picks that is not token data (masks, gates, indices) up to
+   the layer's end.  A router with no layer after it is named in the no-MoE line (what was seen instead).
+2. **Token data.**  X and the tensors that are X reshaped or cast (`SHAPE`) are the layer's tokens; the ops fed
    by them, other than the router, carry token data.  The layer ends at their immediate post-dominator (the first
    op every path from the tokens to the graph outputs passes), moved on past ops whose other inputs are routing
    data (a ScatterND that puts concatenated expert rows back at their tokens' positions): the combine's last op.
@@ -27,7 +25,7 @@ Exported models name their ops ``node_GatherND_12``; what identifies an MoE laye
    pieces (X, the dispatch inputs and the combine are not links between them).  A piece that starts at a dispatch
    op or ends in a combine op with a routing input is an expert branch (a per-expert subgraph, or one batched
    branch whose matmuls carry the expert dimension); a piece with neither is a *shared* expert (Qwen2-MoE's,
-   gated by its own sigmoid), reported apart and not dispatched.
+   gated by its own sigmoid), reported apart and not dispatched; `MoELayer.shared_experts` counts the pieces.
 
 Bytes, per micro-batch (one run of the graph):
 
@@ -54,18 +52,14 @@ from dataclasses import dataclass
 import networkx as nx
 
 from planner.ir.graph import Op, OpGraph
+from planner.ir.moe_routers import EXPERT_CHOICE, MATMUL, SHAPE, TOP_K, Router, find_routers, is_const, weighted_matmul
 
 __all__ = ["MoELayer", "MoEStructure", "find_moe_layers", "NO_MOE_LINE"]
 
 MIB = 2**20
-NO_MOE_LINE = "MoE: no MoE structure found (no top-k router over a softmax/sigmoid); no all-to-all modelled"
+NO_MOE_LINE = ("MoE: no MoE structure found (no router: no TopK or ArgMax over the output of a product with a "
+               "constant weight); no all-to-all modelled")
 
-# ops that only reshape or re-type a tensor: X through them is still the same tokens
-_SHAPE = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast", "CastLike"})
-# ops between router logits and TopK that keep per-expert values (with constant other operands)
-_PASS = _SHAPE | frozenset({"Transpose", "Add", "Sub", "Mul", "Div", "Where"})
-_SCORES = frozenset({"Softmax", "Sigmoid"})
-_MATMUL = frozenset({"MatMul", "Gemm", "MatMulInteger", "Einsum", "FusedMatMul"})
 _GATHER = frozenset({"Gather", "GatherND", "GatherElements"})
 _MAX_SINKS = 64  # post-dominators tried as a layer's end: its combine is a few ops past the first
 
@@ -75,7 +69,7 @@ class MoELayer:
     """One MoE layer: op names (the graph's op ids) by role, sizes, and bytes per micro-batch (module docstring)."""
 
     router_ops: tuple[str, ...]
-    topk_op: str
+    topk_op: str  # the first op that picks experts: the TopK, or the first ArgMax
     experts: int
     top_k: int
     tokens: int
@@ -89,6 +83,10 @@ class MoELayer:
     combine_bytes: int
     gathered: bool  # dispatch ops gather a static subset of tokens (bytes from the graph), else top-k estimate
     anchor_bytes: Mapping[str, int]  # op name -> its share of `dispatch_bytes` (sums to it)
+    routing: str = TOP_K  # the kind of router (`planner.ir.moe_routers`): top-k, top-1, sparse mixer, expert choice
+    noisy: bool = False  # the router adds noise to its logits or jitters its input
+    capacity: int = 0  # expert choice: the tokens each expert picks (0 for the other kinds)
+    shared_experts: int = 0  # dense experts beside the routed ones, every token through each (`shared_ops`)
 
     @property
     def topk_bytes(self) -> int:
@@ -101,6 +99,7 @@ class MoEStructure:
     """Every MoE layer of a graph, in topological order of their routers (empty: a dense model)."""
 
     layers: tuple[MoELayer, ...]
+    unused_routers: tuple[str, ...] = ()  # with no layer: what was seen of routers without experts after them
 
     @property
     def found(self) -> bool:
@@ -112,27 +111,51 @@ class MoEStructure:
         return sum(layer.dispatch_bytes for layer in self.layers)
 
     def summary_line(self) -> str:
-        """``MoE: L layers, E experts, top-k K, dispatch X MiB per micro-batch`` or `NO_MOE_LINE`."""
+        """``MoE: L layers, E experts, top-k K, dispatch X MiB per micro-batch``, then the routing kinds other than
+        top-k and the shared experts when there are; without layers, `NO_MOE_LINE` or what was seen instead."""
         if not self.layers:
+            if self.unused_routers:
+                return (f"MoE: no MoE structure found ({'; '.join(self.unused_routers)}); no all-to-all "
+                        f"modelled")
             return NO_MOE_LINE
 
         def values(xs: Iterable[int]) -> str:
             return "/".join(str(x) for x in sorted(set(xs)))
 
         n = len(self.layers)
-        return (f"MoE: {n} layer{'s' if n != 1 else ''}, {values(x.experts for x in self.layers)} experts, "
+        line = (f"MoE: {n} layer{'s' if n != 1 else ''}, {values(x.experts for x in self.layers)} experts, "
                 f"top-k {values(x.top_k for x in self.layers)}, dispatch {self.dispatch_bytes / MIB:.4g} MiB per "
                 f"micro-batch")
+        kinds = sorted({_kind_words(x) for x in self.layers} - {TOP_K})
+        if kinds:
+            line += f"; routing: {', '.join(kinds)}"
+        if any(x.shared_experts for x in self.layers):
+            line += f"; shared experts per layer: {values(x.shared_experts for x in self.layers)}"
+        return line
 
 
-@dataclass(frozen=True)
-class _Router:
-    topk: int  # op positions
-    matmul: int
-    chain: tuple[int, ...]  # matmul .. topk
-    x: str  # the hidden-state tensor
-    experts: int
-    top_k: int
+def _kind_words(layer: MoELayer) -> str:
+    """The routing kind as the summary line says it: ``expert choice (capacity 16)``, ``top-k with noise``."""
+    words = layer.routing
+    if layer.routing == EXPERT_CHOICE:
+        words += f" (capacity {layer.capacity})"
+    return words + (" with noise" if layer.noisy else "")
+
+
+def _unused_router(graph: OpGraph, r: Router) -> str:
+    """What a router with no layer after it is, in words (the no-MoE line says what was seen)."""
+    pick = graph.ops[r.first].op_type
+    many = f"{len(r.select)} {pick}s" if len(r.select) > 1 else f"a{'n' if pick[0] in 'AEIOU' else ''} {pick}"
+    return f"{many} over {r.experts} logits with no expert dispatch found after it"
+
+
+def _counted(notes: list[str]) -> tuple[str, ...]:
+    """Each distinct note once, with how many times it was seen when more than once."""
+    out = []
+    for note in dict.fromkeys(notes):
+        n = notes.count(note)
+        out.append(note if n == 1 else f"{note} (x{n})")
+    return tuple(out)
 
 
 def find_moe_layers(graph: OpGraph) -> MoEStructure:
@@ -142,15 +165,7 @@ def find_moe_layers(graph: OpGraph) -> MoEStructure:
     for i, op in enumerate(graph.ops):
         for t in op.reads:
             consumers.setdefault(t, []).append(i)
-    by_matmul: dict[int, _Router] = {}
-    for i, op in enumerate(graph.ops):
-        if op.op_type == "TopK":
-            r = _router(graph, i, producer, consumers)
-            # group-limited routing (DeepSeek-V3) runs several TopKs over one router's scores: top-k inside each
-            # group, top groups, then top-k over all experts; the one over the most experts is the layer's
-            if r is not None and (r.matmul not in by_matmul or r.experts >= by_matmul[r.matmul].experts):
-                by_matmul[r.matmul] = r
-    routers = [by_matmul[k] for k in sorted(by_matmul)]
+    routers = find_routers(graph, producer, consumers)
     if not routers:
         return MoEStructure(())
     token_sets = [_token_tensors(graph, r.x, producer, consumers) for r in routers]
@@ -158,6 +173,7 @@ def find_moe_layers(graph: OpGraph) -> MoEStructure:
                                                                                           strict=True)]
     sinks = _post_dominators(graph, entries)
     layers = []
+    unused: list[str] = []
     for r, entry, chain in zip(routers, entries, sinks, strict=True):
         # the layer's end: the nearest post-dominator with a combine before it (a single entry, such as a batched
         # dispatch, post-dominates itself: the experts and the combine come later on the chain)
@@ -166,60 +182,19 @@ def find_moe_layers(graph: OpGraph) -> MoEStructure:
             if layer is not None:
                 layers.append(layer)
                 break
-    return MoEStructure(tuple(layers))
+        else:
+            unused.append(_unused_router(graph, r))
+    return MoEStructure(tuple(layers), _counted(unused) if not layers else ())
 
 
 # ----- 1. routers -------------------------------------------------------------------------------------------------
-
-
-def _is_const(graph: OpGraph, tensor: str, producer: Mapping[str, int]) -> bool:
-    """A tensor no op produces that is not a graph input: an initializer (folded constants are initializers)."""
-    return tensor not in producer and tensor not in graph.graph_inputs
-
-
-def _data_input(graph: OpGraph, op: Op, producer: Mapping[str, int]) -> str | None:
-    """The one non-constant input of a pass-through op (None when it has several: it mixes two data tensors)."""
-    data = [t for t in op.inputs if t and not _is_const(graph, t, producer)]
-    if op.op_type == "Where":  # masked_fill: the condition is a mask, the data the one non-constant branch
-        data = [t for t in op.inputs[1:] if t and not _is_const(graph, t, producer)]
-    if op.op_type in ("Reshape", "Squeeze", "Unsqueeze"):  # shape operands may be computed; the data is input 0
-        return op.inputs[0] if op.inputs and op.inputs[0] else None
-    return data[0] if len(data) == 1 else None
-
-
-def _walk_back(graph: OpGraph, tensor: str, producer: Mapping[str, int], chain: list[int]) -> int | None:
-    """The first producer upstream of `tensor` that is not a pass-through op (`_PASS`); appends what it passes."""
-    for _ in range(64):  # a chain of casts and reshapes is short; the bound keeps a malformed graph finite
-        p = producer.get(tensor)
-        if p is None:
-            return None
-        op = graph.ops[p]
-        if op.op_type not in _PASS:
-            return p
-        nxt = _data_input(graph, op, producer)
-        if nxt is None:
-            return None
-        chain.append(p)
-        tensor = nxt
-    return None
-
-
-def _weighted_matmul(graph: OpGraph, op: Op, producer: Mapping[str, int]) -> str | None:
-    """The data input of a matrix product with one constant weight operand, else None."""
-    if op.op_type not in _MATMUL:
-        return None
-    ins = [t for t in op.inputs if t]
-    data = [t for t in ins if not _is_const(graph, t, producer)]
-    if len(data) != 1 or len(ins) < 2:
-        return None
-    return data[0]
 
 
 def _gathered_weight(graph: OpGraph, op: Op, producer: Mapping[str, int]) -> tuple[str, tuple[int, ...]] | None:
     """For a matrix product whose weight operand is rows of a constant table picked by index (an expert's weights
     gathered per token: ``gate_up_proj[expert_ids]`` in transformers' batched experts), that operand and the ops
     that make it (the gather and the reshapes after it); else None."""
-    if op.op_type not in _MATMUL:
+    if op.op_type not in MATMUL:
         return None
     for t in op.inputs:
         chain: list[int] = []
@@ -231,62 +206,14 @@ def _gathered_weight(graph: OpGraph, op: Op, producer: Mapping[str, int]) -> tup
             g = graph.ops[p]
             chain.append(p)
             if g.op_type in _GATHER:
-                if g.inputs and _is_const(graph, g.inputs[0], producer):
+                if g.inputs and is_const(graph, g.inputs[0], producer):
                     return t, tuple(chain)
                 break
-            if g.op_type not in _SHAPE or not g.inputs:
+            if g.op_type not in SHAPE or not g.inputs:
                 break
             src = g.inputs[0]
     return None
 
-
-def _router(graph: OpGraph, i: int, producer: Mapping[str, int], consumers: Mapping[str, list[int]]) -> _Router | None:
-    op = graph.ops[i]
-    if not op.inputs or len(op.writes) < 2:
-        return None
-    src, dst = graph.tensors.get(op.inputs[0]), graph.tensors.get(op.outputs[0])
-    if src is None or dst is None or len(src.shape) != len(dst.shape):
-        return None
-    changed = [a for a, (m, n) in enumerate(zip(src.shape, dst.shape, strict=True)) if m != n]
-    if len(changed) != 1:
-        return None
-    experts, top_k = src.shape[changed[0]], dst.shape[changed[0]]
-    if not (1 <= top_k < experts):
-        return None
-    chain: list[int] = []
-    p = _walk_back(graph, op.inputs[0], producer, chain)
-    if p is None:
-        return None
-    if graph.ops[p].op_type in _SCORES:
-        chain.append(p)
-        x_in = _data_input(graph, graph.ops[p], producer)
-        p = _walk_back(graph, x_in, producer, chain) if x_in else None
-    elif not _softmax_after(graph, op.outputs[0], consumers):
-        return None
-    if p is None:
-        return None
-    x = _weighted_matmul(graph, graph.ops[p], producer)
-    info = graph.tensors.get(x) if x else None
-    if x is None or info is None or len(info.shape) < 2:
-        return None
-    return _Router(i, p, tuple(sorted({p, *chain, i})), x, int(experts), int(top_k))
-
-
-def _softmax_after(graph: OpGraph, values: str, consumers: Mapping[str, list[int]]) -> bool:
-    """Whether the TopK values reach a Softmax through pass-through ops (softmax after top-k)."""
-    todo, seen = [values], set()
-    while todo:
-        t = todo.pop()
-        for c in consumers.get(t, ()):
-            if c in seen:
-                continue
-            seen.add(c)
-            op = graph.ops[c]
-            if op.op_type == "Softmax":
-                return True
-            if op.op_type in _PASS:
-                todo.extend(op.writes)
-    return False
 
 
 # ----- 2. token data and the layer's end --------------------------------------------------------------------------
@@ -294,10 +221,10 @@ def _softmax_after(graph: OpGraph, values: str, consumers: Mapping[str, list[int
 
 def _token_tensors(graph: OpGraph, x: str, producer: Mapping[str, int],
                    consumers: Mapping[str, list[int]]) -> frozenset[str]:
-    """X and the tensors that are X reshaped or cast, upstream and downstream (`_SHAPE` ops)."""
+    """X and the tensors that are X reshaped or cast, upstream and downstream (`SHAPE` ops)."""
     out = {x}
     t = x
-    while t in producer and graph.ops[producer[t]].op_type in _SHAPE and graph.ops[producer[t]].inputs:
+    while t in producer and graph.ops[producer[t]].op_type in SHAPE and graph.ops[producer[t]].inputs:
         t = graph.ops[producer[t]].inputs[0]
         out.add(t)
     todo = list(out)
@@ -305,7 +232,7 @@ def _token_tensors(graph: OpGraph, x: str, producer: Mapping[str, int],
         t = todo.pop()
         for c in consumers.get(t, ()):
             op = graph.ops[c]
-            if op.op_type in _SHAPE and op.inputs and op.inputs[0] == t:
+            if op.op_type in SHAPE and op.inputs and op.inputs[0] == t:
                 for w in op.writes:
                     if w not in out:
                         out.add(w)
@@ -320,7 +247,7 @@ def _token_entries(graph: OpGraph, tokens: frozenset[str], router_chain: set[int
     for t in tokens:
         for c in consumers.get(t, ()):
             op = graph.ops[c]
-            if c in router_chain or (op.op_type in _SHAPE and all(w in tokens for w in op.writes)):
+            if c in router_chain or (op.op_type in SHAPE and all(w in tokens for w in op.writes)):
                 continue
             out.add(c)
     return tuple(sorted(out))
@@ -384,7 +311,7 @@ def _op_roles(graph: OpGraph, order: list[int], region: set[int], routing_tensor
         gathered_weight = _gathered_weight(graph, op, producer)
         if gathered_weight is not None and gathered_weight[0] in routing_tensors:
             weight_gathers[v] = gathered_weight[1]
-        own_weight = v in weight_gathers or (op.param_bytes > 0 and _weighted_matmul(graph, op, producer) is not None)
+        own_weight = v in weight_gathers or (op.param_bytes > 0 and weighted_matmul(graph, op, producer) is not None)
         w = own_weight or any(weighted[u] for u in tok_preds)
         weighted[v] = w
         # weights picked by routing make the product an expert's, not a gate: its routing input is not counted
@@ -432,7 +359,7 @@ class _Traffic:
     anchor: dict[str, int]
 
 
-def _traffic(graph: OpGraph, r: _Router, dispatch: set[int], combine: set[int], branches: list[set[int]]
+def _traffic(graph: OpGraph, r: Router, dispatch: set[int], combine: set[int], branches: list[set[int]]
              ) -> _Traffic:
     """The bytes dispatched and combined: the gathered rows' sizes when the dispatch gathers tokens, else the
     top-k tokens' size spread over the first ops of the branches (`anchor`: op -> bytes it stands for)."""
@@ -464,15 +391,15 @@ def _traffic(graph: OpGraph, r: _Router, dispatch: set[int], combine: set[int], 
     return _Traffic(n_tokens, hidden, elem, int(dispatch_bytes), int(combine_bytes), gathered, anchor)
 
 
-def _layer(graph: OpGraph, r: _Router, entry: tuple[int, ...], sink: int,
+def _layer(graph: OpGraph, r: Router, entry: tuple[int, ...], sink: int,
            producer: Mapping[str, int]) -> MoELayer | None:
     """The layer ending at `sink`, or None when no expert branch and combine lie before it."""
     ops = graph.ops
     succ, pred = graph.successors, graph.predecessors
-    sink = _extend_sink(graph, r.topk, sink, producer)
+    sink = _extend_sink(graph, r.select, sink, producer)
     region = _forward(entry, succ, stop=sink)  # token ops, the sink included
     ancestors = _backward([sink], pred)
-    routing = (_forward([r.topk], succ, stop=sink) & ancestors) - region
+    routing = (_forward(r.select, succ, stop=sink) & ancestors) - region
     routing |= set(r.chain)
     routing_tensors = {t for i in routing for t in ops[i].writes}
     order = sorted(region)
@@ -490,23 +417,24 @@ def _layer(graph: OpGraph, r: _Router, entry: tuple[int, ...], sink: int,
         return tuple(ops[i].name for i in sorted(idx))
 
     return MoELayer(
-        router_ops=names(routing), topk_op=ops[r.topk].name, experts=r.experts, top_k=r.top_k, tokens=t.n_tokens,
+        router_ops=names(routing), topk_op=ops[r.first].name, experts=r.experts, top_k=r.top_k, tokens=t.n_tokens,
         hidden=t.hidden, element_bytes=t.elem, expert_branches=tuple(names(p) for p in branches),
         shared_ops=names(v for piece in shared for v in piece), dispatch_ops=names(roles.dispatch),
         combine_ops=names(roles.combine), dispatch_bytes=t.dispatch_bytes, combine_bytes=t.combine_bytes,
-        gathered=t.gathered, anchor_bytes=t.anchor)
+        gathered=t.gathered, anchor_bytes=t.anchor, routing=r.kind, noisy=r.noisy, capacity=r.capacity,
+        shared_experts=len(shared))
 
 
-def _extend_sink(graph: OpGraph, topk: int, sink: int, producer: Mapping[str, int]) -> int:
+def _extend_sink(graph: OpGraph, select: tuple[int, ...], sink: int, producer: Mapping[str, int]) -> int:
     """The layer's end moved past ops that also read routing data: they still place the merged expert outputs.
     The first op all expert paths pass may be a Concat of their rows; the ScatterND that puts the rows back at
     their tokens' positions (its indices computed from the router) is combine too."""
     for _ in range(8):  # a combine is a few ops deep; the bound keeps the walk short on any graph
-        routed = _forward([topk], graph.successors, stop=sink) - {sink}
+        routed = _forward(select, graph.successors, stop=sink) - {sink}
         nxt = None
         for s in graph.successors[sink]:
             op = graph.ops[s]
-            others = [t for t in op.reads if t not in graph.ops[sink].writes and not _is_const(graph, t, producer)]
+            others = [t for t in op.reads if t not in graph.ops[sink].writes and not is_const(graph, t, producer)]
             if any(producer.get(t) in routed for t in others):
                 nxt = s
                 break
