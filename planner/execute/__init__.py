@@ -12,8 +12,11 @@
                 (YAML with provenance), the per-op CSV and the summary (no torch)
 * `torchrun`    `python -m planner.execute.torchrun`: the same run under torchrun (one host or many)
 * `codegen`     `write_code`: one plain PyTorch file per rank, weights, a launcher (`plan-codegen`); needs only torch
-* `codegen_ops` one ONNX node -> its direct torch call; `codegen_support`, `codegen_p2p`: the helper files written
-                beside the code (send/receive; the runtime's ops flattened into `onnx_ops.py` for the rest)
+* `codegen_ops` one ONNX node -> its direct torch call (the arithmetic, matrix and network ops' emitters);
+                `codegen_ops_tensor`: the emitters of the ops that move, select or reduce elements (shapes, indexing,
+                reductions); `codegen_emit`: what the emitters share (their context, registry, literals, the helper
+                call); `codegen_support`, `codegen_p2p`: the helper files written beside the code (send/receive;
+                the runtime's ops flattened into `onnx_ops.py` for the rest)
 * `torch_pipelining` `torch_schedule_runtime`: one of our exported ``<schedule>.torch.csv`` loaded into PyTorch's
                 own pipelining runtime for a rank's stage modules (DualPipe's two directions excepted)
 """
