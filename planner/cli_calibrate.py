@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -89,10 +90,13 @@ def _calibrate(args: argparse.Namespace) -> int:
         if args.transport == "shm":
             from planner.execute.calibrate_profile import with_shared_memory_link
             from planner.execute.engine_times import engine_call_s
-            from planner.execute.shm_probe import shm_link_figures
+            from planner.execute.shm_probe import crossing_s, shm_link_figures
 
             link = shm_link_figures()
-            with_shared_memory_link(doc, link.latency_s, link.bandwidth_bytes_per_s, engine_call_s())
+            with tempfile.TemporaryDirectory() as tmp:
+                crossing = crossing_s(Path(tmp) / "chain.onnx", crossings=40)
+            side_s = max(engine_call_s(), (crossing - link.latency_s) / 2)
+            with_shared_memory_link(doc, link.latency_s, link.bandwidth_bytes_per_s, side_s)
         text = profile_yaml(doc)
     except ValueError as exc:
         raise InputError(f"the measured profile does not validate: {exc}", path=str(args.out)) from None

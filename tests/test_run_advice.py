@@ -128,3 +128,26 @@ def test_engine_op_times_share_out_the_whole_graphs_measured_run(repo_root):
     assert times.whole_s > 0 and times.profiled_s > 0 and times.whole_noise_s >= 0
     matmuls = [op.name for op in graph.ops if op.op_type == "MatMul"]
     assert all(times.op_s[name] > 0 for name in matmuls)
+
+
+@pytest.mark.dist
+def test_a_crossing_is_timed_on_the_executor_itself(tmp_path):
+    """The probe runs a chain of tiny ops on one rank and on two ranks that alternate at every op; a crossing's
+    cost is the difference over the crossings (never negative), and calibrate writes it into the link."""
+    from planner.execute.program import prepared_graph
+    from planner.execute.shm_probe import crossing_s
+
+    cost = crossing_s(tmp_path / "chain.onnx", crossings=6, repeat=3)
+    graph = prepared_graph(tmp_path / "chain.onnx")
+    assert [op.op_type for op in graph.ops] == ["Relu"] * 7
+    assert 0.0 <= cost < 0.1
+
+
+def test_the_shared_memory_link_carries_the_overhead_on_both_sides():
+    from planner.execute.calibrate_profile import with_shared_memory_link
+
+    doc = {"provenance": {"measured": {"send_overhead": "x"}, "spread": {}}}
+    with_shared_memory_link(doc, 20e-6, 1e9, 15e-6)
+    link = doc["links"]["intra_host"]
+    assert (link["send_overhead"], link["recv_overhead"]) == (link["latency"].replace("20", "15"),) * 2
+    assert "send_overhead" not in doc["provenance"]["measured"] and "crossing" in doc["provenance"]["measured"]["link"]

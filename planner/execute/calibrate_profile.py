@@ -107,15 +107,17 @@ def profile_document(figures: Mapping[str, float | None], how: Mapping[str, str]
 
 
 def with_shared_memory_link(doc: dict[str, Any], latency_s: float, bandwidth_bytes_per_s: float,
-                            engine_call_s: float | None = None) -> None:
+                            side_overhead_s: float | None = None) -> None:
     """Make the profile's intra-host link the shared-memory transfers of `plan-run --executor fast`, as
     `shm_probe.shm_link_figures` measured them (the gloo runtime's send and receive overheads do not apply).
-    `engine_call_s`, the fixed cost of one engine call (`engine_times.engine_call_s`), is the link's send and
-    receive overhead: a send ends its rank's segment and a receive starts one, one more engine call on each side."""
+    `side_overhead_s` is the link's send and receive overhead each: what a transfer costs the executor beyond the
+    ping-pong's latency on each side (a send ends its rank's segment and a receive starts one), at least one engine
+    call (`engine_times.engine_call_s`), else half of a crossing's cost beyond the latency
+    (`shm_probe.crossing_s`)."""
     link: dict[str, Any] = {"name": "shared-memory-measured", "latency": _time(latency_s),
                             "bandwidth": _rate(bandwidth_bytes_per_s, "B/s")}
-    if engine_call_s is not None:
-        link.update(send_overhead=_time(engine_call_s), recv_overhead=_time(engine_call_s))
+    if side_overhead_s is not None:
+        link.update(send_overhead=_time(side_overhead_s), recv_overhead=_time(side_overhead_s))
     doc["links"] = {"intra_host": link}
     for key in ("link_latency", "link_bandwidth", "send_overhead", "recv_overhead"):  # the gloo link's, replaced
         doc["provenance"]["measured"].pop(key, None)
@@ -123,8 +125,10 @@ def with_shared_memory_link(doc: dict[str, Any], latency_s: float, bandwidth_byt
     doc["provenance"]["measured"]["link"] = (
         "shared memory (plan-run --executor fast): latency = half the median round trip of a 64-byte ping-pong "
         "between two forked processes, bandwidth = 1 MiB over its one-way time less that latency" +
-        ("; send and receive overhead = one onnxruntime call on a one-node model (a transfer ends a segment on "
-         "the sender and starts one on the receiver)" if engine_call_s is not None else ""))
+        ("; send and receive overhead each = the larger of one onnxruntime call on a one-node model (a transfer "
+         "ends a segment on the sender and starts one on the receiver) and half of what a crossing between ranks "
+         "costs the fast executor beyond that latency (a chain of tiny ops alternating ranks at every op against "
+         "the chain on one rank)" if side_overhead_s is not None else ""))
 
 
 def profile_yaml(doc: Mapping[str, Any]) -> str:

@@ -13,6 +13,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from functools import partial
+from pathlib import Path
 
 import torch
 
@@ -20,7 +21,7 @@ from planner.execute.partition import Transfer
 from planner.execute.procs import run_forked
 from planner.execute.shm_transport import ShmTransport
 
-__all__ = ["ShmLink", "shm_link_figures"]
+__all__ = ["ShmLink", "shm_link_figures", "crossing_s"]
 
 
 class ShmLink:
@@ -72,3 +73,27 @@ def shm_link_figures(sizes_bytes: Sequence[int] = (64, 1 << 20), repeats: int = 
                             what="the shared-memory ping-pong", error=RuntimeError)[0]
         one_way[size] = statistics.median(rounds[len(rounds) // 5:]) / 2  # the first rounds warm the pages
     return ShmLink(one_way)
+
+
+def crossing_s(model_path: str | Path, crossings: int, repeat: int = 20) -> float:
+    """What one crossing between ranks costs the fast executor end to end, in seconds: a chain of `crossings` + 1
+    tiny ops (`onnx_segment.chain_model`, written to `model_path`) run on two ranks that alternate at every op,
+    less the same chain on one rank, over `crossings`.  Beside the transfer itself (a copy, a semaphore) it holds
+    what a ping-pong does not: the segment that ends and the one that starts (one engine call each), the
+    receiver's wake-up and the rank loop's own work per segment.  The planner prices it on every transfer."""
+    from planner.execute.fast_choice import RunConfig, run_config
+    from planner.execute.program import default_feeds, prepared_graph
+    from planner.ir.onnx_segment import chain_model
+    from planner.schedule.plan import Plan, PlanStatus, TaskPlacement
+
+    Path(model_path).write_bytes(chain_model(crossings + 1))
+    graph = prepared_graph(model_path)
+    medians = []
+    for devices in (1, 2):
+        placements = tuple(TaskPlacement(op.name, i % devices, i, i + 1) for i, op in enumerate(graph.ops))
+        plan = Plan("crossings", placements, ("d0", "d1"), len(placements), 0, PlanStatus.HEURISTIC, "probe",
+                    tick_s=1.0, model_path=str(model_path))
+        trial, _ = run_config(plan, graph, default_feeds(graph), RunConfig(devices, 1, "onnxruntime"),
+                              repeat=repeat, warmup=3)
+        medians.append(trial.median_s)
+    return max(0.0, (medians[1] - medians[0]) / crossings)

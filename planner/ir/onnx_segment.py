@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 from planner.ir.graph import OpGraph
 from planner.ir.onnx_export import export_onnx
 
-__all__ = ["SegmentSpec", "segment_models", "trivial_model"]
+__all__ = ["SegmentSpec", "segment_models", "trivial_model", "chain_model"]
 
 
 @dataclass(frozen=True)
@@ -64,4 +64,15 @@ def trivial_model(size: int = 16) -> bytes:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [size])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [size])
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "trivial", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def chain_model(ops: int, size: int = 16) -> bytes:
+    """A serialized chain of `ops` Relu nodes on `size` floats (`op0` .. `op<ops-1>`, input `x`, output `y`): the
+    smallest work per op, so that a run of it on ranks that alternate at every op times the crossings."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [size])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [size])
+    names = ["x", *(f"t{i}" for i in range(ops - 1)), "y"]
+    nodes = [helper.make_node("Relu", [names[i]], [names[i + 1]], name=f"op{i}") for i in range(ops)]
+    graph = helper.make_graph(nodes, "chain", [x], [y])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
