@@ -205,7 +205,8 @@ MODULES: dict[str, Target] = {
                                 max_mutants=0),
     "compare_budget": Target("planner/compare/compare_budget.py", ("tests/test_compare_baselines_details.py",),
                              max_mutants=0),
-    "compare_plot": Target("planner/compare/plot.py", ("tests/test_compare_pictures.py",), max_mutants=12),
+    "compare_plot": Target("planner/compare/plot.py",
+                           ("tests/test_compare_plot_details.py", "tests/test_compare_pictures.py"), max_mutants=12),
     "compare_presets": Target("planner/compare/presets.py", ("tests/test_presets.py", "-k", "not cli_end_to_end"),
                               max_mutants=15),
 }
