@@ -65,7 +65,8 @@ EXPORT_LIMIT_S = {4: 60.0, 8: 600.0}
 PRESET_LIMIT_S = {8: 600.0, 16: 600.0}
 # The memory bound's time on the model and preset rows (`plan-compare --bound-time`; its default is 120 s): it first
 # asks every distinct device, then every distinct pair, whether half of DualPipe's bubble is reachable, up to
-# `FIRST_PROBE_S` (300 s) each; a proof on one device or a pair can take minutes, so the rows give it 600 s
+# `MemoryBoundPolicy.first_probe_s` (300 s) each; a proof on one device or a pair can take minutes, so the rows
+# give it 600 s
 BOUND_S = 600.0
 # the rows `bench_pipeline(only=...)` knows, as CASE:P (without --quick)
 ROW_NAMES = ("unit:4", "unit:8", "unit:16", "unit-overlap:4", "moe:8", "hf_mixtral:4", "hf_mixtral:8",

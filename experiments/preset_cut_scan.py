@@ -38,7 +38,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from formulations.pipeline_memory_bound import memory_bound
+from formulations.pipeline_memory_bound import MemoryBoundPolicy, memory_bound
 from planner.compare.memory_bound_note import half_bubble_tick_of_work
 from planner.compare.pipelines import scales_of, simulate_baseline
 from planner.compare.presets import PresetCosts, preset_costs
@@ -105,7 +105,7 @@ def ask_cut(costs: PresetCosts, cut: tuple[tuple[int, ...], ...], p: int, m: int
     upper = listed[1] if listed is not None else 2 ** 62
     # a target at or above `upper` is not asked (a schedule ends by then): the result is the device bound alone
     found = memory_bound(pipe, cap_bytes, upper_tick=upper, time_limit_s=p * probe_s, first_ticks=[target],
-                         first_probe_s=probe_s, pairs=False, search=False)
+                         policy=MemoryBoundPolicy(first_probe_s=probe_s), pairs=False, search=False)
     if upper <= target:
         answer = "reached by the list schedule"
     elif found.device_bound_tick > target:

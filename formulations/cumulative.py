@@ -37,8 +37,8 @@ Constraint families (name: what, built by)
 
 The domain bounds from W_anc and W_desc are energy arguments: all of t's ancestors end before s[t] and start at
 or after 0, at most P at a time, so s[t] >= ⌈W_anc[t] / P⌉; likewise every descendant starts at or after e[t] and
-ends by C, so C >= e[t] + ⌈W_desc[t] / P⌉.  (Only for instances of at most `ENERGY_BOUND_MAX_TASKS` tasks: the
-ancestor sets take n² bytes.)
+ends by C, so C >= e[t] + ⌈W_desc[t] / P⌉.  (Only for instances of at most `SolvePolicy.energy_bound_max_tasks`
+tasks: the ancestor sets take n² bytes.)
 
 Device assignment (`assign_devices`): take the tasks by (start, end) and put each on a device that is free at its
 start (its last task ended at or before).  One always exists for a task of positive duration: the tasks on the
@@ -65,16 +65,22 @@ import numpy as np
 
 from formulations.backends import Backend, get_backend
 from formulations.driver import Formulation, Solved, solve_formulation
-from formulations.model_api import ModelBuilder, ProgressCallback, SolveResult, Var, cname, interval
+from formulations.model_api import (
+    DEFAULT_SOLVE_POLICY,
+    ModelBuilder,
+    ProgressCallback,
+    SolvePolicy,
+    SolveResult,
+    Var,
+    cname,
+    interval,
+)
 from formulations.placement import MAKESPAN, Objective
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.errors import InfeasibleError, OpplanError
 from planner.heuristics.horizon import TimedAssignment, critical_path_schedule
 from planner.heuristics.list_schedule import Rank, heft
 from planner.heuristics.memory import memory_never_binds
-
-ENERGY_BOUND_MAX_TASKS = 3000
-"""Above this many tasks the ancestor/descendant energy bounds are skipped (their sets take n² bytes)."""
 
 
 # ------------------------------------------------------------------------------------------------ the problem
@@ -175,10 +181,10 @@ def _heads_tails(problem: CumulativeProblem, order: list[int]) -> tuple[list[int
     return head, tail
 
 
-def _energy(problem: CumulativeProblem, order: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Per task, the total duration of its ancestors and of its descendants (zeros above the size limit)."""
+def _energy(problem: CumulativeProblem, order: list[int], max_tasks: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per task, the total duration of its ancestors and of its descendants (zeros above `max_tasks` tasks)."""
     n = problem.num_tasks
-    if n > ENERGY_BOUND_MAX_TASKS:
+    if n > max_tasks:
         return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     p = np.asarray(problem.duration_tick, dtype=np.int64)
     pred, succ = problem.predecessors(), problem.successors()
@@ -211,13 +217,14 @@ def twin_groups(problem: CumulativeProblem) -> list[list[int]]:
 
 
 def build_cumulative_model(problem: CumulativeProblem, builder: ModelBuilder, *, horizon: int,
-                           lower_bound: int = 0) -> CumulativeModel:
-    """Create the variables, the numbered constraint families and the objective (module docstring)."""
+                           lower_bound: int = 0, policy: SolvePolicy = DEFAULT_SOLVE_POLICY) -> CumulativeModel:
+    """Create the variables, the numbered constraint families and the objective (module docstring); `policy`: up to
+    what size the energy bounds are built."""
     n, cap = problem.num_tasks, problem.capacity
     p = problem.duration_tick
     order = problem.topological_order()
     head, tail = _heads_tails(problem, order)
-    w_anc, w_desc = _energy(problem, order)
+    w_anc, w_desc = _energy(problem, order, policy.energy_bound_max_tasks)
     lower_bound = max(int(lower_bound), max(tail, default=0), -(-sum(p) // cap))
     horizon = max(int(horizon), lower_bound)
     start = []
@@ -324,12 +331,14 @@ class CumulativeFormulation(Formulation[CumulativeModel, TimedAssignment]):
     solution_noun = "plan"
     uses_cumulative = True
 
-    def __init__(self, problem: CumulativeProblem, *, horizon: int, lower_bound: int = 0) -> None:
-        self.problem, self.horizon, self.lower_bound = problem, horizon, lower_bound
+    def __init__(self, problem: CumulativeProblem, *, horizon: int, lower_bound: int = 0,
+                 policy: SolvePolicy = DEFAULT_SOLVE_POLICY) -> None:
+        self.problem, self.horizon, self.lower_bound, self.policy = problem, horizon, lower_bound, policy
         self.subject = problem.name
 
     def build(self, builder: ModelBuilder) -> CumulativeModel:
-        return build_cumulative_model(self.problem, builder, horizon=self.horizon, lower_bound=self.lower_bound)
+        return build_cumulative_model(self.problem, builder, horizon=self.horizon, lower_bound=self.lower_bound,
+                                      policy=self.policy)
 
     def hint(self, model: CumulativeModel, solution: TimedAssignment) -> None:
         start = sort_twins(self.problem, solution.start)
@@ -393,6 +402,7 @@ def solve_cumulative(
     release_tick: Sequence[int] | None = None,
     tail_tick: Sequence[int] | None = None,
     started_s: float | None = None,
+    policy: SolvePolicy = DEFAULT_SOLVE_POLICY,
 ) -> Solved[TimedAssignment]:
     """Solve a qualifying instance (`cumulative_applies`) with the cumulative model on the driver
     (`formulations.driver.solve_formulation` states the result's meaning).  `known`: schedules of `instance`
@@ -405,10 +415,10 @@ def solve_cumulative(
     best = _best(problem, probe, [*known, *listed])
     if best is None:  # no valid known schedule (release times): the serial schedule always is one
         best = _serial(problem)
-    formulation = CumulativeFormulation(problem, horizon=probe.value_tick(best), lower_bound=trivial)
+    formulation = CumulativeFormulation(problem, horizon=probe.value_tick(best), lower_bound=trivial, policy=policy)
     return solve_formulation(formulation, backend=backend, time_limit_s=time_limit_s, rel_gap=rel_gap,
                              threads=threads, seed=seed, deterministic=deterministic, progress=progress,
-                             known=best, lower_bound_tick=trivial, started_s=t0)
+                             known=best, lower_bound_tick=trivial, started_s=t0, policy=policy)
 
 
 def _serial(problem: CumulativeProblem) -> TimedAssignment:
@@ -433,6 +443,7 @@ def relaxed_bound_tick(
     deterministic: bool = True,
     release_tick: Sequence[int] | None = None,
     tail_tick: Sequence[int] | None = None,
+    policy: SolvePolicy = DEFAULT_SOLVE_POLICY,
 ) -> int:
     """A proven lower bound on the makespan of every valid plan of any `instance` (with `tail_tick`: on
     max(end + delivery); with `release_tick`: no task starts before its release), at least
@@ -464,7 +475,7 @@ def relaxed_bound_tick(
     probe = CumulativeFormulation(problem, horizon=0)
     known = _best(problem, probe, [critical_path_schedule(relaxed) if release_tick is None else None]) \
         or _serial(problem)
-    formulation = CumulativeFormulation(problem, horizon=probe.value_tick(known), lower_bound=0)
+    formulation = CumulativeFormulation(problem, horizon=probe.value_tick(known), lower_bound=0, policy=policy)
     solved = solve_formulation(formulation, backend=be, time_limit_s=time_limit_s, threads=threads, seed=seed,
-                               deterministic=deterministic, known=known, started_s=t0)
+                               deterministic=deterministic, known=known, started_s=t0, policy=policy)
     return max(trivial, solved.lower_bound_tick)

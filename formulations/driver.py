@@ -40,9 +40,11 @@ from typing import ClassVar, Generic, TypeVar
 
 from formulations.backends import Backend, get_backend
 from formulations.model_api import (
+    DEFAULT_SOLVE_POLICY,
     ModelBuilder,
     ProgressCallback,
     SolveParams,
+    SolvePolicy,
     SolveResult,
     SolveStatus,
 )
@@ -53,10 +55,8 @@ ModelT = TypeVar("ModelT")
 SolutionT = TypeVar("SolutionT")
 
 BOUND_TOLERANCE = 1e-6
-"""A solver's bound within this of an integer is that integer (MILP solvers return 9.9999999 for 10)."""
-
-MIN_SOLVE_S = 0.1
-"""The least time a solve gets, even when the preparation spent the whole budget."""
+"""A solver's bound within this of an integer is that integer (MILP solvers return 9.9999999 for 10).  Not a
+knob: the floating-point noise of the solvers' bounds, part of the one rounding rule `ceil_tick`."""
 
 
 def ceil_tick(value: float) -> int:
@@ -199,10 +199,12 @@ def solve_formulation(
     known: SolutionT | None = None,
     lower_bound_tick: int = 0,
     started_s: float | None = None,
+    policy: SolvePolicy = DEFAULT_SOLVE_POLICY,
 ) -> Solved[SolutionT]:
     """Solve `formulation` (module docstring).  `known`: a solution the caller checked (valid); `hint`: what to
     hint (default `known`); `lower_bound_tick`: a bound proven without the solver; `started_s`: the
-    `time.monotonic()` at which the caller's budget started (default now)."""
+    `time.monotonic()` at which the caller's budget started (default now); `policy`: the least time a solve gets
+    and the backends' knobs."""
     t0 = time.monotonic() if started_s is None else started_s
     be = get_backend(backend) if isinstance(backend, str) else backend
     builder = be.new_builder()
@@ -212,9 +214,9 @@ def solve_formulation(
     if hint is not None:
         formulation.hint(model, hint)
     found, on_progress = _improvement_recorder(t0, progress)
-    remaining = max(MIN_SOLVE_S, time_limit_s - (time.monotonic() - t0))
+    remaining = max(policy.min_solve_s, time_limit_s - (time.monotonic() - t0))
     result = builder.solve(SolveParams(time_limit_s=remaining, rel_gap=rel_gap, threads=threads, seed=seed,
-                                       deterministic=deterministic, progress=on_progress))
+                                       deterministic=deterministic, progress=on_progress, policy=policy))
 
     def answer(solution: SolutionT, status: PlanStatus, bound: int, source: SolutionSource,
                to_best: float = 0.0) -> Solved[SolutionT]:

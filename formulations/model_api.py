@@ -299,8 +299,32 @@ class SolveStatus(enum.Enum):
 
 
 @dataclass(frozen=True)
+class SolvePolicy:
+    """The formulations' tuning, as data: the solve driver's, the backends' and the models' knobs, each with the
+    value they run with by default.  A caller that tries another value passes ``dataclasses.replace(SolvePolicy(),
+    knob=value)`` (the searches nest one: `planner.search.policy.SearchPolicy.solve`), never a patched module."""
+
+    # least seconds a solve gets even when the preparation spent the whole budget: a first solution of a small
+    # model still comes in a tenth of a second, and a solver needs a positive limit
+    min_solve_s: float = 0.1
+    # a CP-SAT reservoir of at most this many events is expanded in presolve (a Boolean per pair of events): that
+    # proves infeasibility faster on a few dozen events, while on a few hundred the presolve runs past the limit
+    reservoir_expand_max_events: int = 100
+    # above this many tasks the cumulative model leaves out its ancestor/descendant energy bounds: their sets take
+    # n^2 bytes and time to build
+    energy_bound_max_tasks: int = 3000
+    # a conservative speed of the stage model's numpy DP (cells per second), to size its FREE warm start in cells
+    # rather than seconds: the same maps on a fast and a slow machine
+    dp_cells_per_s: int = 2 * 10**7
+
+
+DEFAULT_SOLVE_POLICY = SolvePolicy()  # for argument defaults
+
+
+@dataclass(frozen=True)
 class SolveParams:
-    """What every backend honours as far as its solver allows (each backend's docstring says how)."""
+    """What every backend honours as far as its solver allows (each backend's docstring says how); `policy`: the
+    backends' knobs (`SolvePolicy`)."""
 
     time_limit_s: float = 60.0
     rel_gap: float = 0.0
@@ -309,6 +333,7 @@ class SolveParams:
     deterministic: bool = True
     progress: ProgressCallback | None = None
     log: bool = False
+    policy: SolvePolicy = DEFAULT_SOLVE_POLICY
 
 
 @dataclass(frozen=True)

@@ -86,16 +86,27 @@ from planner.errors import OpplanError
 from planner.pipeline.unroll import AllToAll, TrainingPipeline, Unrolled, unroll_actions
 from planner.schedule.actions import Action, ActionKind
 
-__all__ = ["FIRST_PROBE_S", "DeviceRelaxation", "MemoryBound", "Probe", "device_relaxations", "memory_bound",
-           "neighbour_pairs", "PROBE_S", "RESOLUTION"]
+__all__ = ["DEFAULT_MEMORY_BOUND_POLICY", "DeviceRelaxation", "MemoryBound", "MemoryBoundPolicy", "Probe",
+           "device_relaxations", "memory_bound", "neighbour_pairs"]
 
 F, B, W = ActionKind.F, ActionKind.B, ActionKind.W
-PROBE_S = 60.0  # CP-SAT's time for one probe of a device's binary search (most proofs take well under it)
-# CP-SAT's time for a probe at one of the caller's first ticks (the question the bound is asked for): a proof at the
-# half-bubble makespan can take about a minute on one device and several on a pair of devices, more than a search
-# probe's time
-FIRST_PROBE_S = 300.0
-RESOLUTION = 0.001  # a device's binary search stops when its interval is within this share of the bound
+
+
+@dataclass(frozen=True)
+class MemoryBoundPolicy:
+    """The bound search's tuning (`memory_bound`): each probe's time and where a binary search stops."""
+
+    probe_s: float = 60.0  # CP-SAT's time for one probe of a device's binary search (most proofs take well under it)
+    # CP-SAT's time for a probe at one of the caller's first ticks (the question the bound is asked for): a proof at
+    # the half-bubble makespan can take about a minute on one device and several on a pair of devices, more than a
+    # search probe's time
+    first_probe_s: float = 300.0
+    # a device's binary search stops when its interval is within this share of the bound: finer costs a probe per
+    # halving for a bound no reader tells apart
+    resolution: float = 0.001
+
+
+DEFAULT_MEMORY_BOUND_POLICY = MemoryBoundPolicy()  # for argument defaults
 
 
 @dataclass(frozen=True)
@@ -120,7 +131,7 @@ class Probe:
 class MemoryBound:
     """Result of `memory_bound`: `bound_tick`, no schedule of the pipeline within the cap ends earlier (at least
     `device_bound_tick`, the device bound without memory); `device`, the device whose relaxation raised it (None:
-    none did); every probe; `complete`, every device searched to `RESOLUTION` before the time ran out."""
+    none did); every probe; `complete`, every device searched to the policy's resolution before the time ran out."""
 
     bound_tick: int
     device_bound_tick: int
@@ -454,8 +465,10 @@ class _BoundSearch:
                 if status == "feasible":
                     self.feasible_at[r.devices] = tick
 
-    def binary_search(self, distinct: list[DeviceRelaxation], upper_tick: int, probe_s: float) -> bool:
-        """Raise the bound by a binary search on each relaxation in turn; True when every search finished."""
+    def binary_search(self, distinct: list[DeviceRelaxation], upper_tick: int, probe_s: float,
+                      resolution: float) -> bool:
+        """Raise the bound by a binary search on each relaxation in turn, each down to an interval of `resolution`
+        x the bound; True when every search finished."""
         complete = True
         for r in distinct:
             if self.out_of_time():
@@ -464,7 +477,7 @@ class _BoundSearch:
             # proven: nothing ends before lo; r fits by hi
             lo, hi = self.bound, self.feasible_at.get(r.devices, upper_tick)
             questions = [lo]  # a relaxation with a schedule by the bound so far cannot raise it: one probe
-            while hi - lo > max(0, int(RESOLUTION * lo)):
+            while hi - lo > max(0, int(resolution * lo)):
                 if self.out_of_time():
                     complete = False
                     break
@@ -488,18 +501,19 @@ class _BoundSearch:
 
 
 def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, upper_tick: int,
-                 time_limit_s: float, first_ticks: Sequence[int] = (), probe_s: float = PROBE_S,
-                 first_probe_s: float = FIRST_PROBE_S, threads: int = 8,
+                 time_limit_s: float, first_ticks: Sequence[int] = (),
+                 policy: MemoryBoundPolicy = DEFAULT_MEMORY_BOUND_POLICY, threads: int = 8,
                  progress: Callable[[str], None] | None = None, pairs: bool = True,
                  first_devices: Sequence[int] = (), search: bool = True) -> MemoryBound:
     """The bound of the module docstring for `pipeline` under `cap_bytes` (per device, or one for all), searched
     within `time_limit_s`; `upper_tick`: the makespan of a schedule of the pipeline within the cap; `first_ticks`:
-    makespans probed first, on every device before any binary search, `first_probe_s` each (`probe_s` for the
-    search's probes); `progress` gets a line per probe; `pairs`: after the single devices, the neighbour pairs
-    (`neighbour_pairs`) too, in every step of the search; `first_devices`: devices where memory is known to bind
-    (plan-compare passes the devices its schedule holds at the cap): among single devices, and among pairs, the
-    relaxations holding more of them are asked first; `search` False: only the `first_ticks` are asked, no binary
-    search follows (`complete` False), for a caller that wants one question answered on many pipelines."""
+    makespans probed first, on every device before any binary search, `policy.first_probe_s` each
+    (`policy.probe_s` for the search's probes, down to `policy.resolution`); `progress` gets a line per probe;
+    `pairs`: after the single devices, the neighbour pairs (`neighbour_pairs`) too, in every step of the search;
+    `first_devices`: devices where memory is known to bind (plan-compare passes the devices its schedule holds at the
+    cap): among single devices, and among pairs, the relaxations holding more of them are asked first; `search` False:
+    only the `first_ticks` are asked, no binary search follows (`complete` False), for a caller that wants one question
+    answered on many pipelines."""
     if pipeline.pairs_gain:
         raise OpplanError("the memory bound does not hold for a pipeline whose overlapped pairs gain",
                           fix="compare without --fb-overlap, or read the solver's bound")
@@ -511,7 +525,7 @@ def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, 
     plain = max(parts, default=0)
     searched = _BoundSearch(t0, time_limit_s, threads, progress, plain)
     distinct = _distinct_relaxations(relaxations, parts, first_devices)
-    searched.first_questions(distinct, first_ticks, upper_tick, first_probe_s)
+    searched.first_questions(distinct, first_ticks, upper_tick, policy.first_probe_s)
     if not search:
         return searched.result(plain, False)
-    return searched.result(plain, searched.binary_search(distinct, upper_tick, probe_s))
+    return searched.result(plain, searched.binary_search(distinct, upper_tick, policy.probe_s, policy.resolution))

@@ -18,12 +18,13 @@ chain; the period T fixed):
   tasks, with their durations, must not overlap on a circle of length T: the intervals [p_t, p_t + d_t) and
   [p_t + T, p_t + T + d_t) of all its tasks in one no-overlap (a task that wraps past T meets the next period's
   start in the second copy);
-* memory: an activation part (bytes a, from its F's start to the end of the B or W that frees it: lifetime L) has
-  at most ceil(L / T) copies alive at once, so sum of a x ceil(L / T) over a device's parts, with its parameters,
-  within its cap is enough (each part counted at its own peak: the sum can only overstate; bytes counted in units
-  of the parts' greatest common divisor, the room rounded down).  This is *soft*: the excess is penalised
-  (`EXCESS_WEIGHT` per unit) rather than forbidden, because with a hard cap CP-SAT often finds no schedule at all
-  at a tight period, where the soft rows lead it to one with no excess.  A schedule with excess is not returned;
+* memory: an activation part (bytes a, from its F's start to the end of the B or W that frees it: lifetime L) has at
+  most ceil(L / T) copies alive at once, so sum of a x ceil(L / T) over a device's parts, with its parameters, within
+  its cap is enough (each part counted at its own peak: the sum can only overstate; bytes counted in units of the
+  parts' greatest common divisor, the room rounded down).  This is *soft*: the excess is penalised
+  (`PeriodicModelPolicy.excess_weight` per unit) rather than forbidden, because with a hard cap CP-SAT often finds no
+  schedule at all at a tight period, where the soft rows lead it to one with no excess.  A schedule with excess is not
+  returned;
 * objective: excess first, then the span (the unrolled schedule lasts (m - 1) T + span).
 
 Unrolled over all micro-batches, the schedule is valid: every micro-batch's tasks keep their precedences, a
@@ -50,7 +51,22 @@ from planner.schedule.actions import Action, ActionKind
 
 log = logging.getLogger(__name__)
 
-EXCESS_WEIGHT = 1000  # objective weight of one unit of bytes over a cap (the parts' gcd), against one tick of span
+
+
+@dataclass(frozen=True)
+class PeriodicModelPolicy:
+    """The periodic model's tuning (`solve_periodic`); the pipeline search nests one
+    (`planner.search.pipeline.policy.PeriodicPolicy.model`)."""
+
+    # objective weight of one unit of bytes over a cap (the parts' gcd), against one tick of span: large enough that
+    # CP-SAT removes the excess before it shortens the span
+    excess_weight: int = 1000
+    # without a caller's slack, how many periods beyond the critical path one micro-batch's span may reach: more
+    # admits more schedules at a larger model (more copies per part)
+    slack_periods: int = 10
+
+
+DEFAULT_PERIODIC_MODEL_POLICY = PeriodicModelPolicy()  # for argument defaults
 
 
 @dataclass(frozen=True)
@@ -95,10 +111,11 @@ def period_lower_bound_tick(pipeline: TrainingPipeline) -> int:
 
 def solve_periodic(pipeline: TrainingPipeline, caps: Sequence[int], period_tick: int, *, time_limit_s: float,
                    slack_tick: int | None = None, threads: int = 8, seed: int = 0,
-                   backend: str = "cpsat") -> PeriodicSchedule | None:
+                   backend: str = "cpsat",
+                   policy: PeriodicModelPolicy = DEFAULT_PERIODIC_MODEL_POLICY) -> PeriodicSchedule | None:
     """The periodic schedule of `pipeline` at `period_tick` under the caps (per device) that `backend` finds in
     `time_limit_s` (module docstring), or None when it finds none without excess memory.  `slack_tick`: how far
-    beyond the critical path one micro-batch's span may reach (default: 10 periods)."""
+    beyond the critical path one micro-batch's span may reach (default: `policy.slack_periods` periods)."""
     if pipeline.pairs_gain or pipeline.stage_to_device is None:
         raise OpplanError("a periodic schedule needs a placement and no overlapped pairs")
     one, tasks, dev, dur = _one_microbatch(pipeline)
@@ -107,7 +124,7 @@ def solve_periodic(pipeline: TrainingPipeline, caps: Sequence[int], period_tick:
     head, tail = heads_and_tails(inst, dev, dur)
     critical = max(head[t] + dur[t] + tail[t] for t in range(n))
     T = int(period_tick)
-    span_max = critical + (10 * T if slack_tick is None else int(slack_tick))
+    span_max = critical + (policy.slack_periods * T if slack_tick is None else int(slack_tick))
     most_copies = span_max // T + 1
 
     b = get_backend(backend).new_builder()
@@ -150,7 +167,7 @@ def solve_periodic(pipeline: TrainingPipeline, caps: Sequence[int], period_tick:
     span = b.int_var(critical, span_max, "span")
     for t in range(n):
         b.add(span >= o[t] + dur[t], cname("span", t=t))
-    b.minimize(sum(excess, as_expr(0)) * EXCESS_WEIGHT + span)
+    b.minimize(sum(excess, as_expr(0)) * policy.excess_weight + span)
     result = b.solve(SolveParams(time_limit_s=float(time_limit_s), threads=int(threads), seed=int(seed),
                                  deterministic=False))
     if not result.has_solution:

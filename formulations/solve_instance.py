@@ -27,7 +27,7 @@ import numpy as np
 from formulations.backends import Backend, get_backend
 from formulations.cumulative import cumulative_applies, solve_cumulative
 from formulations.driver import Formulation, ceil_tick, solve_formulation
-from formulations.model_api import ModelBuilder, ProgressCallback, SolveResult
+from formulations.model_api import DEFAULT_SOLVE_POLICY, ModelBuilder, ProgressCallback, SolvePolicy, SolveResult
 from formulations.placement import (
     MAKESPAN,
     Objective,
@@ -230,8 +230,10 @@ def solve_placement(
     symmetry_breaking: bool = True,
     release_tick: Sequence[int] | None = None,
     tail_tick: Sequence[int] | None = None,
+    policy: SolvePolicy = DEFAULT_SOLVE_POLICY,
 ) -> Plan:
-    """Place and order every task of `instance` (see the module docstring for the result's meaning).
+    """Place and order every task of `instance` (see the module docstring for the result's meaning); `policy`: the
+    formulations' knobs (`formulations.model_api.SolvePolicy`).
 
     `release_tick` (optional, per task): earliest start of each task.  With it, times are absolute (the plan is
     not shifted to start at tick 0) and the makespan is the last end; known schedules that start a task before
@@ -257,7 +259,7 @@ def solve_placement(
     if cumulative_applies(instance, be, objective):  # P|prec|Cmax: start times and one cumulative suffice
         solved = solve_cumulative(instance, backend=be, time_limit_s=time_limit_s, rel_gap=rel_gap, threads=threads,
                                   seed=seed, deterministic=deterministic, progress=progress, known=valid,
-                                  release_tick=release_tick, tail_tick=tail_tick, started_s=t0)
+                                  release_tick=release_tick, tail_tick=tail_tick, started_s=t0, policy=policy)
         return _plan(instance, solved.solution, status=solved.status, lower_bound=solved.lower_bound_tick,
                      solver=solved.solver, version=solved.solver_version, elapsed=solved.solve_time_s,
                      shift=release_tick is None)
@@ -277,7 +279,7 @@ def solve_placement(
                                hint=best_known or (None if binds else
                                                    warm or (listed if release_tick is None else None)),
                                known=best_known,
-                               lower_bound_tick=instance.trivial_lower_bound_tick(), started_s=t0)
+                               lower_bound_tick=instance.trivial_lower_bound_tick(), started_s=t0, policy=policy)
     return _plan(instance, solved.solution, status=solved.status, lower_bound=solved.lower_bound_tick,
                  solver=solved.solver, version=solved.solver_version, elapsed=solved.solve_time_s,
                  shift=release_tick is None)

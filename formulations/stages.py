@@ -83,10 +83,12 @@ import numpy as np
 from formulations.backends import Backend, get_backend
 from formulations.driver import Formulation, Solved, solve_formulation
 from formulations.model_api import (
+    DEFAULT_SOLVE_POLICY,
     LinearConstraint,
     LinExpr,
     ModelBuilder,
     ProgressCallback,
+    SolvePolicy,
     SolveResult,
     Var,
     as_expr,
@@ -116,9 +118,6 @@ __all__ = ["StageFormulation", "StageModel", "build_stage_model", "dp_warm_start
            "StagePlacement", "StagePlan"]
 
 G = Var | int  # a staircase entry: a variable, or a constant 0/1
-
-DP_CELLS_PER_S = 2 * 10**7
-"""Conservative speed of the numpy DP (cells per second), to size the FREE warm start deterministically."""
 
 
 @dataclass
@@ -412,15 +411,16 @@ def _read(m: StageModel, res: SolveResult) -> tuple[list[int], tuple[int, ...]]:
 
 # ------------------------------------------------------------------------------------------------ entry point
 def dp_warm_start(inst: SchedulingInstance, data: StageData, num_stages: int, devices: tuple[int, ...] | None,
-                  max_maps: int, budget_s: float) -> tuple[StagePlan | None, bool]:
+                  max_maps: int, budget_s: float, *,
+                  policy: SolvePolicy = DEFAULT_SOLVE_POLICY) -> tuple[StagePlan | None, bool]:
     """Best DP split over candidate maps (measured as a plan), and whether that is exact (every canonical map
     was tried).
 
     FREE: first the S fastest devices in index order, then the canonical maps in turn, at most `max_maps` of them
-    and at most as many as fit in `budget_s` at `DP_CELLS_PER_S` (each DP fills S (n+1)^2 cells).  The count
+    and at most as many as fit in `budget_s` at `policy.dp_cells_per_s` (each DP fills S (n+1)^2 cells).  The count
     depends only on the inputs, so the warm start is the same on a fast and a slow machine."""
     cells = num_stages * (len(data.order) + 1) ** 2
-    max_maps = min(max_maps, max(1, int(DP_CELLS_PER_S * budget_s / cells)))
+    max_maps = min(max_maps, max(1, int(policy.dp_cells_per_s * budget_s / cells)))
     if devices is not None:
         res = dp_for_map(inst, data, devices)
         return (None if res is None else _dp_plan(inst, data, res[1], devices)), True
@@ -498,6 +498,7 @@ def solve_stages(
     warm_start: bool = True,
     max_dp_maps: int = 720,
     progress: ProgressCallback | None = None,
+    policy: SolvePolicy = DEFAULT_SOLVE_POLICY,
 ) -> StagePlan:
     """Split `instance` into `num_stages` pipeline stages (see the module docstring).
 
@@ -505,8 +506,9 @@ def solve_stages(
     names), one per stage.  `inflight_microbatches`: one number or one per stage.  `warm_start`: hint the DP's
     best split (exact on a given map, and on FREE when all canonical maps - at most `max_dp_maps` - fit in about
     a fifth of the time limit; its value is then also a proven bound); False leaves the formulation on its own
-    (tests use it).  `comm_tiebreak`: a second solve that keeps the bottleneck and minimises the traffic summed
-    over all boundaries (taken when it finds a split with no more traffic; its optimality is not reported).
+    (tests use it); `policy`: the DP's assumed speed and the driver's knobs.  `comm_tiebreak`: a second solve that keeps
+    the bottleneck and minimises the traffic summed over all boundaries (taken when it finds a split with no more
+    traffic; its optimality is not reported).
 
     Returns a StagePlan (OPTIMAL when the bound meets the bottleneck); raises InfeasibleError when no split fits
     (the message gives the smallest capacity that could), OpplanError when the time limit ends without a split.
@@ -518,7 +520,8 @@ def solve_stages(
     data = stage_data(instance, num_stages, param_copies=param_copies, inflight_microbatches=inflight_microbatches)
     lb = trivial_lower_bound(instance, data, num_stages, devices)
     warm, exact = ((None, False) if not warm_start else
-                   dp_warm_start(instance, data, num_stages, devices, max_dp_maps, 0.2 * time_limit_s))
+                   dp_warm_start(instance, data, num_stages, devices, max_dp_maps, 0.2 * time_limit_s,
+                                 policy=policy))
     if warm_start and warm is None and exact:
         raise InfeasibleError(infeasibility_report(instance, data, num_stages, devices))
     if devices is None:
@@ -539,7 +542,7 @@ def solve_stages(
         formulation = StageFormulation(instance, data, num_stages, devices, lower_bound=lb, upper_bound=ub,
                                        method=method, bottleneck_cap=cap)
         return solve_formulation(formulation, backend=be, time_limit_s=time_limit_s, threads=threads, seed=seed,
-                                 progress=progress, known=known, lower_bound_tick=lb, started_s=t0)
+                                 progress=progress, known=known, lower_bound_tick=lb, started_s=t0, policy=policy)
 
     first = solve(None, warm)
     plan, lb = first.solution, first.lower_bound_tick

@@ -16,8 +16,8 @@ import pytest
 from family_fixtures import BACKENDS, instance
 
 from formulations.backends import get_backend
-from formulations.model_api import SolveParams, SolveStatus, Var
-from formulations.stages import DP_CELLS_PER_S, build_stage_model, dp_warm_start, hint_split, solve_stages
+from formulations.model_api import SolveParams, SolvePolicy, SolveStatus, Var
+from formulations.stages import build_stage_model, dp_warm_start, hint_split, solve_stages
 from planner.cost.instance import SchedulingInstance
 from planner.heuristics.stage_dp import stage_data
 from planner.schedule.plan import PlanMethod
@@ -258,10 +258,15 @@ def test_warm_start_is_exact_only_when_every_map_was_tried() -> None:
     plan, exact = dp_warm_start(inst, data, 2, None, 6, 1e6)
     assert exact and plan is not None and plan.bottleneck_tick == 3
     assert dp_warm_start(inst, data, 2, None, 5, 1e6)[1] is False
-    # the time budget caps the maps too, at DP_CELLS_PER_S cells per second, S (n + 1)^2 = 32 cells per map:
+    # the time budget caps the maps too, at the policy's DP cells per second, S (n + 1)^2 = 32 cells per map:
     # 6.5 maps' worth allows 6 (+ the first), exact; 5.5 maps' worth is not
-    assert dp_warm_start(inst, data, 2, None, 720, 6.5 * 32 / DP_CELLS_PER_S)[1] is True
-    assert dp_warm_start(inst, data, 2, None, 720, 5.5 * 32 / DP_CELLS_PER_S)[1] is False
+    cells_per_s = SolvePolicy().dp_cells_per_s
+    assert dp_warm_start(inst, data, 2, None, 720, 6.5 * 32 / cells_per_s)[1] is True
+    assert dp_warm_start(inst, data, 2, None, 720, 5.5 * 32 / cells_per_s)[1] is False
+    # a policy's slower DP fits fewer maps in the same budget: half the speed, half the maps
+    slow = SolvePolicy(dp_cells_per_s=cells_per_s // 2)
+    assert dp_warm_start(inst, data, 2, None, 720, 13 * 32 / cells_per_s, policy=slow)[1] is True
+    assert dp_warm_start(inst, data, 2, None, 720, 11 * 32 / cells_per_s, policy=slow)[1] is False
 
 
 # solve_stages' traffic phase replaces a split of the same bottleneck with less traffic: five unit tasks, two

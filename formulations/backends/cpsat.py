@@ -45,7 +45,6 @@ NAME = "cpsat"
 # ortools marks only subpackages (ortools.sat, ...) typed, so mypy sees the top package as an empty namespace:
 # its __version__ is real (ortools/__init__.py sets it).
 VERSION = ortools.__version__  # type: ignore[attr-defined]
-RESERVOIR_EXPAND_MAX_EVENTS = 100  # at most this many events per reservoir: expanded in presolve (see `solve`)
 
 _STATUS = {
     cp_model.OPTIMAL: SolveStatus.OPTIMAL,
@@ -85,7 +84,8 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 
 
 # CP-SAT 9.15 aborts the process (a failed check in its postsolve) when stop_search reaches a solve in its first
-# moments, while the hint is repaired and presolve runs; a stop that comes then waits until the solve is this old
+# moments, while the hint is repaired and presolve runs; a stop that comes then waits until the solve is this old.
+# Not a knob: a safety limit around the solver's crash, which no setting trades for quality
 STOP_AFTER_START_S = 1.0
 
 
@@ -219,7 +219,7 @@ class CpSatBuilder(ModelBuilder):
         # CP-SAT's presolve expands a reservoir into a Boolean per pair of events: on a few dozen events that proves
         # infeasibility faster than the native propagator, but on a few hundred the quadratic number of Booleans
         # keeps the presolve running past the time limit, where the propagator finds a schedule at once
-        p.expand_reservoir_constraints = self._largest_reservoir <= RESERVOIR_EXPAND_MAX_EVENTS
+        p.expand_reservoir_constraints = self._largest_reservoir <= params.policy.reservoir_expand_max_events
         if params.deterministic:
             p.interleave_search = True
             p.interleave_batch_size = min(p.num_workers, 4)

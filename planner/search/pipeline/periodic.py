@@ -36,7 +36,8 @@ def periodic_start(setup: PipelineSetup, mirror: Fold, times: PipelineTimes, *, 
         if stop_requested():  # the user's Ctrl-C: the best start so far
             break
         found = solve_periodic(half, half_caps, math.ceil(lower * (1.0 + margin)),
-                               time_limit_s=time_limit_s / len(policy.margins), threads=threads, seed=seed)
+                               time_limit_s=time_limit_s / len(policy.margins), threads=threads, seed=seed,
+                               policy=policy.model)
         if found is None:
             continue
         unfolded = mirror.unfold_times(found.unrolled(half))

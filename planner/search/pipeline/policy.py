@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from formulations.pipeline_periodic import PeriodicModelPolicy
+
 
 @dataclass(frozen=True)
 class PipelineLnsPolicy:
@@ -61,6 +63,7 @@ class PeriodicPolicy:
     # the memory rarely fits, a little above it the steady state is tight and still fits
     margins: tuple[float, ...] = (0.01, 0.025)
     share: float = 0.15  # of the search's time, for all the periodic solves together (0: no periodic start)
+    model: PeriodicModelPolicy = field(default_factory=PeriodicModelPolicy)  # the periodic model's own tuning
 
 
 @dataclass(frozen=True)
