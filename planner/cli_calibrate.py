@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,16 +87,10 @@ def _calibrate(args: argparse.Namespace) -> int:
                                torch_version=cal.torch_version, name=args.name, load_avg=load,
                                memory_bytes=cal.device_memory_bytes or None, device=args.device,
                                op_cost_factors={t: fit.factor for t, fit in fits.items()})
+        engine_times = (_onnxruntime_op_seconds(args.model, repeats, args.nproc * args.threads)
+                        if args.model is not None and args.engine == "onnxruntime" else None)
         if args.transport == "shm":
-            from planner.execute.calibrate_profile import with_shared_memory_link
-            from planner.execute.engine_times import engine_call_s
-            from planner.execute.shm_probe import crossing_s, shm_link_figures
-
-            link = shm_link_figures()
-            with tempfile.TemporaryDirectory() as tmp:
-                crossing = crossing_s(Path(tmp) / "chain.onnx", crossings=40)
-            side_s = max(engine_call_s(), (crossing - link.latency_s) / 2)
-            with_shared_memory_link(doc, link.latency_s, link.bandwidth_bytes_per_s, side_s)
+            _shared_memory_link(doc, args.model, engine_times[0].op_s if engine_times else None)
         text = profile_yaml(doc)
     except ValueError as exc:
         raise InputError(f"the measured profile does not validate: {exc}", path=str(args.out)) from None
@@ -119,7 +113,7 @@ def _calibrate(args: argparse.Namespace) -> int:
             print(f"wrote op times: {times} ({len(cal.op_seconds)} ops as torch runs them; "
                   f"plan-solve --measured {times})")
         else:
-            measured = _onnxruntime_op_seconds(args.model, repeats, args.nproc * args.threads)
+            measured = engine_times or []
             atomic_write_text(times, op_csv(measured[0].op_s, {f"seconds_{m.threads}_threads": m.op_s
                                                                for m in measured[1:]}))
             whole = ", ".join(f"{m.whole_s * 1e3:.3g} ms on {m.threads} thread{'s' if m.threads > 1 else ''}"
@@ -127,6 +121,23 @@ def _calibrate(args: argparse.Namespace) -> int:
             print(f"wrote op times: {times} ({len(measured[0].op_s)} ops as onnxruntime runs them, the whole "
                   f"graph {whole}; plan-solve --measured {times})")
     return 0
+
+
+def _shared_memory_link(doc: dict, model: Path | None, op_s: Mapping[str, float] | None) -> None:
+    """The profile's link as the fast executor's shared memory: the ping-pong's latency and bandwidth, and on
+    each side of a transfer the larger of one engine call, half a crossing's cost beyond that latency, and, with
+    the model's op times, what one of its segments costs beyond its ops (`shm_probe`)."""
+    from planner.execute.calibrate_profile import with_shared_memory_link
+    from planner.execute.engine_times import engine_call_s
+    from planner.execute.shm_probe import crossing_s, segment_overhead_s, shm_link_figures
+
+    link = shm_link_figures()
+    with tempfile.TemporaryDirectory() as tmp:
+        crossing = crossing_s(Path(tmp) / "chain.onnx", crossings=40)
+    side_s = max(engine_call_s(), (crossing - link.latency_s) / 2)
+    if model is not None and op_s is not None:
+        side_s = max(side_s, segment_overhead_s(model, op_s))
+    with_shared_memory_link(doc, link.latency_s, link.bandwidth_bytes_per_s, side_s)
 
 
 def _op_times_path(args: argparse.Namespace) -> Path:

@@ -151,3 +151,17 @@ def test_the_shared_memory_link_carries_the_overhead_on_both_sides():
     link = doc["links"]["intra_host"]
     assert (link["send_overhead"], link["recv_overhead"]) == (link["latency"].replace("20", "15"),) * 2
     assert "send_overhead" not in doc["provenance"]["measured"] and "crossing" in doc["provenance"]["measured"]["link"]
+
+
+@pytest.mark.dist
+def test_a_segments_overhead_is_its_time_beyond_its_ops(tmp_path):
+    """Ops four at a time on alternating ranks: with op times of zero the overhead is the segments' mean time
+    (positive), with op times far above any segment's it is clipped at zero."""
+    from planner.execute.shm_probe import segment_overhead_s
+    from planner.ir.onnx_segment import chain_model
+
+    model = tmp_path / "chain.onnx"
+    model.write_bytes(chain_model(12))
+    ops = [f"op{i}" for i in range(12)]
+    assert segment_overhead_s(model, dict.fromkeys(ops, 0.0), repeat=3) > 0
+    assert segment_overhead_s(model, dict.fromkeys(ops, 1.0), repeat=3) == 0.0

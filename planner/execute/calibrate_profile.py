@@ -111,9 +111,9 @@ def with_shared_memory_link(doc: dict[str, Any], latency_s: float, bandwidth_byt
     """Make the profile's intra-host link the shared-memory transfers of `plan-run --executor fast`, as
     `shm_probe.shm_link_figures` measured them (the gloo runtime's send and receive overheads do not apply).
     `side_overhead_s` is the link's send and receive overhead each: what a transfer costs the executor beyond the
-    ping-pong's latency on each side (a send ends its rank's segment and a receive starts one), at least one engine
-    call (`engine_times.engine_call_s`), else half of a crossing's cost beyond the latency
-    (`shm_probe.crossing_s`)."""
+    ping-pong's latency on each side (a send ends its rank's segment and a receive starts one): the largest of one
+    engine call (`engine_times.engine_call_s`), half of a crossing's cost beyond the latency
+    (`shm_probe.crossing_s`) and a segment's cost beyond its ops (`shm_probe.segment_overhead_s`)."""
     link: dict[str, Any] = {"name": "shared-memory-measured", "latency": _time(latency_s),
                             "bandwidth": _rate(bandwidth_bytes_per_s, "B/s")}
     if side_overhead_s is not None:
@@ -125,10 +125,11 @@ def with_shared_memory_link(doc: dict[str, Any], latency_s: float, bandwidth_byt
     doc["provenance"]["measured"]["link"] = (
         "shared memory (plan-run --executor fast): latency = half the median round trip of a 64-byte ping-pong "
         "between two forked processes, bandwidth = 1 MiB over its one-way time less that latency" +
-        ("; send and receive overhead each = the larger of one onnxruntime call on a one-node model (a transfer "
-         "ends a segment on the sender and starts one on the receiver) and half of what a crossing between ranks "
+        ("; send and receive overhead each = the largest of one onnxruntime call on a one-node model (a transfer "
+         "ends a segment on the sender and starts one on the receiver), half of what a crossing between ranks "
          "costs the fast executor beyond that latency (a chain of tiny ops alternating ranks at every op against "
-         "the chain on one rank)" if side_overhead_s is not None else ""))
+         "the chain on one rank) and, with --model, the mean time a segment of the model takes beyond its ops' "
+         "times (its ops four at a time on alternating ranks)" if side_overhead_s is not None else ""))
 
 
 def profile_yaml(doc: Mapping[str, Any]) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from planner.execute.partition import Transfer
 from planner.execute.procs import run_forked
 from planner.execute.shm_transport import ShmTransport
 
-__all__ = ["ShmLink", "shm_link_figures", "crossing_s"]
+__all__ = ["ShmLink", "shm_link_figures", "crossing_s", "segment_overhead_s"]
 
 
 class ShmLink:
@@ -97,3 +97,28 @@ def crossing_s(model_path: str | Path, crossings: int, repeat: int = 20) -> floa
                               repeat=repeat, warmup=3)
         medians.append(trial.median_s)
     return max(0.0, (medians[1] - medians[0]) / crossings)
+
+
+def segment_overhead_s(model_path: str | Path, op_s: Mapping[str, float], *, chunk_ops: int = 4,
+                       repeat: int = 10) -> float:
+    """What one segment of this model costs the fast executor beyond its ops' times, in seconds: the model's ops
+    in topological order, `chunk_ops` at a time, alternately on two ranks (a transfer between every two chunks),
+    run as plan-run runs them; the mean over segments of each segment's median time less the sum of its ops'
+    `op_s`.  It holds the engine call with the segment's real inputs and outputs, the fusion a cut loses, and two
+    ranks computing at once; never negative."""
+    from planner.execute.fast_choice import RunConfig, run_config
+    from planner.execute.partition import partition_plan
+    from planner.execute.program import default_feeds, prepared_graph
+    from planner.execute.segments import rank_segments
+    from planner.schedule.plan import Plan, PlanStatus, TaskPlacement
+
+    graph = prepared_graph(model_path)
+    placements = tuple(TaskPlacement(op.name, (i // chunk_ops) % 2, i, i + 1) for i, op in enumerate(graph.ops))
+    plan = Plan("segments", placements, ("d0", "d1"), len(placements), 0, PlanStatus.HEURISTIC, "probe",
+                tick_s=1.0, model_path=str(model_path))
+    _, run = run_config(plan, graph, default_feeds(graph), RunConfig(2, 1), repeat=repeat, warmup=3)
+    part = partition_plan(plan, graph, 2, "the segment probe")
+    extra = [seconds - sum(op_s.get(op, 0.0) for op in seg.ops)
+             for rank in run.ranks for seg, seconds in zip(rank_segments(part, graph, rank.rank), rank.segment_s,
+                                                           strict=True)]
+    return max(0.0, statistics.fmean(extra)) if extra else 0.0
