@@ -6,6 +6,11 @@ or runtime found hard, each built from models nobody here wrote.
   whose 320 x 320 window is far larger than its 1 x 1 input (global pooling as exporters write it).
 * `hf_bert_quantized`: transformers' `BertModel` (the corpus's `hf_bert`) quantized by onnxruntime's own
   ``quantize_dynamic`` (int8 weights): DynamicQuantizeLinear, MatMulInteger and their casts.
+* `hf_resnet_quantized`: transformers' `ResNetModel` (the corpus's `hf_resnet`) quantized the same way, its
+  convolutions only: DynamicQuantizeLinear and ConvInteger.
+* `hf_resnet_qoperator`: the same ResNet quantized statically by onnxruntime's ``quantize_static`` (QOperator
+  format, calibrated on seeded inputs): QLinearConv and the com.microsoft QLinearAdd, which onnx's shape inference
+  does not know.
 * `torch_lstm_quantized`: torch's ``nn.LSTM`` exported (ONNX LSTM), then ``quantize_dynamic`` on it: a
   com.microsoft DynamicQuantizeLSTM, which onnx's shape inference does not know.
 * `onnx_nonzero`: the onnx wheel's own ``test_nonzero_example`` node test (a data-dependent output shape), built
@@ -39,7 +44,8 @@ def _efficientnet_pool(out: Path) -> CorpusEntry:
     # transformers' own init leaves the last block's output at zero (so the pooled output too, and a check of
     # zeros tests nothing): the corpus's seeded random weights and BatchNorm statistics instead
     arch = HFArchitecture("hf_efficientnet_pool", "CNN, global pooling as AveragePool with ceil_mode "
-                          "(transformers EfficientNetModel)", lambda: _init_random(built(), SEED),
+                          "(transformers EfficientNetModel)",
+                          lambda: _init_random(built(), SEED),  # type: ignore[arg-type]  # a torch Module
                           _normal("pixel_values", 1, 3, 32, 32), output="pooler_output", exporter="legacy")
     entry = CorpusEntry(arch.name, arch.kind, "edges", arch.exporter)
     entry.path, entry.feeds = export_hf_architecture(arch, out / f"{entry.key}.onnx", seed=SEED)
@@ -62,6 +68,41 @@ def _bert_quantized(out: Path) -> CorpusEntry:
                         "BertModel; MatMulInteger)", "edges", bert.exporter)
     plain, entry.feeds = export_hf_architecture(bert, out / "hf_bert_float.onnx", seed=SEED)
     entry.path = _quantized(plain, out / f"{entry.key}.onnx", ["MatMul"])
+    return entry
+
+
+def _resnet_quantized(out: Path) -> CorpusEntry:
+    from experiments.hf_models import HF_ARCHITECTURES, export_hf_architecture
+
+    resnet = next(a for a in HF_ARCHITECTURES if a.name == "hf_resnet")
+    entry = CorpusEntry("hf_resnet_quantized", "CNN quantized by onnxruntime quantize_dynamic (transformers "
+                        "ResNetModel; ConvInteger)", "edges", resnet.exporter)
+    plain, entry.feeds = export_hf_architecture(resnet, out / "hf_resnet_float.onnx", seed=SEED)
+    entry.path = _quantized(plain, out / f"{entry.key}.onnx", ["Conv"])
+    return entry
+
+
+def _resnet_qoperator(out: Path) -> CorpusEntry:
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    from experiments.hf_models import HF_ARCHITECTURES, export_hf_architecture
+
+    resnet = next(a for a in HF_ARCHITECTURES if a.name == "hf_resnet")
+    entry = CorpusEntry("hf_resnet_qoperator", "CNN quantized by onnxruntime quantize_static, QOperator format "
+                        "(transformers ResNetModel; QLinearConv, com.microsoft QLinearAdd)", "edges", resnet.exporter)
+    plain, feeds = export_hf_architecture(resnet, out / "hf_resnet_float.onnx", seed=SEED)
+    rng = np.random.default_rng(SEED)
+    batches = [feeds] + [{k: rng.standard_normal(v.shape).astype(np.float32) for k, v in feeds.items()}
+                         for _ in range(3)]
+
+    class Calibration(CalibrationDataReader):
+        """The example input and three seeded ones, for the activations' ranges."""
+
+        def get_next(self) -> dict | None:
+            return batches.pop() if batches else None
+
+    entry.path, entry.feeds = out / f"{entry.key}.onnx", feeds
+    quantize_static(str(plain), str(entry.path), Calibration(), quant_format=QuantFormat.QOperator)
     return entry
 
 
@@ -100,6 +141,8 @@ def _nonzero(out: Path) -> CorpusEntry:
 EDGE_MODELS: dict[str, Callable[[Path], CorpusEntry]] = {
     "hf_efficientnet_pool": _efficientnet_pool,
     "hf_bert_quantized": _bert_quantized,
+    "hf_resnet_quantized": _resnet_quantized,
+    "hf_resnet_qoperator": _resnet_qoperator,
     "torch_lstm_quantized": _lstm_quantized,
     "onnx_nonzero": _nonzero,
 }

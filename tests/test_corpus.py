@@ -151,16 +151,20 @@ def test_the_onnx_wheels_model_files_run_or_are_refused_with_the_reason(tmp_path
 
 @pytest.mark.slow
 def test_the_edge_models_run_or_are_refused_before_the_run_with_the_reason(tmp_path):
-    # `--source edges`: global pooling as an AveragePool with ceil_mode and a dynamically quantized BERT run and
-    # match onnxruntime; the contrib DynamicQuantizeLSTM and NonZero, which the runtime cannot run, are named by
+    # `--source edges`: global pooling as an AveragePool with ceil_mode and a dynamically quantized BERT and ResNet
+    # run and match onnxruntime; the statically quantized ResNet's com.microsoft QLinearAdd has no shape rule and is
+    # refused at import with the fix; DynamicQuantizeLSTM and NonZero, which the runtime cannot run, are named by
     # plan-solve's warning before plan-run refuses them
     entries = {e.name: e for e in write_corpus(tmp_path, sources=("edges",))}
-    assert sorted(entries) == ["hf_bert_quantized", "hf_efficientnet_pool", "onnx_nonzero", "torch_lstm_quantized"]
+    assert sorted(entries) == ["hf_bert_quantized", "hf_efficientnet_pool", "hf_resnet_qoperator",
+                               "hf_resnet_quantized", "onnx_nonzero", "torch_lstm_quantized"]
     rows = {name: evaluate(e, tmp_path) for name, e in entries.items()}
-    for name in ("hf_efficientnet_pool", "hf_bert_quantized"):
+    for name, op in (("hf_efficientnet_pool", "AveragePool"), ("hf_bert_quantized", "MatMulInteger"),
+                     ("hf_resnet_quantized", "ConvInteger")):
         assert rows[name]["result"] == "ok", rows[name]
-    assert "AveragePool" in rows["hf_efficientnet_pool"]["op_types"]
-    assert "MatMulInteger" in rows["hf_bert_quantized"]["op_types"]
+        assert op in rows[name]["op_types"].split(), rows[name]
+    refused = rows["hf_resnet_qoperator"]["result"]
+    assert refused.startswith("import failed: InputError:") and "QLinearAdd) has no static shape" in refused, refused
     for name, op in (("torch_lstm_quantized", "com.microsoft"), ("onnx_nonzero", "(NonZero)")):
         result = rows[name]["result"]
         assert rows[name]["import"] == "ok" and result.startswith("plan-solve warning: the torch runtime cannot run"), \
