@@ -30,7 +30,9 @@ class SearchStopped(BaseException):  # noqa: N818 - a request, not an error
     """The user asked the search to stop and keep the best plan found so far (the first Ctrl-C)."""
 
 
-_lock = threading.Lock()
+# reentrant: the SIGINT handler runs in the main thread, maybe while the main thread holds the lock (a plain lock
+# would deadlock there); each section under it is a few dictionary and flag operations
+_lock = threading.RLock()
 _depth = 0  # nested `stop_control`s
 _running: dict[int, Callable[[], None]] = {}
 _next_key = 0
