@@ -364,3 +364,47 @@ def test_a_linear_round_without_a_plan_ends_the_phase_and_says_why(monkeypatch) 
     assert linear_rounds.run(state, Budget.starting_now(20.0)) is None and state.rounds == []
     assert said[-1] == ("linear cluster round 0: no plan on these clusters (forced: nothing fits on these clusters); "
                         "phase skipped")
+
+
+def test_on_a_tie_the_warm_start_stays_heft() -> None:
+    # HEFT's plan projected onto one-op clusters is HEFT on them again: the same makespan, HEFT's own plan kept
+    fine = layered_dag(12, 2, seed=1, comm_ratio=1.0)
+    clusters = [[t] for t in range(fine.num_tasks)]
+    coarse = contract(fine, clusters)
+    warm = linear_rounds._warm_start(fine, coarse, clusters, heft(fine))
+    assert warm is not None and warm.makespan_tick == heft(coarse).makespan_tick and warm.method == "heft"
+
+
+def test_a_linear_round_as_long_as_the_incumbent_is_not_offered() -> None:
+    # the rounds reach 346, which the incumbent already has
+    fine = layered_dag(12, 2, seed=1, comm_ratio=1.0)
+    first = linear_rounds.run(_state(fine, round_robin(fine), target_clusters=8), Budget.starting_now(20.0))
+    assert first is not None and first.makespan_tick == 346
+    state = _state(fine, first.plan, target_clusters=8)
+    found = linear_rounds.linear_rounds(state, Budget.starting_now(20.0))
+    assert found[0] is None and [r.makespan_tick for r in found[1]] == [346, 346]
+
+
+def test_a_linear_round_gets_its_share_of_the_time_left(monkeypatch) -> None:
+    asked: list[float] = []
+    real = linear_rounds.solve_placement
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs["time_limit_s"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(linear_rounds, "solve_placement", spy)
+    fine = layered_dag(12, 2, seed=1, comm_ratio=1.0)
+    linear_rounds.run(_state(fine, round_robin(fine), target_clusters=8, max_rounds=4),
+                      Budget.starting_now(12.0, Clock()))
+    # the clock stands still: half of 12 s first, then 12 s split over the three rounds left
+    assert asked == [6.0, 4.0]
+
+
+def test_a_later_linear_round_without_a_gain_ends_the_phase() -> None:
+    # round 0 (528) beats round robin, round 1 on the refined clusters only ties it: no third round
+    fine = layered_dag(12, 2, seed=2, comm_ratio=1.0)
+    state = _state(fine, round_robin(fine), target_clusters=8)
+    cand = linear_rounds.run(state, Budget.starting_now(20.0))
+    assert cand is not None and cand.makespan_tick == 528
+    assert [(r.round, r.clusters, r.makespan_tick) for r in state.rounds] == [(0, 9, 528), (1, 10, 528)]
