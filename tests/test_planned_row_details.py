@@ -3,7 +3,10 @@ peak 6 bytes; two ticks per unit), and the progress lines of its solves, word fo
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from test_model_costs_details import chain_costs
 
 from planner.compare.baselines import scales_of
 from planner.compare.compare_row import CompareRow
@@ -97,3 +100,38 @@ def test_other_placements_start_from_their_own_shortest_baseline(placement, warm
     row = plan_placement(_job(None, placement=placement), 3)
     assert row.notes["placement"] == placement and row.figures is not None
     assert row.notes["warm_start"] == warm and row.notes["warm_units"] == units
+
+
+def _limits(lines: list[str]) -> list[int]:
+    """The seconds each solve was given, from its opening line."""
+    return [int(found[1]) for line in lines if (found := re.search(r"planned row .*, (\d+) s to solve$", line))]
+
+
+def test_a_solve_on_unit_costs_gets_the_budget_less_the_list_schedules():
+    lines: list[str] = []
+    plan_placement(_job(None, search=RowSearch(progress=lines.append, placement="dualpipe")), 3)
+    assert len(_limits(lines)) == 1 and 2 <= _limits(lines)[0] <= 3
+
+
+def test_on_a_model_the_stage_level_gets_half_the_budget_at_granularity_two():
+    # policy: the sub-chunk solve gets half (fine_share), and of the stage level's half the cut search a quarter
+    # (cut_share) before the first solve: 8 s -> 4 s for the stage level -> at most 3 s for its first solve, every
+    # later stage-level solve at most what is left of the 4 s, then the sub-chunk solve the rest of the 8 s
+    mc = chain_costs(comm_stream=True)
+    lines: list[str] = []
+    job = PlacementJob("v", 2, 4, mc, scales_of(mc), {}, None, granularity=2,
+                       search=RowSearch(progress=lines.append, placement="v"))
+    row = plan_placement(job, 8)
+    limits = _limits(lines)
+    assert len(limits) >= 2 and limits[0] <= 3 and all(x <= 4 for x in limits[:-1]) and limits[-1] <= 8
+    gran = row.notes["granularity"]
+    # the chunks of 1, 2, 2 and 1 ops make 6 sub-chunks: 3 x 6 x 4 compute tasks
+    assert isinstance(gran, dict) and gran["k"] == 2 and gran["tasks"] == 72
+    cut = row.notes["cut"]
+    assert isinstance(cut, dict) and cut["simulations"] >= 1 and cut["any_cut_bound_units"] == 126.0
+
+
+def test_on_a_model_at_granularity_one_there_is_no_sub_chunk_solve():
+    mc = chain_costs(comm_stream=True)
+    row = plan_placement(PlacementJob("v", 2, 4, mc, scales_of(mc), {}, None, granularity=1), 2)
+    assert "granularity" not in row.notes and isinstance(row.notes["cut"], dict)
