@@ -128,10 +128,14 @@ def test_on_a_model_the_stage_level_gets_half_the_budget_at_granularity_two():
     # the chunks of 1, 2, 2 and 1 ops make 6 sub-chunks: 3 x 6 x 4 compute tasks
     assert isinstance(gran, dict) and gran["k"] == 2 and gran["tasks"] == 72
     cut = row.notes["cut"]
-    assert isinstance(cut, dict) and cut["simulations"] >= 1 and cut["any_cut_bound_units"] == 126.0
+    # the V's cut search moves the chunk cut (ops 0 | 1, 2 | 3, 4 | 5 are far from balanced)
+    assert isinstance(cut, dict) and cut["moves"] >= 1 and cut["any_cut_bound_units"] == 126.0
 
 
 def test_on_a_model_at_granularity_one_there_is_no_sub_chunk_solve():
     mc = chain_costs(comm_stream=True)
-    row = plan_placement(PlacementJob("v", 2, 4, mc, scales_of(mc), {}, None, granularity=1), 2)
-    assert "granularity" not in row.notes and isinstance(row.notes["cut"], dict)
+    row = plan_placement(PlacementJob("dualpipe", 2, 4, mc, scales_of(mc), {}, None, granularity=1), 2)
+    assert "granularity" not in row.notes
+    # DualPipe's placement searches the stage cut (ops 0..2 | 3..5, 6 against 15 ticks of forward): it moves
+    cut = row.notes["cut"]
+    assert isinstance(cut, dict) and cut["moves"] >= 1
