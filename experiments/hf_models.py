@@ -2,7 +2,8 @@
 ONNX with torch's dynamo exporter (`dynamo=True, external_data=False`) exactly as a user would export them.
 
 Each entry is the library's own model class (`MixtralForCausalLM`, `Qwen2MoeForCausalLM`, `DeepseekV3ForCausalLM`,
-`OlmoeForCausalLM`, `Qwen3MoeForCausalLM`, `GraniteMoeForCausalLM`, `Glm4MoeForCausalLM`, `GPT2LMHeadModel`) built
+`OlmoeForCausalLM`, `Qwen3MoeForCausalLM`, `GraniteMoeForCausalLM`, `Glm4MoeForCausalLM`, `PhimoeForCausalLM`,
+`GPT2LMHeadModel`) built
 from a config with the published architecture's structure at toy sizes (64 hidden, 2-4 layers, 4-8 experts, top-2),
 weights from the library's own seeded random init, one input `input_ids` (batch 2 x 16 tokens) and one output
 `logits`.  Nothing of the model is re-written here; only the config is chosen.  Left out:
@@ -19,7 +20,8 @@ data-dependent shape that `torch.export` refuses (`GuardOnDataDependentSymNode`)
 (token, slot) pair gathers its expert's weight matrices by the routed index (``gate_up_proj[expert_ids]``, a
 `GatherND` of the whole weight table) and runs one batched matrix product.  So an ONNX file of a transformers MoE
 model has, per layer, TopK over a softmax (Mixtral, Qwen2-MoE) or over sigmoid scores with group-limited routing
-(DeepSeek-V3: three TopKs), tokens repeated k times, weight gathers by expert id, batched products, a multiply by
+(DeepSeek-V3: three TopKs) or two ArgMaxes, the second over the logits with the first pick masked out (PhiMoE's
+sparse mixer), tokens repeated k times, weight gathers by expert id, batched products, a multiply by
 the routing weights and a sum over the k slots — the pattern `planner.ir.moe_structure` must find.
 
 Measured (transformers 5.24.0, torch 2.13.0 CPU): each export takes 3-17 s here.
@@ -33,7 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["HF_ARCHITECTURES", "HF_MODELS", "HFArchitecture", "HFModel", "export_hf_architecture", "export_hf_model"]
+__all__ = ["HF_ARCHITECTURES", "HF_MODELS", "HF_ROUTER_ARCHITECTURES", "HFArchitecture", "HFModel",
+           "export_hf_architecture", "export_hf_model"]
 
 VOCAB = 256
 BATCH, SEQ = 2, 16
@@ -124,6 +127,16 @@ def _glm4_moe():
     return tf.Glm4MoeForCausalLM(cfg)
 
 
+def _phimoe():
+    import transformers as tf  # optional (see _mixtral)
+
+    # the "sparse mixer" router: no TopK; an ArgMax picks the first expert, a second ArgMax over the logits with
+    # that expert masked out (a scatter of -inf) the second
+    cfg = tf.PhimoeConfig(**_common(), num_key_value_heads=2, intermediate_size=128, num_local_experts=4,
+                          num_experts_per_tok=2)
+    return tf.PhimoeForCausalLM(cfg)
+
+
 def _gpt2():
     import transformers as tf  # optional (see _mixtral)
 
@@ -141,6 +154,8 @@ HF_MODELS = (
             _granite_moe),
     HFModel("hf_glm4_moe", "MoE LM, sigmoid routing, shared expert (transformers Glm4MoeForCausalLM)", 1, 4, 2,
             _glm4_moe),
+    HFModel("hf_phimoe", "MoE LM, sparse-mixer routing: ArgMax picks, no TopK (transformers PhimoeForCausalLM)", 2, 4,
+            2, _phimoe),
     HFModel("hf_gpt2", "dense LM (transformers GPT2LMHeadModel)", 0, 0, 0, _gpt2),
 )
 
@@ -178,9 +193,11 @@ def export_hf_model(model: HFModel, path: str | Path, *, seed: int = 0) -> Path:
 
 # --------------------------------------------------------------------------- other architectures
 # Dense LMs, encoders, vision and audio models and a state-space model, each the library's own class at toy sizes
-# with its seeded random init, exported as a user would (one input, the model's main output).  Swin and T5's
-# encoder fail inside torch's dynamo exporter ("Failed to decompose the FX graph"), so they are exported with the
-# legacy (TorchScript) exporter at opset 17.
+# with its seeded random init, exported as a user would (one input, the model's main output).
+# Swin and T5's encoder fail inside torch's dynamo exporter ("Failed to decompose the FX graph"), so they are
+# exported with the legacy (TorchScript) exporter at opset 17; so is Switch Transformers' encoder, whose router moves
+# its classifier to the router's dtype inside the forward (``self.classifier.to(...)``), which torch.export refuses
+# ("Couldn't swap Linear.weight"), and whose experts loop over the experts the batch hits (unrolled by the trace).
 
 
 @dataclass(frozen=True)
@@ -225,6 +242,30 @@ def _lm(config: str, model: str, **kw) -> Callable[[], object]:
 
 
 _PIXELS = _normal("pixel_values", 1, 3, 32, 32)
+
+
+def _switch_encoder() -> object:
+    import torch
+    import transformers as tf
+
+    # every encoder layer sparse: top-1 routing (ArgMax of the router's softmax, one-hot, a per-sequence capacity
+    # mask), each expert its own module run on the tokens routed to it
+    cfg = tf.SwitchTransformersConfig(vocab_size=VOCAB, d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                                      num_decoder_layers=2, num_heads=4, num_experts=4, expert_capacity=8,
+                                      num_sparse_encoder_layers=2, num_sparse_decoder_layers=2)
+    encoder = tf.SwitchTransformersEncoderModel(cfg)
+
+    class Unmasked(torch.nn.Module):
+        """input_ids -> the encoder's output with an all-ones attention mask (the encoder needs one passed)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, ids: torch.Tensor) -> object:
+            return self.encoder(input_ids=ids, attention_mask=torch.ones_like(ids))
+
+    return Unmasked()
 
 
 def _whisper_encoder() -> object:
@@ -289,6 +330,15 @@ HF_ARCHITECTURES = (
                    _built("Wav2Vec2Config", "Wav2Vec2Model", **_SMALL, conv_dim=(32, 32), conv_stride=(5, 2),
                            conv_kernel=(10, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4),
                    _normal("input_values", 1, 400)),
+)
+
+
+# MoE models whose routers `planner.ir.moe_structure` finds but that the corpus leaves out: Switch Transformers'
+# experts run on the tokens a NonZero picks, which the torch runtime cannot run (plan-run refuses the plan), so the
+# corpus's plan-and-run row would fail; planning them (plan-solve, plan-compare) works.
+HF_ROUTER_ARCHITECTURES = (
+    HFArchitecture("hf_switch_encoder", "MoE encoder, top-1 routing (SwitchTransformersEncoderModel)",
+                   _switch_encoder, _ids, exporter="legacy"),
 )
 
 

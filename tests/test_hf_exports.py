@@ -1,11 +1,12 @@
 """Models nobody here wrote: transformers' own Mixtral, Qwen2-MoE, DeepSeek-V3, OLMoE, Qwen3-MoE, GraniteMoE,
-GLM-4-MoE and GPT-2 classes with tiny configs and random weights, dynamo-exported (`experiments/hf_models.py`), through
-the corpus (`experiments/corpus.py`).
+GLM-4-MoE, PhiMoE and GPT-2 classes with tiny configs and random weights, dynamo-exported
+(`experiments/hf_models.py`), through the corpus (`experiments/corpus.py`).
 
 * The MoE structure (`planner.ir.moe_structure`) is found in each MoE export with the library's layer, expert and
   top-k counts, though the experts run as `batched_mm` (weights gathered per token by the routed expert id, no
   per-expert subgraph) and DeepSeek-V3 routes in groups (three TopKs per layer; the layer's is the one over all
-  experts); none in GPT-2.  A detector that looks only for products with constant weights and a single TopK finds
+  experts) and PhiMoE picks by two ArgMaxes (its sparse mixer; `tests/test_moe_routers.py` has the other router
+  kinds); none in GPT-2.  A detector that looks only for products with constant weights and a single TopK finds
   none of these MoE models.  OLMoE, Qwen3-MoE, GraniteMoE and GLM-4-MoE check that the detector generalises to
   models it was not written for; GLM-4-MoE routes by sigmoid scores with a correction bias and has a shared
   expert.
@@ -62,7 +63,8 @@ def test_moe_structure_matches_the_config(exported, name):
         # the expert weights are gathered by expert id inside the branch, not counted as router ops
         assert {"MatMul"} <= branch_types and branch_types & {"Gather", "GatherND", "GatherElements"}
         router_types = {graph.op(op).op_type for op in layer.router_ops}
-        assert "TopK" in router_types and not router_types & {"MatMul"}
+        # PhiMoE's sparse mixer picks by ArgMax (no TopK)
+        assert router_types & {"TopK", "ArgMax"} and not router_types & {"MatMul"}
         # dense experts over tokens x k rows: what a top-k dispatch moves
         assert layer.dispatch_bytes == layer.tokens * layer.top_k * layer.hidden * layer.element_bytes
 
