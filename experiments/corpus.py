@@ -325,6 +325,24 @@ def _onnx_data_models(only: set[str] | None) -> list[CorpusEntry]:
     return entries
 
 
+def _edge_models(out: Path, only: set[str] | None) -> list[CorpusEntry]:
+    """The `edges` source (`experiments.corpus_edges`), written under `out`; a build that fails is a row."""
+    from experiments.corpus_edges import EDGE_MODELS  # needs torch and transformers (see _export_torch)
+
+    entries = []
+    for name, build in EDGE_MODELS.items():
+        if only and name not in only:
+            continue
+        try:
+            with _quiet():
+                m = build(out)
+            entries.append(CorpusEntry(m.name, m.kind, "edges", m.exporter, path=m.path, feeds=m.feeds,
+                                       expected=m.expected))
+        except Exception as exc:  # as an exporter failure
+            entries.append(CorpusEntry(name, "", "edges", error=_one_line(exc)))
+    return entries
+
+
 def write_corpus(out: str | Path, *, exporters: Sequence[str] = EXPORTERS, only: Sequence[str] = (),
                  sources: Sequence[str] = ("torch", "onnx-light", "package")) -> list[CorpusEntry]:
     """Write the corpus's model files under `out` (package models are used where they are installed)."""
@@ -343,9 +361,7 @@ def write_corpus(out: str | Path, *, exporters: Sequence[str] = EXPORTERS, only:
     if "onnx-data" in sources:
         entries += _onnx_data_models(wanted)
     if "edges" in sources:
-        from experiments.corpus_edges import edge_entries  # needs torch and transformers (see _export_torch)
-
-        entries += edge_entries(out, wanted)
+        entries += _edge_models(out, wanted)
     return entries
 
 

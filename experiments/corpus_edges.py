@@ -16,25 +16,38 @@ or runtime found hard, each built from models nobody here wrote.
 * `onnx_nonzero`: the onnx wheel's own ``test_nonzero_example`` node test (a data-dependent output shape), built
   by its test-case generator (the wheel ships no node-test files here), fed and checked with the test's tensors.
 
-Each is a `CorpusEntry` like the other sources' and goes through the same `experiments.corpus.evaluate`: it
-imports, plans and runs matching onnxruntime, or its row says where and why it was refused.
+Each builder writes its file and returns an `EdgeModel`; `experiments.corpus` (``--source edges``) turns it into a
+corpus entry like the other sources' and evaluates it the same way: it imports, plans and runs matching
+onnxruntime, or its row says where and why it was refused.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from experiments.corpus import CorpusEntry, _one_line, _quiet
-
-__all__ = ["EDGE_MODELS", "edge_entries"]
+__all__ = ["EDGE_MODELS", "EdgeModel"]
 
 SEED = 11
 
 
-def _efficientnet_pool(out: Path) -> CorpusEntry:
+@dataclass
+class EdgeModel:
+    """One edge model as written: its name, what it is, the exporter (empty: none), the file, its feeds and, where
+    its source ships them, the expected outputs."""
+
+    name: str
+    kind: str
+    exporter: str
+    path: Path
+    feeds: dict[str, np.ndarray]
+    expected: dict[str, np.ndarray] | None = None
+
+
+def _efficientnet_pool(out: Path) -> EdgeModel:
     from experiments.corpus_models import _init_random
     from experiments.hf_models import HFArchitecture, _built, _normal, export_hf_architecture
 
@@ -47,9 +60,8 @@ def _efficientnet_pool(out: Path) -> CorpusEntry:
                           "(transformers EfficientNetModel)",
                           lambda: _init_random(built(), SEED),  # type: ignore[arg-type]  # a torch Module
                           _normal("pixel_values", 1, 3, 32, 32), output="pooler_output", exporter="legacy")
-    entry = CorpusEntry(arch.name, arch.kind, "edges", arch.exporter)
-    entry.path, entry.feeds = export_hf_architecture(arch, out / f"{entry.key}.onnx", seed=SEED)
-    return entry
+    path, feeds = export_hf_architecture(arch, out / f"{arch.name}_{arch.exporter}.onnx", seed=SEED)
+    return EdgeModel(arch.name, arch.kind, arch.exporter, path, feeds)
 
 
 def _quantized(source: Path, target: Path, op_types: list[str]) -> Path:
@@ -60,36 +72,32 @@ def _quantized(source: Path, target: Path, op_types: list[str]) -> Path:
     return target
 
 
-def _bert_quantized(out: Path) -> CorpusEntry:
+def _bert_quantized(out: Path) -> EdgeModel:
     from experiments.hf_models import HF_ARCHITECTURES, export_hf_architecture
 
     bert = next(a for a in HF_ARCHITECTURES if a.name == "hf_bert")
-    entry = CorpusEntry("hf_bert_quantized", "encoder quantized by onnxruntime quantize_dynamic (transformers "
-                        "BertModel; MatMulInteger)", "edges", bert.exporter)
-    plain, entry.feeds = export_hf_architecture(bert, out / "hf_bert_float.onnx", seed=SEED)
-    entry.path = _quantized(plain, out / f"{entry.key}.onnx", ["MatMul"])
-    return entry
+    plain, feeds = export_hf_architecture(bert, out / "hf_bert_float.onnx", seed=SEED)
+    return EdgeModel("hf_bert_quantized", "encoder quantized by onnxruntime quantize_dynamic (transformers BertModel; "
+                     "MatMulInteger)", bert.exporter,
+                     _quantized(plain, out / f"hf_bert_quantized_{bert.exporter}.onnx", ["MatMul"]), feeds)
 
 
-def _resnet_quantized(out: Path) -> CorpusEntry:
+def _resnet_quantized(out: Path) -> EdgeModel:
     from experiments.hf_models import HF_ARCHITECTURES, export_hf_architecture
 
     resnet = next(a for a in HF_ARCHITECTURES if a.name == "hf_resnet")
-    entry = CorpusEntry("hf_resnet_quantized", "CNN quantized by onnxruntime quantize_dynamic (transformers "
-                        "ResNetModel; ConvInteger)", "edges", resnet.exporter)
-    plain, entry.feeds = export_hf_architecture(resnet, out / "hf_resnet_float.onnx", seed=SEED)
-    entry.path = _quantized(plain, out / f"{entry.key}.onnx", ["Conv"])
-    return entry
+    plain, feeds = export_hf_architecture(resnet, out / "hf_resnet_float.onnx", seed=SEED)
+    return EdgeModel("hf_resnet_quantized", "CNN quantized by onnxruntime quantize_dynamic (transformers ResNetModel; "
+                     "ConvInteger)", resnet.exporter,
+                     _quantized(plain, out / f"hf_resnet_quantized_{resnet.exporter}.onnx", ["Conv"]), feeds)
 
 
-def _resnet_qoperator(out: Path) -> CorpusEntry:
+def _resnet_qoperator(out: Path) -> EdgeModel:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
 
     from experiments.hf_models import HF_ARCHITECTURES, export_hf_architecture
 
     resnet = next(a for a in HF_ARCHITECTURES if a.name == "hf_resnet")
-    entry = CorpusEntry("hf_resnet_qoperator", "CNN quantized by onnxruntime quantize_static, QOperator format "
-                        "(transformers ResNetModel; QLinearConv, com.microsoft QLinearAdd)", "edges", resnet.exporter)
     plain, feeds = export_hf_architecture(resnet, out / "hf_resnet_float.onnx", seed=SEED)
     rng = np.random.default_rng(SEED)
     batches = [feeds] + [{k: rng.standard_normal(v.shape).astype(np.float32) for k, v in feeds.items()}
@@ -101,12 +109,13 @@ def _resnet_qoperator(out: Path) -> CorpusEntry:
         def get_next(self) -> dict | None:
             return batches.pop() if batches else None
 
-    entry.path, entry.feeds = out / f"{entry.key}.onnx", feeds
-    quantize_static(str(plain), str(entry.path), Calibration(), quant_format=QuantFormat.QOperator)
-    return entry
+    path = out / f"hf_resnet_qoperator_{resnet.exporter}.onnx"
+    quantize_static(str(plain), str(path), Calibration(), quant_format=QuantFormat.QOperator)
+    return EdgeModel("hf_resnet_qoperator", "CNN quantized by onnxruntime quantize_static, QOperator format "
+                     "(transformers ResNetModel; QLinearConv, com.microsoft QLinearAdd)", resnet.exporter, path, feeds)
 
 
-def _lstm_quantized(out: Path) -> CorpusEntry:
+def _lstm_quantized(out: Path) -> EdgeModel:
     import torch
 
     torch.manual_seed(SEED)
@@ -115,14 +124,12 @@ def _lstm_quantized(out: Path) -> CorpusEntry:
     plain = out / "torch_lstm_float.onnx"
     torch.onnx.export(lstm, (x,), str(plain), input_names=["x"], output_names=["y", "h", "c"], dynamo=False,
                       opset_version=17)
-    entry = CorpusEntry("torch_lstm_quantized", "torch nn.LSTM quantized by onnxruntime quantize_dynamic "
-                        "(com.microsoft DynamicQuantizeLSTM, no onnx shape inference)", "edges", "legacy",
-                        feeds={"x": x.numpy()})
-    entry.path = _quantized(plain, out / f"{entry.key}.onnx", ["LSTM"])
-    return entry
+    return EdgeModel("torch_lstm_quantized", "torch nn.LSTM quantized by onnxruntime quantize_dynamic (com.microsoft "
+                     "DynamicQuantizeLSTM, no onnx shape inference)", "legacy",
+                     _quantized(plain, out / "torch_lstm_quantized_legacy.onnx", ["LSTM"]), {"x": x.numpy()})
 
 
-def _nonzero(out: Path) -> CorpusEntry:
+def _nonzero(out: Path) -> EdgeModel:
     import onnx
     from onnx.backend.test.case.node import collect_testcases
 
@@ -130,15 +137,14 @@ def _nonzero(out: Path) -> CorpusEntry:
     model, data = case.model, case.data_sets
     assert model is not None and data, "onnx's NonZero test case has no model or data"
     inputs, outputs = data[0]
-    entry = CorpusEntry("onnx_nonzero", "data-dependent output shape (onnx's NonZero node test)", "edges",
-                        feeds={i.name: np.asarray(v) for i, v in zip(model.graph.input, inputs, strict=True)},
-                        expected={o.name: np.asarray(v) for o, v in zip(model.graph.output, outputs, strict=True)})
-    entry.path = out / f"{entry.key}.onnx"
-    onnx.save(model, str(entry.path))
-    return entry
+    path = out / "onnx_nonzero.onnx"
+    onnx.save(model, str(path))
+    return EdgeModel("onnx_nonzero", "data-dependent output shape (onnx's NonZero node test)", "", path,
+                     {i.name: np.asarray(v) for i, v in zip(model.graph.input, inputs, strict=True)},
+                     {o.name: np.asarray(v) for o, v in zip(model.graph.output, outputs, strict=True)})
 
 
-EDGE_MODELS: dict[str, Callable[[Path], CorpusEntry]] = {
+EDGE_MODELS: dict[str, Callable[[Path], EdgeModel]] = {
     "hf_efficientnet_pool": _efficientnet_pool,
     "hf_bert_quantized": _bert_quantized,
     "hf_resnet_quantized": _resnet_quantized,
@@ -147,16 +153,3 @@ EDGE_MODELS: dict[str, Callable[[Path], CorpusEntry]] = {
     "onnx_nonzero": _nonzero,
 }
 
-
-def edge_entries(out: Path, only: set[str] | None) -> list[CorpusEntry]:
-    """The `EDGE_MODELS` written under `out` (a failed build is a row, as a failed export is)."""
-    entries = []
-    for name, build in EDGE_MODELS.items():
-        if only and name not in only:
-            continue
-        try:
-            with _quiet():
-                entries.append(build(out))
-        except Exception as exc:  # a build that fails is the row's result
-            entries.append(CorpusEntry(name, "", "edges", error=_one_line(exc)))
-    return entries
