@@ -240,7 +240,10 @@ def _search(costs: ModelCosts | PresetCosts, family: str, p: int, m: int, policy
         return None
     fp, gp = (np.concatenate([[0], np.cumsum(a)]) for a in arrays)
     heads = _heads(fp, crossing_ticks(costs), hops, changes)
-    lo = -(-int(gp[-1]) * m // p) - 1  # below work / devices, which every cut's max_i T_i is at least: infeasible
+    # below work / devices, which every cut's max_i T_i is at least: infeasible.  The work is that of the micro-batches
+    # the family runs, c per chain (DualPipe's two chains run 2 (m // 2) of them: one fewer than m when m is odd)
+    runs = 2 * c if family == "dualpipe" else c
+    lo = -(-int(gp[-1]) * runs // p) - 1
     hi = lo + 1
     while not _feasible(hi, gp, heads, c):  # an upper end: double the distance from lo
         hi = lo + 2 * (hi - lo)
