@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import types
 
 import pytest
 
@@ -19,7 +20,7 @@ from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.streams import simulate_pipeline
 from planner.pipeline.unroll import uniform_pipeline
 from planner.search.pipeline.lns import improve_pipeline, replayed_tick
-from planner.search.pipeline.neighbourhoods import _nearest, critical_chain, neighbourhood
+from planner.search.pipeline.neighbourhoods import KINDS, _nearest, critical_chain, neighbourhood
 from planner.search.pipeline.policy import (
     HalfSearchPolicy,
     PeriodicPolicy,
@@ -471,3 +472,46 @@ def test_the_periodic_start_tries_each_margin_above_the_bound_in_its_share_of_th
         assert times == setup.known and all(tick >= start for _b, _p, tick in said)
     else:
         assert periodic[1] == best < start and replayed_tick(setup, times) == best
+
+
+def test_a_kind_that_gains_weighs_one_more_and_a_tie_moves_the_search(monkeypatch) -> None:
+    import planner.search.pipeline.lns as lns_module
+
+    drawn: list[list[float]] = []
+
+    class Recording(random.Random):
+        def choices(self, population, weights=None, **kwargs):  # type: ignore[override]
+            drawn.append(list(weights or []))
+            return super().choices(population, weights=weights, **kwargs)
+
+    calls: list[tuple] = []
+    real = step_module.solve_step
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append((list(args[3]), out[1]))
+        return out
+
+    monkeypatch.setattr(lns_module, "random", types.SimpleNamespace(Random=Recording))
+    monkeypatch.setattr(lns_module, "solve_step", spy)
+    policy = PipelineLnsPolicy()
+    setup = _gpipe_2x2()  # the first step solves the whole pipeline and gains; the others tie
+    result = improve_pipeline(setup, setup.known, time_limit_s=60, max_steps=5, threads=1, policy=policy)
+    kinds = list(KINDS)
+    assert len(drawn) == len(result.steps) == 5 and drawn[0] == [1.0] * len(kinds)
+    assert result.steps[0].gained and result.gains == 1
+    for i, step in enumerate(result.steps[:-1]):
+        k = kinds.index(step.kind)
+        expected = drawn[i][k] + 1.0 if step.gained else max(policy.min_weight, drawn[i][k] * policy.decay)
+        assert drawn[i + 1][k] == pytest.approx(expected)
+        assert all(drawn[i + 1][j] == drawn[i][j] for j in range(len(kinds)) if j != k)
+    # a step whose replay is no longer is taken, ties included: the next step starts from it
+    for (_, stepped), (next_start, _), step in zip(calls, calls[1:], result.steps):
+        if stepped is not None and step.after_tick <= step.before_tick:
+            assert next_start == list(stepped[1][0])
+
+
+def test_the_search_stops_when_less_than_a_step_is_left(wide) -> None:
+    policy = dataclasses.replace(PipelineLnsPolicy(), step_s=0.3, min_step_s=1.0)
+    result = improve_pipeline(wide, wide.known, time_limit_s=1.2, max_steps=6, threads=1, policy=policy)
+    assert 1 <= len(result.steps) < 6

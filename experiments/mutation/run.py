@@ -124,7 +124,8 @@ MODULES: dict[str, Target] = {
                                        "or pair"), max_mutants=25),
     "pipeline_lns": Target("planner/search/pipeline/lns.py",
                            ("tests/test_pipeline_search_details.py", "-k",
-                            "stops_at or stall or at_its_bound or without_time or replay_of or grows or defaults"),
+                            "stops_at or stall or at_its_bound or without_time or replay_of or grows or defaults "
+                            "or weighs or less_than_a_step"),
                            max_mutants=25),
     "pipeline_half": Target("planner/search/pipeline/half.py",
                             ("tests/test_pipeline_search_details.py", "-k", "half or symmetric"), max_mutants=25),
