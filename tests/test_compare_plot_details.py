@@ -7,7 +7,17 @@ import dataclasses
 
 import pytest
 
-from planner.compare.plot import KIND_WORDS, action_group, kind_color, pipeline_memory_profile, row_names
+from planner.compare.baselines import scales_of, simulate_baseline
+from planner.compare.pipelines import Comparison
+from planner.compare.plot import (
+    KIND_WORDS,
+    action_group,
+    kind_color,
+    pipeline_memory_profile,
+    row_names,
+    side_by_side_figure,
+)
+from planner.pipeline.registry import UnitCosts
 from planner.pipeline.streams import simulate_pipeline
 from planner.pipeline.unroll import StageCost, TrainingPipeline
 from planner.schedule.program import Schedule
@@ -54,3 +64,20 @@ def test_communication_streams_hold_nothing_and_rows_name_them():
     assert row_names(2, plain) == ("p0", "p1", "p0/comm", "p1/comm")
     assert row_names(3, plain) == ("p0", "p1", "p2", "p0/comm")
     assert row_names(4, plain) == ("a", "b", "c", "d")
+    # a timeline's own names are kept where they say which rows are communication streams
+    own = dataclasses.replace(tl, device_names=("gpu0", "gpu1", "gpu0/comm", "gpu1/comm"))
+    assert row_names(2, own) == ("gpu0", "gpu1", "gpu0/comm", "gpu1/comm")
+
+
+def test_side_by_side_panels_share_the_time_axis_and_only_the_last_says_its_unit():
+    costs = UnitCosts()
+    sc = scales_of(costs)
+    cmp = Comparison(2, 4, costs, sc, [simulate_baseline(n, 2, 4, costs, sc) for n in ("1f1b", "zb-v")])
+    fig = side_by_side_figure(cmp)
+    panels = [ax for ax in fig.axes if ax.get_title(loc="left")]
+    assert [ax.get_title(loc="left") for ax in panels] == [
+        "1f1b: makespan 15 unit, bubble 20.0%, peak memory 2 unit",
+        "zb-v: makespan 12.5 unit, bubble 4.0%, peak memory 2 unit"]
+    assert [ax.get_xlabel() for ax in panels] == ["", "time (unit)"]
+    assert all(ax.get_xlim() == (0.0, 15.0) for ax in panels)  # the longest schedule's end, in units
+    assert [t.get_text() for t in panels[0].get_yticklabels()] == ["p0", "p1"]
