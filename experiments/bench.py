@@ -79,11 +79,11 @@ def bench_coarsen(quick: bool) -> list[dict]:
     (`experiments.bench_coarsen.bench_parallelism`)."""
     from experiments.bench_coarsen import bench_coarsen as run
     from experiments.bench_coarsen import bench_parallelism
-    from planner.coarsen import DEFAULT_CP_TOLERANCE, coarsen
+    from planner.coarsen import DEFAULT_COARSEN_POLICY, coarsen
     from planner.ir.hardware import load_topology
     from planner.prepare import prepare
 
-    tolerances = (None, DEFAULT_CP_TOLERANCE)
+    tolerances = (None, DEFAULT_COARSEN_POLICY.cp_tolerance)
     rows = [{"graph": "random-layered", **row}
             for row in run([1_000, 10_000] if quick else [10_000, 100_000], tolerances=tolerances)]
     topology = load_topology(REPO / "hardware_profiles" / "h100-8-nvlink.yaml")

@@ -6,7 +6,7 @@ the critical path (`cp_tolerance`) side by side.
 `bench_parallelism`: does coarsening keep the parallelism?  On layered DAGs of 500 and 2,000 tasks on 8 devices
 (`experiments.layered.layered_dag`) and the bundled MoE on a100-4-pcie and cpu-4, for each way of merging
 ('count' = merge to the search's cluster count whatever the critical path becomes, the merge without a tolerance;
-'tolerance' = `cp_tolerance=DEFAULT_CP_TOLERANCE`, what the search's linear rounds use):
+'tolerance' = `cp_tolerance=CoarsenPolicy().cp_tolerance`, what the search's linear rounds use):
 
 * the op graph's and the coarse graph's critical path (`critical_paths`), after the merge and after the search's
   `split_to_target` (what its linear cluster round solves);
@@ -38,8 +38,8 @@ import numpy as np
 import planner.search.linear_rounds
 from experiments.layered import layered_dag
 from formulations.solve_instance import solve_placement
-from planner.coarsen import DEFAULT_CP_TOLERANCE, contract, critical_paths, expand_plan
-from planner.coarsen.pipeline import DEFAULT_TARGET_CLUSTERS, CoarseningResult, coarsen
+from planner.coarsen import DEFAULT_COARSEN_POLICY, contract, critical_paths, expand_plan
+from planner.coarsen.pipeline import CoarseningResult, coarsen
 from planner.coarsen.refine import project_plan, split_to_target
 from planner.cost.instance import UNBOUNDED_BYTES, SchedulingInstance
 from planner.decompose import segments
@@ -100,7 +100,7 @@ def random_layered_instance(n: int, *, seed: int = 0, mean_width: int = 32, num_
 
 
 def bench_coarsen(sizes: tuple[int, ...] | list[int] = (10_000, 100_000), *, seed: int = 0,
-                  target_clusters: int = DEFAULT_TARGET_CLUSTERS,
+                  target_clusters: int = DEFAULT_COARSEN_POLICY.target_clusters,
                   tolerances: tuple[float | None, ...] = (None,)) -> list[dict]:
     """One row per size and tolerance (None: merge to the count): graph size, build and coarsen seconds,
     microseconds per task, stage seconds, results."""
@@ -182,7 +182,7 @@ def bench_parallelism(quick: bool = False, *, round_s: float | None = None, plan
         for mode in MODES:
             run = _coarsen_for(mode)
             t0 = time.perf_counter()
-            result = run(fine, target_clusters=target, cp_tolerance=DEFAULT_CP_TOLERANCE)
+            result = run(fine, target_clusters=target, cp_tolerance=DEFAULT_COARSEN_POLICY.cp_tolerance)
             coarsen_s = time.perf_counter() - t0
             clusters = split_to_target(fine, result.clusters, target)
             op_cp, merged_cp = critical_paths(fine, [list(c) for c in result.clusters])
@@ -211,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     (exit 2), before anything runs."""
     about = (__doc__ or "").split("\n\n")[0]
     argparse.ArgumentParser(prog="python -m experiments.bench_coarsen", description=about).parse_args(argv)
-    for row in bench_coarsen(tolerances=(None, DEFAULT_CP_TOLERANCE)) + bench_parallelism():
+    for row in bench_coarsen(tolerances=(None, DEFAULT_COARSEN_POLICY.cp_tolerance)) + bench_parallelism():
         print(row)
 
 

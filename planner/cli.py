@@ -118,16 +118,16 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _inspect_clusters(args: argparse.Namespace, instance) -> int:
     from planner.coarsen import coarsen
-    from planner.coarsen.bounded import DEFAULT_CP_TOLERANCE
     from planner.coarsen.dot import cluster_graph_dot
     from planner.report import clustering_summary
     from planner.report_format import print_clustering
     from planner.schedule.atomic import atomic_write_text
-    from planner.search.policy import DEFAULT_CLUSTERS
+    from planner.search.policy import DEFAULT_CLUSTERS, SearchPolicy
 
     # The clusters the search's linear rounds start from: the same target and the parallelism-keeping merge.
     target = args.target_clusters or DEFAULT_CLUSTERS["cpsat"]
-    result = coarsen(instance, target_clusters=target, cp_tolerance=DEFAULT_CP_TOLERANCE)
+    coarsening = SearchPolicy().coarsen
+    result = coarsen(instance, target_clusters=target, cp_tolerance=coarsening.cp_tolerance, policy=coarsening)
     summary = clustering_summary(result)
     if args.dot:
         atomic_write_text(args.dot, cluster_graph_dot(result.instance, result.sizes))

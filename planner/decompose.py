@@ -338,7 +338,7 @@ def _listed_segments(segs: Sequence[Segment], subs: Sequence[SchedulingInstance]
         # the trivial bound raised by the transfers joins cannot avoid; identical segments share it
         sig = segment_signature(sub)
         if sig not in bounds:
-            bounds[sig] = comm_lower_bound_tick(sub)
+            bounds[sig] = comm_lower_bound_tick(sub, policy=policy.comm_bound)
         trivial = bounds[sig]
         if plan.makespan_tick <= trivial:
             how = SegmentSource.HEFT
@@ -362,7 +362,8 @@ def _solved_segment(index: int, prev: SegmentResult, warm: Plan, share_s: float,
     solve_s = max(policy.segment_min_solve_s, share_s - (time.monotonic() - s0))
     plan = solve_placement(sub, backend=backend, time_limit_s=solve_s, threads=params.threads, seed=params.seed,
                            warm_start=warm, progress=_segment_progress(say, index, sub.num_tasks, _time_text(sub),
-                                                                       every_s=policy.progress_every_s))
+                                                                       every_s=policy.progress_every_s),
+                           policy=policy.solve)
     dev, start = segment_rows(plan, sub)
     told = _time_text(sub)
     say(f"segment {index} ({sub.num_tasks} tasks): makespan {told(plan.makespan_tick)}, segment bound "

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from formulations.model_api import SolveParams
+from formulations.model_api import DEFAULT_SOLVE_POLICY, SolveParams, SolvePolicy
 from formulations.placement import memory_may_bind
 from formulations.solve_instance import solve_placement
 from planner.coarsen.refine import critical_tasks
@@ -135,10 +135,12 @@ def _delivery(fine: SchedulingInstance, plan: Plan, tasks: Sequence[int], start:
 
 def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[int], *, time_limit_s: float,
                        backend: str = "cpsat", threads: int = 8, seed: int = 0,
-                       tails_after_window: bool = True) -> tuple[Plan | None, bool]:
+                       tails_after_window: bool = True,
+                       solve: SolvePolicy = DEFAULT_SOLVE_POLICY) -> tuple[Plan | None, bool]:
     """One move (module docstring, steps 2-4) on the window `window` (op indices, all starting at or after the
     earliest of them): (the replayed, validated plan or None when the move is rejected, whether the neighbourhood
-    was solved to optimality).  `tails_after_window`: `SearchPolicy.lns_tails_after_window`."""
+    was solved to optimality).  `tails_after_window`: `SearchPolicy.lns_tails_after_window`; `solve`:
+    `SearchPolicy.solve`."""
     if not window:
         return None, True
     by = plan.by_task()
@@ -174,7 +176,8 @@ def neighbourhood_move(fine: SchedulingInstance, plan: Plan, window: Sequence[in
     # No symmetry rows: the frozen ops pin devices, so few devices stay interchangeable, and the rows are a large
     # part of building a small model.
     solved = solve_placement(sub, backend=backend, time_limit_s=time_limit_s, threads=threads, seed=seed,
-                             warm_start=warm, release_tick=release, tail_tick=tail, symmetry_breaking=False)
+                             warm_start=warm, release_tick=release, tail_tick=tail, symmetry_breaking=False,
+                             policy=solve)
     sub_by = solved.by_task()
     placed = {t: sub_by[names[t]] for t in (*window, *sentinels)}
     optimal = solved.status == "optimal"
@@ -337,7 +340,7 @@ def lns(fine: SchedulingInstance, plan: Plan, params: SolveParams, *, bound_tick
         try:
             new, _optimal = neighbourhood_move(fine, best, window, time_limit_s=min(policy.lns_move_time_s, left),
                                               backend=backend, threads=threads, seed=seed + moves,
-                                              tails_after_window=policy.lns_tails_after_window)
+                                              tails_after_window=policy.lns_tails_after_window, solve=policy.solve)
         except OpplanError as exc:  # no plan within the move's time: a rejected move
             log.debug("LNS move rejected: %s", exc)
             new, _optimal = None, False

@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from formulations.model_api import SolveParams
+from formulations.model_api import SolveParams, SolvePolicy
 from formulations.solve_instance import solve_placement
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.decompose import (
@@ -168,7 +168,8 @@ class _Option:
 
 def _sweep(fine: SchedulingInstance, plan: Plan, results: Sequence[SegmentResult], *, time_limit_s: float,
            backend: str, threads: int, seed: int,
-           min_solve_s: float = DEFAULT_POLICY.segment_option_min_s) -> Plan | None:
+           min_solve_s: float = DEFAULT_POLICY.segment_option_min_s,
+           solve: SolvePolicy = DEFAULT_POLICY.solve) -> Plan | None:
     """Pinned mode's first move (module docstring, "Sweep"): every segment the solver may take solved once per
     kind of device (class of interchangeable devices) for its first and for its last bottleneck; the kinds chosen
     along the segments by dynamic programming, so that a bottleneck two segments share runs on one kind and the
@@ -213,7 +214,7 @@ def _sweep(fine: SchedulingInstance, plan: Plan, results: Sequence[SegmentResult
                     share = (time_limit_s - (time.monotonic() - t0)) * sub.num_tasks / max(1, left_work)
                     left_work -= sub.num_tasks
                     memo[sig] = _solve_option(_restrict(sub, r, allowed), local_first, max(min_solve_s, share),
-                                              backend=backend, threads=threads, seed=seed + k)
+                                              backend=backend, threads=threads, seed=seed + k, solve=solve)
                 found = memo[sig]
                 if found is not None:
                     table[(cf, cl)] = found
@@ -239,11 +240,11 @@ def _sweep(fine: SchedulingInstance, plan: Plan, results: Sequence[SegmentResult
 
 
 def _solve_option(model: SchedulingInstance, local_first: int | None, limit_s: float, *, backend: str,
-                  threads: int, seed: int) -> _Option | None:
+                  threads: int, seed: int, solve: SolvePolicy = DEFAULT_POLICY.solve) -> _Option | None:
     """`model` (a segment with its bottlenecks restricted) solved for `limit_s`; None when no plan is found."""
     try:
         solved = solve_placement(model, backend=backend, time_limit_s=limit_s, threads=threads, seed=seed,
-                                 deterministic=False, symmetry_breaking=False)
+                                 deterministic=False, symmetry_breaking=False, policy=solve)
     except OpplanError as exc:
         log.debug("segment option not solved: %s", exc)
         return None
@@ -256,7 +257,8 @@ def _first_sweep(fine: SchedulingInstance, plan: Plan, results: Sequence[Segment
                  time_limit_s: float, params: SolveParams, backend: str) -> Plan | None:
     """The sweep over every segment that opens a pinned search, within its share of the time; None for none."""
     return _sweep(fine, plan, results, time_limit_s=policy.segment_sweep_share * time_limit_s, backend=backend,
-                  threads=params.threads, seed=params.seed, min_solve_s=policy.segment_option_min_s)
+                  threads=params.threads, seed=params.seed, min_solve_s=policy.segment_option_min_s,
+                  solve=policy.solve)
 
 
 def _choose_group(groups: list[_Group], gaps: list[int], left_s: float, min_move_s: float) -> tuple[int, float]:
@@ -331,7 +333,8 @@ def segment_lns(fine: SchedulingInstance, plan: Plan, decomposition: Decompositi
             # schedules than the interleaved search.  Pinned bottlenecks leave few devices interchangeable: no
             # symmetry rows then (as `planner.lns`).
             solved = solve_placement(model, backend=backend, time_limit_s=move_s, threads=threads, seed=seed + moves,
-                                     warm_start=warm, deterministic=False, symmetry_breaking=not pinned)
+                                     warm_start=warm, deterministic=False, symmetry_breaking=not pinned,
+                                     policy=policy.solve)
         except OpplanError as exc:  # no plan within the move's time: a rejected move
             log.debug("segment move rejected: %s", exc)
             rejected += 1

@@ -12,8 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from planner.cli import inspect_main
-from planner.coarsen import coarsen
-from planner.coarsen.bounded import DEFAULT_CP_TOLERANCE
+from planner.coarsen import DEFAULT_COARSEN_POLICY, coarsen
 from planner.ir.hardware import DEFAULT_PROFILE, load_topology
 from planner.prepare import prepare
 from planner.solve import DEFAULT_CLUSTERS
@@ -133,7 +132,8 @@ def test_inspect_clusters_shows_the_clusters_the_search_starts_from(capsys):
     """plan-inspect --clusters reports the search's coarsening (its default target and the merge that keeps the
     critical path), not the older merge to a fixed count."""
     instance = prepare(MOE, load_topology(DEFAULT_PROFILE)).instance
-    searched = coarsen(instance, target_clusters=DEFAULT_CLUSTERS["cpsat"], cp_tolerance=DEFAULT_CP_TOLERANCE)
+    searched = coarsen(instance, target_clusters=DEFAULT_CLUSTERS["cpsat"],
+                       cp_tolerance=DEFAULT_COARSEN_POLICY.cp_tolerance)
     out = _json(capsys, ["--model", str(MOE), "--clusters"])
     assert out["num_clusters"] == searched.num_clusters
     assert sorted(out["clusters"].values(), reverse=True) == sorted(searched.sizes, reverse=True)

@@ -14,8 +14,8 @@ from strategies import random_dags
 
 from experiments.layered import layered_dag
 from planner.coarsen import (
-    DEFAULT_CP_TOLERANCE,
-    bounded,
+    DEFAULT_COARSEN_POLICY,
+    CoarsenPolicy,
     coarsen,
     contract,
     critical_path_length,
@@ -37,6 +37,8 @@ from planner.prepare import prepare
 from planner.search.policy import SearchPolicy
 from planner.solve import SolveOptions, plan_instance
 
+TOLERANCE = DEFAULT_COARSEN_POLICY.cp_tolerance  # what the search's linear rounds pass
+
 DATA = Path(__file__).resolve().parents[1] / "planner" / "data"
 PROFILES = Path(__file__).resolve().parents[1] / "hardware_profiles"
 EPS = 1e-6
@@ -57,7 +59,7 @@ def test_fork_join_branches_stay_apart_within_the_tolerance() -> None:
     # {a, b}: 1 + 1 + 20 + 1 + 1 = 24; {s, a}: b waits for the cluster's end: 11 + 1 + 10 + 1 + 1 = 24;
     # {a, j}: j's cluster waits for b: 1 + 1 + 10 + 1 + 10 + 1 = 24.  So nothing merges, whatever the target.
     inst = fork_join()
-    res = coarsen(inst, target_clusters=1, cp_tolerance=DEFAULT_CP_TOLERANCE)
+    res = coarsen(inst, target_clusters=1, cp_tolerance=TOLERANCE)
     assert res.num_clusters == 4
     assert res.critical_path_before_tick == res.critical_path_after_tick == 14
     # A tolerance that allows 24 ticks lets the merge go on to the target (cap: total work 22 / 2 devices = 11,
@@ -70,7 +72,7 @@ def test_fork_join_branches_stay_apart_within_the_tolerance() -> None:
 def test_count_merge_ignores_the_critical_path_and_the_tolerance_does_not() -> None:
     inst = layered_dag(500, 8, seed=0)
     count = coarsen(inst, target_clusters=96)
-    bounded = coarsen(inst, target_clusters=96, cp_tolerance=DEFAULT_CP_TOLERANCE)
+    bounded = coarsen(inst, target_clusters=96, cp_tolerance=TOLERANCE)
     assert count.critical_path_after_tick > 2 * count.critical_path_before_tick  # the 4x-12x
     assert bounded.critical_path_after_tick <= 1.05 * bounded.critical_path_before_tick + EPS
     assert bounded.num_clusters < inst.num_tasks / 1.5  # it still merges a third of the ops away
@@ -102,11 +104,11 @@ def test_tolerance_holds_on_the_stacked_moe(tmp_path: Path) -> None:
                            MoEConfig(layers=8, experts=4, hidden=16, ffn=32, heads=2, seq_len=8, vocab=32))
     for profile in ("h100-8-nvlink", "cpu-4"):
         inst = prepare(path, load_topology(PROFILES / f"{profile}.yaml")).instance
-        res = coarsen(inst, cp_tolerance=DEFAULT_CP_TOLERANCE)
+        res = coarsen(inst, cp_tolerance=TOLERANCE)
         clusters = [list(c) for c in res.clusters]
         assert_partition(inst, clusters)
         assert quotient_is_acyclic(inst, clusters)
-        assert_within(inst, clusters, DEFAULT_CP_TOLERANCE)
+        assert_within(inst, clusters, TOLERANCE)
         assert res.num_clusters <= max(solver_size_target(inst.num_devices), inst.num_tasks // 2)
 
 
@@ -114,9 +116,9 @@ def test_bundled_moe_reaches_the_solver_size_within_the_tolerance() -> None:
     for profile in ("a100-4-pcie", "cpu-4"):
         inst = prepare(DATA / "models" / "moe.onnx", load_topology(PROFILES / f"{profile}.yaml")
                        ).instance
-        res = coarsen(inst, target_clusters=96, cp_tolerance=DEFAULT_CP_TOLERANCE)
+        res = coarsen(inst, target_clusters=96, cp_tolerance=TOLERANCE)
         assert res.num_clusters == 96
-        assert_within(inst, [list(c) for c in res.clusters], DEFAULT_CP_TOLERANCE)
+        assert_within(inst, [list(c) for c in res.clusters], TOLERANCE)
 
 
 @settings(max_examples=80, deadline=None)
@@ -186,27 +188,22 @@ def test_negative_tolerance_is_refused() -> None:
 
 
 @pytest.mark.parametrize("push_limit", [1, 3])
-def test_tolerance_holds_when_raises_become_shifts(monkeypatch: pytest.MonkeyPatch, push_limit: int) -> None:
-    # A raise pushed to more than PUSH_LIMIT clusters becomes a shift of every later position (a cruder bound, still
-    # a bound): with the limit at 1 or 3 nearly every merge takes that path, and the tolerance must still hold.
-    monkeypatch.setattr(bounded, "PUSH_LIMIT", push_limit)
+def test_tolerance_holds_when_raises_become_shifts(push_limit: int) -> None:
+    # A raise pushed to more than the policy's push limit becomes a shift of every later position (a cruder bound,
+    # still a bound): with the limit at 1 or 3 nearly every merge takes that path, and the tolerance must still hold.
+    policy = CoarsenPolicy(push_limit=push_limit)
     for seed, devices in ((0, 8), (1, 4)):
         inst = layered_dag(600, devices, seed=seed, comm_ratio=1.0 + seed)
-        res = coarsen(inst, target_clusters=8, cp_tolerance=DEFAULT_CP_TOLERANCE)
+        res = coarsen(inst, target_clusters=8, cp_tolerance=TOLERANCE, policy=policy)
         assert quotient_is_acyclic(inst, [list(c) for c in res.clusters])
-        assert_within(inst, [list(c) for c in res.clusters], DEFAULT_CP_TOLERANCE)
+        assert_within(inst, [list(c) for c in res.clusters], TOLERANCE)
         assert res.num_clusters < inst.num_tasks
 
 
 @settings(max_examples=60, deadline=None)
 @given(random_dags(), st.integers(1, 6), st.sampled_from([0.0, 0.2]))
 def test_shifted_bounds_on_random_dags(inst: SchedulingInstance, target: int, tolerance: float) -> None:
-    limit = bounded.PUSH_LIMIT
-    bounded.PUSH_LIMIT = 1  # not the monkeypatch fixture: hypothesis runs the body many times per fixture
-    try:
-        res = coarsen(inst, target_clusters=target, cp_tolerance=tolerance)
-    finally:
-        bounded.PUSH_LIMIT = limit
+    res = coarsen(inst, target_clusters=target, cp_tolerance=tolerance, policy=CoarsenPolicy(push_limit=1))
     clusters = [list(c) for c in res.clusters]
     assert_partition(inst, clusters)
     assert quotient_is_acyclic(inst, clusters)

@@ -24,6 +24,7 @@ from planner.heuristics.comm_bound import comm_heads_tails, comm_lower_bound_tic
 from planner.heuristics.hub_bound import off_hub_bounds
 from planner.heuristics.list_schedule import Rank, heft
 from planner.heuristics.peft import peft
+from planner.heuristics.policy import CommBoundPolicy
 from planner.ir.hardware import load_topology
 from planner.prepare import prepare
 
@@ -35,10 +36,8 @@ def _optimum(kind: str, seed: int) -> int | None:
     return brute_force_makespan(hub_instance(seed) if kind == "hub" else tiny_instance(seed))
 
 
-def _without_hubs(instance: SchedulingInstance, monkeypatch: pytest.MonkeyPatch) -> int:
-    with monkeypatch.context() as m:
-        m.setattr(comm_bound, "HUB_MAX_TASKS", -1)
-        return comm_lower_bound_tick(instance)
+def _without_hubs(instance: SchedulingInstance) -> int:
+    return comm_lower_bound_tick(instance, policy=CommBoundPolicy(hub_max_tasks=-1))
 
 
 def _fan(branches: int, comm: int) -> SchedulingInstance:
@@ -52,24 +51,24 @@ def _fan(branches: int, comm: int) -> SchedulingInstance:
     return make_instance("fan", durations, edges)
 
 
-def test_fan_out_and_in_pays_the_transfers(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fan_out_and_in_pays_the_transfers() -> None:
     # Two branches of 10 ticks, transfers of 10: the branch on the other device starts at 1 + 10 and its result
     # reaches the sink 10 later, so splitting gives 1 + 10 + 10 + 10 + 1 = 32 and one device 1 + 20 + 1 = 22.
     # The energy bound sees only 20 ticks of work on 2 devices (max 1 + 10 + 1 = 12 by the path); the hub bound
     # sees that the second device's window is [11, makespan - 11].
     inst = _fan(2, 10)
     assert brute_force_makespan(inst) == 22
-    old = _without_hubs(inst, monkeypatch)
+    old = _without_hubs(inst)
     new = comm_lower_bound_tick(inst)
     assert old < new <= 22
     assert new == 22  # the device off both hubs can hold no work: windows [11, M - 11] are empty below 22
 
 
-def test_pinned_three_branches_stronger(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pinned_three_branches_stronger() -> None:
     inst = _fan(3, 4)
     optimum = brute_force_makespan(inst)
     assert optimum is not None
-    old, new = _without_hubs(inst, monkeypatch), comm_lower_bound_tick(inst)
+    old, new = _without_hubs(inst), comm_lower_bound_tick(inst)
     assert old < new <= optimum
 
 
@@ -80,9 +79,9 @@ def test_hub_shapes_never_above_the_optimum(seed: int) -> None:
     assert comm_lower_bound_tick(hub_instance(seed)) <= optimum
 
 
-def test_hub_shapes_stronger_somewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_shapes_stronger_somewhere() -> None:
     stronger = [s for s in range(60)
-                if comm_lower_bound_tick(hub_instance(s)) > _without_hubs(hub_instance(s), monkeypatch)]
+                if comm_lower_bound_tick(hub_instance(s)) > _without_hubs(hub_instance(s))]
     assert len(stronger) >= 10
 
 
@@ -120,7 +119,7 @@ def test_on_off_heads_hold_in_list_schedules(seed: int) -> None:
     assert np.all(on >= heads) and np.all(off >= heads)
 
 
-def test_moe_expert_segment_on_cpu4(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_moe_expert_segment_on_cpu4() -> None:
     # The bundled MoE's 96-op expert segment on cpu-4 (a router, 4 expert branches of 22 ops, a combine tree; ops
     # ~1000 ticks, transfers ~3000): the hub bound lies well above the energy bound and still below every list
     # schedule (the figures below pin both bounds).
@@ -128,7 +127,7 @@ def test_moe_expert_segment_on_cpu4(monkeypatch: pytest.MonkeyPatch) -> None:
                    load_topology(REPO / "hardware_profiles/cpu-4.yaml")).instance
     big = max(segments(inst), key=lambda s: len(s.tasks))
     sub = induced_instance(inst, big.tasks, "expert segment")
-    old, new = _without_hubs(sub, monkeypatch), comm_lower_bound_tick(sub)
+    old, new = _without_hubs(sub), comm_lower_bound_tick(sub)
     best_list = min(heft(sub).makespan_tick, heft(sub, rank=Rank.SUM).makespan_tick, peft(sub).makespan_tick)
     assert old == 28220
     assert new == 32929

@@ -2,13 +2,13 @@
 
 Modules, one idea each: `levels` (estimates, t/b-levels, critical path), `linear` (linear clustering), `repair`
 (acyclic cluster graph), `split` (memory limit), `merge` (granularity), `contract` (the coarse instance),
-`bounded` (merging that keeps the coarse critical path within a tolerance of the op graph's),
-`expand` (cluster plan -> op plan), `pipeline` (`coarsen`), `refine` (cluster surgery between rounds of the
-bi-level search: split to a target size, refine on the critical path, carry plans across clusterings), `adjacency`,
-`dot` (Graphviz).  Timings are in `experiments/bench_coarsen.py`.
+`bounded` (merging that keeps the coarse critical path within a tolerance of the op graph's), `policy` (the knobs,
+`CoarsenPolicy`), `expand` (cluster plan -> op plan), `pipeline` (`coarsen`), `refine` (cluster surgery between
+rounds of the bi-level search: split to a target size, refine on the critical path, carry plans across
+clusterings), `adjacency`, `dot` (Graphviz).  Timings are in `experiments/bench_coarsen.py`.
 """
 
-from planner.coarsen.bounded import DEFAULT_CP_TOLERANCE, critical_paths, solver_size_target
+from planner.coarsen.bounded import critical_paths, solver_size_target
 from planner.coarsen.contract import cluster_name, contract
 from planner.coarsen.expand import expand_plan
 from planner.coarsen.levels import (
@@ -23,14 +23,15 @@ from planner.coarsen.levels import (
 )
 from planner.coarsen.linear import linear_clustering
 from planner.coarsen.merge import merge_clusters
-from planner.coarsen.pipeline import DEFAULT_TARGET_CLUSTERS, CoarseningResult, coarsen, default_max_param_bytes
+from planner.coarsen.pipeline import CoarseningResult, coarsen, default_max_param_bytes
+from planner.coarsen.policy import DEFAULT_COARSEN_POLICY, CoarsenPolicy
 from planner.coarsen.repair import quotient_is_acyclic, repair_cycles
 from planner.coarsen.split import split_by_param_bytes
 
 __all__ = [
-    "DEFAULT_CP_TOLERANCE",
-    "DEFAULT_TARGET_CLUSTERS",
+    "DEFAULT_COARSEN_POLICY",
     "CoarseningResult",
+    "CoarsenPolicy",
     "b_levels",
     "cluster_name",
     "coarsen",

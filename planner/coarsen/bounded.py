@@ -26,13 +26,13 @@ at most max_k t[k] + b[k], and that maximum stays <= the limit:
   t[x] + b[x] <= t[AB] + b[AB] = L by the consistency of b (and the same for a raised b); hence the maximum stays
   <= limit after every merge.  Values that would fall are left high (still bounds), and each round starts from
   exact levels again.
-* On a deep model a raise would travel to the end of the graph after every merge (quadratic).  So a push stops
-  after PUSH_LIMIT clusters: the raises of the clusters still waiting (the frontier) are undone, and their largest,
-  d, is added to the bound of *every* cluster positioned from the frontier's first on (a shift kept per position,
-  `_Shift`).  Every edge into the frontier comes from a cluster before it and is covered by d; an edge between two
-  shifted positions keeps its slack; shifts grow along the order, so no edge loses any.  The bounds stay
-  consistent, only cruder, until the next round's exact levels.  A cluster that the acyclicity repair moves to
-  another position keeps its bound (its stored part absorbs the difference of shifts).
+* On a deep model a raise would travel to the end of the graph after every merge (quadratic).  So a push stops after
+  `CoarsenPolicy.push_limit` clusters: the raises of the clusters still waiting (the frontier) are undone, and their
+  largest, d, is added to the bound of *every* cluster positioned from the frontier's first on (a shift kept per
+  position, `_Shift`).  Every edge into the frontier comes from a cluster before it and is covered by d; an edge
+  between two shifted positions keeps its slack; shifts grow along the order, so no edge loses any.  The bounds stay
+  consistent, only cruder, until the next round's exact levels.  A cluster that the acyclicity repair moves to another
+  position keeps its bound (its stored part absorbs the difference of shifts).
 
 The comm of a cluster edge is the sum over the fine edges it joins, never below the contracted instance's (which
 moves a tensor once), so the contracted instance's critical path is at most the bound kept here.
@@ -57,14 +57,14 @@ same devices merge: then the contracted cluster's cost estimate (its mean durati
 of its members' estimates, the cost this merge reasons with, so the bound above holds for the contracted instance.
 A round merges at most half the live clusters; rounds repeat while one merges at least 2 % of them (later rounds
 merged 1-2 % each on layered DAGs, at the cost of a whole round).  Each round is O((C + E) log E) for C clusters
-and E cluster edges, plus O(degree) per checked candidate and at most PUSH_LIMIT clusters (and one vectorised
+and E cluster edges, plus O(degree) per checked candidate and at most `push_limit` clusters (and one vectorised
 shift) per merge.
 
-**The solver-size target.**  The placement model has one assignment variable per cluster and device (and one
-optional interval for each), so its size is clusters x devices; `solver_size_target` is the number of clusters
-that makes PLACEMENT_CELLS of them, a size CP-SAT solves or improves well within the search's round budget on
-this project's benchmarks (96 clusters x 8 devices, the cluster count the search used for CP-SAT).  A caller that
-knows its solver passes its own count.
+**The solver-size target.**  The placement model has one assignment variable per cluster and device (and one optional
+interval for each), so its size is clusters x devices; `solver_size_target` is the number of clusters that makes
+`CoarsenPolicy.placement_cells` of them, a size CP-SAT solves or improves well within the search's round budget on
+this project's benchmarks (96 clusters x 8 devices, the cluster count the search used for CP-SAT).  A caller that knows
+its solver passes its own count.
 """
 
 from __future__ import annotations
@@ -78,18 +78,13 @@ from planner.coarsen.adjacency import Adjacency
 from planner.coarsen.contract import contract
 from planner.coarsen.levels import critical_path_length, edge_comm_estimate, task_cost_estimate
 from planner.coarsen.merge import ClusterGraph, final_clusters
+from planner.coarsen.policy import DEFAULT_COARSEN_POLICY, CoarsenPolicy
 from planner.cost.instance import SchedulingInstance
 
-DEFAULT_CP_TOLERANCE = 0.05  # coarse critical path <= 1.05 x the op graph's
-PLACEMENT_CELLS = 768  # clusters x devices the placement model handles in a round's budget (module docstring)
-_ROUND_FRACTION = 0.5  # at most this share of the live clusters merges in one round
-_MIN_ROUND_FRACTION = 0.02  # a round that merges less than this share of the live clusters is the last
-_MAX_ROUNDS = 64
-PUSH_LIMIT = 64  # clusters a raise is pushed to one by one before the rest becomes a shift
-_EPS = 1e-9
+_EPS = 1e-9  # not a knob: float noise in summed costs, so that a length equal to the limit stays within it
 
 
-def solver_size_target(num_devices: int, cells: int = PLACEMENT_CELLS) -> int:
+def solver_size_target(num_devices: int, cells: int = DEFAULT_COARSEN_POLICY.placement_cells) -> int:
     """Clusters that make `cells` cluster x device pairs (at least 2)."""
     return max(2, cells // max(1, num_devices))
 
@@ -125,11 +120,11 @@ class _Bounded:
     """The cluster graph with consistent upper bounds on its t- and b-levels (module docstring).
 
     The bound on cluster k's t-level is `t[k] + shift_t.at(pos[k])`, on its b-level `b[k] + shift_b.at(pos[k])`:
-    a raise that would travel further than PUSH_LIMIT clusters is applied as a shift of every later (earlier)
+    a raise that would travel further than `push_limit` clusters is applied as a shift of every later (earlier)
     position instead (module docstring)."""
 
-    def __init__(self, g: ClusterGraph) -> None:
-        self.g = g
+    def __init__(self, g: ClusterGraph, push_limit: int) -> None:
+        self.g, self.push_limit = g, push_limit
         n = len(g.alive)
         self.t = [0.0] * n
         self.b = [0.0] * n
@@ -212,8 +207,8 @@ class _Bounded:
         cost, pos = g.cost, g.pos
         self.t[k] = t_in - self.shift_t.at(pos[k])
         self.b[k] = cost[k] + tail - self.shift_b.at(pos[k])
-        _push(k, self.t, self.shift_t, g.succ, pos, cost, forward=True)
-        _push(k, self.b, self.shift_b, g.pred, pos, cost, forward=False)
+        _push(k, self.t, self.shift_t, g.succ, pos, cost, forward=True, limit=self.push_limit)
+        _push(k, self.b, self.shift_b, g.pred, pos, cost, forward=False, limit=self.push_limit)
 
 
 def _zero(_p: int) -> float:
@@ -221,9 +216,9 @@ def _zero(_p: int) -> float:
 
 
 def _push(k: int, level: list[float], shift: _Shift, nbrs: list[dict[int, float]], pos: list[int],
-          cost: list[float], *, forward: bool) -> None:
+          cost: list[float], *, forward: bool, limit: int) -> None:
     """Raise the bounds after k along `nbrs` (successors for t, predecessors for b), nearest position first.
-    After PUSH_LIMIT clusters the raises left (the frontier) are undone and their largest is added as a shift of
+    After `limit` clusters the raises left (the frontier) are undone and their largest is added as a shift of
     every position from the frontier's nearest on: every edge into the frontier is then covered, and the edges
     between two shifted positions stay as they were."""
     sign = 1 if forward else -1
@@ -232,7 +227,7 @@ def _push(k: int, level: list[float], shift: _Shift, nbrs: list[dict[int, float]
     done: set[int] = set()
     at = shift.at if shift.any else _zero
     while heap:
-        if len(done) >= PUSH_LIMIT:
+        if len(done) >= limit:
             frontier = {y for _, y in heap if y not in done}
             if frontier:
                 delta = 0.0
@@ -336,27 +331,29 @@ def _candidates(g: ClusterGraph, t: list[float], b: list[float], slack: float,
 
 def bounded_merge(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list[float], comm: list[float],
                   param: list[int], masks: list[int] | None, *, num_devices: int, target_clusters: int,
-                  limit_tick: float, max_cluster_param_bytes: float | None) -> list[list[int]]:
+                  limit_tick: float, max_cluster_param_bytes: float | None,
+                  policy: CoarsenPolicy = DEFAULT_COARSEN_POLICY) -> list[list[int]]:
     """Merge clusters given in a topological order of an acyclic cluster graph (see module).  The limit is raised
-    to the starting clusters' own critical path if that is longer (merging never makes it worse)."""
+    to the starting clusters' own critical path if that is longer (merging never makes it worse); `policy`: the
+    rounds' shares and count, and how far a raise is pushed."""
     if num_devices < 1:
         raise ValueError(f"num_devices must be >= 1, got {num_devices}")
     if target_clusters < 1:
         raise ValueError(f"target_clusters must be >= 1, got {target_clusters}")
     g = ClusterGraph(adj, clusters, cost, comm, param, masks)
-    lv = _Bounded(g)
+    lv = _Bounded(g, policy.push_limit)
     limit = max(limit_tick, lv.exact())
     slack = limit + _EPS * max(1.0, limit)
     cap = max([sum(g.cost) / num_devices] + g.cost)
     cap += _EPS * max(1.0, cap)
     max_bytes = float("inf") if max_cluster_param_bytes is None else max_cluster_param_bytes
-    for _ in range(_MAX_ROUNDS):
+    for _ in range(policy.max_rounds):
         if g.n_alive <= target_clusters:
             break
         cp = lv.exact()
         heap = _candidates(g, lv.t, lv.b, slack, cp)
         alive = g.n_alive
-        budget = max(1, int(alive * _ROUND_FRACTION))
+        budget = max(1, int(alive * policy.bounded_round_fraction))
         done = 0
         while heap and done < budget and g.n_alive > target_clusters:
             _, _, _, _, a0, c0 = heapq.heappop(heap)
@@ -381,7 +378,7 @@ def bounded_merge(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list[
                     x = max(nbrs, key=nbrs.__getitem__)
                     pair = (k, x) if forward else (x, k)
                     heapq.heappush(heap, (*_key(0.0, cp, 0, nbrs[x], g.cost[k] + g.cost[x]), *pair))
-        if done < _MIN_ROUND_FRACTION * alive:
+        if done < policy.min_round_fraction * alive:
             break
     return final_clusters(adj, g)
 

@@ -48,11 +48,11 @@ from collections.abc import Sequence
 
 from planner.coarsen.adjacency import Adjacency
 from planner.coarsen.levels import edge_comm_estimate, eligibility_masks, task_cost_estimate
+from planner.coarsen.policy import DEFAULT_COARSEN_POLICY, CoarsenPolicy
 from planner.coarsen.repair import _repair, cluster_ids
 from planner.cost.instance import SchedulingInstance
 
-_EPS = 1e-9
-_ROUND_FRACTION = 0.5  # at most this share of the live clusters merges per round
+_EPS = 1e-9  # not a knob: float noise in summed costs, so that equal sums compare equal
 
 
 class ClusterGraph:
@@ -258,9 +258,10 @@ class ClusterGraph:
 
 def merge_on_adjacency(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: list[float], comm: list[float],
                        param: list[int], masks: list[int] | None, *, num_devices: int, target_clusters: int | None,
-                       min_cluster_cost_fraction: float | None,
-                       max_cluster_param_bytes: float | None) -> list[list[int]]:
-    """Merge clusters given in a topological order of an acyclic cluster graph (see module)."""
+                       min_cluster_cost_fraction: float | None, max_cluster_param_bytes: float | None,
+                       policy: CoarsenPolicy = DEFAULT_COARSEN_POLICY) -> list[list[int]]:
+    """Merge clusters given in a topological order of an acyclic cluster graph (see module); `policy`: the share
+    of the live clusters a round merges."""
     if num_devices < 1:
         raise ValueError(f"num_devices must be >= 1, got {num_devices}")
     if target_clusters is not None and target_clusters < 1:
@@ -285,7 +286,7 @@ def merge_on_adjacency(adj: Adjacency, clusters: Sequence[Sequence[int]], cost: 
     while not (count_met() and n_small == 0):
         _, cands = g.score(every_edge)
         cands.sort()
-        budget = max(1, int(g.n_alive * _ROUND_FRACTION))
+        budget = max(1, int(g.n_alive * policy.merge_round_fraction))
         done = 0
         capped_min = float("inf")
         touched = bytearray(len(g.alive))
@@ -338,7 +339,8 @@ def final_clusters(adj: Adjacency, g: ClusterGraph) -> list[list[int]]:
 
 def merge_clusters(inst: SchedulingInstance, clusters: Sequence[Sequence[int]], *,
                    target_clusters: int | None = None, min_cluster_cost_fraction: float | None = None,
-                   num_devices: int, max_cluster_param_bytes: float | None = None) -> list[list[int]]:
+                   num_devices: int, max_cluster_param_bytes: float | None = None,
+                   policy: CoarsenPolicy = DEFAULT_COARSEN_POLICY) -> list[list[int]]:
     """Merge adjacent clusters down to the given granularity, never making the cluster graph cyclic.
 
     The input must partition the tasks; a cyclic cluster graph is first split by `repair_cycles`.  Returns the
@@ -351,4 +353,4 @@ def merge_clusters(inst: SchedulingInstance, clusters: Sequence[Sequence[int]], 
                   inst.param_bytes.tolist(), eligibility_masks(inst), num_devices=num_devices,
                   target_clusters=target_clusters,
                   min_cluster_cost_fraction=min_cluster_cost_fraction,
-                  max_cluster_param_bytes=max_cluster_param_bytes)
+                  max_cluster_param_bytes=max_cluster_param_bytes, policy=policy)

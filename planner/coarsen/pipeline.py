@@ -8,8 +8,9 @@ cluster wait (`planner.coarsen.bounded.path_pieces`) and then merged only while 
 placement model handles for this many devices) or until no allowed merge is left (`bounded_merge`).  Without it,
 merging goes to the count target whatever the critical path becomes (`planner.coarsen.merge`).
 
-Defaults: at most `DEFAULT_TARGET_CLUSTERS` clusters when no target is given; no cluster above half the largest
-device memory in parameter bytes (`DEFAULT_PARAM_FRACTION`; no limit when memory is unbounded).  Critical paths
+Defaults (`planner.coarsen.policy.CoarsenPolicy`): at most `target_clusters` clusters when no target is given; no
+cluster above half the largest device memory in parameter bytes (`param_fraction`; no limit when memory is
+unbounded).  Critical paths
 before and after are measured with the same estimate functions (`task_cost_estimate`, `edge_comm_estimate`), on
 the fine instance and on the contracted one (where a cluster is one atomic task), in ticks.
 """
@@ -34,12 +35,10 @@ from planner.coarsen.levels import (
 )
 from planner.coarsen.linear import _linear_clustering
 from planner.coarsen.merge import merge_on_adjacency
+from planner.coarsen.policy import DEFAULT_COARSEN_POLICY, CoarsenPolicy
 from planner.coarsen.repair import _repair
 from planner.coarsen.split import _split
 from planner.cost.instance import UNBOUNDED_BYTES, SchedulingInstance
-
-DEFAULT_TARGET_CLUSTERS = 256
-DEFAULT_PARAM_FRACTION = 0.5
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,20 +73,22 @@ class CoarseningResult:
         return expand_plan(self.fine, self.instance, self.clusters, plan)
 
 
-def default_max_param_bytes(inst: SchedulingInstance) -> float | None:
-    """Half the largest device memory, or None when memory is unbounded."""
+def default_max_param_bytes(inst: SchedulingInstance, policy: CoarsenPolicy = DEFAULT_COARSEN_POLICY) -> float | None:
+    """`policy.param_fraction` (half) of the largest device memory, or None when memory is unbounded."""
     if inst.num_devices == 0:
         return None
     biggest = int(inst.capacity_bytes.max())
-    return None if biggest >= UNBOUNDED_BYTES // 2 else DEFAULT_PARAM_FRACTION * biggest
+    return None if biggest >= UNBOUNDED_BYTES // 2 else policy.param_fraction * biggest
 
 
 def coarsen(inst: SchedulingInstance, *, target_clusters: int | None = None,
             min_cluster_cost_fraction: float | None = None, max_cluster_param_bytes: float | None = None,
-            name: str | None = None, cp_tolerance: float | None = None) -> CoarseningResult:
-    """Coarsen `inst` (see module).  Without targets, `target_clusters` is `DEFAULT_TARGET_CLUSTERS`
+            name: str | None = None, cp_tolerance: float | None = None,
+            policy: CoarsenPolicy = DEFAULT_COARSEN_POLICY) -> CoarseningResult:
+    """Coarsen `inst` (see module).  Without targets, `target_clusters` is `policy.target_clusters`
     (`solver_size_target` with `cp_tolerance`); `max_cluster_param_bytes` None means the default limit
-    (`default_max_param_bytes`).  `cp_tolerance` >= 0 bounds the coarse critical path (module docstring)."""
+    (`default_max_param_bytes`).  `cp_tolerance` >= 0 bounds the coarse critical path (module docstring; the
+    search passes `policy.cp_tolerance`).  `policy`: the defaults and the merges' knobs."""
     if cp_tolerance is not None and not cp_tolerance >= 0:
         raise ValueError(f"cp_tolerance must be >= 0, got {cp_tolerance}")
     seconds: dict[str, float] = {}
@@ -100,9 +101,9 @@ def coarsen(inst: SchedulingInstance, *, target_clusters: int | None = None,
         clock = now
 
     if target_clusters is None and min_cluster_cost_fraction is None:
-        target_clusters = (DEFAULT_TARGET_CLUSTERS if cp_tolerance is None
-                           else solver_size_target(max(1, inst.num_devices)))
-    limit = max_cluster_param_bytes if max_cluster_param_bytes is not None else default_max_param_bytes(inst)
+        target_clusters = (policy.target_clusters if cp_tolerance is None
+                           else solver_size_target(max(1, inst.num_devices), policy.placement_cells))
+    limit = max_cluster_param_bytes if max_cluster_param_bytes is not None else default_max_param_bytes(inst, policy)
     adj = Adjacency.of(inst)
     cost = task_cost_estimate(inst).tolist()
     comm = edge_comm_estimate(inst).tolist()
@@ -122,11 +123,11 @@ def coarsen(inst: SchedulingInstance, *, target_clusters: int | None = None,
         merged = merge_on_adjacency(adj, repaired, cost, comm, param, masks, num_devices=max(1, inst.num_devices),
                                     target_clusters=target_clusters,
                                     min_cluster_cost_fraction=min_cluster_cost_fraction,
-                                    max_cluster_param_bytes=limit)
+                                    max_cluster_param_bytes=limit, policy=policy)
     else:
         merged = bounded_merge(adj, repaired, cost, comm, param, masks, num_devices=max(1, inst.num_devices),
                                target_clusters=target_clusters or 1, limit_tick=(1 + cp_tolerance) * before,
-                               max_cluster_param_bytes=limit)
+                               max_cluster_param_bytes=limit, policy=policy)
     lap("merge")
     coarse = _contract(adj, inst, merged, name)
     lap("contract")

@@ -64,7 +64,6 @@ from planner.coarsen.linear import linear_clustering
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
 from planner.errors import InfeasibleError
 from planner.heuristics.list_schedule import (
-    DEFAULT_MAX_GAP_SCAN,
     _heap_sequence,  # the same task order as list_schedule's: the decoder must equal it with the devices fixed
     _sequence,
     heuristic_plan,
@@ -72,7 +71,7 @@ from planner.heuristics.list_schedule import (
     occupy,
 )
 from planner.heuristics.memory import memory_never_binds
-from planner.heuristics.policy import DEFAULT_ASSIGNMENT_POLICY, AssignmentPolicy
+from planner.heuristics.policy import DEFAULT_ASSIGNMENT_POLICY, DEFAULT_LIST_POLICY, AssignmentPolicy
 from planner.schedule.plan import Plan
 
 __all__ = ["ASSIGNMENT_METHOD", "AssignmentResult", "Decoded", "Decoder", "MoveContext", "assignment_search",
@@ -111,7 +110,7 @@ class Decoder:
     as `list_schedule` skips it)."""
 
     def __init__(self, instance: SchedulingInstance, *, respect_memory: bool = True,
-                 max_gap_scan: int = DEFAULT_MAX_GAP_SCAN) -> None:
+                 max_gap_scan: int = DEFAULT_LIST_POLICY.max_gap_scan) -> None:
         self.instance = instance
         n, num_dev = instance.num_tasks, instance.num_devices
         dur = instance.duration_tick

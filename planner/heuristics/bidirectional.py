@@ -8,9 +8,9 @@ search space, for the classic schedulers and for the iterated search alike, but 
 direction wins differs by graph, so the two race:
 
     forward:  `iterated_list_schedule` on the graph, from `starts` (the classic starts and the incumbent's order),
-              for RACE_SHARE of the budget
+              for `MirrorRacePolicy.share` of the budget (`planner.heuristics.policy`)
     mirrored: the same on the mirror, from the classic starts of the mirror and the incumbent read backwards
-              (priority = its end tick), for RACE_SHARE of the budget; its plan is brought back to the graph by
+              (priority = its end tick), for that share of the budget; its plan is brought back to the graph by
               the forward half of `justify` (the mirror plan read backwards, decoded in its own start order on its
               own devices: no longer, and within memory where it binds, since that decode follows the list
               scheduler's tracker)
@@ -37,12 +37,12 @@ from planner.heuristics.assignment_search import Decoder, decoded_of
 from planner.heuristics.iterated import IteratedResult, Start, classic_starts, iterated_list_schedule
 from planner.heuristics.justify import Justifier, mirrored, mirrored_plan
 from planner.heuristics.list_schedule import earliest_finish, heuristic_plan
+from planner.heuristics.policy import DEFAULT_MIRROR_RACE_POLICY
 from planner.schedule.plan import Plan
 
-__all__ = ["BidirectionalResult", "MIRRORED_METHOD", "RACE_SHARE", "bidirectional_iterated"]
+__all__ = ["BidirectionalResult", "MIRRORED_METHOD", "bidirectional_iterated"]
 
 MIRRORED_METHOD = "mirrored-iterated-list"
-RACE_SHARE = 0.15  # of the budget, what each direction gets before the leader takes the rest (0.25 measured no better)
 ProgressFn = Callable[[str], None]
 
 
@@ -74,7 +74,7 @@ def _on_graph(justifier: Justifier, found: IteratedResult) -> Plan | None:
 
 def bidirectional_iterated(instance: SchedulingInstance, *, time_limit_s: float, starts: Sequence[Start] | None = None,
                            incumbent: Plan | None = None, bound_tick: int = 0, seed: int = 0,
-                           max_moves: int | None = None, race_share: float = RACE_SHARE,
+                           max_moves: int | None = None, race_share: float = DEFAULT_MIRROR_RACE_POLICY.share,
                            progress: ProgressFn | None = None, unit: Callable[[int], str] = str,
                            search: Callable[..., IteratedResult] = iterated_list_schedule) -> BidirectionalResult:
     """The race of the module docstring within `time_limit_s`.  `starts`: the forward search's starting points

@@ -33,17 +33,18 @@ run one at a time after end(u), so in reversed time they form a single-machine p
 op with head >= a and tail >= b runs inside [a, makespan - b] (when there is such an op); with relative speeds s_d as in
 `SchedulingInstance.work_bound_tick` (dur[t, d] >= p(t) / s_d), the work of those ops satisfies
 sum p(t) <= (makespan - a - b) * sum_d s_d.  Thresholds a, b range over (a sample of) the heads and tails.
-(3) up to HUB_MAX_TASKS tasks, `planner.heuristics.hub_bound`: the energy bound with a window per device, from
-the heads and tails an op has when it does not share the device of a source hub (or a sink hub); on graphs that
-fan out of one op and back into one (the MoE's expert segments) it is much the strongest.
+(3) up to `CommBoundPolicy.hub_max_tasks` tasks (`planner.heuristics.policy`), `planner.heuristics.hub_bound`: the
+energy bound with a window per device, from the heads and tails an op has when it does not share the device of a source
+hub (or a sink hub); on graphs that fan out of one op and back into one (the MoE's expert segments) it is much the
+strongest.
 Memory is ignored (a relaxation), so all hold for every valid plan.  The tests compare the bound with the brute
 force optimum on small random instances (`tests/test_comm_bound.py`, `tests/test_hub_bound.py`).
 
 Cost, near-linear so that it runs on 1M-op graphs: O(edges x log) for heads and tails (closed form for one
 neighbour, the prefix loop stops once the single-machine term reaches the remote one), the per-edge delays
-vectorised over the distinct eligibility patterns, the energy bound a 2-D histogram over at most ENERGY_SAMPLES
-thresholds each way summed from the corner (O(n + thresholds^2)); the hub bound adds O(edges + HUB_SAMPLES x n)
-per hub and is skipped above HUB_MAX_TASKS tasks.
+vectorised over the distinct eligibility patterns, the energy bound a 2-D histogram over at most
+`CommBoundPolicy.energy_samples` thresholds each way summed from the corner (O(n + thresholds^2)); the hub bound
+adds O(edges + hub_samples x n) per hub and is skipped above `hub_max_tasks` tasks.
 """
 
 from __future__ import annotations
@@ -55,18 +56,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
-from planner.heuristics.hub_bound import (
-    HUB_CANDIDATES,
-    HUB_MAX_TASKS,
-    HUB_SAMPLES,
-    hub_energy_bound,
-    hub_minima,
-    off_hub_bounds,
-)
+from planner.heuristics.hub_bound import hub_energy_bound, hub_minima, off_hub_bounds
+from planner.heuristics.policy import DEFAULT_COMM_BOUND_POLICY, CommBoundPolicy
 
 __all__ = ["comm_heads_tails", "comm_lower_bound_tick"]
 
-ENERGY_SAMPLES = 256  # thresholds tried per side in the energy bound (quantiles of the heads and tails)
 _INF = math.inf
 
 
@@ -200,7 +194,7 @@ def _thresholds(values: np.ndarray, samples: int) -> np.ndarray:
     return np.asarray(out)
 
 
-def _energy_terms(heads: np.ndarray, tails: np.ndarray, work: np.ndarray, samples: int = ENERGY_SAMPLES
+def _energy_terms(heads: np.ndarray, tails: np.ndarray, work: np.ndarray, samples: int
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(a_values, b_values, work of U(a, b), size of U(a, b)) for U(a, b) = {head >= a, tail >= b}, over at most
     `samples` thresholds each way."""
@@ -231,22 +225,23 @@ def _energy_bound(a_values: np.ndarray, b_values: np.ndarray, w: np.ndarray, cou
     return float(value.max(initial=0.0))
 
 
-def _hubs(g: _Graph, heads: np.ndarray, tails: np.ndarray, work: np.ndarray) -> tuple[list[int], list[int]]:
-    """The hubs tried (`hub_bound`): the sources with the longest path after them, the sinks with the longest
-    path before them."""
+def _hubs(g: _Graph, heads: np.ndarray, tails: np.ndarray, work: np.ndarray,
+          candidates: int) -> tuple[list[int], list[int]]:
+    """The hubs tried (`hub_bound`): the `candidates` sources with the longest path after them, as many sinks with
+    the longest path before them."""
     sources = [t for t in g.topo if not g.pred[t]]
     sinks = [t for t in g.topo if not g.succ[t]]
     sources.sort(key=lambda t: -(work[t] + tails[t]))
     sinks.sort(key=lambda t: -(heads[t] + work[t]))
-    return sources[:HUB_CANDIDATES], sinks[:HUB_CANDIDATES]
+    return sources[:candidates], sinks[:candidates]
 
 
 def _hub_bound(instance: SchedulingInstance, g: _Graph, heads: np.ndarray, tails: np.ndarray, work: np.ndarray,
-               speeds: np.ndarray) -> float:
-    """The best `hub_bound` over the hub pairs tried, over at most HUB_SAMPLES thresholds each way."""
-    a_values, b_values, w, count = _energy_terms(heads, tails, work, HUB_SAMPLES)
+               speeds: np.ndarray, policy: CommBoundPolicy) -> float:
+    """The best `hub_bound` over the hub pairs tried, over at most `policy.hub_samples` thresholds each way."""
+    a_values, b_values, w, count = _energy_terms(heads, tails, work, policy.hub_samples)
     ok = instance.duration_tick < INELIGIBLE
-    sources, sinks = _hubs(g, heads, tails, work)
+    sources, sinks = _hubs(g, heads, tails, work, policy.hub_candidates)
     heads_l, tails_l = heads.tolist(), tails.tolist()
     side_x = []
     for x in sources:
@@ -260,10 +255,11 @@ def _hub_bound(instance: SchedulingInstance, g: _Graph, heads: np.ndarray, tails
                default=0.0)
 
 
-def comm_lower_bound_tick(instance: SchedulingInstance) -> int:
+def comm_lower_bound_tick(instance: SchedulingInstance, *,
+                          policy: CommBoundPolicy = DEFAULT_COMM_BOUND_POLICY) -> int:
     """A lower bound on the makespan of every valid plan: the best of the module docstring's path and energy
-    bounds and, up to HUB_MAX_TASKS tasks, `planner.heuristics.hub_bound`; never below
-    `instance.trivial_lower_bound_tick()`."""
+    bounds and, up to `policy.hub_max_tasks` tasks, `planner.heuristics.hub_bound`; never below
+    `instance.trivial_lower_bound_tick()`.  `policy`: how many thresholds and hubs are tried."""
     trivial = instance.trivial_lower_bound_tick()
     if instance.num_tasks == 0:
         return trivial
@@ -272,10 +268,10 @@ def comm_lower_bound_tick(instance: SchedulingInstance) -> int:
     work = np.asarray(g.p, dtype=np.float64)
     path = float((heads + work + tails).max(initial=0.0))
     speeds = _speeds(instance)
-    terms = _energy_terms(heads, tails, work)
+    terms = _energy_terms(heads, tails, work, policy.energy_samples)
     best = max(path, _energy_bound(*terms, float(speeds.sum())))
-    if instance.num_tasks <= HUB_MAX_TASKS:
-        best = max(best, _hub_bound(instance, g, heads, tails, work, speeds))
+    if instance.num_tasks <= policy.hub_max_tasks:
+        best = max(best, _hub_bound(instance, g, heads, tails, work, speeds, policy))
     # Heads, tails and work are integers (sums and maxima of integer ticks), so only the energy terms need ceil;
     # the small slack absorbs float rounding in the division.
     return max(trivial, int(math.ceil(best - 1e-6)))

@@ -41,10 +41,10 @@ hub pairs tried.  With x and y not constraining anything (on = off = head) it is
 Memory is ignored (a relaxation), so it holds for every valid plan; `tests/test_hub_bound.py` compares it with the
 brute-force optimum.
 
-Hubs tried: the HUB_CANDIDATES sources with the longest path after them and the HUB_CANDIDATES sinks with the
-longest path before them.  Cost: O(edges) per hub for on/off, O(thresholds x n) per hub for the minima over U;
-`comm_lower_bound_tick` skips the whole bound above HUB_MAX_TASKS tasks (say so where it matters: it is meant for
-the decomposition's segments and mid-size graphs, not 100k-op graphs).
+Hubs tried: the `CommBoundPolicy.hub_candidates` sources with the longest path after them and as many sinks with the
+longest path before them (`planner.heuristics.policy`).  Cost: O(edges) per hub for on/off, O(thresholds x n) per
+hub for the minima over U; `comm_lower_bound_tick` skips the whole bound above `CommBoundPolicy.hub_max_tasks` tasks
+(say so where it matters: it is meant for the decomposition's segments and mid-size graphs, not 100k-op graphs).
 """
 
 from __future__ import annotations
@@ -54,11 +54,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["HUB_CANDIDATES", "HUB_MAX_TASKS", "HUB_SAMPLES", "hub_energy_bound", "hub_minima", "off_hub_bounds"]
+__all__ = ["hub_energy_bound", "hub_minima", "off_hub_bounds"]
 
-HUB_CANDIDATES = 2  # sources and sinks tried as hubs, each side
-HUB_SAMPLES = 64  # thresholds tried per side (quantiles of the heads and tails), fewer than the plain energy bound's
-HUB_MAX_TASKS = 20_000  # above this, comm_lower_bound_tick does not try the hub bound (its cost is ~thresholds x n)
 _INF = math.inf
 
 

@@ -60,14 +60,13 @@ from planner.heuristics.memory import (
     show_bytes,
     task_alone_bytes,
 )
+from planner.heuristics.policy import DEFAULT_LIST_POLICY
 from planner.schedule.plan import Plan, PlanMethod, PlanStatus, TaskPlacement
 
 DevicePolicy = Callable[[int, int, int, int], "float | int | None"]
 """key(task, k, device, finish) -> a sort key (lower is preferred) or None (device not allowed).
 
 `k` is the task's position in the scheduling sequence (0, 1, ...), `finish` its finish tick on that device."""
-
-DEFAULT_MAX_GAP_SCAN = 64
 
 
 def earliest_finish(task: int, k: int, device: int, finish: int) -> int:
@@ -310,7 +309,7 @@ def list_schedule(
     *,
     insertion: bool = True,
     respect_memory: bool = True,
-    max_gap_scan: int = DEFAULT_MAX_GAP_SCAN,
+    max_gap_scan: int = DEFAULT_LIST_POLICY.max_gap_scan,
     method: PlanMethod | str = PlanMethod.LIST_SCHEDULE,
 ) -> Plan:
     """Schedule every task (module docstring); returns a Plan with status 'heuristic' and the trivial lower bound.
@@ -458,7 +457,7 @@ def heft(
     rank: Rank | str = Rank.UPWARD,
     insertion: bool = True,
     respect_memory: bool = True,
-    max_gap_scan: int = DEFAULT_MAX_GAP_SCAN,
+    max_gap_scan: int = DEFAULT_LIST_POLICY.max_gap_scan,
 ) -> Plan:
     """HEFT (Topcuoglu, Hariri and Wu, 2002), memory-aware: rank tasks, place each at its earliest finish.
 

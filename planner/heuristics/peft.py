@@ -23,7 +23,8 @@ import time
 import numpy as np
 
 from planner.cost.instance import INELIGIBLE, SchedulingInstance
-from planner.heuristics.list_schedule import DEFAULT_MAX_GAP_SCAN, list_schedule, mean_comm, with_solve_time
+from planner.heuristics.list_schedule import list_schedule, mean_comm, with_solve_time
+from planner.heuristics.policy import DEFAULT_LIST_POLICY
 from planner.schedule.plan import Plan
 
 __all__ = ["PEFT_METHOD", "optimistic_cost_table", "peft", "peft_rank"]
@@ -58,7 +59,7 @@ def peft_rank(oct_table: np.ndarray) -> np.ndarray:
 
 
 def peft(instance: SchedulingInstance, *, insertion: bool = True, respect_memory: bool = True,
-         max_gap_scan: int = DEFAULT_MAX_GAP_SCAN) -> Plan:
+         max_gap_scan: int = DEFAULT_LIST_POLICY.max_gap_scan) -> Plan:
     """PEFT (module docstring), memory-aware like `heft`; raises `InfeasibleError` like `list_schedule`."""
     t0 = time.perf_counter()
     table = optimistic_cost_table(instance)

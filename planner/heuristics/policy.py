@@ -1,17 +1,22 @@
-"""The local searches' tuning, as data: the priority step both searches share (`PriorityStep`), the iterated list
-scheduler's (`IteratedPolicy`, `planner.heuristics.iterated`) and the assignment search's (`AssignmentPolicy`,
-`planner.heuristics.assignment_search`).  Each field is a knob with the value the search runs with by default.
+"""The heuristics' tuning, as data: the priority step both local searches share (`PriorityStep`), the iterated list
+scheduler's (`IteratedPolicy`, `planner.heuristics.iterated`), the race of its two directions of time
+(`MirrorRacePolicy`, `planner.heuristics.bidirectional`), the assignment search's (`AssignmentPolicy`,
+`planner.heuristics.assignment_search`), the list scheduler's insertion (`ListPolicy`,
+`planner.heuristics.list_schedule`) and the communication-aware bound's sampling (`CommBoundPolicy`,
+`planner.heuristics.comm_bound` and `hub_bound`).  Each field is a knob with the value it runs with by default.
 
-The placement search passes them down from its own policy (`planner.search.policy.SearchPolicy.iterated` and
-``.assignment``); a study or a test that tries another value builds one with `dataclasses.replace`, never by
-patching a module.
+The placement search passes them down from its own policy (`planner.search.policy.SearchPolicy.iterated`,
+``.assignment``, ``.comm_bound``, ``.mirror_race_share``); a study or a test that tries another value builds one with
+`dataclasses.replace`, never by patching a module.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["DEFAULT_ASSIGNMENT_POLICY", "DEFAULT_ITERATED_POLICY", "AssignmentPolicy", "IteratedPolicy", "PriorityStep"]
+__all__ = ["DEFAULT_ASSIGNMENT_POLICY", "DEFAULT_COMM_BOUND_POLICY", "DEFAULT_ITERATED_POLICY", "DEFAULT_LIST_POLICY",
+           "DEFAULT_MIRROR_RACE_POLICY", "AssignmentPolicy", "CommBoundPolicy", "IteratedPolicy", "ListPolicy",
+           "MirrorRacePolicy", "PriorityStep"]
 
 
 @dataclass(frozen=True)
@@ -77,5 +82,43 @@ class AssignmentPolicy:
     progress_every_s: float = 1.0
 
 
+@dataclass(frozen=True)
+class MirrorRacePolicy:
+    """The race of the two directions of time (`planner.heuristics.bidirectional`, its module docstring)."""
+
+    # of the budget, what each direction gets before the leader takes the rest: enough for both to leave their
+    # starts behind (0.25 measured no better); 0: the forward search alone
+    share: float = 0.15
+
+
+@dataclass(frozen=True)
+class ListPolicy:
+    """The list scheduler's insertion (`planner.heuristics.list_schedule`, its module docstring, "Insertion")."""
+
+    # idle gaps at or after the ready time a task may fill before it is appended after the device's last task: the
+    # scan stays near-linear, and a gap further back rarely fits (appending is always valid: only quality is lost)
+    max_gap_scan: int = 64
+
+
+@dataclass(frozen=True)
+class CommBoundPolicy:
+    """The communication-aware bound's sampling (`planner.heuristics.comm_bound`, `planner.heuristics.hub_bound`):
+    more thresholds and hubs can only raise the bound (each is a valid bound), at a cost linear in them."""
+
+    # thresholds tried per side in the energy bound (quantiles of the heads and tails): a 2-D histogram of this
+    # size squared is summed, which stays cheap beside the heads and tails on 1M-op graphs
+    energy_samples: int = 256
+    hub_candidates: int = 2  # sources and sinks tried as hubs, each side: the longest paths after (before) them
+    # thresholds tried per side by the hub bound, fewer than the plain energy bound's: its cost is thresholds x n per
+    # hub pair
+    hub_samples: int = 64
+    # above this many tasks the hub bound is not tried (its cost is ~thresholds x n): it is meant for the
+    # decomposition's segments and mid-size graphs
+    hub_max_tasks: int = 20_000
+
+
 DEFAULT_ITERATED_POLICY = IteratedPolicy()  # for argument defaults
 DEFAULT_ASSIGNMENT_POLICY = AssignmentPolicy()
+DEFAULT_MIRROR_RACE_POLICY = MirrorRacePolicy()
+DEFAULT_LIST_POLICY = ListPolicy()
+DEFAULT_COMM_BOUND_POLICY = CommBoundPolicy()

@@ -59,7 +59,7 @@ def cluster_rounds(state: SearchState, budget: Budget) -> tuple[ClusterSolution 
                                time_limit_s=max(state.policy.cluster_round_min_solve_s,
                                                   remaining * state.policy.cluster_share),
                                rel_gap=options.rel_gap, threads=options.threads, seed=options.seed, warm_start=warm,
-                               progress=report)
+                               progress=report, policy=state.policy.solve)
         op_plan = expand_plan(fine, coarse, clusters, plan)
         validate_plan(fine, op_plan)
         rounds.append(RoundLog(rnd, coarse.num_tasks, op_plan.makespan_tick, plan.lower_bound_tick, plan.status,

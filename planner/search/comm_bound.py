@@ -16,7 +16,7 @@ NAME = "communication-aware bound"
 
 def run(state: SearchState, _budget: Budget) -> Candidate | None:
     """Raise the incumbent's bound; never a plan."""
-    bound = comm_lower_bound_tick(state.fine)
+    bound = comm_lower_bound_tick(state.fine, policy=state.policy.comm_bound)
     state.incumbent.raise_bound(bound)
     state.say(f"{NAME} {state.unit(bound)}")
     return None

@@ -9,7 +9,7 @@ while a round improves.  Each round's plan is expanded to ops and validated like
 from __future__ import annotations
 
 from formulations.solve_instance import solve_placement
-from planner.coarsen import DEFAULT_CP_TOLERANCE, coarsen, contract, critical_paths, expand_plan
+from planner.coarsen import coarsen, contract, critical_paths, expand_plan
 from planner.coarsen.refine import project_plan, refine, replay, split_to_target
 from planner.cost.instance import SchedulingInstance
 from planner.errors import InfeasibleError, OpplanError
@@ -46,7 +46,8 @@ def _clustered(state: SearchState, target: int) -> tuple[list[list[int]], Schedu
         say(f"linear clustering skipped: {fine.num_tasks} ops (above {state.policy.linear_max_ops}, merging that "
             f"keeps the critical path leaves far more clusters than the solver takes)")
         return None
-    result = coarsen(fine, target_clusters=target, cp_tolerance=DEFAULT_CP_TOLERANCE)
+    coarsening = state.policy.coarsen
+    result = coarsen(fine, target_clusters=target, cp_tolerance=coarsening.cp_tolerance, policy=coarsening)
     clusters = split_to_target(fine, result.clusters, target)
     coarse = contract(fine, clusters)
     op_cp, coarse_cp = critical_paths(fine, clusters)  # the clusters the round solves (after split_to_target)
@@ -95,7 +96,7 @@ def linear_rounds(state: SearchState, budget: Budget) -> tuple[ClusterSolution |
             plan = solve_placement(coarse, backend=options.backend,
                                    time_limit_s=max(state.policy.cluster_round_min_solve_s, share),
                                    rel_gap=options.rel_gap, threads=options.threads, seed=options.seed,
-                                   warm_start=warm)
+                                   warm_start=warm, policy=state.policy.solve)
         except OpplanError as exc:  # infeasible or no plan in time on these clusters: the phase ends
             say(f"linear cluster round {rnd}: no plan on these clusters ({exc}); phase skipped")
             break

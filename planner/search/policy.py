@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from planner.heuristics.bidirectional import RACE_SHARE
-from planner.heuristics.policy import AssignmentPolicy, IteratedPolicy
+from formulations.model_api import SolvePolicy
+from planner.coarsen.policy import CoarsenPolicy
+from planner.heuristics.policy import DEFAULT_MIRROR_RACE_POLICY, AssignmentPolicy, CommBoundPolicy, IteratedPolicy
 
 DEFAULT_CLUSTERS: Mapping[str, int] = MappingProxyType({"cpsat": 96, "scip": 24, "cbc": 16, "highs": 16})
 """How many clusters a round gives each backend's placement model (`SearchPolicy.default_clusters`)."""
@@ -42,8 +43,8 @@ class SearchPolicy:
     # of the time left after the segment neighbourhoods, what the iterated list scheduler gets
     iterated_share: float = 0.6
     # of the iterated search's budget, what each direction of time gets before the shorter one takes the rest;
-    # 0: the forward search alone
-    mirror_race_share: float = RACE_SHARE
+    # 0: the forward search alone (the value and its reason: `planner.heuristics.policy.MirrorRacePolicy`)
+    mirror_race_share: float = DEFAULT_MIRROR_RACE_POLICY.share
     # the iterated list scheduler's own tuning (its step, local moves and restarts), in the op-level phase and in
     # the segments' warm starts
     iterated: IteratedPolicy = field(default_factory=IteratedPolicy)
@@ -65,8 +66,15 @@ class SearchPolicy:
     linear_first_round_share: float = 0.5
     # above this many ops the parallelism-keeping merge leaves thousands of clusters, far above what a round solves
     linear_max_ops: int = 20_000
+    # the coarsening's own tuning in the linear rounds (its critical-path tolerance, rounds and pushes)
+    coarsen: CoarsenPolicy = field(default_factory=CoarsenPolicy)
     # the communication-aware bound costs 4-9 list schedules (10k-100k ops) and cannot be stopped
     comm_bound_cost: float = 8
+    # the communication-aware bound's own sampling (its thresholds and hubs), on the graph and on each segment
+    comm_bound: CommBoundPolicy = field(default_factory=CommBoundPolicy)
+    # the formulations' knobs (the least solve time, CP-SAT's reservoir expansion, the cumulative model's energy
+    # bounds) in every placement solve of the search
+    solve: SolvePolicy = field(default_factory=SolvePolicy)
     # the decomposition's work before its solver (per-segment list schedules, bounds, validations, the stitch)
     decomposition_cost: float = 5
     # finding the incumbent's runs for the cluster rounds (`respecting_clusters`) cannot be stopped
