@@ -58,6 +58,7 @@ def test_moe_structure_matches_the_config(exported, name):
     assert len(found.layers) == want.moe_layers
     for layer in found.layers:
         assert (layer.experts, layer.top_k) == (want.experts, want.top_k)
+        assert layer.routing == ("sparse mixer" if name == "hf_phimoe" else "top-k") and not layer.noisy
         assert layer.expert_branches, "the batched expert products form a branch"
         branch_types = {graph.op(op).op_type for b in layer.expert_branches for op in b}
         # the expert weights are gathered by expert id inside the branch, not counted as router ops
@@ -73,8 +74,13 @@ def test_shared_experts_are_reported_apart(exported):
     _, entries = exported
     for name in ("hf_qwen2_moe", "hf_deepseek_v3", "hf_glm4_moe"):
         graph = prepare(entries[name].path, load_topology(CPU4)).graph
-        layers = find_moe_layers(graph).layers
-        assert layers and all(layer.shared_ops for layer in layers), name
+        found = find_moe_layers(graph)
+        # one shared expert each (DeepSeek-V3's and GLM-4-MoE's n_shared_experts=1 is one fused MLP)
+        assert found.layers and all(layer.shared_ops and layer.shared_experts == 1 for layer in found.layers), name
+        assert found.summary_line().endswith("; shared experts per layer: 1")
+    for name in sorted(set(BY_NAME) - {"hf_qwen2_moe", "hf_deepseek_v3", "hf_glm4_moe", "hf_gpt2"}):
+        layers = find_moe_layers(prepare(entries[name].path, load_topology(CPU4)).graph).layers
+        assert layers and not any(layer.shared_experts or layer.shared_ops for layer in layers), name
 
 
 @pytest.mark.dist
