@@ -45,7 +45,8 @@ from planner.schedule.simulate import retime_plan
 from planner.schedule.validate import check_plan, validate_plan
 from planner.solve import Outcome, PhaseLog
 
-__all__ = ["choose_plan", "retimed_run_plan", "RunPlan", "SEARCH", "RUN_PLAN"]
+__all__ = ["DEFAULT_RUN_CHOICE_POLICY", "choose_plan", "retimed_run_plan", "RunChoicePolicy", "RunPlan", "SEARCH",
+           "RUN_PLAN"]
 
 SEARCH = "the search's plan"
 RUN_PLAN = "the measured run's plan"
@@ -69,6 +70,18 @@ class RunPlan:
 
     plan: Plan
     noise: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunChoicePolicy:
+    """How far a re-plan trusts a measured run's noise (`retimed_run_plan`)."""
+
+    # the largest noise a run's spread may claim: a run whose repeats differ by more than half their median says
+    # little about its plan, and a larger margin would keep its plan against any prediction
+    max_noise: float = 0.5
+
+
+DEFAULT_RUN_CHOICE_POLICY = RunChoicePolicy()  # for argument defaults
 
 
 def choose_plan(outcome: Outcome, *, replay: RuntimeReplay | None = None, run_plan: RunPlan | None = None,
@@ -123,11 +136,12 @@ def choose_plan(outcome: Outcome, *, replay: RuntimeReplay | None = None, run_pl
         phases=(*outcome.phases, PhaseLog(step, plan.makespan_tick, 0.0))), info
 
 
-def retimed_run_plan(measured: Path, fine: SchedulingInstance) -> tuple[RunPlan | None, str]:
+def retimed_run_plan(measured: Path, fine: SchedulingInstance,
+                     policy: RunChoicePolicy = DEFAULT_RUN_CHOICE_POLICY) -> tuple[RunPlan | None, str]:
     """The plan a `plan-run --report` run.json ran, retimed on `fine` (same devices and per-device order, times
     from `fine`'s durations) and valid there, with the run's noise: (max - min) / median of its measured makespans,
-    capped at 0.5; (None, why) when `measured` is no run report, its plan file is gone, or the plan does not fit
-    `fine` (another model or other devices)."""
+    capped at `policy.max_noise`; (None, why) when `measured` is no run report, its plan file is gone, or the plan does
+    not fit `fine` (another model or other devices)."""
     try:
         doc = json.loads(measured.read_text())
     except (OSError, ValueError):
@@ -145,11 +159,11 @@ def retimed_run_plan(measured: Path, fine: SchedulingInstance) -> tuple[RunPlan 
     problems, _ = check_plan(fine, retimed)
     if problems:
         return None, f"its plan {path} is not valid on this instance ({problems[0]})"
-    return RunPlan(retimed, _noise(doc.get("measured_makespans_s"))), ""
+    return RunPlan(retimed, _noise(doc.get("measured_makespans_s"), policy.max_noise)), ""
 
 
-def _noise(makespans: object) -> float:
+def _noise(makespans: object, most: float) -> float:
     values = [float(x) for x in makespans if isinstance(x, (int, float))] if isinstance(makespans, list) else []
     if len(values) < 2 or statistics.median(values) <= 0:
         return 0.0
-    return min(0.5, (max(values) - min(values)) / statistics.median(values))
+    return min(most, (max(values) - min(values)) / statistics.median(values))

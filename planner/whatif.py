@@ -93,8 +93,16 @@ def short_reason(text: str, limit: int = REASON_CHARS) -> str:
     return cut.rstrip(" ,:;(") + "..."
 
 
-# a point planned after the budget is spent still gets a moment (HEFT and the bound are fast; the MILP stops early)
-_MIN_SHARE_S = 0.5
+@dataclass(frozen=True)
+class SweepPolicy:
+    """The memory sweep's tuning (`memory_sweep`)."""
+
+    # least seconds a capacity gets, even when the points before it spent the budget: HEFT and the bound are fast,
+    # and the placement model stops early with a plan
+    min_share_s: float = 0.5
+
+
+DEFAULT_SWEEP_POLICY = SweepPolicy()  # for argument defaults
 
 
 def _with_capacity(instance: SchedulingInstance, capacity: int) -> SchedulingInstance:
@@ -102,8 +110,10 @@ def _with_capacity(instance: SchedulingInstance, capacity: int) -> SchedulingIns
 
 
 def memory_sweep(instance: SchedulingInstance, capacities: Sequence[int], options: SolveOptions,
-                 progress: Callable[[str], None] | None = None) -> WhatIfResult:
-    """Plan `instance` at each capacity (ascending) within `options.time_limit_s` in all (module docstring)."""
+                 progress: Callable[[str], None] | None = None,
+                 policy: SweepPolicy = DEFAULT_SWEEP_POLICY) -> WhatIfResult:
+    """Plan `instance` at each capacity (ascending) within `options.time_limit_s` in all (module docstring), each
+    at least `policy.min_share_s`."""
     say = progress or (lambda _m: None)
     tick = instance.tick_s or 1.0
     unit = instance.time_unit
@@ -125,7 +135,8 @@ def memory_sweep(instance: SchedulingInstance, capacities: Sequence[int], option
             left = len(to_plan) - to_plan.index(capacity)
             share = max(deadline - time.monotonic(), 0.0) / left
             try:
-                found = plan_instance(inst, dataclasses.replace(options, time_limit_s=max(share, _MIN_SHARE_S))).op_plan
+                found = plan_instance(inst, dataclasses.replace(options,
+                                                                time_limit_s=max(share, policy.min_share_s))).op_plan
                 own_bound = max(own_bound, found.lower_bound_tick)
             except InfeasibleError as exc:
                 reason = str(exc)

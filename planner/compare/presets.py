@@ -94,8 +94,21 @@ from planner.pipeline.unroll import StageCost, TrainingPipeline, fixed_placement
 
 MIB = 2**20
 BF16_BYTES = 2
-_TICK_CHOICES_PER_MS = (1000, 100, 10, 1)  # ticks per millisecond: 1 us, 10 us, 100 us, 1 ms
-_MAX_MICROBATCH_TICKS = 2 * 10**5
+# ticks per millisecond: 1 us, 10 us, 100 us, 1 ms.  Not a knob: the decimal tick sizes a preset's figures are
+# written in; which one a preset takes is `PresetTickPolicy`'s
+_TICK_CHOICES_PER_MS = (1000, 100, 10, 1)
+
+
+@dataclass(frozen=True)
+class PresetTickPolicy:
+    """How fine a preset's tick is (`preset_costs`): the finest of `_TICK_CHOICES_PER_MS` within the limit."""
+
+    # a micro-batch's work (every unit on the first device) in at most this many ticks: finer ticks round the
+    # figures less, but widen the pipeline model's domains past what CP-SAT solves well in plan-compare's budget
+    max_microbatch_ticks: int = 2 * 10**5
+
+
+DEFAULT_PRESET_TICK_POLICY = PresetTickPolicy()  # for argument defaults
 
 
 @dataclass(frozen=True)
@@ -457,9 +470,11 @@ class PresetCosts:
 
 def preset_costs(preset: str, topology: Topology, num_stages: int, *, num_layers: int | None = None,
                  microbatch: MicroBatch | None = None, expert_parallel: int | None = None,
-                 comm_stream: bool = True, op_times: OpTimes | None = None) -> PresetCosts:
+                 comm_stream: bool = True, op_times: OpTimes | None = None,
+                 ticks: PresetTickPolicy = DEFAULT_PRESET_TICK_POLICY) -> PresetCosts:
     """Price `preset` with `num_layers` layers (default: the published count) on the first `num_stages` devices of
-    `topology` (its ops at `op_times` where given) and cut it into p stages and 2p chunks (module docstring)."""
+    `topology` (its ops at `op_times` where given) and cut it into p stages and 2p chunks (module docstring);
+    `ticks`: how fine its tick is."""
     if preset not in PRESETS:
         raise InputError(f"unknown preset {preset!r}", fix=f"use one of {', '.join(PRESETS)}")
     arch = PRESETS[preset]
@@ -483,7 +498,7 @@ def preset_costs(preset: str, topology: Topology, num_stages: int, *, num_layers
     first = topology.devices[0]
     work_s = [sum(sum(op_seconds(op, first, op_times, ep)) for op in u) for u in units]
     total_s = sum(work_s)
-    per_ms = next((k for k in _TICK_CHOICES_PER_MS if total_s * 1e3 * k <= _MAX_MICROBATCH_TICKS),
+    per_ms = next((k for k in _TICK_CHOICES_PER_MS if total_s * 1e3 * k <= ticks.max_microbatch_ticks),
                   _TICK_CHOICES_PER_MS[-1])
     weights = [math.ceil(s * 1e3 * per_ms) for s in work_s]
     return PresetCosts(preset, units, topology, p, mb, ep, balanced_cut(weights, p), balanced_cut(weights, 2 * p),

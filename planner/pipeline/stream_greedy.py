@@ -22,8 +22,9 @@ Rule (event-driven over the 2p streams; every task is pinned to one stream by th
   first come, first served (a runtime's order) lets later micro-batches' sends delay earlier ones.
 
 Memory follows `metrics.pipeline_memory` (allocated at F's start, the part B frees at B's end, the rest at W's end;
-parameters held throughout).  `best_stream_list` tries the few rules of `PORTFOLIO` and keeps the shortest: no one
-rule is best on every pipeline (docs/layers/pipeline.md).
+parameters held throughout).  `best_stream_list` tries the few rules of its policy's portfolio
+(`StreamListPolicy.portfolio`) and keeps the shortest: no one rule is best on every pipeline
+(docs/layers/pipeline.md).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class ListRule:
     stream's rate), else `share` x the micro-batches of a chain; at least 1.  With `fit` (Little's law only; ignored
     with `share`), a device whose limits would hold more activations than its cap leaves after parameters gets a
     smaller factor, the same for all its stages (`fitted_limits`), so that with no reserve (`reserve_slots` 0, as
-    every fitted rule of `PORTFOLIO`) memory never refuses a forward."""
+    every fitted rule of the default portfolio) memory never refuses a forward."""
 
     backward_first: bool
     reserve_slots: int
@@ -57,16 +58,27 @@ class ListRule:
     fit: bool = False
 
 
-# The rules: Little's-law factors just above 1 (both compute orders), two shares of the micro-batches, and larger
-# factors fitted to the cap per device.  The makespan is a rugged function of the factor, so no single rule is best
-# on every pipeline and the portfolio keeps several; each rule is one list schedule, cheap beside the solve it
-# warm-starts.  Unfitted factors much above 1.4 hold more activations in flight than the cap allows, so forwards are
-# refused for memory and the schedule stalls; fitted to each device's cap (`fit`), larger factors keep their gain
-# without the stall.
-PORTFOLIO = (*(ListRule(first, 1, little=f) for f in (1.25, 1.3, 1.35, 1.4, 1.45) for first in (True, False)),
-             ListRule(True, 3, share=0.5), ListRule(False, 3, share=1.0),
-             *(ListRule(first, 0, little=f, fit=True) for f in (1.4, 1.6, 1.8, 2.0, 2.5, 3.0)
-               for first in (True, False)))
+@dataclass(frozen=True)
+class StreamListPolicy:
+    """The stream list schedule's tuning (`best_stream_list`, `fitted_limits`)."""
+
+    # The rules: Little's-law factors just above 1 (both compute orders), two shares of the micro-batches, and larger
+    # factors fitted to the cap per device.  The makespan is a rugged function of the factor, so no single rule is
+    # best on every pipeline and the portfolio keeps several; each rule is one list schedule, cheap beside the solve
+    # it warm-starts.  Unfitted factors much above 1.4 hold more activations in flight than the cap allows, so
+    # forwards are refused for memory and the schedule stalls; fitted to each device's cap (`fit`), larger factors
+    # keep their gain without the stall.
+    portfolio: tuple[ListRule, ...] = (
+        *(ListRule(first, 1, little=f) for f in (1.25, 1.3, 1.35, 1.4, 1.45) for first in (True, False)),
+        ListRule(True, 3, share=0.5), ListRule(False, 3, share=1.0),
+        *(ListRule(first, 0, little=f, fit=True) for f in (1.4, 1.6, 1.8, 2.0, 2.5, 3.0) for first in (True, False)))
+    # the factor decrement of `fitted_limits`: finer finds a factor nearer the cap at one pass over a device's stages
+    # per step
+    fit_step: float = 0.02
+
+
+DEFAULT_STREAM_LIST_POLICY = StreamListPolicy()  # for argument defaults
+PORTFOLIO = DEFAULT_STREAM_LIST_POLICY.portfolio  # the default rules, for the tests and studies that read them
 
 
 @dataclass(frozen=True)
@@ -115,15 +127,15 @@ def stream_tasks(pipeline: TrainingPipeline) -> StreamTasks | None:
     return StreamTasks(pipeline, tasks, stream, tuple(int(inst.duration_tick[t, d]) for t, d in enumerate(stream)))
 
 
-def _in_flight_limits(pipeline: TrainingPipeline, prepared: StreamTasks, rule: ListRule, cap: Sequence[int]
-                      ) -> list[int]:
+def _in_flight_limits(pipeline: TrainingPipeline, prepared: StreamTasks, rule: ListRule, cap: Sequence[int],
+                      fit_step: float) -> list[int]:
     """Each stage's limit on forwards in flight: a share of the micro-batches, or Little's law (fitted to the cap
-    with `rule.fit`)."""
+    with `rule.fit`, in steps of `fit_step`)."""
     nmb = pipeline.num_microbatches
     if rule.little is None:
         return [max(1, round(rule.share * nmb))] * pipeline.num_stages
     if rule.fit:
-        return fitted_limits(prepared, rule.little, cap)
+        return fitted_limits(prepared, rule.little, cap, fit_step)
     return little_limits(prepared, rule.little)
 
 
@@ -207,10 +219,12 @@ def _dispatcher(p: int, inst: SchedulingInstance, acts: Sequence[UnrolledAction]
 
 
 def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: ListRule,
-                      prepared: StreamTasks | None = None) -> dict[str, int] | None:
+                      prepared: StreamTasks | None = None,
+                      fit_step: float = DEFAULT_STREAM_LIST_POLICY.fit_step) -> dict[str, int] | None:
     """Start tick of every task of `pipeline`'s unrolled instance (compute, sends, all-to-alls) under `rule`, or
     None when the pipeline has no communication streams or no placement, or the rule gets stuck (the cap admits
-    no forward that would let the others progress).  `prepared`: `stream_tasks(pipeline)`, when the caller has it."""
+    no forward that would let the others progress).  `prepared`: `stream_tasks(pipeline)`, when the caller has it;
+    `fit_step`: `StreamListPolicy.fit_step`."""
     prepared = prepared or stream_tasks(pipeline)
     std = pipeline.stage_to_device
     if prepared is None or std is None:
@@ -224,7 +238,7 @@ def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: List
     act = [int(c.activation_bytes) for c in pipeline.stages]
     reserve = [rule.reserve_slots * sum(act[x] for x in stages_of[std[s]] if pos[x] > pos[s])
                for s in range(pipeline.num_stages)]
-    limits = _in_flight_limits(pipeline, prepared, rule, cap)
+    limits = _in_flight_limits(pipeline, prepared, rule, cap, fit_step)
     # task of (stage, kind, micro-batch), looked up without building an Action per probe (the hot loop)
     task_of = {(s, k): [tasks.index[Action(s, k, m)] for m in range(nmb)]
                for s in range(pipeline.num_stages) for k in (F, B, W)}
@@ -278,15 +292,17 @@ def stream_list_times(pipeline: TrainingPipeline, cap: Sequence[int], rule: List
     return out if len(out) == n else None
 
 
-def best_stream_list(pipeline: TrainingPipeline, cap: Sequence[int]) -> tuple[dict[str, int], int] | None:
-    """(times, makespan) of the shortest `stream_list_times` over `PORTFOLIO`, or None when no rule gives one."""
+def best_stream_list(pipeline: TrainingPipeline, cap: Sequence[int],
+                     policy: StreamListPolicy = DEFAULT_STREAM_LIST_POLICY) -> tuple[dict[str, int], int] | None:
+    """(times, makespan) of the shortest `stream_list_times` over `policy.portfolio`, or None when no rule gives
+    one."""
     prepared = stream_tasks(pipeline)
     if prepared is None:
         return None
     names = prepared.tasks.instance.task_names
     best: tuple[dict[str, int], int] | None = None
-    for rule in PORTFOLIO:
-        times = stream_list_times(pipeline, cap, rule, prepared)
+    for rule in policy.portfolio:
+        times = stream_list_times(pipeline, cap, rule, prepared, policy.fit_step)
         if times is None:
             continue
         span = max(times[name] + d for name, d in zip(names, prepared.dur, strict=True))
@@ -300,15 +316,13 @@ def little_limits(prepared: StreamTasks, factor: float) -> list[int]:
     return [max(1, round(factor * r)) for r in prepared.residence_per_interval]
 
 
-FIT_STEP = 0.02  # factor decrement of `fitted_limits`
-
-
-def fitted_limits(prepared: StreamTasks, factor: float, cap: Sequence[int]) -> list[int]:
-    """`little_limits` with, per device d, the largest factor g <= `factor` (in steps of `FIT_STEP`) whose limits
+def fitted_limits(prepared: StreamTasks, factor: float, cap: Sequence[int],
+                  step: float = DEFAULT_STREAM_LIST_POLICY.fit_step) -> list[int]:
+    """`little_limits` with, per device d, the largest factor g <= `factor` (in steps of `step`) whose limits
     l_s = max(1, round(g x L_s / I)) over d's stages s satisfy params(d) + sum_s l_s x activation(s) <= cap[d]: the
     activations of the micro-batches in flight then always fit, so with no reserve memory never refuses a forward (a
     stage's micro-batch holds its activation from F's start to W's end, the span the limit counts).  Where nothing
-    down to g = `FIT_STEP` fits, the device keeps the limits at that g (1 for every stage whose L_s / I is below 25)
+    down to g = `step` fits, the device keeps the limits at that g (1 for every stage whose L_s / I is below 25)
     and memory refuses forwards as without `fit`."""
     pipeline = prepared.pipeline
     residence = prepared.residence_per_interval
@@ -319,9 +333,9 @@ def fitted_limits(prepared: StreamTasks, factor: float, cap: Sequence[int]) -> l
         g = factor
         while True:
             here = {s: max(1, round(g * residence[s])) for s in stages}
-            if g <= FIT_STEP or sum(here[s] * int(pipeline.stages[s].activation_bytes) for s in stages) <= room:
+            if g <= step or sum(here[s] * int(pipeline.stages[s].activation_bytes) for s in stages) <= room:
                 break
-            g -= FIT_STEP
+            g -= step
         for s in stages:
             limits[s] = here[s]
     return limits
