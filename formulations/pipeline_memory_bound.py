@@ -80,7 +80,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from formulations.backends import get_backend
-from formulations.model_api import SolveParams, SolveStatus, interval
+from formulations.model_api import DEFAULT_SOLVE_POLICY, SolveParams, SolvePolicy, SolveStatus, interval
 from formulations.pipeline import device_bound_parts, device_of, heads_and_tails
 from planner.errors import OpplanError
 from planner.pipeline.unroll import AllToAll, TrainingPipeline, Unrolled, unroll_actions
@@ -104,6 +104,8 @@ class MemoryBoundPolicy:
     # a device's binary search stops when its interval is within this share of the bound: finer costs a probe per
     # halving for a bound no reader tells apart
     resolution: float = 0.001
+    # the probes' solver knobs: the relaxations' memory is a reservoir, which CP-SAT expands up to a size
+    solve: SolvePolicy = dataclasses.field(default_factory=SolvePolicy)
 
 
 DEFAULT_MEMORY_BOUND_POLICY = MemoryBoundPolicy()  # for argument defaults
@@ -189,8 +191,10 @@ class DeviceRelaxation:
         return {F: int(cost.activation_bytes), B: -freed_by_b,
                 W: freed_by_b - int(cost.activation_bytes)}[t.action.kind]
 
-    def probe(self, makespan_tick: int, time_s: float, threads: int) -> str:
-        """``infeasible``, ``feasible`` or ``unknown``: is there a relaxed schedule ending by `makespan_tick`?"""
+    def probe(self, makespan_tick: int, time_s: float, threads: int,
+              policy: SolvePolicy = DEFAULT_SOLVE_POLICY) -> str:
+        """``infeasible``, ``feasible`` or ``unknown``: is there a relaxed schedule ending by `makespan_tick`?
+        `policy`: the solver's knobs (`SolvePolicy`)."""
         be = get_backend("cpsat")
         bld = be.new_builder()
         start = []
@@ -222,7 +226,7 @@ class DeviceRelaxation:
                     changes.append(change)
             params = sum(int(self.pipeline.stages[s].param_bytes) for s in self.pipeline.device_stages(d))
             bld.reservoir(times, changes, cap - params, f"memory[d={d}]")
-        got = bld.solve(SolveParams(time_limit_s=time_s, threads=threads, deterministic=False))
+        got = bld.solve(SolveParams(time_limit_s=time_s, threads=threads, deterministic=False, policy=policy))
         if got.status is SolveStatus.INFEASIBLE:
             return "infeasible"
         return "feasible" if got.has_solution else "unknown"
@@ -428,6 +432,7 @@ class _BoundSearch:
     bound: int
     raised_by: int | None = None
     raised_devices: tuple[int, ...] = ()
+    solve: SolvePolicy = DEFAULT_SOLVE_POLICY  # each probe's solver knobs
     probes: list[Probe] = dataclasses.field(default_factory=list)
     # devices -> a makespan their relaxation has a schedule by
     feasible_at: dict[tuple[int, ...], int] = dataclasses.field(default_factory=dict)
@@ -440,7 +445,7 @@ class _BoundSearch:
         """Probe `r` at `tick` for at most `seconds` (and the budget left); records the probe, returns its status."""
         left = self.time_limit_s - (time.monotonic() - self.t0)
         began = time.monotonic()
-        status = r.probe(tick, min(seconds, left), self.threads)
+        status = r.probe(tick, min(seconds, left), self.threads, self.solve)
         self.probes.append(Probe(r.device, tick, status, time.monotonic() - began, r.devices))
         if self.progress is not None:
             who = f"devices {r.devices[0]} and {r.devices[1]}" if len(r.devices) > 1 else f"device {r.device}"
@@ -523,7 +528,7 @@ def memory_bound(pipeline: TrainingPipeline, cap_bytes: int | Sequence[int], *, 
     sets = [(d,) for d in range(pipeline.num_devices)] + (list(neighbour_pairs(pipeline)) if pairs else [])
     relaxations, parts = device_relaxations(pipeline, caps, sets)
     plain = max(parts, default=0)
-    searched = _BoundSearch(t0, time_limit_s, threads, progress, plain)
+    searched = _BoundSearch(t0, time_limit_s, threads, progress, plain, solve=policy.solve)
     distinct = _distinct_relaxations(relaxations, parts, first_devices)
     searched.first_questions(distinct, first_ticks, upper_tick, policy.first_probe_s)
     if not search:

@@ -15,7 +15,7 @@ from random_pipelines import random_cap, random_pipeline
 from formulations.backends import get_backend
 from formulations.model_api import UnsupportedConstraint
 from formulations.pipeline import pipeline_device_bound, solve_pipeline
-from formulations.pipeline_memory_bound import device_relaxations, memory_bound, neighbour_pairs
+from formulations.pipeline_memory_bound import MemoryBoundPolicy, device_relaxations, memory_bound, neighbour_pairs
 from planner.errors import OpplanError
 from planner.pipeline.unroll import StageCost, TrainingPipeline
 from planner.schedule.actions import Action, ActionKind
@@ -37,6 +37,18 @@ def test_a_cap_of_one_activation_serialises_the_round_trips() -> None:
     assert got.bound_tick == 20 and got.device == 0 and got.complete
     full = solve_pipeline(pipe, 10, fifo=False, time_limit_s=30)
     assert full.status is PlanStatus.OPTIMAL and full.timeline.makespan_tick == 20
+
+
+def test_the_policy_resolution_ends_the_binary_search() -> None:
+    # at a resolution of half the bound a search stops once its interval is within half its lower end: device 1's
+    # search from [13, 40] stops at [14, 20] and device 0's at [15, 21] after 3 probes each, a bound of 15 below the
+    # fine search's 20 (11 probes), and never above it
+    pipe = _one_in_flight()
+    fine = memory_bound(pipe, 10, upper_tick=40, time_limit_s=30, pairs=False)
+    coarse = memory_bound(pipe, 10, upper_tick=40, time_limit_s=30, pairs=False,
+                          policy=MemoryBoundPolicy(resolution=0.5))
+    assert fine.bound_tick == 20 and coarse.bound_tick == 15 and coarse.complete
+    assert len(coarse.probes) < len(fine.probes)
 
 
 def test_a_cap_that_binds_nothing_leaves_the_device_bound() -> None:
