@@ -81,3 +81,6 @@ def test_side_by_side_panels_share_the_time_axis_and_only_the_last_says_its_unit
     assert [ax.get_xlabel() for ax in panels] == ["", "time (unit)"]
     assert all(ax.get_xlim() == (0.0, 15.0) for ax in panels)  # the longest schedule's end, in units
     assert [t.get_text() for t in panels[0].get_yticklabels()] == ["p0", "p1"]
+    # two panels of 2 rows (0.3 in a row + 0.5), 0.6 in between each, 0.9 for the legend, 0.75 for the caption
+    assert fig.get_size_inches()[1] == pytest.approx(2 * 1.1 + 2 * 0.6 + 0.9 + 0.75)
+    assert panels[0].get_gridspec().hspace == pytest.approx(2 * 0.6 / 2.2)

@@ -6,8 +6,19 @@ from __future__ import annotations
 
 import pytest
 
-from planner.compare.cut_search import chain_move, chain_moves, descend_cut, refine_cut, single_moves
+from test_model_costs_details import chain_costs
+
+from planner.compare.cut_search import (
+    chain_move,
+    chain_moves,
+    descend_cut,
+    evaluate_cut,
+    refine_cut,
+    single_moves,
+)
 from planner.errors import OpplanError
+from planner.pipeline.generators import gpipe, one_f_one_b
+from planner.schedule.program import Schedule
 
 
 def test_single_moves_largest_step_first_each_piece_up_then_down():
@@ -113,3 +124,21 @@ def test_chain_moves_are_tried_only_once_single_moves_fail():
 def test_an_unknown_score_is_refused():
     with pytest.raises(OpplanError, match="unknown cut score 'speed'"):
         refine_cut(None, 1, "dualpipe", 2, 4, [], None, deadline_s=0.0, score="speed")  # type: ignore[arg-type]
+
+
+def test_the_first_of_equally_short_schedules_is_the_cut_s_reference():
+    first = one_f_one_b(2, 4)
+    twin = Schedule(first.actions, first.num_stages, first.num_microbatches, first.stage_to_device, "twin")
+    got = evaluate_cut(chain_costs(), "1f1b", 2, 4, [first, twin], None)
+    assert got is not None and got.schedule.name == "1f1b"
+    shorter = evaluate_cut(chain_costs(), "1f1b", 2, 4, [first, gpipe(2, 4)], None)
+    assert shorter is not None and shorter.schedule.name == "gpipe"  # 234 ticks against 1F1B's 243, no cap
+    assert shorter.makespan_tick == 234
+    assert evaluate_cut(chain_costs(), "1f1b", 2, 4, [first], 0) is None  # nothing fits a cap of 0
+
+
+def test_a_search_where_nothing_fits_keeps_the_start_cut():
+    mc = chain_costs()
+    got = refine_cut(mc, 1, "1f1b", 2, 4, [one_f_one_b(2, 4)], 0, deadline_s=float("inf"))
+    assert got.costs is mc and got.best is None and got.start_makespan_tick is None
+    assert (got.evaluations, got.moves_kept, got.chain_moves_kept) == (1, 0, 0)
