@@ -5,7 +5,6 @@ budget and counts on a toy evaluation."""
 from __future__ import annotations
 
 import pytest
-
 from test_model_costs_details import chain_costs
 
 from planner.compare.cut_search import (
