@@ -15,8 +15,16 @@ from planner.cost.measured_transfers import measured_transfer_s, with_transfer_l
 from planner.cost.sharing import SharedHosts
 from planner.execute.calibrate_profile import profile_document, profile_yaml
 from planner.ir.hardware import DEFAULT_PROFILE, load_topology
-from planner.runtime_choice import RUN_PLAN, SEARCH, RunPlan, choose_plan
-from planner.schedule.plan_io import load_plan
+from planner.runtime_choice import (
+    DEFAULT_RUN_CHOICE_POLICY,
+    RUN_PLAN,
+    SEARCH,
+    RunChoicePolicy,
+    RunPlan,
+    choose_plan,
+    retimed_run_plan,
+)
+from planner.schedule.plan_io import load_plan, save_plan
 from planner.schedule.runtime_replay import RuntimeReplay
 from planner.schedule.simulate import simulate
 from planner.schedule.validate import validate_plan
@@ -92,6 +100,26 @@ def test_the_run_plan_wins_when_the_search_found_nothing_shorter() -> None:
     kept, info = choose_plan(searched, run_plan=noisy)
     assert info["chosen"] == RUN_PLAN and info["run_noise"] == noisy.noise
     assert kept.op_plan.makespan_tick == weak.op_plan.makespan_tick
+
+
+def test_a_runs_noise_is_its_spread_capped_by_the_policy(tmp_path) -> None:
+    # repeats of 1.0, 1.1 and 2.0 s: a spread of (2.0 - 1.0) / 1.1, capped at the policy's largest noise (half by
+    # default); two repeats that agree say nothing (0), nor does one alone
+    inst = _fork_join()
+    ran = tmp_path / "ran.json"
+    save_plan(plan_instance(inst, SolveOptions(method=Method.SINGLE_DEVICE)).op_plan, ran)
+    report = tmp_path / "run.json"
+
+    def noise(makespans: list[float], policy: RunChoicePolicy = DEFAULT_RUN_CHOICE_POLICY) -> float:
+        report.write_text(json.dumps({"plan": str(ran), "measured_makespans_s": makespans}))
+        found, why = retimed_run_plan(report, inst, policy)
+        assert found is not None, why
+        return found.noise
+
+    assert noise([1.0, 1.1, 2.0]) == 0.5
+    assert noise([1.0, 1.1, 2.0], RunChoicePolicy(max_noise=2.0)) == pytest.approx(1.0 / 1.1)
+    assert noise([1.0, 1.1, 1.2]) == pytest.approx(0.2 / 1.1)
+    assert noise([1.0, 1.0]) == noise([1.5]) == 0.0
 
 
 def _profile(tmp: Path, *, send_s: float, recv_s: float) -> Path:
