@@ -23,9 +23,9 @@ from opplan.inputs import Hardware, Model, costed
 from opplan.progress import Progress, progress_or_log
 from planner.compare.compare_policy import ComparePolicy
 from planner.compare.model_costs import ModelCosts, model_costs
-from planner.compare.pipelines import CSV_COLUMNS, write_outputs
 from planner.compare.pipelines import Comparison as PlannerComparison
 from planner.compare.pipelines import compare as compare_pipelines
+from planner.compare.pipelines import write_outputs
 from planner.cost.training_costs import training_costs
 from planner.ir.moe_structure import find_moe_layers
 
@@ -56,7 +56,7 @@ class Comparison:
         """One row per schedule that ran, in ``compare.csv``'s columns (`CSV_COLUMNS`): ``schedule``,
         ``makespan`` (time unit), ``bubble_ratio`` (idle / (devices x makespan)), ``peak_memory`` and
         ``param_memory`` (memory unit, the largest device's)."""
-        return pd.DataFrame([self.result.values(r) for r in self.result.ok_rows()], columns=list(CSV_COLUMNS))
+        return self.result.csv_frame()
 
     def to_frame(self) -> pd.DataFrame:
         """`csv_frame()` with the units in the column names: ``makespan_us``, ``peak_memory_MiB``,
@@ -67,7 +67,7 @@ class Comparison:
 
     def csv_text(self) -> str:
         """``compare.csv`` as ``plan-compare`` writes it (`csv_frame()`, LF line ends)."""
-        return str(self.csv_frame().to_csv(index=False, lineterminator="\n"))
+        return self.result.csv_text()
 
     def table(self, *, verbose: bool = False) -> str:
         """The table ``plan-compare`` prints (`verbose`: with how the planned row's search went)."""

@@ -40,9 +40,7 @@ the stage-level schedules expanded; the row keeps the shorter schedule.  The pla
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import os
 import re
 import time
@@ -50,6 +48,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
+
+import pandas as pd
 
 from formulations.pipeline import prepare_pipeline
 from formulations.stop import stop_requested
@@ -122,13 +122,14 @@ class Comparison:
             return self.costs.time_unit, self.costs.memory_unit
         return "unit", "unit"
 
+    def csv_frame(self) -> pd.DataFrame:
+        """One row per schedule that ran, in `CSV_COLUMNS`: makespan in the time unit, bubble ratio, the largest
+        device's peak and parameter memory in the memory unit (`units()`); `compare.csv` is written from it."""
+        return pd.DataFrame([self.values(r) for r in self.ok_rows()], columns=list(CSV_COLUMNS))
+
     def csv_text(self) -> str:
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
-        w.writeheader()
-        for r in self.ok_rows():
-            w.writerow(self.values(r))
-        return buf.getvalue()
+        """`compare.csv`'s text: `csv_frame()` with LF line ends."""
+        return str(self.csv_frame().to_csv(index=False, lineterminator="\n"))
 
     def best_marks(self) -> dict[str, str]:
         """Row name -> its mark in the table: the best known schedule (the shortest baseline; ties all marked) and,
