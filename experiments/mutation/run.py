@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import fcntl
 import importlib
 import importlib.abc
 import importlib.util
@@ -341,14 +342,18 @@ def mutate_module(key: str, target: Target, *, max_mutants: int | None, seed: in
 
 
 def _merge_csv(path: Path, columns: tuple[str, ...], rows: list[dict], replaced: set[str]) -> None:
-    kept: list[dict] = []
-    if path.exists():
-        with path.open(newline="") as f:
-            kept = [r for r in csv.DictReader(f) if r["module"] not in replaced]
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns)
-        w.writeheader()
-        w.writerows(kept + rows)
+    """Replace the rows of the `replaced` modules in `path` by `rows`, keeping the others; under an exclusive lock
+    on a file beside it, so that runs of other modules finishing at the same moment keep each other's rows."""
+    with path.with_name(path.name + ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        kept: list[dict] = []
+        if path.exists():
+            with path.open(newline="") as f:
+                kept = [r for r in csv.DictReader(f) if r["module"] not in replaced]
+        with path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=columns)
+            w.writeheader()
+            w.writerows(kept + rows)
 
 
 def main(argv: list[str] | None = None) -> int:
