@@ -434,17 +434,19 @@ def test_the_periodic_start_tries_each_margin_above_the_bound_in_its_share_of_th
     from planner.pipeline.mirror import fold
     from planner.pipeline.stream_greedy import best_stream_list
 
+    # DualPipe on 4 devices, 16 micro-batches: long enough for a steady state that replays shorter than the list
+    # schedule's (246 ticks replayed)
     costs = UnitCosts(f=2, b=2, w=1, comm=1, comm_stream=True, a2a=1.0)
-    row = simulate_row("dualpipe", 4, 8, costs, Scales.of(costs))
+    row = simulate_row("dualpipe", 4, 16, costs, Scales.of(costs))
     assert row.figures is not None
     cap = row.figures.max_peak_memory_bytes
-    pipe = pipeline_of("dualpipe", 4, 8, costs, Scales.of(costs))
+    pipe = pipeline_of("dualpipe", 4, 16, costs, Scales.of(costs))
     mirror = fold(pipe, [cap] * 4)
     assert mirror is not None
     listed = best_stream_list(mirror.half, mirror.half_caps([cap] * 4))
     assert listed is not None
     setup = prepare_pipeline(pipe, cap, warm_start=mirror.unfold_times(listed[0]))
-    assert setup.known is not None
+    assert setup.known is not None and replayed_tick(setup, setup.known) == 246
     asked: list[tuple[int, float]] = []
     real = periodic_module.solve_periodic
 
@@ -455,24 +457,18 @@ def test_the_periodic_start_tries_each_margin_above_the_bound_in_its_share_of_th
     monkeypatch.setattr(periodic_module, "solve_periodic", spy)
     said: list[tuple[int, int, int]] = []
     lower = period_lower_bound_tick(mirror.half)
-    start = replayed_tick(setup, setup.known)
-    assert start is not None
     times, periodic = periodic_module.periodic_start(
         setup, mirror, setup.known, time_limit_s=8.0, threads=1, seed=0, progress=lambda *a: said.append(a),
-        policy=PeriodicPolicy(margins=(0.5, 3.0)))
-    assert asked == [(math.ceil(lower * 1.5), 4.0), (math.ceil(lower * 4.0), 4.0)]
-    # every periodic schedule found is reported against the best start before it; the shorter replay is kept
-    assert len(said) == 2  # both margins leave room for memory here
-    assert [a[1] for a in said] == [p for p, _ in asked][:len(said)]
-    best = start
-    for before, _period, tick in said:
-        assert before == best
-        best = min(best, tick)
-    if periodic is None:
-        assert times == setup.known and all(tick >= start for _b, _p, tick in said)
-    else:
-        assert periodic[1] == best < start and replayed_tick(setup, times) == best
-
+        policy=PeriodicPolicy(margins=(0.01, 0.1)))
+    assert lower == 24
+    assert asked == [(math.ceil(lower * 1.01), 4.0), (math.ceil(lower * 1.1), 4.0)] == [(25, 4.0), (27, 4.0)]
+    # each find is reported against the best start before it: the list schedule's, then the first period's
+    assert said == [(246, 25, 244), (244, 27, 258)]
+    assert periodic == (25, 244) and replayed_tick(setup, times) == 244
+    assert mirror.fold_times(dict(zip(setup.tasks.instance.task_names, times.start, strict=True))) is not None
+    # a period too long to replay shorter leaves the start as it was
+    assert periodic_module.periodic_start(setup, mirror, setup.known, time_limit_s=4.0, threads=1, seed=0,
+                                          policy=PeriodicPolicy(margins=(0.3,))) == (setup.known, None)
 
 def test_a_kind_that_gains_weighs_one_more_and_a_tie_moves_the_search(monkeypatch) -> None:
     import planner.search.pipeline.lns as lns_module
@@ -515,3 +511,34 @@ def test_the_search_stops_when_less_than_a_step_is_left(wide) -> None:
     policy = dataclasses.replace(PipelineLnsPolicy(), step_s=0.3, min_step_s=1.0)
     result = improve_pipeline(wide, wide.known, time_limit_s=1.2, max_steps=6, threads=1, policy=policy)
     assert 1 <= len(result.steps) < 6
+
+
+def test_no_search_share_keeps_the_full_solve_even_above_the_size_limit(monkeypatch) -> None:
+    solve, seen = _spied_solve(monkeypatch)
+    sol, lns = solve(uniform_pipeline(2, 2), time_limit_s=4.0, lns_share=0.0, threads=1,
+                     policy=PipelineSearchPolicy(full_solve_max_tasks=11))
+    assert lns is None and [k["time_limit_s"] for k in seen["full"]] == [4.0] and seen["search"] == []
+
+
+def test_the_hand_back_solves_from_the_searchs_schedule_with_the_next_seed(monkeypatch) -> None:
+    from random_pipelines import uneven_pipeline
+
+    solve, seen = _spied_solve(monkeypatch)
+    pipe = uneven_pipeline(3, 4, "fixed", 3)
+    sol, lns = solve(pipe, time_limit_s=30, lns_share=0.5, threads=1, seed=5,
+                     policy=PipelineSearchPolicy(stall_steps=1, full_solve_max_tasks=10))
+    assert lns is not None and lns.resolve is not None and not lns.after_full_solve
+    (again,) = seen["full"]  # no first full solve above the size limit: the hand-back only
+    assert again["seed"] == 6 and again["known"] is not None
+    assert again["lower_bound_tick"] == prepare_pipeline(pipe).trivial_tick
+    assert 0 < again["time_limit_s"] <= 30
+
+
+def test_the_time_to_best_counts_from_the_call_when_the_search_gains(monkeypatch) -> None:
+    solve, _seen = _spied_solve(monkeypatch)
+    setup = _gpipe_2x2()
+    warm = dict(zip(setup.tasks.instance.task_names, setup.known.start, strict=True))
+    sol, lns = solve(setup.pipeline, warm_start=warm, time_limit_s=20.0, lns_share=0.5, threads=1,
+                     policy=PipelineSearchPolicy(full_solve_max_tasks=11, min_resolve_s=100.0))
+    assert lns is not None and lns.best_tick < lns.start_tick == 9 and lns.resolve is None
+    assert sol.time_to_best_s >= lns.time_to_best_s > 0
