@@ -308,23 +308,25 @@ def _softmax_after(ctx: _Ctx, values: str) -> bool:
 
 
 def _with_chain(ctx: _Ctx, r: Router) -> Router:
-    """`r` with its ops: every op that reads X (or X reshaped) and feeds a pick, and the ops between."""
+    """`r` with its ops: every op that reads X and feeds a pick, and the ops between (ops are in topological
+    order, so the walk down from X stops at the last pick: in a deep model everything after it is later layers)."""
     graph = ctx.graph
-    upstream: set[int] = set()
+    last = max(r.select)
+    downstream: set[int] = set()
+    todo = deque(c for c in ctx.consumers.get(r.x, ()) if c <= last)
+    while todo:
+        v = todo.popleft()
+        if v in downstream:
+            continue
+        downstream.add(v)
+        todo.extend(s for s in graph.successors[v] if s <= last)
+    chain: set[int] = set()
     todo = deque(r.select)
     while todo:
         v = todo.popleft()
-        if v in upstream:
+        if v in chain or v not in downstream:
             continue
-        upstream.add(v)
+        chain.add(v)
         todo.extend(graph.predecessors[v])
-    downstream: set[int] = set()
-    todo = deque(c for c in ctx.consumers.get(r.x, ()) if c in upstream)
-    while todo:
-        v = todo.popleft()
-        if v in downstream or v not in upstream:
-            continue
-        downstream.add(v)
-        todo.extend(graph.successors[v])
-    chain = downstream | {r.matmul, *r.select}
+    chain |= {r.matmul, *r.select}
     return Router(r.select, r.matmul, tuple(sorted(chain)), r.x, r.experts, r.top_k, r.kind, r.noisy, r.capacity)
