@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from formulations.model_api import SolvePolicy
 from formulations.pipeline_periodic import PeriodicModelPolicy
 
 
@@ -82,6 +83,8 @@ class PipelineSearchPolicy:
     # full solve: the full model of such a pipeline neither moves its warm start nor lifts the trivial bound within
     # any budget plan-compare gives it, while the pipelines it improves stay far below
     full_solve_max_tasks: int = 5_000
+    # the formulations' knobs (the least solve time) in the full model's solves
+    solve: SolvePolicy = field(default_factory=SolvePolicy)
 
 
 # the defaults, one instance each, for argument defaults

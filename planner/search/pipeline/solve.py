@@ -55,7 +55,7 @@ class _Call:
         """The full model, warm-started from `known`, its bound at least `bound_tick`."""
         return solve_formulation(self.setup.formulation(), backend=get_backend(self.backend), time_limit_s=limit_s,
                                  threads=self.threads, seed=run_seed, known=known, lower_bound_tick=bound_tick,
-                                 started_s=started_s, progress=self.full_progress)
+                                 started_s=started_s, progress=self.full_progress, policy=self.policy.solve)
 
 
 def solve_pipeline_lns(
