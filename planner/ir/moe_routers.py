@@ -44,7 +44,7 @@ MATMUL = frozenset({"MatMul", "Gemm", "MatMulInteger", "Einsum", "FusedMatMul"})
 _SCORES = frozenset({"Softmax", "Sigmoid"})
 _RANDOM = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
                      "Multinomial"})
-_NOISE_DEPTH = 12  # ops searched upstream for a random source: noise is a few elementwise ops on a random draw
+_NOISE_SEARCH = 48  # tensors searched upstream for a random source: noise is a few elementwise ops on a draw
 
 TOP_K, TOP_1, SPARSE_MIXER, EXPERT_CHOICE = "top-k", "top-1", "sparse mixer", "expert choice"
 
@@ -123,7 +123,7 @@ def find_routers(graph: OpGraph, producer: Mapping[str, int],
 def _noise(ctx: _Ctx, tensor: str) -> bool:
     """Whether `tensor` is computed from a random draw without passing a weighted product (noise, not data)."""
     todo, seen = deque([tensor]), {tensor}
-    while todo and len(seen) < 4 * _NOISE_DEPTH:
+    while todo and len(seen) < _NOISE_SEARCH:
         p = ctx.producer.get(todo.popleft())
         if p is None:
             continue
