@@ -542,3 +542,42 @@ def test_the_time_to_best_counts_from_the_call_when_the_search_gains(monkeypatch
                      policy=PipelineSearchPolicy(full_solve_max_tasks=11, min_resolve_s=100.0))
     assert lns is not None and lns.best_tick < lns.start_tick == 9 and lns.resolve is None
     assert sol.time_to_best_s >= lns.time_to_best_s > 0
+
+
+def test_a_half_searched_starts_from_the_periodic_schedule_when_it_replays_shorter(monkeypatch) -> None:
+    import planner.search.pipeline.solve as solve_module
+    from planner.compare.baselines import pipeline_of
+    from planner.compare.baselines import simulate_baseline as simulate_row
+    from planner.pipeline.mirror import fold
+    from planner.pipeline.stream_greedy import best_stream_list
+
+    costs = UnitCosts(f=2, b=2, w=1, comm=1, comm_stream=True, a2a=1.0)
+    row = simulate_row("dualpipe", 4, 16, costs, Scales.of(costs))
+    assert row.figures is not None
+    cap = row.figures.max_peak_memory_bytes
+    pipe = pipeline_of("dualpipe", 4, 16, costs, Scales.of(costs))
+    mirror = fold(pipe, [cap] * 4)
+    assert mirror is not None
+    listed = best_stream_list(mirror.half, mirror.half_caps([cap] * 4))
+    assert listed is not None
+    asked: list[float] = []
+    real = solve_module.periodic_start
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs["time_limit_s"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(solve_module, "periodic_start", spy)
+    reported: list[LnsStep] = []
+    policy = PipelineSearchPolicy(full_solve_max_tasks=10, periodic=PeriodicPolicy(margins=(0.01,), share=0.5),
+                                  half=HalfSearchPolicy(ends=False))
+    sol, lns = solve_module.solve_pipeline_lns(pipe, cap, warm_start=mirror.unfold_times(listed[0]), time_limit_s=4.0,
+                                               threads=1, policy=policy, progress=reported.append)
+    assert lns is not None and lns.folded and not lns.after_full_solve
+    assert len(asked) == 1 and 1.5 < asked[0] <= 2.0  # half of the time left after the setup
+    assert lns.periodic == (25, 244)
+    (first, *_) = reported
+    assert (first.step, first.kind, first.size, first.before_tick, first.after_tick, first.proven,
+            first.period_tick) == (0, "periodic", 0, 246, 244, False, 25)
+    assert 0 < first.wall_s < 4.0
+    assert 0 < sol.time_to_best_s < 4.0 and sol.plan.makespan_tick <= 244
