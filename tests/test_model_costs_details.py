@@ -4,11 +4,13 @@ each schedule's layout and pipeline."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from instances import make_instance
 
-from planner.compare.model_costs import ModelCosts
+from planner.compare.model_costs import ModelCosts, model_costs
 from planner.errors import InputError
 
 
@@ -81,3 +83,34 @@ def test_no_all_to_all_without_moe_layers_and_the_expert_parallel_degree():
     assert mc.a2a_tick([0, 1, 2]) == 0 and mc.stage_cost([0, 1, 2], 0).a2a_tick == 0
     assert mc.expert_parallel_degree == 2 and chain_costs(expert_parallel=8).expert_parallel_degree == 8
     assert mc.cut(1) == ((0, 1, 2), (3, 4, 5)) and mc.cut(2) == ((0,), (1, 2), (3, 4), (5,))
+
+
+def _chain(durations):
+    """A chain of ops with these forward ticks on one device."""
+    return make_instance("line", [[d] for d in durations], [(i, i + 1, 0, 8) for i in range(len(durations) - 1)])
+
+
+def test_each_stage_is_halved_where_the_larger_half_is_smallest_the_first_on_a_tie():
+    # one device: one stage of every op, cut in two chunks
+    assert model_costs(_chain([2, 1, 1, 1, 1]), 1, time_limit_s=5).chunk_positions == ((0, 1), (2, 3, 4))  # 3 | 3
+    tie = model_costs(_chain([1, 2, 1]), 1, time_limit_s=5)  # 1 | 3 and 3 | 1: the first
+    assert tie.stage_positions == ((0, 1, 2),) and tie.chunk_positions == ((0,), (1, 2))
+
+
+def test_ticks_per_microsecond_from_the_instance_s_tick():
+    line = _chain([1, 2, 1])
+    assert (model_costs(line, 1, time_limit_s=5).ticks_per_unit, model_costs(line, 1, time_limit_s=5).time_unit) == (
+        1, "tick")  # no tick length: the instance's own unit
+    tenth = model_costs(dataclasses.replace(line, tick_s=1e-7), 1, time_limit_s=5)
+    assert (tenth.ticks_per_unit, tenth.time_unit) == (10, "us")
+    micro = model_costs(dataclasses.replace(line, tick_s=1e-6), 1, time_limit_s=5)
+    assert (micro.ticks_per_unit, micro.time_unit) == (1, "us")
+
+
+def test_model_costs_refuse_what_cannot_be_cut():
+    with pytest.raises(InputError, match="--stages 0 needs 1..1 devices"):
+        model_costs(_chain([1, 2, 1]), 0)
+    with pytest.raises(InputError, match="--stages 2 needs 1..1 devices"):
+        model_costs(_chain([1, 2, 1]), 2)
+    with pytest.raises(InputError, match="the model has 1 ops, too few for 2 chunks"):
+        model_costs(_chain([1]), 1)
