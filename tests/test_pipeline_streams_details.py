@@ -87,3 +87,14 @@ def test_send_and_receive_actions_of_a_schedule_are_left_to_the_streams():
     inst = instance_for_schedule(uniform_pipeline(2, 1), sch)
     orders = compute_orders(sch, inst)
     assert [[inst.task_names[t] for t in row] for row in orders] == [["0F0", "0BW0"], ["1F0", "1BW0"]]
+
+
+def test_a_deadlock_at_the_end_counts_the_tasks_that_never_start():
+    # device 1 runs its last backward before its last forward: 1BW3 waits for 1F3 behind it, and 0BW3 for 1BW3;
+    # the other 13 tasks run
+    pipe = TrainingPipeline((STAGE, STAGE), 4, 2, (0, 1), ((0, 1),), comm_tick=5)
+    sch = Schedule.build([["0F0", "0BW0", "0F1", "0BW1", "0F2", "0BW2", "0F3", "0BW3"],
+                          ["1F0", "1BW0", "1F1", "1BW1", "1F2", "1BW2", "1BW3", "1F3"]], name="late")
+    inst = instance_for_schedule(pipe, sch)
+    with pytest.raises(DeadlockError, match=r"\(3 tasks never start\)"):
+        stream_orders(inst, compute_orders(sch, inst), 2)
