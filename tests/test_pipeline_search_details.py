@@ -571,13 +571,13 @@ def test_a_half_searched_starts_from_the_periodic_schedule_when_it_replays_short
     reported: list[LnsStep] = []
     policy = PipelineSearchPolicy(full_solve_max_tasks=10, periodic=PeriodicPolicy(margins=(0.01,), share=0.6),
                                   half=HalfSearchPolicy(ends=False))
-    sol, lns = solve_module.solve_pipeline_lns(pipe, cap, warm_start=mirror.unfold_times(listed[0]), time_limit_s=3.0,
+    sol, lns = solve_module.solve_pipeline_lns(pipe, cap, warm_start=mirror.unfold_times(listed[0]), time_limit_s=4.0,
                                                threads=1, policy=policy, progress=reported.append)
     assert lns is not None and lns.folded and not lns.after_full_solve
-    assert len(asked) == 1 and 0.9 < asked[0] <= 1.8  # 0.6 of the time left after the setup (under a second)
+    assert len(asked) == 1 and 1.2 < asked[0] <= 2.4  # 0.6 of the time left after the setup (under two seconds)
     assert lns.periodic == (25, 244)
     (first, *_) = reported
     assert (first.step, first.kind, first.size, first.before_tick, first.after_tick, first.proven,
             first.period_tick) == (0, "periodic", 0, 246, 244, False, 25)
-    assert 0 < first.wall_s < 3.0
-    assert 0 < sol.time_to_best_s < 3.0 and sol.plan.makespan_tick <= 244
+    assert 0 < first.wall_s < 4.0
+    assert 0 < sol.time_to_best_s < 4.0 and sol.plan.makespan_tick <= 244
