@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from formulations.pipeline_memory_bound import MemoryBoundPolicy
 from planner.search.pipeline.policy import PipelineSearchPolicy
 
 
@@ -34,6 +35,8 @@ class ComparePolicy:
     lns_share: float = 0.5
     # plan-compare's default time for the memory bound (`--bound-time`): the preset at p = 8 needed 171 s, loaded
     memory_bound_s: float = 120.0
+    # the memory bound's own tuning within that time (each probe's time, where its binary search stops)
+    memory_bound: MemoryBoundPolicy = field(default_factory=MemoryBoundPolicy)
     # ``--granularity auto``: the sub-chunks per piece tried, finest first; the first whose pipeline has at most
     # `fine_task_limit` compute tasks (F, B, W of every sub-chunk and micro-batch) is taken: a size whose model
     # CP-SAT builds and keeps improving within plan-compare's budget

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from formulations.pipeline_memory_bound import memory_bound
+from formulations.pipeline_memory_bound import DEFAULT_MEMORY_BOUND_POLICY, MemoryBoundPolicy, memory_bound
 from planner.compare.compare_row import CompareRow
 from planner.errors import OpplanError
 from planner.pipeline.metrics import PipelineFigures
@@ -33,10 +33,12 @@ def half_bubble_tick_of_work(work_tick: int, dualpipe_bubble_tick: int, num_devi
 
 
 def note_memory_bound(row: CompareRow, dualpipe: PipelineFigures | None, cap_bytes: int | None, scales: Scales,
-                      time_s: float, progress: Callable[[str], None] | None = None) -> None:
-    """Search the memory bound of the planned `row` within `time_s` and note it (notes["memory_bound"]); when it
-    is above the row's bound, it becomes the row's bound (gap and status follow).  Nothing when the row is proven
-    optimal, has no cap or no time; a pipeline the bound does not hold for gets the reason in the note."""
+                      time_s: float, progress: Callable[[str], None] | None = None,
+                      policy: MemoryBoundPolicy = DEFAULT_MEMORY_BOUND_POLICY) -> None:
+    """Search the memory bound of the planned `row` within `time_s` (with `policy`: `ComparePolicy.memory_bound`)
+    and note it (notes["memory_bound"]); when it is above the row's bound, it becomes the row's bound (gap and
+    status follow).  Nothing when the row is proven optimal, has no cap or no time; a pipeline the bound does not
+    hold for gets the reason in the note."""
     fig, pipe = row.figures, row.pipeline
     if fig is None or pipe is None or cap_bytes is None or time_s <= 0 or row.notes.get("status") is \
             PlanStatus.OPTIMAL:
@@ -44,7 +46,7 @@ def note_memory_bound(row: CompareRow, dualpipe: PipelineFigures | None, cap_byt
     half = None if dualpipe is None else half_bubble_tick(fig, dualpipe, pipe.num_devices)
     try:
         got = memory_bound(pipe, cap_bytes, upper_tick=fig.makespan_tick, time_limit_s=time_s,
-                           first_ticks=() if half is None else (half,), progress=progress,
+                           first_ticks=() if half is None else (half,), progress=progress, policy=policy,
                            first_devices=tuple(row.notes.get("devices_at_cap") or ()))  # type: ignore[arg-type]
     except OpplanError as exc:
         row.notes["memory_bound"] = {"skipped": " ".join(str(exc).split())}

@@ -267,7 +267,8 @@ def _note_planned_row(best: CompareRow, cmp: Comparison, dualpipe: CompareRow | 
                                       else "the time limit is spent"}
     note_memory_bound(best, None if dualpipe is None else dualpipe.figures, cap, scales, bound_s,
                       None if progress is None else
-                      (lambda line: progress(f"   {ticks_in_units(line, scales, cmp.units()[0])}")))
+                      (lambda line: progress(f"   {ticks_in_units(line, scales, cmp.units()[0])}")),
+                      cmp.policy.memory_bound)
     _note_other_placements(best, p, m, costs, scales, cap)
 
 
