@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import time
 import types
 
 import pytest
@@ -378,7 +379,7 @@ def _spied_solve(monkeypatch):
 
     def spy(name: str, key: str):
         def call(*args, **kwargs):
-            seen[key].append(kwargs)
+            seen[key].append({**kwargs, "called_at_s": time.monotonic()})
             return real[name](*args, **kwargs)
         return call
 
@@ -581,3 +582,28 @@ def test_a_half_searched_starts_from_the_periodic_schedule_when_it_replays_short
             first.period_tick) == (0, "periodic", 0, 246, 244, False, 25)
     assert 0 < first.wall_s < 4.0
     assert 0 < sol.time_to_best_s < 4.0 and sol.plan.makespan_tick <= 244
+
+
+def test_a_hand_back_that_gains_times_its_best_from_the_call(monkeypatch) -> None:
+    from random_pipelines import uneven_pipeline
+
+    # small first neighbourhoods: the search stalls at 46, the full model solved again reaches 45
+    solve, seen = _spied_solve(monkeypatch)
+    policy = PipelineSearchPolicy(stall_steps=1, full_solve_max_tasks=10, lns=PipelineLnsPolicy(initial_size=8))
+    sol, lns = solve(uneven_pipeline(3, 4, "fixed", 3), time_limit_s=30, lns_share=0.5, threads=1, policy=policy)
+    assert lns is not None and lns.resolve is not None
+    assert (lns.start_tick, lns.best_tick, lns.resolve[1], sol.plan.makespan_tick) == (49, 46, 45, 45)
+    (again,) = seen["full"]
+    called_s = seen["prepare"][0]["called_at_s"]  # the call starts its clock just before it prepares
+    assert sol.time_to_best_s >= again["started_s"] - called_s >= lns.steps[-1].wall_s
+
+
+def test_a_search_that_gains_nothing_leaves_the_time_to_best_at_the_start(monkeypatch) -> None:
+    from random_pipelines import uneven_pipeline
+
+    # above the size limit the warm start is the best from the call's start; this search finds nothing shorter
+    solve, _seen = _spied_solve(monkeypatch)
+    policy = PipelineSearchPolicy(stall_steps=1, full_solve_max_tasks=10, min_resolve_s=100.0)
+    sol, lns = solve(uneven_pipeline(3, 4, "fixed", 4), time_limit_s=30, lns_share=0.5, threads=1, policy=policy)
+    assert lns is not None and lns.best_tick == lns.start_tick == sol.plan.makespan_tick == 38
+    assert sol.time_to_best_s == 0.0
