@@ -11,20 +11,20 @@ with the same schema `plan-solve --hw` reads before it is written.
 
 from __future__ import annotations
 
-import csv
 import datetime
-import io
 import os
 import platform
 from collections.abc import Mapping
 from typing import Any
 
+import pandas as pd
 import yaml
 
 from planner.ir.hardware import Profile, topology_from_profile
 from planner.ir.units import format_bytes, format_time
 
-__all__ = ["profile_document", "profile_yaml", "op_csv", "summary_lines", "machine_memory_bytes"]
+__all__ = ["profile_document", "profile_yaml", "op_frame", "op_frame_csv", "op_csv", "summary_lines",
+           "machine_memory_bytes"]
 
 
 def machine_memory_bytes() -> int:
@@ -140,16 +140,27 @@ def profile_yaml(doc: Mapping[str, Any]) -> str:
     return header + yaml.safe_dump(dict(doc), sort_keys=False, width=120)
 
 
+def op_frame(op_seconds: Mapping[str, float], more: Mapping[str, Mapping[str, float]] | None = None
+             ) -> pd.DataFrame:
+    """The per-op times as a frame: ``op``, ``seconds``, then a column per entry of `more` (column name -> op ->
+    seconds, e.g. ``seconds_2_threads``; 0 where it has no time for an op), one row per op of `op_seconds`."""
+    more = more or {}
+    ops = list(op_seconds)
+    columns: dict[str, list[Any]] = {"op": ops, "seconds": [float(op_seconds[op]) for op in ops]}
+    columns.update({name: [float(column.get(op, 0.0)) for op in ops] for name, column in more.items()})
+    return pd.DataFrame(columns, columns=list(columns))
+
+
+def op_frame_csv(frame: pd.DataFrame) -> str:
+    """The CSV text of an `op_frame`: the header, then one line per op, every time with 9 significant digits
+    (``%.9g``), ``\\n`` line ends."""
+    return frame.to_csv(index=False, float_format="%.9g", lineterminator="\n", na_rep="nan")
+
+
 def op_csv(op_seconds: Mapping[str, float], more: Mapping[str, Mapping[str, float]] | None = None) -> str:
     """The per-op CSV `plan-solve --measured` reads (`op,seconds`), with a column per entry of `more` (column name
-    -> op -> seconds, e.g. `seconds_2_threads`) after them."""
-    more = more or {}
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["op", "seconds", *more])
-    for op, seconds in op_seconds.items():
-        writer.writerow([op, f"{seconds:.9g}", *(f"{column.get(op, 0.0):.9g}" for column in more.values())])
-    return buf.getvalue()
+    -> op -> seconds, e.g. `seconds_2_threads`) after them: `op_frame_csv` of `op_frame`."""
+    return op_frame_csv(op_frame(op_seconds, more))
 
 
 def _fmt(value: float, unit: str) -> str:
