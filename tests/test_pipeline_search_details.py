@@ -607,3 +607,28 @@ def test_a_search_that_gains_nothing_leaves_the_time_to_best_at_the_start(monkey
     sol, lns = solve(uneven_pipeline(3, 4, "fixed", 4), time_limit_s=30, lns_share=0.5, threads=1, policy=policy)
     assert lns is not None and lns.best_tick == lns.start_tick == sol.plan.makespan_tick == 38
     assert sol.time_to_best_s == 0.0
+
+
+def test_a_schedule_the_search_leaves_out_of_order_comes_back_renamed_in_order(monkeypatch) -> None:
+    from random_pipelines import uneven_pipeline
+
+    import planner.search.pipeline.solve as solve_module
+    from formulations.pipeline_units import in_order
+
+    left: list[bool] = []
+    real = solve_module.improve_pipeline
+
+    def spy(*args, **kwargs):
+        found = real(*args, **kwargs)
+        left.append(found.in_order)
+        return found
+
+    monkeypatch.setattr(solve_module, "improve_pipeline", spy)
+    pipe = uneven_pipeline(3, 4, "fixed", 3)
+    policy = PipelineSearchPolicy(stall_steps=2, full_solve_max_tasks=10, min_resolve_s=100.0,
+                                  lns=PipelineLnsPolicy(initial_size=12, step_s=1.0))
+    sol, lns = solve_module.solve_pipeline_lns(pipe, time_limit_s=10, lns_share=0.5, threads=1, fifo_inside=False,
+                                               policy=policy)
+    assert left == [False]  # reordered inside a neighbourhood: out of micro-batch order
+    assert lns is not None and lns.in_order and in_order(prepare_pipeline(pipe), lns.times)
+    assert lns.best_tick == sol.plan.makespan_tick < lns.start_tick

@@ -64,7 +64,8 @@ MODULES: dict[str, Target] = {
                         ("tests/test_placement_families.py", "tests/test_formulation_placement.py", "-k",
                          "not cbc and not scip"), max_mutants=40),
     "stages": Target("formulations/stages.py",
-                     ("tests/test_stage_families.py", "tests/test_formulation_stages.py")),
+                     ("tests/test_stage_formulation_details.py", "tests/test_stage_families.py",
+                      "tests/test_formulation_stages.py")),
     "pipeline": Target("formulations/pipeline.py",
                        ("tests/test_pipeline_formulation_details.py", "tests/test_pipeline_families.py",
                         "tests/test_pipeline_compare.py",
@@ -144,7 +145,7 @@ MODULES: dict[str, Target] = {
                               "from_its_warm_start",
                               "tests/test_pipeline_lns.py::test_solve_with_search_bound_never_above_the_makespan",
                               "-k", "solve or stalled or size_limit or search_share or hand_back or time_to_best "
-                              "or periodic_schedule_when or gains_nothing"),
+                              "or periodic_schedule_when or gains_nothing or renamed_in_order"),
                              max_mutants=25),
     "linear": Target("planner/coarsen/linear.py", ("tests/test_linear_clustering_details.py",
                                                    "tests/test_coarsen_linear.py"), max_mutants=0),
