@@ -235,6 +235,7 @@ def test_the_defaults_are_seed_zero_and_the_deterministic_mode(monkeypatch, wide
     improve_pipeline(wide, wide.known, time_limit_s=60, max_steps=3, threads=1, policy=policy)
     assert [(k["seed"], k["deterministic"], k["fifo_inside"], k["fix_untouched"]) for k in asked] == [
         (0, True, True, False), (1, True, True, False), (2, True, True, False)]
+    assert [k["time_limit_s"] for k in asked] == [0.1] * 3  # each step its step_s, far below the time left
     improve_pipeline(wide, wide.known, time_limit_s=60, max_steps=1, threads=1, policy=policy, seed=0)
     assert asked[3]["free"] == asked[0]["free"]  # the first draw is the seed's alone
 
