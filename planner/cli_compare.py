@@ -23,7 +23,9 @@ run micro-batches out of order inside a neighbourhood.  When the planned schedul
 memory bound (`formulations.pipeline_memory_bound`: one device at a time, with the memory cap) gets up to
 ``--bound-time`` seconds after the solves and says whether any schedule can reach half of DualPipe's bubble.
 ``--time-limit`` bounds the whole command: the model's stage cut, the baselines, the solves, the memory bound and
-the pictures share it (`planner.compare.compare_budget`).
+the pictures share it (`planner.compare.compare_budget`).  With ``--memory-sweep LO:HI:STEP`` the planned schedule is
+planned at each of those memory caps instead, the caps sharing the time limit, and the sweep's CSV and picture are
+written (`planner.cli_compare_sweep`, `planner.compare.memory_sweep`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from planner.cli import _run, pause_point
 from planner.cli_compare_args import DEFAULT_OUT, compare_parser, parse_granularity
+from planner.cli_compare_sweep import run_sweep, sweep_caps
 from planner.cli_interrupt import ctrl_c_in_search
 from planner.cli_outputs import check_output_dir, staged_dir
 from planner.compare.compare_policy import ComparePolicy
@@ -72,6 +75,7 @@ def _compare(args: argparse.Namespace) -> int:
             or args.preset_times is not None:
         raise InputError("--layers, --seq-len, --microbatch-seqs and --preset-times apply only with --preset",
                          fix=f"add --preset {next(iter(PRESETS))} --hw H.yaml")
+    caps = sweep_caps(args, None if args.model is not None else costs)  # a bad range fails before any solve
     prepared = _prepared_model(args) if args.model is not None else None
     names = tuple(args.schedules.split(",")) if args.schedules else None
     if names:
@@ -84,6 +88,8 @@ def _compare(args: argparse.Namespace) -> int:
     with ctrl_c_in_search(by_exception=False):
         if prepared is not None:
             costs = dataclasses.replace(_model_costs(args, prepared), fb_overlap=args.fb_overlap, a2a=not args.no_a2a)
+        if caps is not None:
+            return run_sweep(args, costs, caps, names, policy, started)
         cmp = compare(args.stages, args.microbatches, costs, schedules=names, opplan=not args.no_opplan,
                       memory_cap_units=args.memory, opplan_placement=args.placement,
                       time_limit_s=max(1.0, args.time_limit - (time.monotonic() - started)),

@@ -103,6 +103,12 @@ def _add_planned_arguments(parser: ArgumentParser) -> None:
     """The planned schedule: its memory cap, placement, sub-chunks, baselines to run and the search's budget."""
     parser.add_argument("--memory", type=positive_float, default=None,
                         help="memory cap per device for the planned schedule (default: DualPipe's peak)")
+    parser.add_argument("--memory-sweep", default=None, metavar="LO:HI:STEP",
+                        help="memory what-if: plan at each cap from LO to HI by STEP (or a,b,c), in --memory's unit "
+                        "(unit costs: that of --activation and --param; model and preset: MiB, or a size such as "
+                        "2GiB), and write memory_sweep.csv and memory_sweep.png (makespan against peak memory: the "
+                        "baselines, computed once, as points; the planned schedule and its bound over the caps); the "
+                        "caps share --time-limit; excludes --memory")
     parser.add_argument("--placement", choices=PLACEMENTS, default="auto",
                         help="stage placement of the planned schedule: dualpipe (two copies, both directions), v "
                         "(2p half stages), fixed (one stage per device); auto (default) solves the one of dualpipe "

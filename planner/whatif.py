@@ -38,20 +38,23 @@ from planner.schedule.validate import check_plan
 from planner.solve import SolveOptions, plan_instance
 
 
-def parse_memory_range(text: str) -> list[int]:
-    """'8GiB:80GiB:8GiB' -> [8 GiB, 16 GiB, ..., 80 GiB]; 'a,b,c' -> the list; sorted ascending, unique."""
+def parse_memory_range(text: str, *, flag: str = "--memory", to_bytes: Callable[[str], int] | None = None,
+                       example: str = "8GiB:80GiB:8GiB") -> list[int]:
+    """'8GiB:80GiB:8GiB' -> [8 GiB, 16 GiB, ..., 80 GiB]; 'a,b,c' -> the list; sorted ascending, unique.  Each
+    value is read by `to_bytes` (default: a size, `parse_bytes`); errors name `flag` and give `example`."""
+    size = to_bytes or (lambda part: parse_bytes(part, where=flag))
     if ":" in text:
         parts = text.split(":")
         if len(parts) != 3:
-            raise InputError(f"--memory {text!r}: expected FROM:TO:STEP, e.g. 8GiB:80GiB:8GiB")
-        lo, hi, step = (parse_bytes(p, where="--memory") for p in parts)
+            raise InputError(f"{flag} {text!r}: expected FROM:TO:STEP, e.g. {example}")
+        lo, hi, step = (size(p) for p in parts)
         if step <= 0 or hi < lo:
-            raise InputError(f"--memory {text!r}: need FROM <= TO and a positive STEP")
+            raise InputError(f"{flag} {text!r}: need FROM <= TO and a positive STEP")
         values = list(range(lo, hi + 1, step))
     else:
-        values = [parse_bytes(p, where="--memory") for p in text.split(",")]
+        values = [size(p) for p in text.split(",")]
     if not values or min(values) <= 0:
-        raise InputError(f"--memory {text!r}: capacities must be positive")
+        raise InputError(f"{flag} {text!r}: capacities must be positive")
     return sorted(set(values))
 
 

@@ -74,7 +74,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("execute", ("planner/execute/", "planner/calibration.py")),
     # the commands, and planner.data: the bundled model and its generators (which build models on planner.ir)
     ("cli", ("planner/cli.py", "planner/cli_args.py", "planner/cli_calibrate.py", "planner/cli_compare.py",
-             "planner/cli_compare_args.py",
+             "planner/cli_compare_args.py", "planner/cli_compare_sweep.py",
              "planner/cli_interrupt.py", "planner/cli_outputs.py", "planner/cli_run.py", "planner/data/")),
 )
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}

@@ -190,6 +190,7 @@ def compare(
     policy: ComparePolicy = DEFAULT_COMPARE_POLICY,
     pictures: bool = False,
     budget: CompareBudget = DEFAULT_COMPARE_BUDGET,
+    baselines: Sequence[CompareRow] | None = None,
 ) -> Comparison:
     """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row
     on `opplan_placement` (`PLACEMENTS`; module docstring) within `time_limit_s` (the auto placement choice included).
@@ -209,7 +210,8 @@ def compare(
     (at most `bound_time_s`, and at most `budget.bound_share` of the limit set aside for it) and, when `pictures`
     (the caller draws them next, `write_outputs`), the estimated time of the drawing (`CompareBudget`) all come out
     of it; the solves get the rest.  A placement whose bound is no lower than a schedule another placement already
-    found is not solved (a progress line says so)."""
+    found is not solved (a progress line says so).  `baselines`: the baseline rows already simulated on these
+    costs (a memory sweep simulates them once), taken instead of simulating `schedules` again."""
     t_start = time.monotonic()
     costs = costs or UnitCosts()
     scales = scales_of(costs)
@@ -218,7 +220,7 @@ def compare(
     if lns_mode not in LNS_MODES:
         raise OpplanError(f"unknown search mode {lns_mode!r}", fix=f"use one of {', '.join(LNS_MODES)}")
     names = schedules or tuple(GENERATORS)
-    rows = [simulate_baseline(n, p, m, costs, scales) for n in names]
+    rows = list(baselines) if baselines is not None else [simulate_baseline(n, p, m, costs, scales) for n in names]
     cmp = Comparison(p, m, costs, scales, rows, policy=policy)
     if not opplan:
         return cmp

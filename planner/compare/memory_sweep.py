@@ -1,0 +1,221 @@
+"""The memory what-if of ``plan-compare --memory-sweep LO:HI:STEP``: the planned pipeline at each per-device memory
+cap beside every baseline, the Pareto front of makespan against peak memory a user reads to pick a memory budget.
+
+Caps are in the comparison's memory unit (`Comparison.units`: the user's own on unit costs, MiB on a model or a
+preset, where a size with its unit, ``2GiB``, also reads); the range is parsed as plan-whatif parses its own
+(`planner.whatif.parse_memory_range`).
+
+The baselines are simulated once: their makespan and peak memory do not depend on the cap; a baseline fits a cap
+when its peak is at most the cap.  The planned row is solved at each cap (`compare` with that cap, the baselines
+handed over) from the smallest cap up; each cap gets an equal share of the time left (time a cap does not use goes
+to the caps after it), so the sweep ends near its time limit however many caps it has.  Monotone by construction: a
+schedule that fits a cap fits every larger one, so each cap keeps the shorter of its own schedule and the best one
+found at a smaller cap, and the planned makespan never rises with the cap.  Its bound at a cap is the solve's there
+(the table's bound: for the placement and cut that solve took, raised by the memory bound where that ran), no
+higher than the kept makespan.  A cap where neither its solve nor a smaller cap's gave a schedule is infeasible,
+with the solve's reason in one line.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from planner.compare.compare_row import CompareRow
+from planner.compare.pipelines import Comparison, compare
+from planner.compare.table_text import figure_text
+from planner.errors import InputError
+from planner.ir.units import parse_bytes
+from planner.whatif import parse_memory_range, short_reason
+
+REASON_CHARS = 160  # a placement's reason names the placement, the solver and its time: the part a reader needs
+
+__all__ = ["FLAG", "PLANNED", "MemorySweep", "MemorySweepPolicy", "SweepPoint", "memory_sweep", "parse_caps"]
+
+FLAG = "--memory-sweep"
+PLANNED = "opplan"  # the planned schedule's name in the sweep's frame, as in compare.csv
+
+
+@dataclass(frozen=True)
+class MemorySweepPolicy:
+    """The memory sweep's tuning (`memory_sweep`)."""
+
+    # least seconds a cap's solve gets, even when the caps before it spent the time: a warm-started solve returns a
+    # schedule within a second on the unit-cost pipelines, and a shorter share leaves the larger ones without one
+    min_share_s: float = 1.0
+    # seconds set aside from the time limit for the sweep's picture (one axes, a few dozen points)
+    draw_s: float = 1.0
+
+
+DEFAULT_MEMORY_SWEEP_POLICY = MemorySweepPolicy()
+
+
+def parse_caps(text: str, bytes_per_unit: int, *, sizes: bool) -> list[int]:
+    """The caps of ``LO:HI:STEP`` (or ``a,b,c``) in bytes, ascending: a plain number is in the comparison's memory
+    unit (`bytes_per_unit` bytes); with `sizes` (a model or a preset) a size with its unit (``2GiB``) reads too.
+    Raises `InputError` naming ``--memory-sweep``."""
+
+    def to_bytes(token: str) -> int:
+        try:
+            value = float(token)
+        except ValueError:
+            if not sizes:
+                raise InputError(f"{FLAG} {text!r}: {token!r} is not a number (on unit costs the caps are in the "
+                                 "unit of --activation and --param)") from None
+            return parse_bytes(token, where=FLAG)
+        if not math.isfinite(value):
+            raise InputError(f"{FLAG} {text!r}: {token!r} is not a finite number")
+        return round(value * bytes_per_unit)
+
+    return parse_memory_range(text, flag=FLAG, to_bytes=to_bytes,
+                              example="1GiB:8GiB:1GiB" if sizes else "2:8:1")
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """The planned schedule at one cap: the kept row (the shortest found at this cap or a smaller one; None:
+    infeasible), the cap whose solve found it, the solve's bound at this cap in ticks and why it is infeasible."""
+
+    cap_bytes: int
+    row: CompareRow | None
+    found_at_bytes: int = 0
+    bound_tick: int | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class MemorySweep:
+    """The baselines (`baselines.rows`, simulated once) and the planned schedule at each cap (`points`)."""
+
+    baselines: Comparison
+    points: tuple[SweepPoint, ...]
+
+    def units(self) -> tuple[str, str]:
+        return self.baselines.units()
+
+    def columns(self) -> list[str]:
+        t, mem = self.units()
+        return [f"memory_cap_{mem}", "schedule", f"makespan_{t}", f"peak_memory_{mem}", f"bound_{t}", "feasible",
+                "reason"]
+
+    def frame(self) -> pd.DataFrame:
+        """One row per cap and schedule (the planned one first, then the baselines in the table's order), the
+        columns of ``memory_sweep.csv`` (`columns`): the cap, makespan, peak memory and bound in the comparison's
+        units (NaN where there is none: a baseline has no bound, an infeasible cap no figures), ``feasible`` (1 or
+        0: a baseline fits the cap when its peak is at most the cap) and ``reason`` (why not, one line)."""
+        per_t, per_b = self.baselines.scales.ticks_per_unit, self.baselines.scales.bytes_per_unit
+        nan = float("nan")
+        records = []
+        for pt in self.points:
+            cap = pt.cap_bytes / per_b
+            if pt.row is None or pt.row.figures is None:
+                records.append([cap, PLANNED, nan, nan, nan, 0, pt.reason])
+            else:
+                f = pt.row.figures
+                records.append([cap, PLANNED, f.makespan_tick / per_t, f.max_peak_memory_bytes / per_b,
+                                nan if pt.bound_tick is None else pt.bound_tick / per_t, 1, ""])
+            for r in self.baselines.ok_rows():
+                g = r.figures
+                assert g is not None
+                fits = g.max_peak_memory_bytes <= pt.cap_bytes
+                records.append([cap, r.name, g.makespan_tick / per_t, g.max_peak_memory_bytes / per_b, nan, int(fits),
+                                "" if fits else f"its peak memory {figure_text(g.max_peak_memory_bytes / per_b)} is "
+                                "above the cap"])
+        cols = self.columns()
+        return pd.DataFrame(records, columns=cols).astype(
+            {cols[0]: "float64", cols[2]: "float64", cols[3]: "float64", cols[4]: "float64", "feasible": "int64",
+             "reason": "object"})
+
+    def csv_text(self) -> str:
+        """``memory_sweep.csv``: `frame()` with nine significant digits, an empty cell where a figure is missing,
+        LF line ends."""
+        return str(self.frame().to_csv(index=False, float_format="%.9g", na_rep="", lineterminator="\n"))
+
+    def point_line(self, pt: SweepPoint) -> str:
+        """The line printed for one cap: the planned makespan, bubble, peak, bound and gap (or why infeasible) and the
+        shortest baseline that fits the cap."""
+        t, mem = self.units()
+        per_t, per_b = self.baselines.scales.ticks_per_unit, self.baselines.scales.bytes_per_unit
+        head = f"memory cap {figure_text(pt.cap_bytes / per_b)} {mem}: "
+        fitting = [r for r in self.baselines.ok_rows() if r.figures is not None
+                   and r.figures.max_peak_memory_bytes <= pt.cap_bytes]
+        best = min(fitting, key=lambda r: r.figures.makespan_tick, default=None)  # type: ignore[union-attr]
+        base = ("no baseline fits" if best is None else
+                f"best baseline that fits {best.name} {figure_text(best.figures.makespan_tick / per_t)} {t} "  # type: ignore[union-attr]
+                f"({len(fitting)} of {len(self.baselines.ok_rows())} fit)")
+        if pt.row is None or pt.row.figures is None:
+            return head + f"planned infeasible ({pt.reason}); {base}"
+        f = pt.row.figures
+        bound = "" if pt.bound_tick is None else (
+            f", bound {figure_text(pt.bound_tick / per_t)} {t}, gap "
+            f"{(f.makespan_tick - pt.bound_tick) / max(f.makespan_tick, 1):.1%}")
+        found = "" if pt.found_at_bytes == pt.cap_bytes else \
+            f" (kept from cap {figure_text(pt.found_at_bytes / per_b)} {mem})"
+        return (head + f"planned {figure_text(f.makespan_tick / per_t)} {t}, bubble {f.bubble_ratio:.1%}, peak "
+                f"{figure_text(f.max_peak_memory_bytes / per_b)} {mem}{bound}{found}; {base}")
+
+    def closing_line(self) -> str:
+        """The line after the caps: where the planned schedule first fits and what the largest cap gives."""
+        t, mem = self.units()
+        per_t, per_b = self.baselines.scales.ticks_per_unit, self.baselines.scales.bytes_per_unit
+        feasible = [pt for pt in self.points if pt.row is not None and pt.row.figures is not None]
+        if not feasible:
+            return f"memory sweep: {len(self.points)} caps, the planned schedule fits none"
+        first, last = feasible[0], feasible[-1]
+        return (f"memory sweep: {len(self.points)} caps, the planned schedule fits from "
+                f"{figure_text(first.cap_bytes / per_b)} {mem} "
+                f"({figure_text(first.row.figures.makespan_tick / per_t)} {t}) to "  # type: ignore[union-attr]
+                f"{figure_text(last.cap_bytes / per_b)} {mem} "
+                f"({figure_text(last.row.figures.makespan_tick / per_t)} {t})")  # type: ignore[union-attr]
+
+
+def memory_sweep(p: int, m: int, costs, caps_bytes: list[int], *, time_limit_s: float,
+                 report: Callable[[str], None] | None = None,
+                 sweep_policy: MemorySweepPolicy = DEFAULT_MEMORY_SWEEP_POLICY, **compare_args) -> MemorySweep:
+    """The baselines once and the planned row at each of `caps_bytes` (ascending) within `time_limit_s` in all
+    (module docstring; `sweep_policy.draw_s` of it is left for the picture); `report` gets `MemorySweep.point_line` as
+    each cap is done; `compare_args` go to every `compare` (schedules, placement, backend, progress, ...)."""
+    policy = sweep_policy
+    deadline = time.monotonic() + time_limit_s - policy.draw_s
+    caps = sorted(set(caps_bytes))
+    if len(caps) * policy.min_share_s > time_limit_s:
+        raise InputError(f"{FLAG}: {len(caps)} caps need at least {len(caps) * policy.min_share_s:g} s, more than "
+                         f"the time limit {time_limit_s:g} s", fix="take a larger STEP or raise --time-limit")
+    schedules = compare_args.pop("schedules", None)
+    base = compare(p, m, costs, schedules=schedules, opplan=False)
+    per_b = base.scales.bytes_per_unit
+    sweep = MemorySweep(base, ())
+    points: list[SweepPoint] = []
+    kept: tuple[CompareRow, int] | None = None
+    for i, cap in enumerate(caps):
+        share = max(policy.min_share_s, (deadline - time.monotonic()) / (len(caps) - i))
+        cmp = compare(p, m, costs, baselines=base.rows, memory_cap_units=cap / per_b, time_limit_s=share,
+                      **compare_args)
+        row = cmp.row(PLANNED)
+        bound = None
+        if row.figures is not None:
+            noted = row.notes.get("bound_tick")
+            bound = int(noted) if isinstance(noted, (int, float)) else None
+            if kept is None or row.figures.makespan_tick < kept[0].figures.makespan_tick:  # type: ignore[union-attr]
+                kept = (row, cap)
+        point = SweepPoint(cap, None, reason=_why_none(row.skipped))
+        if kept is not None:
+            held = kept[0].figures.makespan_tick  # type: ignore[union-attr]
+            point = SweepPoint(cap, kept[0], kept[1], None if bound is None else min(bound, held))
+        points.append(point)
+        if report is not None:
+            report(sweep.point_line(point))
+    return MemorySweep(base, tuple(points))
+
+
+def _why_none(skipped: str) -> str:
+    """The planned row's reason for giving no schedule, in one line: the placements' own words without the
+    table's wrapper (`compare`'s skipped row), cut as plan-whatif cuts its reasons."""
+    prefix = "no placement gave a schedule ("
+    if skipped.startswith(prefix) and skipped.endswith(")"):
+        skipped = skipped[len(prefix):-1]
+    return short_reason(skipped or "no schedule", limit=REASON_CHARS)

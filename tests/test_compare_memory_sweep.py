@@ -1,0 +1,131 @@
+"""plan-compare's memory what-if (`planner.compare.memory_sweep`, ``--memory-sweep``): the planned schedule at each
+memory cap beside the baselines, the CSV built from one frame and the picture drawn from it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from planner.cli_compare import compare_main
+from planner.compare.baselines import scales_of
+from planner.compare.memory_sweep import PLANNED, MemorySweep, memory_sweep, parse_caps
+from planner.compare.sweep_plot import sweep_figure, write_sweep
+from planner.errors import InputError
+from planner.pipeline.registry import UnitCosts
+
+MIB = 2**20
+
+
+@pytest.fixture(scope="module")
+def sweep() -> MemorySweep:
+    """4 devices, 8 micro-batches on unit costs, caps from one that nothing fits (half a stage's activation) to
+    above DualPipe's peak (5)."""
+    costs = UnitCosts()
+    per = scales_of(costs).bytes_per_unit
+    return memory_sweep(4, 8, costs, [round(c * per) for c in (0.5, 3, 4, 5, 6)], time_limit_s=12.0)
+
+
+def _planned(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["schedule"] == PLANNED].reset_index(drop=True)
+
+
+def test_planned_makespan_never_rises_with_the_cap_and_fits_it(sweep: MemorySweep) -> None:
+    planned = _planned(sweep.frame()).query("feasible == 1")
+    assert len(planned) >= 3  # 4, 5, 6 at least: the baselines fit there and warm-start the solve
+    assert list(planned["makespan_unit"]) == sorted(planned["makespan_unit"], reverse=True)
+    assert (planned["peak_memory_unit"] <= planned["memory_cap_unit"]).all()
+    assert (planned["bound_unit"] <= planned["makespan_unit"]).all()
+    for pt in sweep.points:
+        if pt.row is not None:
+            assert pt.found_at_bytes <= pt.cap_bytes
+
+
+def test_planned_never_above_a_baseline_that_fits_the_same_cap(sweep: MemorySweep) -> None:
+    frame = sweep.frame()
+    for cap, at_cap in frame.groupby("memory_cap_unit"):
+        fitting = at_cap[(at_cap["schedule"] != PLANNED) & (at_cap["feasible"] == 1)]
+        planned = at_cap[at_cap["schedule"] == PLANNED].iloc[0]
+        if len(fitting):
+            assert planned["feasible"] == 1, cap
+            assert planned["makespan_unit"] <= fitting["makespan_unit"].min(), cap
+        # a baseline fits exactly when its peak is at most the cap
+        base = at_cap[at_cap["schedule"] != PLANNED]
+        assert list(base["feasible"]) == [int(v) for v in base["peak_memory_unit"] <= cap]
+
+
+def test_caps_below_the_smallest_feasible_say_why(sweep: MemorySweep) -> None:
+    planned = _planned(sweep.frame())
+    first = planned.index[planned["feasible"] == 1][0]
+    below = planned.iloc[:first]
+    assert len(below) >= 1 and below["memory_cap_unit"].iloc[0] == 0.5
+    assert below["reason"].str.len().gt(0).all()
+    assert below["makespan_unit"].isna().all()
+    assert "\n" not in "".join(below["reason"])
+    assert "infeasible (" in sweep.point_line(sweep.points[0])
+
+
+def test_csv_equals_the_frame(sweep: MemorySweep, tmp_path) -> None:
+    written = write_sweep(sweep, tmp_path, pictures=False)
+    assert [p.name for p in written] == ["memory_sweep.csv"]
+    read = pd.read_csv(written[0])
+    read["reason"] = read["reason"].fillna("")
+    frame = sweep.frame()
+    assert list(read.columns) == ["memory_cap_unit", "schedule", "makespan_unit", "peak_memory_unit", "bound_unit",
+                                  "feasible", "reason"]
+    pd.testing.assert_frame_equal(read, frame, check_dtype=False, rtol=1e-9)
+
+
+def test_the_picture_draws_the_csv(sweep: MemorySweep) -> None:
+    frame = sweep.frame()
+    ax = sweep_figure(sweep).axes[0]
+    points = next(c for c in ax.collections if c.get_gid() == "baselines").get_offsets()
+    base = frame[frame["schedule"] != PLANNED].drop_duplicates("schedule")
+    np.testing.assert_allclose(np.asarray(points), base[["peak_memory_unit", "makespan_unit"]].to_numpy())
+    assert sorted(t.get_text() for t in ax.texts) == sorted(base["schedule"])
+    lines = {line.get_gid(): line for line in ax.lines}
+    planned = _planned(frame).query("feasible == 1")
+    np.testing.assert_allclose(np.asarray(lines["planned"].get_xdata(), dtype=float), planned["memory_cap_unit"])
+    np.testing.assert_allclose(np.asarray(lines["planned"].get_ydata(), dtype=float), planned["makespan_unit"])
+    np.testing.assert_allclose(np.asarray(lines["bound"].get_ydata(), dtype=float), planned["bound_unit"])
+    assert lines["bound"].get_linestyle() == "--"
+
+
+def test_caps_read_in_the_comparisons_memory_unit() -> None:
+    assert parse_caps("2:4:1", 2, sizes=False) == [4, 6, 8]
+    assert parse_caps("1.5,0.5", 2, sizes=False) == [1, 3]
+    assert parse_caps("512:1GiB:256", MIB, sizes=True) == [512 * MIB, 768 * MIB, 1024 * MIB]
+    with pytest.raises(InputError, match="not a number"):
+        parse_caps("1GiB:2GiB:1GiB", 2, sizes=False)
+
+
+@pytest.mark.parametrize("bad", ["1:2", "4:2:1", "0:2:1", "a:b:c", "1:3:0", "1:inf:1", "1GiB:2GiB:1GiB"])
+def test_a_bad_range_is_one_error_line_and_exit_2(bad: str, tmp_path, capsys) -> None:
+    status = compare_main(["--stages", "2", "--microbatches", "4", "--memory-sweep", bad, "--out",
+                           str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.startswith("error: --memory-sweep") and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_memory_and_memory_sweep_exclude_each_other(tmp_path, capsys) -> None:
+    status = compare_main(["--stages", "2", "--microbatches", "4", "--memory-sweep", "1:2:1", "--memory", "2",
+                           "--out", str(tmp_path / "out")])
+    assert status == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_command_prints_a_line_per_cap_and_writes_the_csv_and_picture(tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    status = compare_main(["--stages", "2", "--microbatches", "4", "--memory-sweep", "1:3:1", "--time-limit", "6",
+                           "--out", str(out)])
+    lines = capsys.readouterr().out.splitlines()
+    assert status == 0
+    assert [line.split(":")[0] for line in lines[:3]] == [f"memory cap {c} unit" for c in (1, 2, 3)]
+    assert lines[3].startswith("memory sweep: 3 caps")
+    assert sorted(p.name for p in out.iterdir()) == ["memory_sweep.csv", "memory_sweep.png"]
+    frame = pd.read_csv(out / "memory_sweep.csv")
+    assert sorted(set(frame["memory_cap_unit"])) == [1, 2, 3]
+    assert not math.isnan(frame[frame["schedule"] == PLANNED]["makespan_unit"].iloc[-1])
