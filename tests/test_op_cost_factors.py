@@ -17,7 +17,7 @@ from planner.cost.compute import compute_time_s
 from planner.cost.model import compute_seconds
 from planner.errors import InputError
 from planner.execute.calibrate_fit import (
-    MIN_FACTOR,
+    DEFAULT_FIT_POLICY,
     OpSample,
     fit_factor,
     fit_op_cost_factors,
@@ -76,11 +76,12 @@ def test_representatives_that_disagree_leave_the_roofline():
     assert fit_factor(conv) == 1.0
     # agreeing ones (LRN 5-9) keep their geometric mean
     assert fit_factor([(1e-4, 5e-4), (2e-4, 1.8e-3)]) == pytest.approx(math.sqrt(5 * 9))
-    assert fit_factor([(1e-4, 1e-4), (1e-4, 3.1e-4)]) == 1.0  # 3.1x apart: just past AGREEMENT
+    assert fit_factor([(1e-4, 1e-4), (1e-4, 3.1e-4)]) == 1.0  # 3.1x apart: just past the policy's agreement
 
 
 def test_the_fit_clamps_and_falls_back():
-    assert fit_factor([(1e-3, -5e-4)]) == pytest.approx(MIN_FACTOR)  # measured faster than the launch overhead
+    # measured faster than the launch overhead
+    assert fit_factor([(1e-3, -5e-4)]) == pytest.approx(DEFAULT_FIT_POLICY.min_factor)
     assert fit_factor([(0.0, 1e-3)]) == 1.0  # nothing to fit against
     assert fit_factor([]) == 1.0
 

@@ -28,6 +28,8 @@ from planner.errors import InputError
 from planner.ir.graph import OpGraph
 from planner.ir.topology import Topology
 
+# The instance's time resolution, a definition rather than a knob: the serial time on the fastest device is
+# about this many integer ticks (every exact model counts in ticks), and no tick is shorter than MIN_TICK_S.
 MAX_SERIAL_TICKS = 1_000_000
 MIN_TICK_S = 1e-9
 

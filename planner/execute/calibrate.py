@@ -39,10 +39,9 @@ divides by the number of calls.  A figure's value is the median over repeats and
   the sizes above (`_sharing_ops`; blocks of twice `block_s`) timed on all ranks at once (the concurrency of
   every figure above) and then on each rank alone while the others wait in a barrier (`_sharing`); each rank's
   `nproc` x concurrent / solo rate is a sample of the host's effective parallelism (`planner.cost.sharing`), the
-  profile's `hosts[].sharing`.  On this 2-vCPU machine 2 ranks together ran a 256^3 matmul at 0.41-0.53 of one
-  rank's rate alone (E 0.8-1.05, loads 0.3-4.4); E came out 1.2-1.4 while other jobs held one to two vCPUs.  So a
-  rank computing alone (a pipeline's fill, a dependency, a transfer) may run up to twice as fast as the figures
-  above say.
+  profile's `hosts[].sharing`.  On a host whose cores share caches and memory bandwidth (or other jobs), ranks
+  computing together can each run at half their rate alone, so a rank computing alone (a pipeline's fill, a
+  dependency, a transfer) may run up to twice as fast as the figures above say.
 * `--device cuda` (for GPU hosts; never needed by the tests): rank r measures GPU r (`torch.set_default_device`),
   the clock is read after `torch.cuda.synchronize()`, the point-to-point figures are NCCL's, and the sizes are
   `GPU_SIZES` (products up to 8192^3, vectors of 1 GiB: the CPU sizes measure a GPU's launches and its L2).
@@ -144,6 +143,8 @@ class CalibrationSpec:
     device: str = "cpu"  # or "cuda": rank r measures GPU r, p2p over NCCL (never needed by the tests)
     runtime_probe: bool = True  # run the runtime probe (CPU): op_overhead, send_overhead, recv_overhead
     sharing: bool = True  # measure solo vs concurrent throughput (nproc > 1, CPU): the host's effective parallelism
+    # rounds of the representative-op suite per repeat, the median kept: one round is at the mercy of one preemption
+    rep_rounds: int = 3
 
 
 @dataclass
@@ -388,7 +389,6 @@ def _sharing_ops(sizes: Sizes) -> list[tuple[str, float, Callable[[], object]]]:
     return ops
 
 
-REP_ROUNDS = 3  # rounds of the whole suite per repeat (a repeat's sample is the median of its rounds)
 
 
 def _rep_ops(reps: Sequence[RepOp], spec: CalibrationSpec, sync: Callable[[], None]) -> dict[str, list[float]]:
@@ -397,7 +397,7 @@ def _rep_ops(reps: Sequence[RepOp], spec: CalibrationSpec, sync: Callable[[], No
     Timed as `_model_ops` times a model's ops (and as a rank runs them): one call at a time, the suite in
     sequence, so that each op meets the caches the ops before it left.  Not a block of calls of one op: the same op
     on the same cache-hot tensors runs several times faster than it does inside a model run.
-    Each repeat runs the suite `REP_ROUNDS` times (after a warm-up round) and keeps each op's median."""
+    Each repeat runs the suite `spec.rep_rounds` times (after a warm-up round) and keeps each op's median."""
     device = torch.get_default_device()
     calls = [(f"opcost {rep.key}", partial(run_node, rep.node, {k: v.to(device) for k, v in rep.env.items()},
                                            rep.program)) for rep in reps]
@@ -407,7 +407,7 @@ def _rep_ops(reps: Sequence[RepOp], spec: CalibrationSpec, sync: Callable[[], No
     for _ in range(spec.repeats):
         sync()
         rounds: dict[str, list[float]] = {key: [] for key, _ in calls}
-        for _ in range(REP_ROUNDS):
+        for _ in range(spec.rep_rounds):
             for key, call in calls:
                 t = time.perf_counter()
                 call()

@@ -10,7 +10,7 @@ so for each representative op the fit sets its measured time net of the launch o
 term (the same `compute_time_s` with the profile's own figures and no factors), net / roofline, and per op type:
 
     factor = the geometric mean of its ops' ratios, over the ops whose roofline is at least the launch overhead,
-             when those ratios agree within `AGREEMENT` (max / min); 1 (the roofline alone) when they disagree
+             when those ratios agree within `FitPolicy.agreement` (max / min); 1 (the roofline alone) when they disagree
              or no op is left.
 
 Why ratios and agreement, not least squares in seconds: the suite has one to six ops per type, and a
@@ -20,9 +20,9 @@ it), and one factor fitted to the largest would price the type's other shapes fa
 disagree that much, one factor cannot describe the type, and the roofline of the calibrated figures is the better
 price; where they agree, the factor is kept.  An op whose roofline is below
 the launch overhead measures the overhead, not its type (a 16 x 64 matmul at 4.6, a small LayerNormalization at
-106), so it does not vote.  The factor is clamped to [`MIN_FACTOR`, `MAX_FACTOR`] (an op measured faster than its
-launch overhead has a ratio below zero).  Each op's own ratio is kept beside it, so that the provenance shows how
-well one factor fits a type's shapes.
+106), so it does not vote.  The factor is clamped to [`FitPolicy.min_factor`, `.max_factor`] (an op measured
+faster than its launch overhead has a ratio below zero).  Each op's own ratio is kept beside it, so that the
+provenance shows how well one factor fits a type's shapes.
 """
 
 from __future__ import annotations
@@ -38,11 +38,22 @@ from planner.ir.graph import Op
 from planner.ir.topology import Device
 
 __all__ = ["OpSample", "FactorFit", "fit_factor", "fit_op_cost_factors", "roofline_s", "robust_line", "round_sig",
-           "profile_factor_table", "MIN_FACTOR", "MAX_FACTOR", "AGREEMENT"]
+           "profile_factor_table", "FitPolicy", "DEFAULT_FIT_POLICY"]
 
-MIN_FACTOR = 0.05
-MAX_FACTOR = 1000.0
-AGREEMENT = 3.0  # a type's representatives must agree within this ratio (max / min) for one factor to describe it
+
+@dataclass(frozen=True)
+class FitPolicy:
+    """How an op type's factor is fitted from its representatives' ratios."""
+
+    # a ratio below is a measurement faster than the launch overhead allows: noise, not a cheaper op
+    min_factor: float = 0.05
+    # a ratio above is an op the roofline does not describe at all; clamped so that one op cannot dominate
+    max_factor: float = 1000.0
+    # a type's representatives must agree within this ratio (max / min) for one factor to describe it
+    agreement: float = 3.0
+
+
+DEFAULT_FIT_POLICY = FitPolicy()
 
 
 @dataclass(frozen=True)
@@ -68,7 +79,8 @@ class FactorFit:
         """One line for the profile's provenance: the factor and each op's own ratio."""
         parts = ", ".join(f"{label} {ratio:.3g}" for label, ratio in self.ratios.items())
         return (f"{self.factor:.4g} (geometric mean of the ratios of the ops whose roofline is at least the launch "
-                f"overhead, 1 where they disagree by more than {AGREEMENT:g}x; per op, net time / roofline: {parts})")
+                f"overhead, 1 where they disagree by more than {DEFAULT_FIT_POLICY.agreement:g}x; per op, net time / "
+                f"roofline: {parts})")
 
 
 def roofline_s(op: Op, device: Device) -> float:
@@ -77,15 +89,17 @@ def roofline_s(op: Op, device: Device) -> float:
     return compute_time_s(op, plain)
 
 
-def fit_factor(pairs: Iterable[tuple[float, float]], min_roofline_s: float = 0.0) -> float:
+def fit_factor(pairs: Iterable[tuple[float, float]], min_roofline_s: float = 0.0,
+               policy: FitPolicy = DEFAULT_FIT_POLICY) -> float:
     """The factor of one op type from its (roofline_s, net_s) pairs (module docstring): the geometric mean of
-    net / roofline (each clamped to [MIN_FACTOR, MAX_FACTOR]) over the pairs whose roofline is positive and at least
-    `min_roofline_s`; 1.0 when none is left or when they disagree by more than `AGREEMENT`."""
-    ratios = [min(MAX_FACTOR, max(MIN_FACTOR, net / roof)) for roof, net in pairs
+    net / roofline (each clamped to [min_factor, max_factor]) over the pairs whose roofline is positive and at least
+    `min_roofline_s`; 1.0 when none is left or when they disagree by more than `policy.agreement`."""
+    lo, hi = policy.min_factor, policy.max_factor
+    ratios = [min(hi, max(lo, net / roof)) for roof, net in pairs
               if roof > 0 and roof >= min_roofline_s and math.isfinite(net / roof)]
-    if not ratios or max(ratios) > AGREEMENT * min(ratios):
+    if not ratios or max(ratios) > policy.agreement * min(ratios):
         return 1.0
-    return min(MAX_FACTOR, max(MIN_FACTOR, math.exp(statistics.fmean(math.log(r) for r in ratios))))
+    return min(hi, max(lo, math.exp(statistics.fmean(math.log(r) for r in ratios))))
 
 
 def fit_op_cost_factors(samples: Iterable[OpSample], launch_overhead_s: float) -> dict[str, FactorFit]:

@@ -60,7 +60,6 @@ FIGURES = ("float_flops", "launch_overhead", "link_latency", "link_bandwidth")
 # slowdown kind -> (figure, True when the figure is a rate: slower = smaller)
 SLOWDOWNS: dict[str, tuple[str, bool]] = {"compute": ("float_flops", True), "overhead": ("launch_overhead", False),
                                           "latency": ("link_latency", False), "bandwidth": ("link_bandwidth", True)}
-PROBE_BLOCK_S = 0.02  # seconds of calls per timed block of the run-time probe (plan-calibrate's, which repeats it 5x)
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,8 @@ class ProbeSizes:
     matmul: tuple[tuple[int, int, int], ...]
     conv: tuple[tuple[int, int, int, int], ...]
     message_bytes: tuple[int, ...]
-    block_s: float = PROBE_BLOCK_S
+    # seconds of calls per timed block: long enough to average a timer's resolution, short enough to repeat 5x
+    block_s: float = 0.02
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ _CONV = re.compile(r"^conv_float (\d+)x(\d+)x\d+->(\d+) k(\d+)$")
 _P2P = re.compile(r"^p2p_oneway (\d+)$")
 
 
-def probe_sizes(measured: Mapping[str, str], block_s: float = PROBE_BLOCK_S) -> ProbeSizes | None:
+def probe_sizes(measured: Mapping[str, str], block_s: float | None = None) -> ProbeSizes | None:
     """The sizes named by a profile's `provenance.measured` keys (module docstring); None when it names no matrix
     product or convolution."""
     matmul = tuple(tuple(int(g) for g in m.groups()) for m in map(_MATMUL.match, measured) if m)
@@ -101,7 +101,8 @@ def probe_sizes(measured: Mapping[str, str], block_s: float = PROBE_BLOCK_S) -> 
     messages = tuple(sorted(int(m.group(1)) for m in map(_P2P.match, measured) if m))
     if not matmul and not conv:
         return None
-    return ProbeSizes(matmul, conv, messages, block_s)  # type: ignore[arg-type]  # regex groups: 3 and 4 ints
+    sizes = ProbeSizes(matmul, conv, messages)  # type: ignore[arg-type]  # regex groups: 3 and 4 ints
+    return sizes if block_s is None else dataclasses.replace(sizes, block_s=block_s)
 
 
 def profile_state(hardware_path: str | Path | None) -> ProfileState:

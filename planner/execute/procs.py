@@ -29,6 +29,7 @@ from collections.abc import Callable
 from multiprocessing.connection import wait
 from typing import Any
 
+# seconds a stopped child gets to exit before it is killed: a safety limit, not a knob of any result
 GRACE_S = 2.0
 
 

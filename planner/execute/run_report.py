@@ -44,6 +44,7 @@ from planner.schedule.plan import Plan
 __all__ = ["TOP_DEVIATIONS", "load_factors", "measured_op_seconds", "predicted_peak_bytes", "prediction_quality",
            "summary_lines"]
 
+# how many ops the report lists furthest from their planned time: a format
 TOP_DEVIATIONS = 10
 
 
