@@ -11,15 +11,16 @@ script or a notebook, with every table-like result as a pandas DataFrame (`.to_f
     opplan.whatif(moe, h100, memory_caps_bytes=range(100_000, 500_001, 75_000)).to_frame()  # or memory_caps_gib
 
 Each function is the code a command runs (``plan-solve``, ``plan-simulate``, ``plan-compare --model``,
-``plan-whatif``, ``plan-run``) without its argument parsing and printing: the same instance, the same search, the
-same figures; the frames hold the columns of the CSV files the commands write.  Progress goes to the `progress`
-callback a function takes, else to the ``opplan`` logger at INFO; nothing prints.  User errors raise
+``plan-whatif``, ``plan-run``, ``plan-calibrate``) without its argument parsing and printing: the same instance, the
+same search, the same figures; the frames hold the columns of the CSV files the commands write.  Progress goes to
+the `progress` callback a function takes, else to the ``opplan`` logger at INFO; nothing prints.  User errors raise
 `planner.errors.OpplanError` (`InputError`, `InfeasibleError`) with a one-line message.  The contracts and units are
 in ``docs/api.md``.
 """
 
 from __future__ import annotations
 
+from opplan.calibration import Calibration, calibrate
 from opplan.execution import Run, run
 from opplan.inputs import Hardware, Model, bundled_profile_names, load_hardware, load_model
 from opplan.memory_sweep import GIB, WhatIf, whatif
@@ -34,8 +35,8 @@ __all__ = [
     "BUNDLED_MODEL", "Hardware", "Model", "bundled_profile_names", "load_hardware", "load_model",
     # the three jobs and their results
     "Plan", "solve", "simulate", "Comparison", "compare", "WhatIf", "whatif", "GIB",
-    # running a plan (needs torch)
-    "Run", "run",
+    # running a plan and measuring this machine (need torch)
+    "Run", "run", "Calibration", "calibrate",
     # progress and errors
     "Progress", "OpplanError", "InputError", "InfeasibleError",
 ]

@@ -43,7 +43,8 @@ def test_every_name_of_all_is_there_and_documented() -> None:
         value = getattr(opplan, name)
         if inspect.isfunction(value) or inspect.isclass(value):
             assert (value.__doc__ or "").strip(), f"opplan.{name} has no docstring"
-    for fn in (opplan.load_model, opplan.load_hardware, opplan.solve, opplan.simulate, opplan.compare, opplan.whatif):
+    for fn in (opplan.load_model, opplan.load_hardware, opplan.solve, opplan.simulate, opplan.compare, opplan.whatif,
+               opplan.run, opplan.calibrate):
         assert fn.__annotations__.get("return"), f"{fn.__name__} has no return type"
 
 
