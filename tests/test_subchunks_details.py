@@ -4,6 +4,8 @@ and the granularity chosen."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from instances import make_instance
 from test_model_costs_details import chain_costs
@@ -19,6 +21,7 @@ from planner.compare.subchunks import (
     subchunk_costs,
 )
 from planner.errors import InputError
+from planner.ir.moe_structure import MoELayer, MoEStructure
 from planner.pipeline.dualpipe import dualpipe
 from planner.pipeline.generators import one_f_one_b
 from planner.pipeline.unroll import uniform_pipeline
@@ -98,3 +101,19 @@ def test_auto_granularity_accepts_exactly_the_limit():
 def test_without_moe_layers_there_are_no_moe_boundaries():
     assert moe_boundaries(chain_costs(), (0, 1, 2)) == []
     assert split_piece(chain_costs(), (0, 1, 2, 3), 0, 2) == ((0, 1, 2), (3,))  # 18 | 12
+
+
+def _one_moe_layer(dispatch: str, combine: str) -> MoEStructure:
+    return MoEStructure((MoELayer(router_ops=(), topk_op="", experts=2, top_k=1, tokens=1, hidden=1, element_bytes=1,
+                                  expert_branches=(), shared_ops=(), dispatch_ops=(dispatch,),
+                                  combine_ops=(combine,), dispatch_bytes=8, combine_bytes=8, gathered=False,
+                                  anchor_bytes={dispatch: 8}),))
+
+
+def test_moe_boundaries_are_before_a_dispatch_and_after_a_combine():
+    mc = dataclasses.replace(chain_costs(), moe=_one_moe_layer("t2", "t3"))
+    assert moe_boundaries(mc, tuple(range(6))) == [2, 4]
+    assert moe_boundaries(mc, (1, 2, 3)) == [1]  # after the combine is the piece's end: no boundary
+    # MoE boundaries first, the one that leaves the lighter heaviest sub-chunk first (4: 30 | 33), then 2
+    assert split_piece(mc, tuple(range(6)), 0, 3) == ((0, 1), (2, 3), (4, 5))
+    assert split_piece(mc, tuple(range(6)), 0, 2) == ((0, 1, 2, 3), (4, 5))
