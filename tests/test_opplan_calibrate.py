@@ -14,8 +14,11 @@ import pytest
 from onnx import TensorProto, helper
 
 import opplan
+import planner.cli_calibrate
+from planner.calibration import measure_profile
+from planner.cli_calibrate import calibrate_main
 from planner.cost.measured import load_measured_times
-from planner.execute.calibrate_profile import op_csv, op_frame, op_frame_csv
+from planner.execute.calibrate_profile import op_csv, op_frame, op_frame_csv, summary_lines
 from planner.ir.hardware import load_topology
 
 QUICK = {"quick": True, "repeats": 1, "op_factors": False, "runtime_probe": False, "sharing": False}
@@ -128,6 +131,29 @@ def test_the_onnxruntime_engine_times_ops_on_one_thread_and_on_every_core(model)
     engine = cal.measured.engine_times
     assert [m.threads for m in engine] == [1, 2]
     assert op_frame_csv(times) == _old_op_csv(engine[0].op_s, {"seconds_2_threads": engine[1].op_s})
+
+
+@pytest.mark.dist  # forks a measuring rank
+def test_plan_calibrate_prints_and_writes_the_frames_the_api_returns(model, tmp_path, capsys, monkeypatch) -> None:
+    """The command's measurement, kept as it passes (the real `measure_profile` runs), is what the API wraps: its
+    printed table is the figures frame, its files are the profile text and the op-times frame's CSV."""
+    kept = []
+
+    def keep(request):
+        kept.append(measure_profile(request))
+        return kept[-1]
+
+    monkeypatch.setattr(planner.cli_calibrate, "measure_profile", keep)
+    out = tmp_path / "cal.yaml"
+    assert calibrate_main(["--quick", "--repeats", "1", "--no-op-factors", "--no-runtime-probe", "--no-sharing",
+                           "--model", str(model), "--out", str(out)]) == 0
+    cal = opplan.Calibration(kept[0])
+    printed = capsys.readouterr().out.splitlines()
+    table = summary_lines(list(cal.to_frame().itertuples(index=False, name=None)))
+    assert printed[:len(table)] == table
+    assert out.read_text() == cal.profile_text
+    assert (tmp_path / "mlp.times.csv").read_text() == op_frame_csv(cal.op_times_frame())
+    assert list(cal.op_times_frame()["op"]) == OPS
 
 
 @pytest.mark.parametrize("kwargs, words", [
