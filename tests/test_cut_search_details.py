@@ -8,6 +8,7 @@ import pytest
 from test_model_costs_details import chain_costs
 
 from planner.compare.cut_search import (
+    any_cut_bound_tick,
     chain_move,
     chain_moves,
     descend_cut,
@@ -17,6 +18,7 @@ from planner.compare.cut_search import (
 )
 from planner.errors import OpplanError
 from planner.pipeline.generators import gpipe, one_f_one_b
+from planner.pipeline.unroll import StageCost, TrainingPipeline
 from planner.schedule.program import Schedule
 
 
@@ -141,3 +143,15 @@ def test_a_search_where_nothing_fits_keeps_the_start_cut():
     got = refine_cut(mc, 1, "1f1b", 2, 4, [one_f_one_b(2, 4)], 0, deadline_s=float("inf"))
     assert got.costs is mc and got.best is None and got.start_makespan_tick is None
     assert (got.evaluations, got.moves_kept, got.chain_moves_kept) == (1, 0, 0)
+
+
+def test_work_over_devices_counts_each_stage_s_cheaper_backward():
+    # a fused BW of 3 ticks is cheaper than B + W = 4: each micro-batch costs F + 3 per stage
+    fused = StageCost(2, 3, 1, full_backward_tick=3)
+    pipe = TrainingPipeline((fused, fused), 4, 2, (0, 1), ((0, 1),))
+    assert any_cut_bound_tick(chain_costs(), pipe) == (2 + 3) * 2 * 4 // 2
+    slow = StageCost(2, 3, 1, full_backward_tick=9)  # B + W = 4 is cheaper than this BW
+    assert any_cut_bound_tick(chain_costs(), TrainingPipeline((slow, slow), 4, 2, (0, 1), ((0, 1),))) == 24
+    odd = TrainingPipeline((fused,), 3, 2, (0,), ((0,),))  # 15 ticks over 2 devices: 8 (rounded up)
+    assert any_cut_bound_tick(chain_costs(), odd) == 8
+    assert any_cut_bound_tick(chain_costs(), TrainingPipeline((fused,), 3, 2, (0,), ((0,),), fb_overlap=0.5)) is None

@@ -217,7 +217,8 @@ MODULES: dict[str, Target] = {
                              max_mutants=0),
     "compare_plot": Target("planner/compare/plot.py",
                            ("tests/test_compare_plot_details.py", "tests/test_compare_pictures.py"), max_mutants=12),
-    "compare_presets": Target("planner/compare/presets.py", ("tests/test_presets.py", "-k", "not cli_end_to_end"),
+    "compare_presets": Target("planner/compare/presets.py",
+                              ("tests/test_presets_details.py", "tests/test_presets.py", "-k", "not cli_end_to_end"),
                               max_mutants=15),
 }
 
