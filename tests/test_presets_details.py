@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from planner.compare.presets import PRESETS, MicroBatch, embedding_op, load_op_times, preset_costs
+from planner.compare.presets import (
+    PRESETS,
+    MicroBatch,
+    a2a_s,
+    embedding_op,
+    experts_op,
+    load_op_times,
+    preset_costs,
+)
 from planner.errors import InputError
 from planner.ir.hardware import load_topology
 
@@ -37,3 +45,17 @@ def test_measured_times_name_known_ops_or_an_expert_parallel_degree(tmp_path, ke
     else:
         with pytest.raises(InputError, match=f"unknown op '{key}'"):
             load_op_times(path)
+
+
+def test_the_experts_keep_the_input_and_every_expert_s_input_and_three_hidden_activations():
+    # per token: the layer input (h) and, for each of the top-k + shared experts, its input (h) and the gate, up and
+    # SwiGLU outputs (3 x expert_ffn); bf16
+    a = PRESETS["deepseek-v3"]
+    op = experts_op(a, MicroBatch(), "experts", 8)
+    per_token = a.top_k + a.num_shared_experts
+    assert op.activation_bytes == 2 * 4096 * (a.hidden + per_token * (a.hidden + 3 * a.expert_ffn))
+
+
+def test_an_all_to_all_of_nothing_takes_no_time():
+    topo = load_topology(CPU4)
+    assert a2a_s(topo, 4, 0) == 0 and a2a_s(topo, 1, 10**6) == 0 and a2a_s(topo, 4, 1) > 0
