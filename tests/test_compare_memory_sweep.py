@@ -71,10 +71,10 @@ def test_csv_equals_the_frame(sweep: MemorySweep, tmp_path) -> None:
     written = write_sweep(sweep, tmp_path, pictures=False)
     assert [p.name for p in written] == ["memory_sweep.csv"]
     read = pd.read_csv(written[0])
-    read["reason"] = read["reason"].fillna("")
+    read[["source", "reason"]] = read[["source", "reason"]].fillna("")
     frame = sweep.frame()
     assert list(read.columns) == ["memory_cap_unit", "schedule", "makespan_unit", "peak_memory_unit", "bound_unit",
-                                  "feasible", "reason"]
+                                  "gap", "feasible", "source", "reason"]
     pd.testing.assert_frame_equal(read, frame, check_dtype=False, rtol=1e-9)
 
 
@@ -129,3 +129,29 @@ def test_the_command_prints_a_line_per_cap_and_writes_the_csv_and_picture(tmp_pa
     frame = pd.read_csv(out / "memory_sweep.csv")
     assert sorted(set(frame["memory_cap_unit"])) == [1, 2, 3]
     assert not math.isnan(frame[frame["schedule"] == PLANNED]["makespan_unit"].iloc[-1])
+
+
+def test_a_decimal_step_reaches_its_end() -> None:
+    caps = parse_caps("0.5:1.2:0.1", MIB, sizes=True)
+    assert len(caps) == 8 and caps[0] == MIB // 2 and caps[-1] == round(1.2 * MIB)
+
+
+def test_a_cap_keeps_the_shortest_baseline_that_fits_where_the_solve_gives_nothing(monkeypatch) -> None:
+    import planner.compare.pipelines as pipelines
+    from planner.compare.compare_row import CompareRow
+
+    # the fault forced: every solve of the planned row ends without a schedule
+    monkeypatch.setattr(pipelines, "plan_placement", lambda job, budget_s: CompareRow(PLANNED, skipped="forced"))
+    costs = UnitCosts()
+    per = scales_of(costs).bytes_per_unit
+    got = memory_sweep(4, 8, costs, [2 * per, 4 * per, 5 * per], time_limit_s=6.0)
+    frame = got.frame()
+    planned = _planned(frame)
+    assert list(planned["feasible"]) == [0, 1, 1]
+    assert planned["reason"][0] == "forced"
+    for cap in (4, 5):
+        at_cap = frame[(frame["memory_cap_unit"] == cap) & (frame["schedule"] != PLANNED) & (frame["feasible"] == 1)]
+        best = at_cap.loc[at_cap["makespan_unit"].idxmin()]
+        row = planned[planned["memory_cap_unit"] == cap].iloc[0]
+        assert row["makespan_unit"] == best["makespan_unit"]
+        assert row["source"].startswith(f"baseline {best['schedule']}")

@@ -10,18 +10,21 @@ when its peak is at most the cap.  The planned row is solved at each cap (`compa
 handed over) from the smallest cap up; each cap gets an equal share of the time left (time a cap does not use goes
 to the caps after it), so the sweep ends near its time limit however many caps it has.  Monotone by construction: a
 schedule that fits a cap fits every larger one, so each cap keeps the shorter of its own schedule and the best one
-found at a smaller cap, and the planned makespan never rises with the cap.  Its bound at a cap is the solve's there
-(the table's bound: for the placement and cut that solve took, raised by the memory bound where that ran), no
-higher than the kept makespan.  A cap where neither its solve nor a smaller cap's gave a schedule is infeasible,
-with the solve's reason in one line.
+found at a smaller cap, and the planned makespan never rises with the cap.  A baseline that fits the cap is a
+schedule the planner may return as it is: where one is shorter than every solve's so far (the solve warm-starts
+from the baselines of its own placement only, so a fixed-placement ZB-H1 under a tight cap can be), the cap keeps
+that baseline's schedule and says so (``source``); the planned makespan is never above a baseline that fits the
+same cap.  Its bound at a cap is the solve's there (the table's bound: for the placement and cut that solve took,
+raised by the memory bound where that ran), no higher than the kept makespan.  A cap where no solve at it or at a
+smaller cap gave a schedule and no baseline fits is infeasible, with the solve's reason in one line.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 
 import pandas as pd
 
@@ -38,6 +41,8 @@ __all__ = ["FLAG", "PLANNED", "MemorySweep", "MemorySweepPolicy", "SweepPoint", 
 
 FLAG = "--memory-sweep"
 PLANNED = "opplan"  # the planned schedule's name in the sweep's frame, as in compare.csv
+_GRID = 10**6  # steps per byte of `parse_caps`' range (six decimals of the memory unit add up exactly)
+_CAP_DIGITS = 7  # significant digits of a cap in the frame: 0.6 MiB, not the 0.600000381 its whole bytes make
 
 
 @dataclass(frozen=True)
@@ -59,32 +64,44 @@ def parse_caps(text: str, bytes_per_unit: int, *, sizes: bool) -> list[int]:
     unit (`bytes_per_unit` bytes); with `sizes` (a model or a preset) a size with its unit (``2GiB``) reads too.
     Raises `InputError` naming ``--memory-sweep``."""
 
-    def to_bytes(token: str) -> int:
+    # the range is stepped on a grid finer than a byte, so that a decimal step (0.1 MiB: not a whole number of
+    # bytes) adds up to its HI exactly; each cap is then rounded to whole bytes
+    def to_grid(token: str) -> int:
         try:
-            value = float(token)
-        except ValueError:
+            value = Fraction(token.strip())
+        except (ValueError, ZeroDivisionError):
             if not sizes:
                 raise InputError(f"{FLAG} {text!r}: {token!r} is not a number (on unit costs the caps are in the "
                                  "unit of --activation and --param)") from None
-            return parse_bytes(token, where=FLAG)
-        if not math.isfinite(value):
-            raise InputError(f"{FLAG} {text!r}: {token!r} is not a finite number")
-        return round(value * bytes_per_unit)
+            return parse_bytes(token, where=FLAG) * _GRID
+        return round(value * bytes_per_unit * _GRID)
 
-    return parse_memory_range(text, flag=FLAG, to_bytes=to_bytes,
-                              example="1GiB:8GiB:1GiB" if sizes else "2:8:1")
+    on_grid = parse_memory_range(text, flag=FLAG, to_bytes=to_grid, example="1GiB:8GiB:1GiB" if sizes else "2:8:1")
+    return sorted({round(Fraction(v, _GRID)) for v in on_grid})
 
 
 @dataclass(frozen=True)
 class SweepPoint:
     """The planned schedule at one cap: the kept row (the shortest found at this cap or a smaller one; None:
-    infeasible), the cap whose solve found it, the solve's bound at this cap in ticks and why it is infeasible."""
+    infeasible), the cap where it was found, the solve's bound at this cap in ticks, why it is infeasible, and
+    which baseline's schedule it is where no solve found one as short ("": a solve's)."""
 
     cap_bytes: int
     row: CompareRow | None
     found_at_bytes: int = 0
     bound_tick: int | None = None
     reason: str = ""
+    baseline: str = ""
+
+    def source(self, cap_units: float, memory_unit: str) -> str:
+        """Where the kept schedule comes from, in words (the CSV's ``source``; `cap_units`: where it was found)."""
+        if self.row is None:
+            return ""
+        if self.baseline:
+            return f"baseline {self.baseline} (no solve found one as short)"
+        if self.found_at_bytes == self.cap_bytes:
+            return "solve"
+        return f"solve at cap {figure_text(cap_units)} {memory_unit}"
 
 
 @dataclass(frozen=True)
@@ -99,36 +116,40 @@ class MemorySweep:
 
     def columns(self) -> list[str]:
         t, mem = self.units()
-        return [f"memory_cap_{mem}", "schedule", f"makespan_{t}", f"peak_memory_{mem}", f"bound_{t}", "feasible",
-                "reason"]
+        return [f"memory_cap_{mem}", "schedule", f"makespan_{t}", f"peak_memory_{mem}", f"bound_{t}", "gap",
+                "feasible", "source", "reason"]
 
     def frame(self) -> pd.DataFrame:
         """One row per cap and schedule (the planned one first, then the baselines in the table's order), the
         columns of ``memory_sweep.csv`` (`columns`): the cap, makespan, peak memory and bound in the comparison's
-        units (NaN where there is none: a baseline has no bound, an infeasible cap no figures), ``feasible`` (1 or
-        0: a baseline fits the cap when its peak is at most the cap) and ``reason`` (why not, one line)."""
+        units (NaN where there is none: a baseline has no bound, an infeasible cap no figures), ``gap`` (makespan
+        minus bound, over makespan), ``feasible`` (1 or 0: a baseline fits the cap when its peak is at most the cap),
+        ``source`` (where the planned row's schedule comes from, `SweepPoint.source`) and ``reason`` (why not
+        feasible, one line)."""
         per_t, per_b = self.baselines.scales.ticks_per_unit, self.baselines.scales.bytes_per_unit
         nan = float("nan")
         records = []
         for pt in self.points:
-            cap = pt.cap_bytes / per_b
+            cap = _cap_units(pt.cap_bytes, per_b)
             if pt.row is None or pt.row.figures is None:
-                records.append([cap, PLANNED, nan, nan, nan, 0, pt.reason])
+                records.append([cap, PLANNED, nan, nan, nan, nan, 0, "", pt.reason])
             else:
                 f = pt.row.figures
+                gap = nan if pt.bound_tick is None else (f.makespan_tick - pt.bound_tick) / max(f.makespan_tick, 1)
                 records.append([cap, PLANNED, f.makespan_tick / per_t, f.max_peak_memory_bytes / per_b,
-                                nan if pt.bound_tick is None else pt.bound_tick / per_t, 1, ""])
+                                nan if pt.bound_tick is None else pt.bound_tick / per_t, gap, 1,
+                                pt.source(_cap_units(pt.found_at_bytes, per_b), self.units()[1]), ""])
             for r in self.baselines.ok_rows():
                 g = r.figures
                 assert g is not None
                 fits = g.max_peak_memory_bytes <= pt.cap_bytes
-                records.append([cap, r.name, g.makespan_tick / per_t, g.max_peak_memory_bytes / per_b, nan, int(fits),
-                                "" if fits else f"its peak memory {figure_text(g.max_peak_memory_bytes / per_b)} is "
-                                "above the cap"])
+                records.append([cap, r.name, g.makespan_tick / per_t, g.max_peak_memory_bytes / per_b, nan, nan,
+                                int(fits), "baseline", "" if fits else
+                                f"its peak memory {figure_text(g.max_peak_memory_bytes / per_b)} is above the cap"])
         cols = self.columns()
         return pd.DataFrame(records, columns=cols).astype(
-            {cols[0]: "float64", cols[2]: "float64", cols[3]: "float64", cols[4]: "float64", "feasible": "int64",
-             "reason": "object"})
+            {cols[0]: "float64", cols[2]: "float64", cols[3]: "float64", cols[4]: "float64", "gap": "float64",
+             "feasible": "int64", "source": "object", "reason": "object"})
 
     def csv_text(self) -> str:
         """``memory_sweep.csv``: `frame()` with nine significant digits, an empty cell where a figure is missing,
@@ -153,8 +174,8 @@ class MemorySweep:
         bound = "" if pt.bound_tick is None else (
             f", bound {figure_text(pt.bound_tick / per_t)} {t}, gap "
             f"{(f.makespan_tick - pt.bound_tick) / max(f.makespan_tick, 1):.1%}")
-        found = "" if pt.found_at_bytes == pt.cap_bytes else \
-            f" (kept from cap {figure_text(pt.found_at_bytes / per_b)} {mem})"
+        found = "" if pt.found_at_bytes == pt.cap_bytes and not pt.baseline else \
+            f" ({pt.source(_cap_units(pt.found_at_bytes, per_b), mem)})"
         return (head + f"planned {figure_text(f.makespan_tick / per_t)} {t}, bubble {f.bubble_ratio:.1%}, peak "
                 f"{figure_text(f.max_peak_memory_bytes / per_b)} {mem}{bound}{found}; {base}")
 
@@ -202,10 +223,16 @@ def memory_sweep(p: int, m: int, costs, caps_bytes: list[int], *, time_limit_s: 
             bound = int(noted) if isinstance(noted, (int, float)) else None
             if kept is None or row.figures.makespan_tick < kept[0].figures.makespan_tick:  # type: ignore[union-attr]
                 kept = (row, cap)
+        fitting = [r for r in base.ok_rows() if r.figures is not None and r.figures.max_peak_memory_bytes <= cap]
+        shortest = min(fitting, key=lambda r: r.figures.makespan_tick, default=None)  # type: ignore[union-attr]
+        if shortest is not None and (kept is None or shortest.figures.makespan_tick  # type: ignore[union-attr]
+                                     < kept[0].figures.makespan_tick):  # type: ignore[union-attr]
+            kept = (shortest, cap)  # a baseline that fits is a schedule the planner may return as it is
         point = SweepPoint(cap, None, reason=_why_none(row.skipped))
         if kept is not None:
             held = kept[0].figures.makespan_tick  # type: ignore[union-attr]
-            point = SweepPoint(cap, kept[0], kept[1], None if bound is None else min(bound, held))
+            point = SweepPoint(cap, kept[0], kept[1], None if bound is None else min(bound, held),
+                               baseline="" if kept[0].name == PLANNED else kept[0].name)
         points.append(point)
         if report is not None:
             report(sweep.point_line(point))
@@ -219,3 +246,8 @@ def _why_none(skipped: str) -> str:
     if skipped.startswith(prefix) and skipped.endswith(")"):
         skipped = skipped[len(prefix):-1]
     return short_reason(skipped or "no schedule", limit=REASON_CHARS)
+
+
+def _cap_units(cap_bytes: int, bytes_per_unit: int) -> float:
+    """A cap in the memory unit, to `_CAP_DIGITS` significant digits (the user's own figure back)."""
+    return float(f"{cap_bytes / bytes_per_unit:.{_CAP_DIGITS}g}")

@@ -30,7 +30,7 @@ def sweep_figure(sweep: MemorySweep) -> Figure:
     """Makespan against peak memory: the baselines as labelled points, the planned schedule and its bound as
     lines over the caps (module docstring)."""
     frame = sweep.frame()
-    cap, _, makespan, peak, bound, _, _ = sweep.columns()
+    cap, _, makespan, peak, bound, *_ = sweep.columns()
     time_unit, memory_unit = sweep.units()
     fig = Figure(figsize=(9, 5.5))
     FigureCanvasAgg(fig)
