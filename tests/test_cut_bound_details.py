@@ -76,6 +76,7 @@ def test_a_coarser_tolerance_stays_a_bound():
 def test_where_there_is_no_bound():
     mc = chain_costs()
     assert family_cut_bound_tick(mc, "v", 2, 4, ComparePolicy(cut_bound_max_positions=5)) is None  # too large
+    assert family_cut_bound_tick(mc, "v", 2, 4, ComparePolicy(cut_bound_max_positions=6)) == 144  # just fits
     assert family_cut_bound_tick(mc, "v", 4, 4) is None  # 8 chunks of 6 positions
     assert family_cut_bound_tick(mc, "dualpipe", 1, 4) is None  # one piece: no pair
     assert family_cut_bound_tick(dataclasses.replace(mc, fb_overlap=0.5), "v", 2, 4) is None  # pairs gain
