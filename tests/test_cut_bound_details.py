@@ -92,3 +92,17 @@ def test_devices_that_differ_give_no_bound():
     mc = ModelCosts(inst, 2, ((0,), (1, 2)), ((0,), (1,), (2,)), ticks_per_unit=1)
     assert op_arrays(mc) is None and family_terms(mc, "dualpipe", 2, 4, (0, 1, 3)) == []
     assert family_cut_bound_tick(mc, "dualpipe", 2, 4) is None
+
+
+def test_the_turn_of_the_v_pays_no_hop_of_its_own():
+    # edge 2 -> 3 carries 20 bytes: 30 ticks across boundary 3, 18 elsewhere (hop_min).  At m = 1, cut 0 | 2 | 3 | 5:
+    # chunk 2 starts at the V's turn (boundary 3, on the device of chunk 1), so its head is F(0..2) + one earlier hop
+    # at least hop_min, 6 + 18, not the 30 of a boundary between two devices:
+    # T_1 = max(h_1(2) + (G_1 + G_2), h_2(3) + G_2) = max(3 + 18 + 9 + 27, 24 + 27) = 57
+    edges = [(0, 1, 0, 8), (1, 2, 0, 8), (2, 3, 0, 20), (3, 4, 0, 8), (4, 5, 0, 8), (0, 5, 0, 4)]
+    inst = make_instance("heavy turn", [[f, f] for f in (1, 2, 3, 4, 5, 6)], edges, latency=[0, 3],
+                         bandwidth=[np.inf, 1.0])
+    mc = ModelCosts(inst, 2, ((0, 1, 2), (3, 4, 5)), ((0,), (1, 2), (3, 4), (5,)), ticks_per_unit=1)
+    assert crossing_ticks(mc).tolist() == [0, 18, 18, 30, 18, 18, 0]
+    # T_0 = max(0 + 9 + 18, h_3(5) + 18), h_3(5) = 15 + 18 + 18 (its hop and the two before it, one each way)
+    assert family_terms(mc, "v", 2, 1, (0, 2, 3, 5, 6)) == [69, 57]
