@@ -104,5 +104,5 @@ def test_the_turn_of_the_v_pays_no_hop_of_its_own():
                          bandwidth=[np.inf, 1.0])
     mc = ModelCosts(inst, 2, ((0, 1, 2), (3, 4, 5)), ((0,), (1, 2), (3, 4), (5,)), ticks_per_unit=1)
     assert crossing_ticks(mc).tolist() == [0, 18, 18, 30, 18, 18, 0]
-    # T_0 = max(0 + 9 + 18, h_3(5) + 18), h_3(5) = 15 + 18 + 18 (its hop and the two before it, one each way)
+    # T_0 = max(0 + 9 + 18, h_3(5) + 18), h_3(5) = 15 + 18 + 18 (its own hop, and one earlier hop at least hop_min)
     assert family_terms(mc, "v", 2, 1, (0, 2, 3, 5, 6)) == [69, 57]
