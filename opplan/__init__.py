@@ -24,7 +24,7 @@ from opplan.calibration import Calibration, calibrate
 from opplan.execution import Run, run
 from opplan.inputs import Hardware, Model, bundled_profile_names, load_hardware, load_model
 from opplan.memory_sweep import GIB, WhatIf, whatif
-from opplan.pipelines import Comparison, compare
+from opplan.pipelines import Comparison, MemorySweep, compare, compare_memory_sweep
 from opplan.plans import Plan, simulate, solve
 from opplan.progress import Progress
 from planner.data import BUNDLED_MODEL
@@ -34,7 +34,8 @@ __all__ = [
     # inputs
     "BUNDLED_MODEL", "Hardware", "Model", "bundled_profile_names", "load_hardware", "load_model",
     # the three jobs and their results
-    "Plan", "solve", "simulate", "Comparison", "compare", "WhatIf", "whatif", "GIB",
+    "Plan", "solve", "simulate", "Comparison", "compare", "MemorySweep", "compare_memory_sweep", "WhatIf", "whatif",
+    "GIB",
     # running a plan and measuring this machine (need torch)
     "Run", "run", "Calibration", "calibrate",
     # progress and errors

@@ -5,7 +5,8 @@ What ``plan-compare --model M --hw H`` runs: the stage cut of the model (`pipeli
 `planner.compare.pipelines.compare` on it within the time limit; figures in microseconds and MiB.
 `Comparison.to_frame()` holds one row per schedule with the units in the column names; `Comparison.csv_frame()`
 holds the same values under the column names of ``compare.csv`` (which carry no units), and
-`Comparison.csv_text()` is that file's text.
+`Comparison.csv_text()` is that file's text.  `compare_memory_sweep` is ``plan-compare --model --memory-sweep``:
+the planned schedule at each memory cap beside the baselines (`MemorySweep`).
 """
 
 from __future__ import annotations
@@ -22,14 +23,17 @@ import pandas as pd
 from opplan.inputs import Hardware, Model, costed
 from opplan.progress import Progress, progress_or_log
 from planner.compare.compare_policy import ComparePolicy
+from planner.compare.memory_sweep import MemorySweep as PlannerSweep
+from planner.compare.memory_sweep import memory_sweep
 from planner.compare.model_costs import ModelCosts, model_costs
 from planner.compare.pipelines import Comparison as PlannerComparison
 from planner.compare.pipelines import compare as compare_pipelines
 from planner.compare.pipelines import write_outputs
+from planner.compare.sweep_plot import write_sweep
 from planner.cost.training_costs import training_costs
 from planner.ir.moe_structure import find_moe_layers
 
-__all__ = ["Comparison", "compare", "pipeline_costs"]
+__all__ = ["Comparison", "MemorySweep", "compare", "compare_memory_sweep", "pipeline_costs"]
 
 PLANNED = "opplan"
 """The planned schedule's row name (the baselines' rows are their schedule names, e.g. ``dualpipe``)."""
@@ -124,3 +128,47 @@ def compare(model: Model, hw: Hardware, *, stages: int, microbatches: int, time_
                                backend=backend, granularity=granularity, policy=policy,
                                progress=progress_or_log(progress), **bound)
     return Comparison(model, hw, result)
+
+
+@dataclass(frozen=True)
+class MemorySweep:
+    """The planned schedule at each memory cap beside the baselines (`planner.compare.memory_sweep`): `result`
+    holds the points and the baselines; times in microseconds, memory in MiB."""
+
+    model: Model
+    hw: Hardware
+    result: PlannerSweep
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per cap and schedule, ``memory_sweep.csv``'s columns: ``memory_cap_MiB``, ``schedule``,
+        ``makespan_us``, ``peak_memory_MiB``, ``bound_us``, ``gap``, ``feasible``, ``source``, ``reason``."""
+        return self.result.frame()
+
+    def csv_text(self) -> str:
+        """``memory_sweep.csv`` as ``plan-compare --memory-sweep`` writes it."""
+        return self.result.csv_text()
+
+    def write(self, out_dir: str | Path, *, pictures: bool = True) -> list[Path]:
+        """``memory_sweep.csv`` and (`pictures`) ``memory_sweep.png``; returns the paths written."""
+        return write_sweep(self.result, out_dir, pictures=pictures)
+
+
+def compare_memory_sweep(model: Model, hw: Hardware, *, stages: int, microbatches: int,
+                         memory_caps_mib: Sequence[float], time_limit_s: float = 120.0,
+                         schedules: Sequence[str] | None = None, placement: str = "auto",
+                         stage_time_limit_s: float = 20.0, backend: str = "cpsat",
+                         progress: Progress | None = None) -> MemorySweep:
+    """``plan-compare --model --memory-sweep``: the stage cut of `model` on `stages` devices of `hw` (at most
+    `stage_time_limit_s`), the baselines once, and the planned schedule at each of `memory_caps_mib` (MiB per
+    device), `time_limit_s` seconds in all; each cap keeps the shortest schedule that fits it (its own solve's, a
+    smaller cap's, or a baseline's), so the planned makespan never rises with the cap.  `progress` gets a line per
+    cap and the solves' lines (default: the ``opplan`` logger)."""
+    started = time.monotonic()
+    costs = pipeline_costs(model, hw, stages, stage_time_limit_s=stage_time_limit_s, backend=backend)
+    say = progress_or_log(progress)
+    caps = [round(c * costs.bytes_per_unit) for c in memory_caps_mib]
+    result = memory_sweep(stages, microbatches, costs, caps,
+                          time_limit_s=max(1.0, time_limit_s - (time.monotonic() - started)), report=say,
+                          schedules=tuple(schedules) if schedules else None, opplan_placement=placement,
+                          backend=backend, progress=say)
+    return MemorySweep(model, hw, result)

@@ -155,3 +155,24 @@ def test_a_cap_keeps_the_shortest_baseline_that_fits_where_the_solve_gives_nothi
         row = planned[planned["memory_cap_unit"] == cap].iloc[0]
         assert row["makespan_unit"] == best["makespan_unit"]
         assert row["source"].startswith(f"baseline {best['schedule']}")
+
+
+def test_the_python_api_sweeps_the_bundled_model(tmp_path) -> None:
+    import io
+
+    import opplan
+
+    model, hw = opplan.load_model(opplan.BUNDLED_MODEL), opplan.load_hardware("h100-8-nvlink.yaml")
+    got = opplan.compare_memory_sweep(model, hw, stages=2, microbatches=4, memory_caps_mib=[0.5, 2.0],
+                                      time_limit_s=6.0, stage_time_limit_s=2.0, progress=lambda _line: None)
+    frame = got.to_frame()
+    planned = _planned(frame)
+    # half a MiB holds less than one stage's parameters and one micro-batch's activations: proved, with why
+    assert list(planned["feasible"]) == [0, 1]
+    assert "memory cap" in planned["reason"][0]
+    at_two = frame[(frame["memory_cap_MiB"] == 2.0) & (frame["feasible"] == 1)]
+    assert planned["makespan_us"][1] == at_two["makespan_us"].min()
+    read = pd.read_csv(io.StringIO(got.csv_text()))
+    read[["source", "reason"]] = read[["source", "reason"]].fillna("")
+    pd.testing.assert_frame_equal(read, frame, check_dtype=False, rtol=1e-9)
+    assert sorted(p.name for p in got.write(tmp_path)) == ["memory_sweep.csv", "memory_sweep.png"]

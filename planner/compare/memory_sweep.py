@@ -98,7 +98,7 @@ class SweepPoint:
         if self.row is None:
             return ""
         if self.baseline:
-            return f"baseline {self.baseline} (no solve found one as short)"
+            return f"baseline {self.baseline}: no solve found one as short"
         if self.found_at_bytes == self.cap_bytes:
             return "solve"
         return f"solve at cap {figure_text(cap_units)} {memory_unit}"
@@ -203,6 +203,8 @@ def memory_sweep(p: int, m: int, costs, caps_bytes: list[int], *, time_limit_s: 
     policy = sweep_policy
     deadline = time.monotonic() + time_limit_s - policy.draw_s
     caps = sorted(set(caps_bytes))
+    if not caps or caps[0] <= 0:
+        raise InputError(f"memory sweep: need at least one positive cap (got {caps})")
     if len(caps) * policy.min_share_s > time_limit_s:
         raise InputError(f"{FLAG}: {len(caps)} caps need at least {len(caps) * policy.min_share_s:g} s, more than "
                          f"the time limit {time_limit_s:g} s", fix="take a larger STEP or raise --time-limit")
