@@ -11,7 +11,7 @@ import pytest
 
 from planner.cli_compare import compare_main
 from planner.compare.baselines import scales_of
-from planner.compare.memory_sweep import PLANNED, MemorySweep, memory_sweep, parse_caps
+from planner.compare.memory_sweep import PLANNED, MemorySweep, _cap_units, memory_sweep, parse_caps
 from planner.compare.sweep_plot import sweep_figure, write_sweep
 from planner.errors import InputError
 from planner.pipeline.registry import UnitCosts
@@ -134,6 +134,8 @@ def test_the_command_prints_a_line_per_cap_and_writes_the_csv_and_picture(tmp_pa
 def test_a_decimal_step_reaches_its_end() -> None:
     caps = parse_caps("0.5:1.2:0.1", MIB, sizes=True)
     assert len(caps) == 8 and caps[0] == MIB // 2 and caps[-1] == round(1.2 * MIB)
+    # and the frame states each cap as the user wrote it, not as its whole bytes divide
+    assert [_cap_units(c, MIB) for c in caps] == [0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2]
 
 
 def test_a_cap_keeps_the_shortest_baseline_that_fits_where_the_solve_gives_nothing(monkeypatch) -> None:

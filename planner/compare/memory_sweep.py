@@ -42,7 +42,7 @@ __all__ = ["FLAG", "PLANNED", "MemorySweep", "MemorySweepPolicy", "SweepPoint", 
 FLAG = "--memory-sweep"
 PLANNED = "opplan"  # the planned schedule's name in the sweep's frame, as in compare.csv
 _GRID = 10**6  # steps per byte of `parse_caps`' range (six decimals of the memory unit add up exactly)
-_CAP_DIGITS = 7  # significant digits of a cap in the frame: 0.6 MiB, not the 0.600000381 its whole bytes make
+_CAP_DIGITS = 12  # most significant digits `_cap_units` tries before it gives a cap's exact quotient
 
 
 @dataclass(frozen=True)
@@ -251,5 +251,11 @@ def _why_none(skipped: str) -> str:
 
 
 def _cap_units(cap_bytes: int, bytes_per_unit: int) -> float:
-    """A cap in the memory unit, to `_CAP_DIGITS` significant digits (the user's own figure back)."""
-    return float(f"{cap_bytes / bytes_per_unit:.{_CAP_DIGITS}g}")
+    """A cap in the memory unit with the fewest significant digits that still round to its bytes: the user's own
+    figure back (0.6 MiB, not the 0.600000381 its whole bytes make)."""
+    exact = cap_bytes / bytes_per_unit
+    for digits in range(1, _CAP_DIGITS + 1):
+        short = float(f"{exact:.{digits}g}")
+        if round(short * bytes_per_unit) == cap_bytes:
+            return short
+    return exact
