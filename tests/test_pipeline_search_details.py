@@ -468,9 +468,10 @@ def test_the_periodic_start_tries_each_margin_above_the_bound_in_its_share_of_th
     assert said == [(246, 25, 244), (244, 27, 258)]
     assert periodic == (25, 244) and replayed_tick(setup, times) == 244
     assert mirror.fold_times(dict(zip(setup.tasks.instance.task_names, times.start, strict=True))) is not None
-    # a period too long to replay shorter leaves the start as it was
-    assert periodic_module.periodic_start(setup, mirror, setup.known, time_limit_s=4.0, threads=1, seed=0,
-                                          policy=PeriodicPolicy(margins=(0.3,))) == (setup.known, None)
+    # a period below the bound has no schedule: the next margin is still tried
+    again, periodic = periodic_module.periodic_start(setup, mirror, setup.known, time_limit_s=4.0, threads=1, seed=0,
+                                                     policy=PeriodicPolicy(margins=(-0.5, 0.01)))
+    assert asked[2:] == [(12, 2.0), (25, 2.0)] and periodic == (25, 244) and replayed_tick(setup, again) == 244
 
 def test_a_kind_that_gains_weighs_one_more_and_a_tie_moves_the_search(monkeypatch) -> None:
     import planner.search.pipeline.lns as lns_module
@@ -633,3 +634,18 @@ def test_a_schedule_the_search_leaves_out_of_order_comes_back_renamed_in_order(m
     assert left == [False]  # reordered inside a neighbourhood: out of micro-batch order
     assert lns is not None and lns.in_order and in_order(prepare_pipeline(pipe), lns.times)
     assert lns.best_tick == sol.plan.makespan_tick < lns.start_tick
+
+
+def test_without_micro_batch_order_the_hand_back_runs_on_any_order(monkeypatch) -> None:
+    from formulations.pipeline_units import in_order
+    from random_pipelines import uneven_pipeline
+
+    # fifo off: the search's schedule (out of order here) needs no renaming for the full model to start from it
+    solve, seen = _spied_solve(monkeypatch)
+    pipe = uneven_pipeline(3, 4, "fixed", 3)
+    policy = PipelineSearchPolicy(stall_steps=2, full_solve_max_tasks=10,
+                                  lns=PipelineLnsPolicy(initial_size=12, step_s=1.0))
+    sol, lns = solve(pipe, time_limit_s=10, lns_share=0.5, threads=1, fifo=False, policy=policy)
+    assert lns is not None and not lns.in_order and not in_order(prepare_pipeline(pipe, fifo=False), lns.times)
+    assert lns.resolve is not None and len(seen["full"]) == 1
+    assert sol.lower_bound_tick == sol.plan.makespan_tick == lns.resolve[1]
