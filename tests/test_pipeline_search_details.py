@@ -637,8 +637,9 @@ def test_a_schedule_the_search_leaves_out_of_order_comes_back_renamed_in_order(m
 
 
 def test_without_micro_batch_order_the_hand_back_runs_on_any_order(monkeypatch) -> None:
-    from formulations.pipeline_units import in_order
     from random_pipelines import uneven_pipeline
+
+    from formulations.pipeline_units import in_order
 
     # fifo off: the search's schedule (out of order here) needs no renaming for the full model to start from it
     solve, seen = _spied_solve(monkeypatch)
