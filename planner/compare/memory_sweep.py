@@ -7,8 +7,9 @@ preset, where a size with its unit, ``2GiB``, also reads); the range is parsed a
 
 The baselines are simulated once: their makespan and peak memory do not depend on the cap; a baseline fits a cap
 when its peak is at most the cap.  The planned row is solved at each cap (`compare` with that cap, the baselines
-handed over) from the smallest cap up; each cap gets an equal share of the time left (time a cap does not use goes
-to the caps after it), so the sweep ends near its time limit however many caps it has.  Monotone by construction: a
+handed over) from the smallest cap up; each cap gets its share of the time left (time a cap does not use goes to the
+caps after it), so the sweep ends near its time limit however many caps it has: a cap no baseline fits gets
+`MemorySweepPolicy.cold_weight` shares, since its solve has no warm start, the others one.  Monotone by construction: a
 schedule that fits a cap fits every larger one, so each cap keeps the shorter of its own schedule and the best one
 found at a smaller cap, and the planned makespan never rises with the cap.  A baseline that fits the cap is a
 schedule the planner may return as it is: where one is shorter than every solve's so far (the solve warm-starts
@@ -54,6 +55,9 @@ class MemorySweepPolicy:
     min_share_s: float = 1.0
     # seconds set aside from the time limit for the sweep's picture (one axes, a few dozen points)
     draw_s: float = 1.0
+    # shares of the time a cap gets where no baseline fits it: its solve starts from no schedule (a list schedule at
+    # best) and spends its time finding one, where a cap that a baseline fits is warm-started and ends early
+    cold_weight: float = 3.0
 
 
 DEFAULT_MEMORY_SWEEP_POLICY = MemorySweepPolicy()
@@ -214,8 +218,10 @@ def memory_sweep(p: int, m: int, costs, caps_bytes: list[int], *, time_limit_s: 
     sweep = MemorySweep(base, ())
     points: list[SweepPoint] = []
     kept: tuple[CompareRow, int] | None = None
+    peaks = [r.figures.max_peak_memory_bytes for r in base.ok_rows() if r.figures is not None]
+    weights = [1.0 if any(peak <= cap for peak in peaks) else policy.cold_weight for cap in caps]
     for i, cap in enumerate(caps):
-        share = max(policy.min_share_s, (deadline - time.monotonic()) / (len(caps) - i))
+        share = max(policy.min_share_s, (deadline - time.monotonic()) * weights[i] / sum(weights[i:]))
         cmp = compare(p, m, costs, baselines=base.rows, memory_cap_units=cap / per_b, time_limit_s=share,
                       **compare_args)
         row = cmp.row(PLANNED)
