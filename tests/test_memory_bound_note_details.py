@@ -112,3 +112,10 @@ def test_a_bound_equal_to_the_half_bubble_makespan_does_not_rule_it_out(solved):
     assert isinstance(note, dict)
     assert note["half_bubble_units"] == 20 and note["bound_tick"] == 20
     assert note["half_bubble_reached"] is True and note["half_bubble_unreachable"] is False
+
+
+def test_one_second_is_time_enough_to_search(solved):
+    row = _row(solved)
+    note_memory_bound(row, None, 10, Scales(1, 1), time_s=1)
+    note = row.notes["memory_bound"]
+    assert isinstance(note, dict) and "bound_tick" in note
