@@ -1,11 +1,14 @@
-"""The stage formulation's traffic sums pinned by hand: an edge that carries nothing is skipped, never the end of
-the sum, on a chain whose costly hop sits after a free one in the edge order."""
+"""The stage formulation pinned by hand: its traffic sums skip an edge that carries nothing, never stopping there (a
+chain whose costly hop follows a free one); the traffic phase takes the split with fewer bytes at the same bottleneck;
+a free map whose devices hold exactly the balanced split is solved, not refused."""
 
 from __future__ import annotations
 
+import pytest
 from instances import make_instance
 
 from formulations.stages import solve_stages
+from planner.errors import InfeasibleError
 from planner.heuristics.stage_dp import StagePlacement
 
 
@@ -19,3 +22,28 @@ def test_a_free_hop_before_a_costly_one_leaves_the_costly_one_in_the_period():
                         time_limit_s=10, threads=1)
     assert plan.bottleneck_tick == 3
     assert plan.stage_tasks in ((("t0",), ("t1", "t2", "t3")), (("t0", "t1", "t2"), ("t3",)))
+
+
+def test_the_traffic_phase_takes_the_split_with_fewer_bytes_at_the_same_bottleneck():
+    # chain of 1, 1, 2, 1, 1 ticks on 2 fixed stages; hops cost no time but carry 5, 1, 100, 5 bytes.  Cuts after
+    # t1 (2 | 4) and after t2 (4 | 2) both give the bottleneck 4 (the others 5 or more); the first crosses 1 byte,
+    # the second 100.  The traffic phase keeps the bottleneck and takes the 1-byte cut.
+    inst = make_instance("tie", [[1, 1], [1, 1], [2, 2], [1, 1], [1, 1]],
+                         [(0, 1, 0, 5), (1, 2, 0, 1), (2, 3, 0, 100), (3, 4, 0, 5)])
+    plan = solve_stages(inst, 2, placement=StagePlacement.FIXED, comm_tiebreak=True, time_limit_s=10, threads=1)
+    assert plan.bottleneck_tick == 4
+    assert plan.total_comm_bytes == 1
+    assert plan.stage_tasks == (("t0", "t1"), ("t2", "t3", "t4"))
+
+
+def test_a_free_map_whose_devices_hold_exactly_the_balanced_split_is_solved():
+    # 4 tasks of 2 bytes of parameters, 2 stages on 2 devices of any map: the balanced split holds 4 bytes per stage,
+    # so a capacity of 4 fits exactly (the split 2 | 2); 3 does not fit any split
+    def inst(capacity):
+        return make_instance("fit", [[1, 1]] * 4, [(i, i + 1, 0) for i in range(3)], params=[2] * 4,
+                             capacity=capacity)
+
+    plan = solve_stages(inst(4), 2, placement=StagePlacement.FREE, time_limit_s=10, threads=1)
+    assert plan.stage_tasks == (("t0", "t1"), ("t2", "t3"))
+    with pytest.raises(InfeasibleError):
+        solve_stages(inst(3), 2, placement=StagePlacement.FREE, time_limit_s=10, threads=1)
