@@ -20,6 +20,7 @@ from planner.pipeline.generators import gpipe
 from planner.pipeline.registry import Scales, UnitCosts
 from planner.pipeline.streams import simulate_pipeline
 from planner.pipeline.unroll import uniform_pipeline
+from planner.schedule.plan import PlanStatus
 from planner.search.pipeline.lns import improve_pipeline, replayed_tick
 from planner.search.pipeline.neighbourhoods import KINDS, _nearest, critical_chain, neighbourhood
 from planner.search.pipeline.policy import (
@@ -650,3 +651,55 @@ def test_without_micro_batch_order_the_hand_back_runs_on_any_order(monkeypatch) 
     assert lns is not None and not lns.in_order and not in_order(prepare_pipeline(pipe, fifo=False), lns.times)
     assert lns.resolve is not None and len(seen["full"]) == 1
     assert sol.lower_bound_tick == sol.plan.makespan_tick == lns.resolve[1]
+
+
+def test_the_full_solves_bound_survives_a_search_that_keeps_order(monkeypatch) -> None:
+    from random_pipelines import uneven_pipeline
+
+    import planner.search.pipeline.solve as solve_module
+
+    # the first full solve is forced to stop unproven (what a time limit does on a large model), keeping the bound
+    # it reached; the search that follows keeps micro-batch order, so that bound still holds for its schedule
+    real = solve_module.solve_formulation
+
+    def unproven(formulation, **kw):
+        return dataclasses.replace(real(formulation, **kw), status=PlanStatus.FEASIBLE)
+
+    monkeypatch.setattr(solve_module, "solve_formulation", unproven)
+    pipe = uneven_pipeline(4, 8, "fixed", 3)
+    sol, lns = solve_module.solve_pipeline_lns(pipe, time_limit_s=4, lns_share=0.5, threads=1,
+                                               policy=PipelineSearchPolicy(min_resolve_s=100.0))
+    assert prepare_pipeline(pipe).trivial_tick == 74
+    assert lns is not None and lns.in_order and lns.resolve is None
+    assert sol.lower_bound_tick == sol.plan.makespan_tick == 82 and sol.status == "optimal"
+
+
+def test_no_periodic_share_no_periodic_start(monkeypatch) -> None:
+    import planner.search.pipeline.solve as solve_module
+    from planner.compare.baselines import pipeline_of
+    from planner.compare.baselines import simulate_baseline as simulate_row
+    from planner.pipeline.mirror import fold
+    from planner.pipeline.stream_greedy import best_stream_list
+
+    costs = UnitCosts(f=2, b=2, w=1, comm=1, comm_stream=True, a2a=1.0)
+    row = simulate_row("dualpipe", 4, 8, costs, Scales.of(costs))
+    assert row.figures is not None
+    cap = row.figures.max_peak_memory_bytes
+    pipe = pipeline_of("dualpipe", 4, 8, costs, Scales.of(costs))
+    mirror = fold(pipe, [cap] * 4)
+    assert mirror is not None
+    listed = best_stream_list(mirror.half, mirror.half_caps([cap] * 4))
+    assert listed is not None
+    called: list[float] = []
+    real = solve_module.periodic_start
+
+    def spy(*args, **kwargs):
+        called.append(kwargs["time_limit_s"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(solve_module, "periodic_start", spy)
+    policy = PipelineSearchPolicy(full_solve_max_tasks=10, periodic=PeriodicPolicy(share=0.0),
+                                  half=HalfSearchPolicy(ends=False))
+    _sol, lns = solve_module.solve_pipeline_lns(pipe, cap, warm_start=mirror.unfold_times(listed[0]),
+                                                time_limit_s=1.2, threads=1, policy=policy)
+    assert lns is not None and lns.folded and lns.periodic is None and called == []

@@ -146,7 +146,8 @@ MODULES: dict[str, Target] = {
                               "from_its_warm_start",
                               "tests/test_pipeline_lns.py::test_solve_with_search_bound_never_above_the_makespan",
                               "-k", "solve or stalled or size_limit or search_share or hand_back or time_to_best "
-                              "or periodic_schedule_when or gains_nothing or renamed_in_order or any_order"),
+                              "or periodic_schedule_when or gains_nothing or renamed_in_order or any_order "
+                              "or survives_a_search or no_periodic_share"),
                              max_mutants=25),
     "linear": Target("planner/coarsen/linear.py", ("tests/test_linear_clustering_details.py",
                                                    "tests/test_coarsen_linear.py"), max_mutants=0),
