@@ -1,6 +1,7 @@
 """The stage formulation pinned by hand: its traffic sums skip an edge that carries nothing, never stopping there (a
 chain whose costly hop follows a free one); the traffic phase takes the split with fewer bytes at the same bottleneck;
-a free map whose devices hold exactly the balanced split is solved, not refused."""
+a free map whose devices hold exactly the balanced split is solved, not refused, and keeps a heavy stage off a device
+too small for it."""
 
 from __future__ import annotations
 
@@ -47,3 +48,16 @@ def test_a_free_map_whose_devices_hold_exactly_the_balanced_split_is_solved():
     assert plan.stage_tasks == (("t0", "t1"), ("t2", "t3"))
     with pytest.raises(InfeasibleError):
         solve_stages(inst(3), 2, placement=StagePlacement.FREE, time_limit_s=10, threads=1)
+
+
+def test_a_free_map_keeps_the_heavy_stage_off_the_device_too_small_for_it():
+    # t2 holds 5 bytes of parameters; d0 holds 100, d1 only 2.  t2 and t3 take 10 ticks on d0 and 1 on d1, t0 and t1
+    # 1 on both.  Without the memory rows the split 2 | 2 with t2, t3 on d1 would give 2.  With them, every stage
+    # with t2 sits on d0: 3 | 1 with t0..t2 on d0 (12) and t3 on d1 (1) gives 12; 2 | 2 gives 2 | 20; 1 | 3 gives
+    # 1 | 21.  The model is solved without the exact DP (which would settle the answer before it).
+    inst = make_instance("heavy", [[1, 1], [1, 1], [10, 1], [10, 1]], [(i, i + 1, 0) for i in range(3)],
+                         params=[0, 0, 5, 0], capacity=[100, 2])
+    plan = solve_stages(inst, 2, placement=StagePlacement.FREE, warm_start=False, time_limit_s=10, threads=1)
+    assert plan.bottleneck_tick == 12
+    assert plan.stage_tasks == (("t0", "t1", "t2"), ("t3",))
+    assert tuple(plan.stage_device) == (0, 1)
