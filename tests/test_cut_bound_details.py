@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -23,6 +24,8 @@ from planner.compare.cut_bound import (
     op_arrays,
 )
 from planner.compare.model_costs import ModelCosts
+from planner.compare.presets import preset_costs
+from planner.ir.hardware import load_topology
 
 
 def test_positions_work_and_hops():
@@ -71,6 +74,9 @@ def test_dualpipe_with_an_odd_number_of_micro_batches_runs_m_minus_one():
 def test_a_coarser_tolerance_stays_a_bound():
     got = family_cut_bound_tick(chain_costs(), "v", 2, 4, ComparePolicy(cut_bound_rel_tol=0.5))
     assert got is not None and 126 <= got <= 144  # never below work / devices, never above the least
+    # from lo = 125 (below work / devices) the upper end doubles its distance to 157, the first feasible; 157 - 125
+    # is within half of 157, so the search stops there and returns lo + 1
+    assert got == 126
 
 
 def test_where_there_is_no_bound():
@@ -106,3 +112,20 @@ def test_the_turn_of_the_v_pays_no_hop_of_its_own():
     assert crossing_ticks(mc).tolist() == [0, 18, 18, 30, 18, 18, 0]
     # T_0 = max(0 + 9 + 18, h_3(5) + 18), h_3(5) = 15 + 18 + 18 (its own hop, and one earlier hop at least hop_min)
     assert family_terms(mc, "v", 2, 1, (0, 2, 3, 5, 6)) == [69, 57]
+    # chunk 1 starting at position 3 crosses the heavy boundary between two devices: h_1(3) = 6 + 30
+    assert family_terms(mc, "v", 2, 1, (0, 3, 4, 5, 6)) == [69, 36 + 12 + 15]
+
+
+def test_a_v_on_one_device_holds_both_chunks():
+    # K = 2 chunks on device 0, c = 4: all the work, 4 x 63
+    assert family_cut_bound_tick(chain_costs(), "v", 1, 4) == 252
+
+
+def test_the_preset_s_positions_are_its_units_rounded_down():
+    costs = preset_costs("deepseek-v3", load_topology("hardware_profiles/cpu-4.yaml"), 2, num_layers=2)
+    arrays = op_arrays(costs)
+    assert arrays is not None
+    dev = costs.topology.devices[0]
+    secs = [[sum(costs.priced_seconds(op, dev)[i] for op in unit) for i in range(3)] for unit in costs.units]
+    assert arrays[0].tolist() == [math.floor(s[0] / costs.tick_s) for s in secs]
+    assert arrays[1].tolist() == [sum(math.floor(x / costs.tick_s) for x in s) for s in secs]
