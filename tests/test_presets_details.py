@@ -59,3 +59,12 @@ def test_the_experts_keep_the_input_and_every_expert_s_input_and_three_hidden_ac
 def test_an_all_to_all_of_nothing_takes_no_time():
     topo = load_topology(CPU4)
     assert a2a_s(topo, 4, 0) == 0 and a2a_s(topo, 1, 10**6) == 0 and a2a_s(topo, 4, 1) > 0
+
+
+def test_the_finest_tick_whose_micro_batch_stays_within_the_tick_limit():
+    # eight layers of 4096 tokens on one H100 take about 212.8 ms: 212771 ticks of 1 us is above the default limit
+    # of 200000 (`PresetTickPolicy`), so the tick is 10 us (100 per ms)
+    costs = preset_costs("deepseek-v3", load_topology("hardware_profiles/h100-8-nvlink.yaml"), 1, num_layers=8)
+    assert costs.ticks_per_unit == 100
+    work_ms = sum(sum(costs.priced_seconds(op, costs.topology.devices[0])) for u in costs.units for op in u) * 1e3
+    assert 200 < work_ms <= 2000
