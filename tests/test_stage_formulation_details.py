@@ -1,16 +1,18 @@
 """The stage formulation pinned by hand: its traffic sums skip an edge that carries nothing, never stopping there (a
 chain whose costly hop follows a free one); the traffic phase takes the split with fewer bytes at the same bottleneck;
 a free map whose devices hold exactly the balanced split is solved, not refused, and keeps a heavy stage off a device
-too small for it."""
+too small for it; among DP maps of equal bottleneck the first is kept; the solve time is the call's own."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 from instances import make_instance
 
-from formulations.stages import solve_stages
+from formulations.stages import dp_warm_start, solve_stages
 from planner.errors import InfeasibleError
-from planner.heuristics.stage_dp import StagePlacement
+from planner.heuristics.stage_dp import StagePlacement, stage_data
 
 
 def test_a_free_hop_before_a_costly_one_leaves_the_costly_one_in_the_period():
@@ -61,3 +63,22 @@ def test_a_free_map_keeps_the_heavy_stage_off_the_device_too_small_for_it():
     assert plan.bottleneck_tick == 12
     assert plan.stage_tasks == (("t0", "t1", "t2"), ("t3",))
     assert tuple(plan.stage_device) == (0, 1)
+
+
+def test_among_maps_of_equal_bottleneck_the_dp_warm_start_keeps_the_first():
+    # 4 tasks of 1 tick on 3 devices that differ only in capacity (so no two are interchangeable): every map of 2
+    # stages gives the split 2 | 2 and the bottleneck 2.  The first map tried, the fastest devices in index order
+    # (0, 1), is kept; every canonical map was tried, so the answer is exact
+    inst = make_instance("tie3", [[1, 1, 1]] * 4, [(i, i + 1, 0) for i in range(3)], capacity=[100, 200, 300])
+    plan, exact = dp_warm_start(inst, stage_data(inst, 2), 2, None, 100, 10.0)
+    assert plan is not None and exact
+    assert tuple(plan.stage_device) == (0, 1)
+    assert plan.bottleneck_tick == 2
+
+
+def test_the_solve_time_is_the_time_the_call_took():
+    inst = make_instance("chain", [[1, 1]] * 4, [(i, i + 1, 0) for i in range(3)])
+    t0 = time.monotonic()
+    plan = solve_stages(inst, 2, time_limit_s=10, threads=1)
+    took = time.monotonic() - t0
+    assert 0 < plan.solve_time_s <= took
