@@ -90,7 +90,8 @@ MODULES: dict[str, Target] = {
                             ("tests/test_list_schedule_details.py", "tests/test_heft_rank.py",
                              "tests/test_heuristics.py", "-k", "not 100k")),
     "metrics": Target("planner/pipeline/metrics.py",
-                      ("tests/test_pipeline_metrics.py", "tests/test_pipeline_generators.py"), max_mutants=0),
+                      ("tests/test_idle_parts_details.py", "tests/test_pipeline_metrics.py",
+                       "tests/test_pipeline_generators.py"), max_mutants=0),
     # the hand-built cases only: the property sweeps of test_coarsen_merge.py take minutes per mutant
     "merge": Target("planner/coarsen/merge.py",
                     ("tests/test_coarsen_merge_details.py",
