@@ -13,6 +13,7 @@ from planner.compare.cut_search import (
     chain_moves,
     descend_cut,
     evaluate_cut,
+    op_work_ticks,
     refine_cut,
     single_moves,
 )
@@ -31,6 +32,8 @@ def test_single_moves_largest_step_first_each_piece_up_then_down():
         ((0, 1, 2, 3), (4,), (5,)),      # piece 1's first op down
     ]
     assert single_moves(cut, [2], (1,)) == []  # a piece keeps at least one op
+    # a piece too small for the step is passed over, and the next piece still moves
+    assert single_moves(cut, [2, 1], (1,)) == [((0, 1, 2), (3,), (4, 5)), ((0, 1, 2, 3), (4,), (5,))]
     assert single_moves(((0,), (1, 2)), [1], (1,)) == [((0, 1), (2,))]  # the last piece only gives down
 
 
@@ -143,6 +146,12 @@ def test_a_search_where_nothing_fits_keeps_the_start_cut():
     got = refine_cut(mc, 1, "1f1b", 2, 4, [one_f_one_b(2, 4)], 0, deadline_s=float("inf"))
     assert got.costs is mc and got.best is None and got.start_makespan_tick is None
     assert (got.evaluations, got.moves_kept, got.chain_moves_kept) == (1, 0, 0)
+    assert 0 <= got.seconds < 60
+
+
+def test_chain_moves_weigh_each_op_as_forward_plus_backward_plus_weight_gradient():
+    # without per-op training costs B = W = F: three times the forward ticks, on the device of the op's piece
+    assert op_work_ticks(chain_costs(), 1, [0, 1]) == (3, 6, 9, 12, 15, 18)
 
 
 def test_work_over_devices_counts_each_stage_s_cheaper_backward():
