@@ -1,7 +1,9 @@
 """The stage formulation pinned by hand: its traffic sums skip an edge that carries nothing, never stopping there (a
 chain whose costly hop follows a free one); the traffic phase takes the split with fewer bytes at the same bottleneck;
 a free map whose devices hold exactly the balanced split is solved, not refused, and keeps a heavy stage off a device
-too small for it; among DP maps of equal bottleneck the first is kept; the solve time is the call's own."""
+too small for it; among DP maps of equal bottleneck the first is kept; the solve time is the call's own; without a
+warm start the bottleneck may reach a cut's every crossing edge; the split hint gives each boundary its own link's
+traffic."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import time
 import pytest
 from instances import make_instance
 
-from formulations.stages import dp_warm_start, solve_stages
+from formulations.backends import get_backend
+from formulations.stages import build_stage_model, dp_warm_start, hint_split, solve_stages
 from planner.errors import InfeasibleError
 from planner.heuristics.stage_dp import StagePlacement, stage_data
 
@@ -82,3 +85,26 @@ def test_the_solve_time_is_the_time_the_call_took():
     plan = solve_stages(inst, 2, time_limit_s=10, threads=1)
     took = time.monotonic() - t0
     assert 0 < plan.solve_time_s <= took
+
+
+def test_without_a_warm_start_the_bottleneck_may_reach_every_crossing_edge_of_a_cut():
+    # diamond t0 -> t1, t2 -> t3 of 1 tick each, every hop 10 ticks, 2 fixed stages: every cut crosses two edges
+    # (after t0: t0->t1, t0->t2; after t1: t0->t2, t1->t3; after t2: t1->t3, t2->t3), so the best is t0 | t1..t3:
+    # max(1 + 20, 3) = 21, above the largest work (4) plus the costliest single edge (10)
+    inst = make_instance("diamond", [[1, 1]] * 4, [(0, 1, 10), (0, 2, 10), (1, 3, 10), (2, 3, 10)])
+    plan = solve_stages(inst, 2, placement=StagePlacement.FIXED, warm_start=False, time_limit_s=10, threads=1)
+    assert plan.bottleneck_tick == 21
+    assert plan.stage_tasks == (("t0",), ("t1", "t2", "t3"))
+
+
+def test_the_split_hint_gives_each_boundary_the_traffic_of_its_own_link():
+    # 3 tasks, one per stage on devices 0, 1, 2 (a free map); the link d0-d1 costs 1 tick per hop, d1-d2 and d0-d2
+    # cost 10: boundary 0 (d0 -> d1) carries 1, boundary 1 (d1 -> d2) 10, the last stage nothing
+    inst = make_instance("links", [[1, 1, 1]] * 3, [(0, 1, 0), (1, 2, 0)],
+                         link_class=[[0, 1, 2], [1, 0, 2], [2, 2, 0]], latency=[0, 1, 10])
+    builder = get_backend("cpsat").new_builder()
+    m = build_stage_model(inst, builder, stage_data(inst, 3), 3, None, lower_bound=0, upper_bound=100)
+    hints: dict[int, int] = {}
+    builder.hint = lambda var, value: hints.__setitem__(var.index, value)  # type: ignore[method-assign]
+    hint_split(m, [0, 1, 2], (0, 1, 2))
+    assert [hints[m.comm[s].index] for s in range(3)] == [1, 10, 0]
