@@ -47,6 +47,13 @@ def test_a_chain_move_passes_on_about_the_work_each_piece_received():
     assert chain_move(cut, 0, 2, 1, [1, 1, 2, 2, 1, 1, 1]) == ((0, 1), (2, 3), (4, 5, 6))
 
 
+def test_a_piece_passes_on_ops_from_its_end_that_faces_the_target():
+    # op 2 (work 3) goes up; piece 1 = ops 3, 4, 5 (work 9, 1, 1) counts from op 5: one op misses by 2, two by 1,
+    # three by 8: it passes on ops 4 and 5 and keeps op 3
+    cut = ((0, 1, 2), (3, 4, 5), (6, 7))
+    assert chain_move(cut, 0, 2, 1, [1, 1, 3, 9, 1, 1, 1, 1]) == ((0, 1), (2, 3), (4, 5, 6, 7))
+
+
 def test_a_chain_move_down_takes_first_ops():
     cut = ((0, 1), (2, 3), (4, 5, 6))
     # op 4 (work 2) goes down; piece 1 passes on its first op 2 (work 1, closer to 2 than ops 2 and 3's 4)
@@ -164,3 +171,15 @@ def test_work_over_devices_counts_each_stage_s_cheaper_backward():
     odd = TrainingPipeline((fused,), 3, 2, (0,), ((0,),))  # 15 ticks over 2 devices: 8 (rounded up)
     assert any_cut_bound_tick(chain_costs(), odd) == 8
     assert any_cut_bound_tick(chain_costs(), TrainingPipeline((fused,), 3, 2, (0,), ((0,),), fb_overlap=0.5)) is None
+
+
+def test_the_search_returns_the_cut_of_its_one_kept_move():
+    # 1F1B on the chain: moving op 3 to the first stage (10 | 11 ticks of forward) replays 231 ticks, from 243
+    got = refine_cut(chain_costs(), 1, "1f1b", 2, 4, [one_f_one_b(2, 4)], None, deadline_s=float("inf"),
+                     max_evaluations=3)
+    assert (got.moves_kept, got.evaluations, got.start_makespan_tick) == (1, 3, 243)
+    assert got.best is not None and got.best.makespan_tick == 231
+    assert got.costs.cut(1) == ((0, 1, 2, 3), (4, 5))
+    kept_none = refine_cut(chain_costs(), 1, "1f1b", 2, 4, [one_f_one_b(2, 4)], None, deadline_s=float("inf"),
+                           max_evaluations=2)
+    assert kept_none.moves_kept == 0 and kept_none.costs.cut(1) == ((0, 1, 2), (3, 4, 5))
