@@ -1,7 +1,8 @@
 """The replay under processor sharing (`simulate(..., sharing=)`) pinned by hand on small instances: three ranks
 whose speed changes as each stops, a rank that waits for its input while another host's device runs on, the ranks'
 own send and receive work (one send per reading device, one receive before the first reader there), a transfer
-whose link time is all the ranks' work, and the checks of the sharing description.  Every expected time is derived
+whose link time is all the ranks' work, a send priced at the calibration speed, and the checks of the sharing
+description.  Every expected time is derived
 in the comment above it.
 """
 
@@ -76,3 +77,15 @@ def test_the_sharing_description_must_cover_every_device_and_a_cycle_deadlocks()
         simulate(inst, [[0], [1]], sharing=SharedHosts((0, 0, 0), (1.0,), (2,)))
     with pytest.raises(DeadlockError):
         simulate(inst, [[1, 0], []], sharing=SharedHosts((0, 0), (1.0,), (2,)))
+
+
+def test_a_send_under_sharing_is_priced_at_the_calibration_speed():
+    # one core for both ranks, figures measured with both busy (solo work = half the priced ticks).  t0 (priced 10,
+    # solo 5) runs alone on d0: 0-5; its one send (priced 4, solo 2) alone: 5-7; the link holds 20 - 4 = 16 ticks:
+    # arrival 23; t1 (priced 6, solo 3) alone on d1: 23-26
+    inst = SchedulingInstance.uniform("send", [10, 6], [(0, 1, 20)], 2)
+    hosts = SharedHosts((0, 0), (1.0,), (2,))
+    tl = simulate(inst, [[0], [1]], sharing=hosts, rank_transfer_tick=(4.0, 0.0))
+    assert _times(tl) == {"t0": (0, 0, 5), "t1": (1, 23, 26)}
+    (x,) = tl.transfers
+    assert (x.start_tick, x.end_tick) == (7, 23)
