@@ -1,7 +1,8 @@
 """The replay under processor sharing (`simulate(..., sharing=)`) pinned by hand on small instances: three ranks
 whose speed changes as each stops, a rank that waits for its input while another host's device runs on, the ranks'
 own send and receive work (one send per reading device, one receive before the first reader there), a transfer
-whose link time is all the ranks' work, a send priced at the calibration speed, and the checks of the sharing
+whose link time is all the ranks' work, a send priced at the calibration speed, a one-tick send, a device that wakes
+at a tick below its index, and the checks of the sharing
 description.  Every expected time is derived in the comment above it.
 """
 
@@ -88,3 +89,15 @@ def test_a_send_under_sharing_is_priced_at_the_calibration_speed():
     assert _times(tl) == {"t0": (0, 0, 5), "t1": (1, 23, 26)}
     (x,) = tl.transfers
     assert (x.start_tick, x.end_tick) == (7, 23)
+
+
+def test_a_one_tick_send_is_a_send_and_a_late_device_wakes_on_time():
+    # a core per rank: nobody is slowed.  A send of exactly 1 tick still holds d0: t0 (10) 0-10, its send 10-11, t2
+    # (3) 11-14; the link holds 5 - 1 = 4 ticks: arrival 15, t1 (2) on d1 15-17
+    inst = SchedulingInstance.uniform("one", [10, 2, 3], [(0, 1, 5)], 2)
+    tl = simulate(inst, [[0, 2], [1]], sharing=SharedHosts((0, 0), (2.0,), (2,)), rank_transfer_tick=(1.0, 0.0))
+    assert _times(tl) == {"t0": (0, 0, 10), "t2": (0, 11, 14), "t1": (1, 15, 17)}
+    # t0 takes no time on d0 and its output reaches d2 at tick 1: d2 (index 2, above that tick) wakes then
+    late = SchedulingInstance.uniform("late", [0, 3], [(0, 1, 1)], 3)
+    tl = simulate(late, [[0], [], [1]], sharing=SharedHosts((0, 0, 0), (3.0,), (3,)))
+    assert _times(tl) == {"t0": (0, 0, 0), "t1": (2, 1, 4)}
