@@ -63,3 +63,13 @@ def test_auto_says_how_it_chose_between_the_two_placements():
     why = cmp.row("opplan").notes["placement_why"]
     assert isinstance(why, str) and why.startswith("auto: ")
     assert "dualpipe: warm start" in why and "v: warm start" in why
+
+
+def test_at_granularity_two_no_placement_is_skipped_on_a_stage_level_bound():
+    # sub-chunks can overlap what a stage-level bound keeps apart: both placements are solved
+    cmp = compare(2, 4, COSTS, schedules=("zb-v", "dualpipe"), opplan_placement="both", time_limit_s=4,
+                  bound_time_s=0, granularity=2)
+    notes = cmp.row("opplan").notes
+    assert notes["placements_skipped"] == {}
+    tried = notes["tried"]
+    assert isinstance(tried, dict) and set(tried) == {"dualpipe", "v"} and tried["v"][0] is not None

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from planner.compare.baselines import scales_of, simulate_baseline
+from planner.compare.compare_budget import CompareBudget
 from planner.compare.compare_row import CompareRow
-from planner.compare.pipelines import Comparison, devices_at_cap, ticks_in_units
+from planner.compare.pipelines import Comparison, devices_at_cap, ticks_in_units, write_outputs
 from planner.pipeline.registry import Scales, UnitCosts
 
 COSTS = UnitCosts(param=1)  # two ticks and two bytes per unit
@@ -85,3 +86,17 @@ def test_devices_at_the_cap():
     assert devices_at_cap([99, 100, 50], 100) == (0, 1)  # at least 99 % of the cap
     assert devices_at_cap([98, 99], 100, 0.99) == (1,)
     assert devices_at_cap([1], None) == devices_at_cap([1], 0) == ()
+
+
+@pytest.mark.parametrize("after_s,said", [(2.0, []), (1.9, ["   drawing 1/2 pictures: 1f1b",
+                                                            "   drawing 2/2 pictures: side by side"])])
+def test_drawing_says_how_far_it_is_only_when_longer_than_the_budget_s_threshold(tmp_path, after_s, said):
+    # one schedule: its picture and the side-by-side, 1 s each by this budget
+    costs = UnitCosts()
+    sc = scales_of(costs)
+    cmp = Comparison(2, 4, costs, sc, [simulate_baseline("1f1b", 2, 4, costs, sc)])
+    lines: list[str] = []
+    written = write_outputs(cmp, tmp_path, pictures=True, progress=lines.append,
+                            budget=CompareBudget(picture_s=1.0, bar_s=0.0, progress_after_s=after_s))
+    assert lines == said
+    assert [p.name for p in written] == ["compare.csv", "1f1b.torch.csv", "1f1b.png", "side_by_side.png"]
