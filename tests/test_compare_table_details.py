@@ -4,12 +4,14 @@ solver ticks in progress lines, and the devices at the cap."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from planner.compare.baselines import scales_of, simulate_baseline
 from planner.compare.compare_budget import CompareBudget
 from planner.compare.compare_row import CompareRow
-from planner.compare.pipelines import Comparison, devices_at_cap, ticks_in_units, write_outputs
+from planner.compare.pipelines import Comparison, compare, devices_at_cap, ticks_in_units, write_outputs
 from planner.pipeline.registry import Scales, UnitCosts
 
 COSTS = UnitCosts(param=1)  # two ticks and two bytes per unit
@@ -100,3 +102,13 @@ def test_drawing_says_how_far_it_is_only_when_longer_than_the_budget_s_threshold
                             budget=CompareBudget(picture_s=1.0, bar_s=0.0, progress_after_s=after_s))
     assert lines == said
     assert [p.name for p in written] == ["compare.csv", "1f1b.torch.csv", "1f1b.png", "side_by_side.png"]
+
+
+def test_the_solves_get_the_time_limit_less_the_pictures_drawing():
+    # two baselines of 16 bars each: their pictures, the planned row's (as large as the largest) and the side by side
+    # (their sum plus the planned row's), 0.05 s a bar: 0.05 x (16 + 16 + 16 + 48) = 4.8 s set aside of 30
+    lines: list[str] = []
+    compare(2, 4, UnitCosts(), schedules=("1f1b", "dualpipe"), opplan_placement="dualpipe", time_limit_s=30,
+            bound_time_s=0, pictures=True, budget=CompareBudget(picture_s=0.0, bar_s=0.05), progress=lines.append)
+    limits = [int(found[1]) for line in lines if (found := re.search(r"planned row .*, (\d+) s to solve$", line))]
+    assert len(limits) == 1 and 23 <= limits[0] <= 25
