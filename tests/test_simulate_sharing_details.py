@@ -2,8 +2,8 @@
 whose speed changes as each stops, a rank that waits for its input while another host's device runs on, the ranks'
 own send and receive work (one send per reading device, one receive before the first reader there), a transfer
 whose link time is all the ranks' work, a send priced at the calibration speed, a one-tick send, a device that wakes
-at a tick below its index, and the checks of the sharing
-description.  Every expected time is derived in the comment above it.
+at a tick below its index, and the checks of the sharing description.  Every expected time is derived in the
+comment above it.
 """
 
 from __future__ import annotations
