@@ -5,6 +5,8 @@ stopped solve would reach a path (its time to best, a schedule with slack, a wea
 from __future__ import annotations
 
 import dataclasses
+import time
+from types import SimpleNamespace
 
 import pytest
 from test_model_costs_details import chain_costs
@@ -153,9 +155,91 @@ def test_a_stage_level_row_kept_over_the_sub_chunks_keeps_its_time_to_best():
     coarse = _solve_opplan(job, mc, refs, 2)
     assert coarse.figures is not None
     coarse.figures = dataclasses.replace(coarse.figures, makespan_tick=1)  # nothing is shorter
+    assert coarse.pipeline is not None and coarse.schedule is not None
+    _inst, replay = simulate_pipeline(coarse.pipeline, coarse.schedule)
     before = coarse.notes["time_to_best_s"]
+    job = dataclasses.replace(job, scales=Scales(4, 1))  # the notes' units: 4 ticks each
     row = _solve_fine(job, mc, coarse, [s for _, s in refs], 2, 2, started_s=100.0)
     assert row is coarse and row.notes["time_to_best_s"] == before
     gran = row.notes["granularity"]
     assert isinstance(gran, dict) and gran["kept"] == "stage level" and gran["fine_makespan_units"] is not None
+    assert gran["stage_level_makespan_units"] == 0.25 and gran["stage_level_replayed_units"] == replay.makespan_tick / 4
 
+
+
+def _found_at(seconds: float):
+    """The real solve, its best reported found `seconds` into it."""
+    def solve(*args, **kwargs):
+        sol, lns = REAL_SOLVE(*args, **kwargs)
+        return dataclasses.replace(sol, time_to_best_s=seconds), lns
+    return solve
+
+
+def test_a_shorter_later_round_is_kept_with_its_time_to_best_from_the_placements_start(monkeypatch):
+    # the second round's solve is made one tick shorter than the first: it replaces the row; both solves report
+    # their best 1000 s in, and each row's time to best adds when its solve started in the placement
+    def same_cut(costs, *args, **kwargs):
+        return CutSearch(costs, None, None, evaluations=3, moves_kept=1, seconds=0.0)
+
+    real_opplan, solves = planned_row._solve_opplan, []
+
+    def solve_opplan(*args, **kwargs):
+        row = real_opplan(*args, **kwargs)
+        if solves:
+            row.figures = dataclasses.replace(row.figures, makespan_tick=solves[0].figures.makespan_tick - 1)
+        solves.append(row)
+        return row
+
+    monkeypatch.setattr(planned_row, "refine_cut", same_cut)
+    monkeypatch.setattr(planned_row, "solve_pipeline_lns", _found_at(1000.0))
+    monkeypatch.setattr(planned_row, "_solve_opplan", solve_opplan)
+    t0 = time.monotonic()
+    row = plan_placement(_model_job(policy=ComparePolicy(bound_round=False)), 4.0)
+    wall = time.monotonic() - t0
+    assert len(solves) == 2 and row is solves[1]
+    assert all(1000.0 <= s.notes["time_to_best_s"] <= 1000.0 + wall for s in solves)
+
+
+def test_no_second_solve_when_the_cut_round_used_up_the_time(monkeypatch):
+    # a clock the second cut round moves 10 s on: 4 s of budget, so nothing is left for its solve
+    offset = [0.0]
+    monkeypatch.setattr(planned_row, "time", SimpleNamespace(monotonic=lambda: time.monotonic() + offset[0]))
+
+    def slow_same_cut(costs, *args, **kwargs):
+        offset[0] += 10.0 if kwargs.get("score") is not None else 0.0  # the first search is not a round's
+        return CutSearch(costs, None, None, evaluations=3, moves_kept=1, seconds=0.0)
+
+    monkeypatch.setattr(planned_row, "refine_cut", slow_same_cut)
+    solves = _spy(monkeypatch, "_solve_opplan")
+    row = plan_placement(_model_job(policy=ComparePolicy(bound_round=False)), 4.0)
+    assert len(solves) == 1 and row is solves[0] and offset[0] == 10.0
+    cut = row.notes["cut"]
+    assert isinstance(cut, dict) and cut["moves"] == 2 and cut["simulations"] == 6
+
+
+def _ticking(monkeypatch) -> None:
+    """The module's clock: one second later at every reading."""
+    now = [0.0]
+
+    def monotonic() -> float:
+        now[0] += 1.0
+        return now[0]
+
+    monkeypatch.setattr(planned_row, "time", SimpleNamespace(monotonic=monotonic))
+
+
+@pytest.mark.parametrize("fine,given", [(False, 9.0), (True, 6.0)])
+def test_a_solve_is_given_its_limit_less_what_preparing_it_took(monkeypatch, fine, given):
+    # readings: before the warm-start simulations, before the list schedules, after them (a second each); the
+    # stage-level solve pays the list schedules (1 s), a sub-chunk one twice all of its preparation (2 x 2 s)
+    _ticking(monkeypatch)
+    limits: list[float] = []
+
+    def solve(*args, **kwargs):
+        limits.append(kwargs["time_limit_s"])
+        return REAL_SOLVE(*args, **{**kwargs, "time_limit_s": 2.0})
+
+    monkeypatch.setattr(planned_row, "solve_pipeline_lns", solve)
+    pipe = pipeline_of(SPLIT["fixed"], 2, 4, UNIT, scales_of(UNIT)) if fine else None
+    row = _solve_opplan(_fixed_job(), UNIT, [], 10.0, pipe=pipe)
+    assert row.figures is not None and limits == [given]
