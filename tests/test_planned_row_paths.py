@@ -136,11 +136,7 @@ def test_the_kept_sub_chunk_row_counts_its_time_to_best_from_the_placements_star
     # a stage-level row far longer than any sub-chunk schedule: the sub-chunk row is kept
     coarse.figures = dataclasses.replace(coarse.figures, makespan_tick=10**6)
 
-    def found_late(*args, **kwargs):
-        sol, lns = REAL_SOLVE(*args, **kwargs)
-        return dataclasses.replace(sol, time_to_best_s=0.25), lns
-
-    monkeypatch.setattr(planned_row, "solve_pipeline_lns", found_late)
+    monkeypatch.setattr(planned_row, "solve_pipeline_lns", _found_at(0.25))
     row = _solve_fine(job, mc, coarse, [s for _, s in refs], 2, 2, started_s=100.0)
     gran = row.notes["granularity"]
     assert isinstance(gran, dict) and gran["kept"] == "k = 2" and row is not coarse
