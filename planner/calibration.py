@@ -204,5 +204,4 @@ def _onnxruntime_op_seconds(model: Path, repeats: int, cores: int) -> list[Engin
 
     graph = prepared_graph(model)
     feeds = default_feeds(graph)
-    return [engine_op_times(graph, model, feeds, threads=k, repeat=max(repeats, 5))
-            for k in dict.fromkeys((1, cores))]
+    return engine_op_times(graph, model, feeds, threads=tuple(dict.fromkeys((1, cores))), repeat=max(repeats, 5))

@@ -13,31 +13,27 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from planner.calibration import CalibrationRequest, measure_profile
+from planner.calibration import CalibrationRequest, check_request, measure_profile
 from planner.cli import _run
 from planner.cli_args import ArgumentParser, positive_int, positive_seconds
 from planner.cli_outputs import check_output_file
-from planner.errors import InputError
 from planner.schedule.atomic import atomic_write_text
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    if args.model is not None and not args.model.is_file():
-        raise InputError("model not found", path=str(args.model), fix="pass an ONNX model file")
-    check_output_file(args.out, "--out")
-    if args.model is not None:
-        check_output_file(_op_times_path(args), "--op-times")
-    if args.transport == "shm" and args.nproc < 2:
-        raise InputError("--transport shm prices a link between processes", fix="pass --nproc 2 or more")
-    # here, not at the top: torch stays optional (module docstring)
-    from planner.execute.calibrate_profile import op_frame_csv, summary_lines
-
     request = CalibrationRequest(nproc=args.nproc, threads=args.threads, repeats=args.repeats, quick=args.quick,
                                  device=args.device, model=args.model, engine=args.engine,
                                  transport=args.transport, name=args.name, timeout_s=args.timeout,
                                  progress=not args.quiet, op_factors=not args.no_op_factors,
                                  runtime_probe=not args.no_runtime_probe, sharing=not args.no_sharing,
                                  profile_path=args.out)
+    check_request(request)
+    check_output_file(args.out, "--out")
+    if args.model is not None:
+        check_output_file(_op_times_path(args), "--op-times")
+    # here, not at the top: torch stays optional (module docstring)
+    from planner.execute.calibrate_profile import op_frame_csv, summary_lines
+
     measured = measure_profile(request)
     cal, fits, load = measured.calibration, measured.fits, measured.load_avg
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -84,11 +84,9 @@ def _run_fast(args: argparse.Namespace) -> int:
         config, reason = _fast_config(args, plan, min(used_devices(plan), cores_available()))
         trial, run = run_config(plan, graph, feeds, RunConfig(config[0], config[1], args.engine), repeat=args.repeat,
                                 warmup=warmup, where=where)
-    simulated_s = plan.makespan_tick * (plan.tick_s or 1.0)
-    advised = plan.run is not None and (trial.config.ranks, trial.config.threads) == (plan.run.ranks,
-                                                                                      plan.run.threads)
-    if advised and plan.run is not None:
-        simulated_s = plan.run.predicted_s
+    ran = (trial.config.ranks, trial.config.threads)
+    advice = plan.run if plan.run is not None and (plan.run.ranks, plan.run.threads) == ran else None
+    simulated_s = advice.predicted_s if advice else plan.makespan_tick * (plan.tick_s or 1.0)
     report: dict[str, object] = {
               "plan": where, "executor": "fast", "ranks": trial.config.ranks, "threads": trial.config.threads,
               "engine_rule": trial.config.engine, "engines": dict(trial.engines), "reason": reason,
@@ -108,7 +106,7 @@ def _run_fast(args: argparse.Namespace) -> int:
     print(f"ran {where} with the fast executor: {trial.config.label()} ({reason}); {engines}")
     print(f"measured makespan {format_time(trial.median_s)} (median of {args.repeat} after {warmup} warm-up; "
           f"spread {format_time(trial.spread_s)}); the plan predicts {format_time(simulated_s)} "
-          + (f"for {trial.config.label()}" if advised else f"on its {used_devices(plan)} device(s)"))
+          + (f"for {advice.label()}" if advice else f"on its {used_devices(plan)} device(s)"))
     if args.check:
         print(f"check against onnxruntime: max abs error {max_abs:.3g}, max rel error {max_rel:.3g}")
         if report["check_note"]:

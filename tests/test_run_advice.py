@@ -122,7 +122,7 @@ def test_engine_op_times_share_out_the_whole_graphs_measured_run(repo_root):
 
     model = repo_root / "planner" / "data" / "models" / "moe.onnx"
     graph = prepared_graph(model)
-    times = engine_op_times(graph, model, default_feeds(graph), threads=2, repeat=5)
+    (times,) = engine_op_times(graph, model, default_feeds(graph), threads=2, repeat=5)
     assert times.threads == 2 and set(times.op_s) == {op.name for op in graph.ops}
     assert sum(times.op_s.values()) == pytest.approx(times.whole_s, rel=1e-9)
     assert times.whole_s > 0 and times.profiled_s > 0 and times.whole_noise_s >= 0

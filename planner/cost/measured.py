@@ -39,19 +39,28 @@ def load_measured_times(path: str | Path) -> dict[str, float]:
 
 
 def _load_csv(path: Path) -> dict[str, float]:
+    return _csv_columns(path)[1]
+
+
+def _csv_columns(path: Path) -> dict[int, dict[str, float]]:
+    """Intra-op threads -> op -> seconds from the `seconds` column (1) and every `seconds_<k>_threads` column, the
+    file read once; `InputError` naming the line for a value that is not a number or is negative."""
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
         if not reader.fieldnames or "op" not in reader.fieldnames or "seconds" not in reader.fieldnames:
             raise InputError(f"header is {reader.fieldnames}, expected columns 'op' and 'seconds'", path=str(path))
-        out: dict[str, float] = {}
+        columns = {1: "seconds", **{int(name.split("_")[1]): name for name in reader.fieldnames
+                                    if re.fullmatch(r"seconds_[0-9]+_threads", name) and int(name.split("_")[1]) > 1}}
+        out: dict[int, dict[str, float]] = {threads: {} for threads in sorted(columns)}
         for line, row in enumerate(reader, start=2):
-            try:
-                seconds = float(row["seconds"])
-            except (TypeError, ValueError):
-                raise InputError(f"line {line}: seconds={row['seconds']!r} is not a number", path=str(path)) from None
-            if seconds < 0:
-                raise InputError(f"line {line}: negative time {seconds} for op {row['op']!r}", path=str(path))
-            out[row["op"]] = seconds
+            for threads, name in columns.items():
+                try:
+                    seconds = float(row[name])
+                except (TypeError, ValueError):
+                    raise InputError(f"line {line}: {name}={row[name]!r} is not a number", path=str(path)) from None
+                if seconds < 0:
+                    raise InputError(f"line {line}: negative time {seconds} for op {row['op']!r}", path=str(path))
+                out[threads][row["op"]] = seconds
     return out
 
 
@@ -59,26 +68,9 @@ def load_thread_times(path: str | Path) -> dict[int, dict[str, float]]:
     """Intra-op threads -> op name -> seconds, from a CSV's `seconds` (1 thread) and `seconds_<k>_threads` columns;
     a file of another format, or a CSV without thread columns, gives its times under 1 thread only."""
     path = Path(path)
-    one = load_measured_times(path)
-    out = {1: one}
-    if path.suffix.lower() != ".csv":
-        return out
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        columns = {int(name.split("_")[1]): name for name in reader.fieldnames or ()
-                   if re.fullmatch(r"seconds_[0-9]+_threads", name) and int(name.split("_")[1]) > 1}
-        if not columns:
-            return out
-        rows = list(reader)
-    for threads, name in sorted(columns.items()):
-        times: dict[str, float] = {}
-        for line, row in enumerate(rows, start=2):
-            try:
-                times[row["op"]] = float(row[name])
-            except (TypeError, ValueError):
-                raise InputError(f"line {line}: {name}={row[name]!r} is not a number", path=str(path)) from None
-        out[threads] = times
-    return out
+    if path.suffix.lower() == ".csv" and path.is_file():
+        return _csv_columns(path)
+    return {1: load_measured_times(path)}
 
 
 def _load_run_report(path: Path, times: object) -> dict[str, float]:

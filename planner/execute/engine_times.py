@@ -25,7 +25,7 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +52,11 @@ def onnxruntime_op_times(graph: OpGraph, model_path: str | Path, feeds: Mapping[
     """op -> median kernel seconds per run on onnxruntime with `threads` intra-op threads, graph optimizations off
     (module docstring)."""
     model, run_feeds = _whole_graph(graph, model_path, feeds)
+    return _kernel_times(graph, model, run_feeds, threads, repeat, warmup)
+
+
+def _kernel_times(graph: OpGraph, model: bytes, run_feeds: Mapping[str, np.ndarray], threads: int, repeat: int,
+                  warmup: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         session = ort_session(model, threads, optimized=False, profile_prefix=str(Path(tmp) / "ort"))
         for _ in range(warmup + repeat):
@@ -92,16 +97,19 @@ class EngineTimes:
 
 
 def engine_op_times(graph: OpGraph, model_path: str | Path, feeds: Mapping[str, np.ndarray], *,
-                    threads: int = 1, repeat: int = 10, warmup: int = 2) -> EngineTimes:
-    """The profiled kernel times scaled to the whole graph's optimized run (module docstring).  With `threads` > 1
-    the session's idle threads spin, as they do on a rank alone on its host."""
-    kernels = onnxruntime_op_times(graph, model_path, feeds, threads=threads, repeat=repeat, warmup=warmup)
+                    threads: int | Sequence[int] = 1, repeat: int = 10, warmup: int = 2) -> list[EngineTimes]:
+    """The profiled kernel times scaled to the whole graph's optimized run (module docstring), one `EngineTimes`
+    per thread count in `threads` (the graph is cut out once for all of them).  With more than one thread the
+    session's idle threads spin, as they do on a rank alone on its host."""
     model, run_feeds = _whole_graph(graph, model_path, feeds)
-    session = ort_session(model, threads, spin=threads > 1)
-    whole_s, noise_s = _median_run_s(session, run_feeds, max(repeat, 5), warmup + 1)
-    profiled_s = sum(kernels.values())
-    scale = whole_s / profiled_s if profiled_s > 0 else 0.0
-    return EngineTimes(threads, {op: s * scale for op, s in kernels.items()}, whole_s, noise_s, profiled_s)
+    out = []
+    for k in ([threads] if isinstance(threads, int) else threads):
+        kernels = _kernel_times(graph, model, run_feeds, k, repeat, warmup)
+        whole_s, noise_s = _median_run_s(ort_session(model, k, spin=k > 1), run_feeds, max(repeat, 5), warmup + 1)
+        profiled_s = sum(kernels.values())
+        scale = whole_s / profiled_s if profiled_s > 0 else 0.0
+        out.append(EngineTimes(k, {op: s * scale for op, s in kernels.items()}, whole_s, noise_s, profiled_s))
+    return out
 
 
 def engine_call_s(repeat: int = 200) -> float:

@@ -20,6 +20,8 @@ import torch
 from planner.execute.partition import Transfer
 from planner.execute.procs import run_forked
 from planner.execute.shm_transport import ShmTransport
+from planner.ir.graph import OpGraph
+from planner.schedule.plan import Plan, PlanStatus, TaskPlacement
 
 __all__ = ["ShmLink", "shm_link_figures", "crossing_s", "segment_overhead_s"]
 
@@ -75,6 +77,14 @@ def shm_link_figures(sizes_bytes: Sequence[int] = (64, 1 << 20), repeats: int = 
     return ShmLink(one_way)
 
 
+def _alternating_plan(graph: OpGraph, model_path: str | Path, chunk_ops: int, ranks: int) -> Plan:
+    """A plan of `graph` on two devices: its ops in topological order, `chunk_ops` at a time, alternately on the
+    `ranks` first devices (one rank: every op on the first)."""
+    placements = tuple(TaskPlacement(op.name, (i // chunk_ops) % ranks, i, i + 1) for i, op in enumerate(graph.ops))
+    return Plan("probe", placements, ("d0", "d1"), len(placements), 0, PlanStatus.HEURISTIC, "probe", tick_s=1.0,
+                model_path=str(model_path))
+
+
 def crossing_s(model_path: str | Path, crossings: int, repeat: int = 20) -> float:
     """What one crossing between ranks costs the fast executor end to end, in seconds: a chain of `crossings` + 1
     tiny ops (`onnx_segment.chain_model`, written to `model_path`) run on two ranks that alternate at every op,
@@ -84,17 +94,13 @@ def crossing_s(model_path: str | Path, crossings: int, repeat: int = 20) -> floa
     from planner.execute.fast_choice import RunConfig, run_config
     from planner.execute.program import default_feeds, prepared_graph
     from planner.ir.onnx_segment import chain_model
-    from planner.schedule.plan import Plan, PlanStatus, TaskPlacement
 
     Path(model_path).write_bytes(chain_model(crossings + 1))
     graph = prepared_graph(model_path)
     medians = []
-    for devices in (1, 2):
-        placements = tuple(TaskPlacement(op.name, i % devices, i, i + 1) for i, op in enumerate(graph.ops))
-        plan = Plan("crossings", placements, ("d0", "d1"), len(placements), 0, PlanStatus.HEURISTIC, "probe",
-                    tick_s=1.0, model_path=str(model_path))
-        trial, _ = run_config(plan, graph, default_feeds(graph), RunConfig(devices, 1, "onnxruntime"),
-                              repeat=repeat, warmup=3)
+    for ranks in (1, 2):
+        trial, _ = run_config(_alternating_plan(graph, model_path, 1, ranks), graph, default_feeds(graph),
+                              RunConfig(ranks, 1, "onnxruntime"), repeat=repeat, warmup=3)
         medians.append(trial.median_s)
     return max(0.0, (medians[1] - medians[0]) / crossings)
 
@@ -110,12 +116,9 @@ def segment_overhead_s(model_path: str | Path, op_s: Mapping[str, float], *, chu
     from planner.execute.partition import partition_plan
     from planner.execute.program import default_feeds, prepared_graph
     from planner.execute.segments import rank_segments
-    from planner.schedule.plan import Plan, PlanStatus, TaskPlacement
 
     graph = prepared_graph(model_path)
-    placements = tuple(TaskPlacement(op.name, (i // chunk_ops) % 2, i, i + 1) for i, op in enumerate(graph.ops))
-    plan = Plan("segments", placements, ("d0", "d1"), len(placements), 0, PlanStatus.HEURISTIC, "probe",
-                tick_s=1.0, model_path=str(model_path))
+    plan = _alternating_plan(graph, model_path, chunk_ops, 2)
     _, run = run_config(plan, graph, default_feeds(graph), RunConfig(2, 1), repeat=repeat, warmup=3)
     part = partition_plan(plan, graph, 2, "the segment probe")
     extra = [seconds - sum(op_s.get(op, 0.0) for op in seg.ops)
