@@ -28,9 +28,10 @@ machine, so `measured_vs_simulated` measures the profile as much as the plan.  R
 `python -m experiments.bench --only runtime`; `python -m experiments.bench_runtime [CSV]` prints a CSV of this
 section as a Markdown table.
 
-**Calibration rows** (`part` = `calibration`; issue 14), on `CAL_NPROC` = 2 ranks, per model: `plan-calibrate
+**Calibration rows** (`part` = `calibration`), on `CAL_NPROC` = 2 ranks, per model: `plan-calibrate
 --nproc 2` right before that model's plans (a fresh profile per model, so that its runs are minutes after their
-calibration: the load here changed 3-10x over the tens of minutes one calibration at the start served), then five
+calibration: a shared host's load can change several times over within the tens of minutes one calibration at the
+start would serve), then five
 plans, each run by `run_plan(nproc=2, repeat=K, report_path=...)` right after it is made (K = 5, or more for a
 short plan: enough repetitions to time 0.1 s of its predicted makespan, at most 50, `repetitions`; the row's `repeat`):
 
@@ -456,8 +457,8 @@ def compute_overlap(plan, report: dict) -> dict[str, Any]:
     """From a run's trace (the median repetition, ranks on one clock): `both_computing_share` = the time two or
     more ranks ran ops at once / the time any rank ran ops; and the ops' measured / planned seconds for the ops
     that ran with no other rank computing (`alone_ops_ratio`, overlap < 20 % of the op) and for those that ran
-    beside another rank's ops for > 80 % of their time (`concurrent_ops_ratio`): issue 14's processor-sharing
-    question (a rank alone runs faster than the calibration's all-ranks-at-once figures)."""
+    beside another rank's ops for > 80 % of their time (`concurrent_ops_ratio`): whether a rank alone runs faster
+    than the calibration's all-ranks-at-once figures (processor sharing)."""
     import json
 
     try:
