@@ -28,12 +28,12 @@ machine, so `measured_vs_simulated` measures the profile as much as the plan.  R
 `python -m experiments.bench --only runtime`; `python -m experiments.bench_runtime [CSV]` prints a CSV of this
 section as a Markdown table.
 
-**Calibration rows** (`part` = `calibration`), on `CAL_NPROC` = 2 ranks, per model: `plan-calibrate
---nproc 2` right before that model's plans (a fresh profile per model, so that its runs are minutes after their
-calibration: a shared host's load can change several times over within the tens of minutes one calibration at the
-start would serve), then five
-plans, each run by `run_plan(nproc=2, repeat=K, report_path=...)` right after it is made (K = 5, or more for a
-short plan: enough repetitions to time 0.1 s of its predicted makespan, at most 50, `repetitions`; the row's `repeat`):
+**Calibration rows** (`part` = `calibration`), on `CAL_NPROC` = 2 ranks, per model: `plan-calibrate --nproc 2` right
+before that model's plans (a fresh profile per model, so that its runs are minutes after their calibration: a shared
+host's load can change several times over within the tens of minutes one calibration at the start would serve), then
+five plans, each run by `run_plan(nproc=2, repeat=K, report_path=...)` right after it is made (K = 5, or more for a
+short plan: enough repetitions to time 0.1 s of its predicted makespan, at most 50, `repetitions`; the row's
+`repeat`):
 
 * `nominal`     planned on cpu-4's nominal figures for 2 processes (`cpu-4.yaml` with `count: 2`): "before";
 * `calibrated_no_factors`  planned on that profile without its `op_cost_factors` table (the plain roofline of
