@@ -37,7 +37,7 @@ Each row: `median_ms`, `spread_ms` (max - min), `ratio_to_fastest_single` (the r
 parallelism of 2 processes measured at the start and at the end of the section (`effective_parallelism_start`,
 `_end`; ~2 on two free cores), so that a speed-up can be read against the cores the run really had.
 
-Models: Inception-v1 from the onnx wheel at batch 1 and 8, the bundled MoE at batch 1, 16 and 64, a BERT-base-width
+Models: Inception-v1 from the onnx wheel at batch 1 and 8, the bundled MoE at batch 1, 16, 64 and 256, a BERT-base-width
 encoder (transformers' `BertModel`, random weights, 4 layers, sequence 128, exported with torch's dynamo
 exporter) and a four-tower network written here (independent branches from one input, joined at the end).
 """
@@ -159,6 +159,7 @@ def bench_models(tmp: Path, quick: bool) -> dict[str, Path]:
            "moe-b1": light["moe"],
            "moe-b16": write_moe_model(tmp / "moe-b16.onnx", MoEConfig(batch=16)),
            "moe-b64": write_moe_model(tmp / "moe-b64.onnx", MoEConfig(batch=64)),
+           "moe-b256": write_moe_model(tmp / "moe-b256.onnx", MoEConfig(batch=256)),
            "towers": _in_child(lambda: _towers(tmp / "towers.onnx"), "exporting the towers")}
     if not quick:
         out["bert-encoder"] = _in_child(lambda: _encoder(tmp / "bert-encoder.onnx"), "exporting the encoder")
@@ -318,7 +319,8 @@ def _ms(value: float | None) -> float | None:
     return round(value, 4) if value is not None else None
 
 
-def bench_executor(quick: bool) -> list[dict]:
+def bench_executor(quick: bool, only: tuple[str, ...] = ()) -> list[dict]:
+    """The section's rows; `only` names the models to run (all when empty)."""
     from experiments.bench_runtime import effective_parallelism
 
     repeat = 3 if quick else 11
@@ -328,6 +330,8 @@ def bench_executor(quick: bool) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         for name, model in bench_models(tmp, quick).items():
+            if only and name not in only:
+                continue
             try:
                 rows.extend(model_rows(name, model, tmp, repeat, time_limit_s))
             except Exception as exc:  # noqa: BLE001 - a bench row records its failure, the others still run
@@ -340,9 +344,10 @@ def bench_executor(quick: bool) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the section alone and print its rows: ``python -m experiments.bench_executor [--quick]``."""
+    """Run the section alone and print its rows: ``python -m experiments.bench_executor [--quick] [MODEL ...]``
+    (every model when none is named)."""
     args = sys.argv[1:] if argv is None else argv
-    rows = bench_executor("--quick" in args)
+    rows = bench_executor("--quick" in args, tuple(a for a in args if not a.startswith("--")))
     for row in rows:
         print(row)
     return 0
