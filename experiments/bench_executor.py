@@ -1,7 +1,8 @@
 """`make bench` section `runtime`: what a user gets when they run a model on this host, side by side in one run.
 
 For each model, one after the other, each timing in a forked child (each the median of `repeat` calls after
-warm-up; the parent starts no thread pool that the executor's forked ranks could inherit):
+warm-up: 11, or enough to time a quarter of a second of steps, at most 200, `repetitions`; the parent starts no
+thread pool that the executor's forked ranks could inherit):
 
 * `ort-1`              onnxruntime, 1 intra-op thread, sequential (the original file, all graph optimizations);
 * `ort-2-intra`        onnxruntime, 2 intra-op threads;
@@ -44,6 +45,7 @@ exporter) and a four-tower network written here (independent branches from one i
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import tempfile
@@ -236,8 +238,18 @@ def _calibrate(model: Path, profile: Path, times: Path) -> None:
         raise RuntimeError(f"plan-calibrate failed on {model}")
 
 
+def repetitions(repeat: int, step_s: float, timed_s: float = 0.25, most: int = 200) -> int:
+    """Repetitions per timing for a model whose step takes about `step_s` seconds: enough to time `timed_s` of
+    steps, at least `repeat`, at most `most`: a median of a few sub-millisecond steps moves by tens of per cent with
+    the host's noise, one of a few hundred does not."""
+    if step_s <= 0:
+        return max(repeat, most)
+    return max(repeat, min(most, math.ceil(timed_s / step_s)))
+
+
 def model_rows(name: str, model: Path, tmp: Path, repeat: int, time_limit_s: float) -> list[dict]:
-    """Every configuration of one model (module docstring), one row each."""
+    """Every configuration of one model (module docstring), one row each; each timing repeats at least `repeat`
+    times (`repetitions`: more for a short step)."""
     import contextlib
     import io
 
@@ -252,6 +264,7 @@ def model_rows(name: str, model: Path, tmp: Path, repeat: int, time_limit_s: flo
         _calibrate(model, profile, times_csv)  # it forks its own processes
         plan_path = _plan(model, profile, tmp / f"{name}.plan.json", time_limit_s, times_csv)
     op_s = load_measured_times(times_csv)
+    repeat = repetitions(repeat, sum(op_s.values()))
     plan, graph = load_checked_plan(plan_path)
     feeds = default_feeds(graph)
     times = {**_in_child(lambda: _ort_rows(model, feeds, repeat), "onnxruntime's timings"),
