@@ -28,6 +28,9 @@ model's op times as its onnxruntime engine runs them on 1 and on 2 threads):
                        prediction: the profile calibrates the fast executor's engines and link, not torch's
                        kernels over gloo.
 
+On the chosen row, `bound_ms` is the least any run on the host's cores can take with the calibrated op times
+(`planner.cost.core_bound`: whatever the ranks and threads, transfers free) and `speedup_ceiling` the one-thread
+prediction over it: how much any configuration could gain with these kernels.
 `predicted_ms` is what planning predicts for a row's configuration: the plan's run advice lists one prediction per
 configuration (one rank: the op times on that many threads one after the other, scaled to the whole graph's
 measured run; the plan's ranks: its makespan); `plan_predicted_ms` on the chosen row is the plan's makespan in any
@@ -291,7 +294,11 @@ def model_rows(name: str, model: Path, tmp: Path, repeat: int, time_limit_s: flo
     times["codegen-torchrun"] = _torchrun_ms(gen, used_devices(plan), repeat)
     extra["codegen-torchrun"] = {"chosen": RunConfig(used_devices(plan), 1).label()}
     fastest_single = min(times[k][0] for k in SINGLE)
+    bound_s = plan.run.bound_s if plan.run else None
+    one_thread_ms = predicted_ms.get(RunConfig(1, 1).label())
     extra["opplan-chosen"] = {
+        "bound_ms": _ms(bound_s * 1e3) if bound_s else None,
+        "speedup_ceiling": round(one_thread_ms / (bound_s * 1e3), 2) if bound_s and one_thread_ms else None,
         "chosen": choice.chosen.config.label(), "reason": choice.reason,
         "predicted_ms": _ms(predicted_ms.get(choice.chosen.config.label())), "plan_predicted_ms": _ms(plan_ms),
         "engines": _engines(choice.chosen),

@@ -369,7 +369,7 @@ def _solve(args: argparse.Namespace) -> int:
         "model_path": str(Path(model_path).resolve()), "model_sha256": source.sha256 if source else "",
         "hardware_path": str(Path(topology.source_path).resolve()) if topology.source_path else "",
         "hardware_sha256": topology.source_sha256, "input_shapes": shapes, "input_values": values,
-        "run": advise_from_measured(args.measured, outcome.op_plan, choice, say),
+        "run": advise_from_measured(args.measured, outcome.op_plan, choice, say, graph=prepared.graph),
     }
     out = _write_outputs(outcome, args.out, pictures=not args.no_pictures, provenance=provenance,
                          op_types={op.name: op.op_type for op in prepared.graph.ops})

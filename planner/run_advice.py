@@ -12,17 +12,20 @@ measured for one thread and for k threads (`plan-calibrate --engine onnxruntime 
 
 The split is advised only when it predicts at least `RunAdvicePolicy.min_gain` shorter than the best single rank;
 otherwise the fastest single rank is, and the reason says why.  Without thread columns there is nothing to choose
-and no advice.
+and no advice.  Beside the advice stands what no run on the host's cores can beat with these op times, whatever its
+ranks and threads (`planner.cost.core_bound`): how far any configuration could still go.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from planner.cost.core_bound import core_bound
 from planner.cost.measured import load_thread_times
+from planner.ir.graph import OpGraph
 from planner.schedule.plan import Plan, RunAdvice, run_label
 
 __all__ = ["RunAdvicePolicy", "advise_run", "advise_from_measured"]
@@ -66,10 +69,12 @@ def advise_run(plan_s: float, plan_ranks: int, thread_times: Mapping[int, Mappin
 
 def advise_from_measured(measured: Path | None, plan: Plan, choice: Mapping[str, Any],
                          say: Callable[[str], None] | None = None,
-                         policy: RunAdvicePolicy = RunAdvicePolicy()) -> RunAdvice | None:
+                         policy: RunAdvicePolicy = RunAdvicePolicy(), graph: OpGraph | None = None
+                         ) -> RunAdvice | None:
     """plan-solve's step after `runtime_choice.choose_plan`: the advice for `plan` (the op-level plan chosen) from
     the thread columns of the measured times file, its prediction the chosen figure's (`choice`, else the
-    placement model's makespan); None without a file or without thread columns."""
+    placement model's makespan), with the bound of `graph` (the planned graph) on the host's cores where given;
+    None without a file or without thread columns."""
     if measured is None:
         return None
     thread_times = load_thread_times(measured)
@@ -80,7 +85,14 @@ def advise_from_measured(measured: Path | None, plan: Plan, choice: Mapping[str,
               else plan.makespan_tick * tick_s)
     ops = [op for p in plan.placements for op in plan.task_ops.get(p.task, (p.task,))]
     advice = advise_run(plan_s, len({p.device for p in plan.placements}), thread_times, ops, policy)
+    if advice is not None and graph is not None:
+        advice = replace(advice, bound_s=core_bound(graph, thread_times).bound_s)
     if advice is not None and say is not None:
         options = "; ".join(f"{label} {s * 1e3:.3g} ms" for label, s in advice.options_s)
         say(f"run: {advice.label()} ({advice.reason}); predicted {options}")
+        if advice.bound_s:
+            one = dict(advice.options_s).get(run_label(1, 1))
+            ceiling = f" ({one / advice.bound_s:.2f}x one thread)" if one else ""
+            say(f"no run on {max(thread_times)} cores is shorter than {advice.bound_s * 1e3:.3g} ms{ceiling} with "
+                "these op times, even with free transfers")
     return advice

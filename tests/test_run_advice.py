@@ -7,6 +7,7 @@ than the best single rank.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import onnx
@@ -76,6 +77,10 @@ def test_the_advice_round_trips_through_the_plan_file(tmp_path):
                            "options_s": {"1 rank x 1 thread": 0.01, "1 rank x 2 threads": 0.007}, "reason": "why"}
     assert plan_from_dict(json.loads(json.dumps(data))).run == advice
     assert "run" not in plan_to_dict(Plan("p", plan.placements, ("cpu0",), 5, 5, PlanStatus.HEURISTIC, "heft"))
+    bounded = dataclasses.replace(advice, bound_s=0.004)
+    data = plan_to_dict(dataclasses.replace(plan, run=bounded))
+    assert data["run"]["bound_s"] == 0.004
+    assert plan_from_dict(json.loads(json.dumps(data))).run == bounded
 
 
 def _two_branches(path):
@@ -105,6 +110,10 @@ def test_plan_solve_advises_and_plan_run_follows(tmp_path, hw_dir, capsys, two_t
     advice = load_plan(plan).run
     assert advice is not None and (advice.ranks, advice.threads) == expected
     assert f"run: {advice.label()} ({advice.reason})" in err
+    # join alone, then the branches side by side: the longer of one branch at its fastest and their work on 2 cores
+    bound_s = 0.0001 + max(min(0.001, two_thread_s), min(0.001, 2 * two_thread_s))
+    assert advice.bound_s == pytest.approx(bound_s)
+    assert f"no run on 2 cores is shorter than {bound_s * 1e3:.3g} ms" in err
     assert run_main(["--plan", str(plan), "--executor", "fast", "--repeat", "1", "--check", "--format",
                      "json"]) == 0
     report = json.loads(capsys.readouterr().out)

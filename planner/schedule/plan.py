@@ -61,13 +61,16 @@ def parse_method(value: str) -> PlanMethod | str:
 class RunAdvice:
     """How the plan is predicted to run fastest on a CPU host: `ranks` processes with `threads` intra-op threads
     each, `predicted_s` seconds a step; `options_s` every configuration considered (label -> predicted seconds)
-    and `reason` why this one (`planner.run_advice`).  One rank runs every op of the plan in its order."""
+    and `reason` why this one (`planner.run_advice`); `bound_s`, where known, the least any run on the host's cores
+    can take with the measured op times (`planner.cost.core_bound`).  One rank runs every op of the plan in its
+    order."""
 
     ranks: int
     threads: int
     predicted_s: float
     options_s: tuple[tuple[str, float], ...] = ()
     reason: str = ""
+    bound_s: float | None = None
 
     def label(self) -> str:
         return run_label(self.ranks, self.threads)

@@ -22,8 +22,9 @@ Format version 1 (keys at the top level)::
                       record the clusters here; informational)
     input_shapes      optional: {graph input: [dims]} the model was planned with (--input-shape)
     input_values      optional: {graph input: [values]} the model was planned with (--input-value)
-    run               optional: {ranks, threads, predicted_s, options_s: {label: seconds}, reason}: how the plan
-                      is predicted to run fastest on a CPU host (`RunAdvice`; plan-run --executor fast follows it)
+    run               optional: {ranks, threads, predicted_s, options_s: {label: seconds}, reason, bound_s (optional:
+                      no run on the host's cores is shorter, `planner.cost.core_bound`)}: how the plan is predicted
+                      to run fastest on a CPU host (`RunAdvice`; plan-run --executor fast follows it)
 
 On load the `*_tick` fields are authoritative (exact); `start`/`end`/`makespan` are for readers.  A file without
 `start_tick` (hand-written) has its times converted back: round(start / tick_s), or start itself when tick_s is null.
@@ -102,7 +103,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "input_values": {k: list(v) for k, v in plan.input_values.items()},
         "clusters": {k: list(v) for k, v in plan.clusters.items()},
         **({"run": {"ranks": plan.run.ranks, "threads": plan.run.threads, "predicted_s": plan.run.predicted_s,
-                    "options_s": dict(plan.run.options_s), "reason": plan.run.reason}} if plan.run else {}),
+                    "options_s": dict(plan.run.options_s), "reason": plan.run.reason,
+                    **({"bound_s": plan.run.bound_s} if plan.run.bound_s is not None else {})}} if plan.run else {}),
     }
 
 
@@ -302,10 +304,12 @@ def _run_advice(r: _Reader, data: dict) -> RunAdvice | None:
     if run is None:
         return None
     options = r.get(run, "options_s", (dict,), "run.", default={})
+    bound = r.get(run, "bound_s", (int, float), "run.", default=None)
     return RunAdvice(ranks=int(r.get(run, "ranks", (int,), "run.")), threads=int(r.get(run, "threads", (int,), "run.")),
                      predicted_s=float(r.get(run, "predicted_s", (int, float), "run.")),
                      options_s=tuple((str(k), float(v)) for k, v in options.items() if isinstance(v, (int, float))),
-                     reason=str(r.get(run, "reason", (str,), "run.", default="")))
+                     reason=str(r.get(run, "reason", (str,), "run.", default="")),
+                     bound_s=None if bound is None else float(bound))
 
 
 def load_plan(path: str | os.PathLike[str]) -> Plan:
