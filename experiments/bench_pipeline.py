@@ -5,15 +5,20 @@ Cases: unit costs F = B = W = 1 (activation 1 per stage and micro-batch, no para
 hardware_profiles/h100-8-nvlink.yaml with 16 micro-batches
 (`planner.compare.model_costs` with per-operator backward costs, `planner.cost.training_costs`: microseconds, MiB;
 sends and the MoE layers' all-to-all dispatch/combine as tasks on per-device communication streams); transformers'
-own Mixtral, Qwen2-MoE and GPT-2 (`experiments.hf_models`: tiny configs, random weights, dynamo-exported here) on
-the same profile at 4 and 8 stages with m = 2p (60 s at 4 stages, 600 s at 8: `EXPORT_LIMIT_S`); and the
+own Mixtral and Qwen2-MoE (top-k over softmax, Qwen2-MoE with a shared expert), PhiMoE (sparse mixer: two ArgMax
+picks, no TopK), Switch Transformers' MoE encoder (top-1: one ArgMax; legacy exporter) and GPT-2 (dense)
+(`experiments.hf_models`: tiny configs, random weights, exported here: `EXPORTS`) on the same profile at 4 and 8
+stages with m = 2p (60 s at 4 stages, 600 s at 8: `EXPORT_LIMIT_S`); and the
 DeepSeek-V3-like preset (61 layers) on h100-2x8-ib at p = 8, m = 20 and p = 16, m = 64 (600 s each:
 `PRESET_LIMIT_S`; milliseconds).
 The planned schedule (`opplan`) gets DualPipe's peak memory per device as its cap and 120 s (240 s on the bundled
 MoE, `MOE_LIMIT_S`), on the placement that has both the shortest warm start and the lowest bound, or split between
 both placements when none has (`planner.compare.pipelines`); `--quick` uses smaller sizes and 10 s.
 
-Columns: makespan and total bubble (idle time summed over devices) in `time_unit`; bubble_ratio = total idle /
+Columns: moe_found on the model rows (the bundled MoE and the exports): the MoE layers `find_moe_layers` finds in
+the graph, as `moe_found` words them (layers, experts, top-k, routing kind, shared experts; ``none`` for a dense
+model), empty on the unit and preset rows; makespan and total bubble (idle time summed over devices) in
+`time_unit`; bubble_ratio = total idle /
 (devices x makespan); peak and parameter memory per device (max over devices) in `memory_unit`;
 bubble_vs_dualpipe = this row's total bubble / DualPipe's; idle_fill / idle_mid / idle_drain: the total bubble
 split into idle before each device's first task, between its tasks and after its last (`metrics.idle_parts`);
@@ -70,8 +75,13 @@ PRESET_LIMIT_S = {8: 600.0, 16: 600.0}
 BOUND_S = 600.0
 # the rows `bench_pipeline(only=...)` knows, as CASE:P (without --quick)
 ROW_NAMES = ("unit:4", "unit:8", "unit:16", "unit-overlap:4", "moe:8", "hf_mixtral:4", "hf_mixtral:8",
-             "hf_qwen2_moe:4", "hf_qwen2_moe:8", "hf_gpt2:4", "hf_gpt2:8", "preset:8", "preset:16", "preset-h200:8",
+             "hf_qwen2_moe:4", "hf_qwen2_moe:8", "hf_phimoe:4", "hf_phimoe:8", "hf_switch_encoder:4",
+             "hf_switch_encoder:8", "hf_gpt2:4", "hf_gpt2:8", "preset:8", "preset:16", "preset-h200:8",
              "preset-h200:16")
+# the transformers exports of `_exported_rows`, in row order: one per kind of router (top-k over softmax, the same
+# beside a shared expert, sparse mixer, top-1) and a dense model; each an `HF_MODELS` or `HF_ROUTER_ARCHITECTURES`
+# entry of `experiments.hf_models`
+EXPORTS = ("hf_mixtral", "hf_qwen2_moe", "hf_phimoe", "hf_switch_encoder", "hf_gpt2")
 # The preset's attention, experts, mlp and head as one H200 timed them (`python -m experiments.gpu_preset_costs`;
 # docs/layers/compare.md, `presets.py`): the ``preset-h200`` rows price the preset on these
 H200_OP_TIMES = REPO / "experiments" / "measured" / "h200_preset_fbw.csv"
@@ -79,7 +89,28 @@ MOE = REPO / "planner" / "data" / "models" / "moe.onnx"
 HW = REPO / "hardware_profiles" / "h100-8-nvlink.yaml"
 
 
-def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> list[dict]:
+def moe_found(structure) -> str:
+    """The MoE finding of a model row (`planner.ir.moe_structure.MoEStructure`) in words: ``2 layers, 4 experts,
+    top-2, sparse mixer routing`` (values that differ between layers joined by ``/``), then ``with noise``, the
+    expert-choice capacity and the shared experts per layer where there are; ``none`` without MoE layers."""
+    layers = structure.layers
+    if not layers:
+        return "none"
+
+    def values(xs) -> str:
+        return "/".join(str(x) for x in sorted(set(xs)))
+
+    kinds = "/".join(sorted({x.routing + (f" (capacity {x.capacity})" if x.capacity else "") +
+                             (" with noise" if x.noisy else "") for x in layers}))
+    words = (f"{len(layers)} layer{'s' if len(layers) != 1 else ''}, {values(x.experts for x in layers)} experts, "
+             f"top-{values(x.top_k for x in layers)}, {kinds} routing")
+    if any(x.shared_experts for x in layers):
+        words += f", {values(x.shared_experts for x in layers)} shared expert(s) per layer"
+    return words
+
+
+def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str, moe: str = "") -> list[dict]:
+    """One row per schedule of `cmp` (module docstring's columns); `moe`: the model's `moe_found` words."""
     sc = cmp.scales
     dp = next((r for r in cmp.ok_rows() if r.name == "dualpipe"), None)
     dp_bubble = dp.figures.bubble_tick if dp is not None else None
@@ -88,7 +119,7 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
         f = r.figures
         v = cmp.values(r)
         parts = idle_parts(r.pipeline, r.timeline)  # where the bubble sits: fill, middle, drain
-        row = {"case": case, "p": p, "m": m, "schedule": r.name, "time_unit": time_unit,
+        row = {"case": case, "moe_found": moe, "p": p, "m": m, "schedule": r.name, "time_unit": time_unit,
                "makespan": round(v["makespan"], 4), "total_bubble": round(f.bubble_tick / sc.ticks_per_unit, 4),
                "bubble_ratio": v["bubble_ratio"], "memory_unit": memory_unit,
                "peak_memory": round(v["peak_memory"], 6), "param_memory": round(v["param_memory"], 6),
@@ -140,8 +171,8 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str) -> l
 
 
 def bench_pipeline(quick: bool, only: Sequence[str] = ()) -> list[dict]:
-    """The rows of the module docstring; `only`: just the rows named ``CASE:P`` (CASE one of unit, unit-overlap,
-    moe, hf_mixtral, hf_qwen2_moe, hf_gpt2, preset; e.g. ``preset:8``), every row when empty."""
+    """The rows of the module docstring; `only`: just the rows named ``CASE:P`` (`ROW_NAMES`; e.g. ``preset:8``),
+    every row when empty.  With `quick`, the exports run are hf_mixtral's, or those `only` names."""
     from planner.compare.pipelines import compare
     from planner.pipeline.registry import UnitCosts
 
@@ -163,7 +194,7 @@ def bench_pipeline(quick: bool, only: Sequence[str] = ()) -> list[dict]:
         rows += _rows("unit F=B=W=1, fb-overlap 0.5, a2a 0.5", p, m, cmp, "F", "activation of one stage")
         print(f"   unit overlap+a2a p={p} m={m}\n{cmp.table()}", flush=True)
     rows += _moe_rows(quick, wanted)
-    rows += _exported_rows(quick, wanted)
+    rows += _exported_rows(quick, wanted, EXPORTS if only or not quick else ("hf_mixtral",))
     rows += _preset_rows(quick, wanted)
     return rows
 
@@ -182,11 +213,12 @@ def _moe_rows(quick: bool, wanted: Callable[[str, int], bool]) -> list[dict]:
     limit = 10.0 if quick else MOE_LIMIT_S
     # the planned row at stage granularity (k = 1) and with sub-chunks (k chosen by `auto_granularity`), one run
     cmp = compare(p, m, costs, time_limit_s=limit, granularity=1, bound_time_s=_bound_s(quick))
-    rows += _rows("moe.onnx on h100-8-nvlink", p, m, cmp, costs.time_unit, costs.memory_unit)
-    print(f"   moe p={p} m={m}, granularity 1\n{cmp.table()}", flush=True)
+    found = moe_found(costs.moe)
+    rows += _rows("moe.onnx on h100-8-nvlink", p, m, cmp, costs.time_unit, costs.memory_unit, found)
+    print(f"   moe p={p} m={m}, granularity 1 (MoE: {found})\n{cmp.table()}", flush=True)
     fine = compare(p, m, costs, schedules=("dualpipe",), time_limit_s=limit, granularity=None)
     rows += [dict(r, schedule="opplan (sub-chunks)") for r in _rows("moe.onnx on h100-8-nvlink", p, m, fine,
-                                                                      costs.time_unit, costs.memory_unit)
+                                                                      costs.time_unit, costs.memory_unit, found)
              if r["schedule"] == "opplan"]
     print(f"   moe p={p} m={m}, granularity auto\n{fine.table()}", flush=True)
     return rows
@@ -211,10 +243,11 @@ def _model_costs_of(path: Path, p: int):
                                moe=find_moe_layers(prepared.graph))
 
 
-def _exported_rows(quick: bool, wanted: Callable[[str, int], bool]) -> list[dict]:
-    """transformers' own Mixtral, Qwen2-MoE and GPT-2 (tiny configs, random weights, dynamo-exported:
-    `experiments.hf_models`) at 4 and 8 stages, m = 2p, `EXPORT_LIMIT_S` for the planned row (60 s at 4 stages,
-    600 s at 8); skipped without transformers."""
+def _exported_rows(quick: bool, wanted: Callable[[str, int], bool], names: Sequence[str] = EXPORTS) -> list[dict]:
+    """The transformers exports `names` (`EXPORTS`: tiny configs, random weights, exported by `_export`) at 4 and
+    8 stages (quick: 4), m = 2p, `EXPORT_LIMIT_S` for the planned row (60 s at 4 stages, 600 s at 8; quick 10 s);
+    each row's case names its exporter and its `moe_found` column the MoE layers found; skipped without
+    transformers."""
     import importlib.util
     import tempfile
 
@@ -223,25 +256,39 @@ def _exported_rows(quick: bool, wanted: Callable[[str, int], bool]) -> list[dict
     if importlib.util.find_spec("transformers") is None:
         print("   transformers exports skipped: transformers is not installed (pip install -e '.[test]')")
         return []
-    from experiments.hf_models import HF_MODELS, export_hf_model
-
-    names = ("hf_mixtral",) if quick else ("hf_mixtral", "hf_qwen2_moe", "hf_gpt2")
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for model in (m for m in HF_MODELS if m.name in names):
-            stages = [p for p in ((4,) if quick else (4, 8)) if wanted(model.name, p)]
+        for name in names:
+            stages = [p for p in ((4,) if quick else (4, 8)) if wanted(name, p)]
             if not stages:
                 continue
-            path = export_hf_model(model, Path(tmp) / f"{model.name}.onnx")
+            path, exporter = _export(name, Path(tmp))
             for p in stages:
                 m = 2 * p
                 costs = _model_costs_of(path, p)
+                found = moe_found(costs.moe)
                 cmp = compare(p, m, costs, time_limit_s=10.0 if quick else EXPORT_LIMIT_S[p],
                               bound_time_s=_bound_s(quick))
-                rows += _rows(f"{model.name} (transformers, dynamo) on h100-8-nvlink", p, m, cmp, costs.time_unit,
-                              costs.memory_unit)
-                print(f"   {model.name} p={p} m={m}\n{cmp.table()}", flush=True)
+                rows += _rows(f"{name} (transformers, {exporter}) on h100-8-nvlink", p, m, cmp, costs.time_unit,
+                              costs.memory_unit, found)
+                print(f"   {name} p={p} m={m} (MoE: {found})\n{cmp.table()}", flush=True)
     return rows
+
+
+def _export(name: str, folder: Path) -> tuple[Path, str]:
+    """`experiments.hf_models`' `HF_MODELS` or `HF_ROUTER_ARCHITECTURES` entry `name` exported to
+    ``folder/NAME.onnx`` as that module exports it: the file and the exporter (dynamo or legacy)."""
+    from experiments.hf_models import HF_MODELS, HF_ROUTER_ARCHITECTURES, export_hf_architecture, export_hf_model
+
+    path = folder / f"{name}.onnx"
+    model = next((x for x in HF_MODELS if x.name == name), None)
+    if model is not None:
+        return export_hf_model(model, path), "dynamo"
+    arch = next((x for x in HF_ROUTER_ARCHITECTURES if x.name == name), None)
+    if arch is None:
+        known = [x.name for x in HF_MODELS] + [x.name for x in HF_ROUTER_ARCHITECTURES]
+        raise ValueError(f"{name!r} is no export of experiments/hf_models.py; choose from {', '.join(known)}")
+    return export_hf_architecture(arch, path)[0], arch.exporter
 
 
 def _preset_rows(quick: bool, wanted: Callable[[str, int], bool]) -> list[dict]:
@@ -522,10 +569,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     for r in found:
         if only:
             print(f"{r['case']:<52} p={r['p']:<3} m={r['m']:<3} {r['schedule']:<17} makespan {r['makespan']:<10} "
-                  f"bubble/dp {r['bubble_vs_dualpipe']:<7} bound {r['bound']:<10} memory bound {r['memory_bound']:<10} "
+                  f"bubble/dp {r['bubble_vs_dualpipe']:<7} peak {r['peak_memory']:<10} status {r['status'] or '-'} "
+                  f"bound {r['bound']:<10} memory bound {r['memory_bound']:<10} "
                   f"half-bubble makespan {r['half_bubble_makespan']:<10} unreachable {r['half_bubble_unreachable']} "
                   f"({r['half_bubble_answers']}) other placements {r['other_placements_bound']} "
-                  f"at the cap: {r['devices_at_cap'] or '-'}")
+                  f"at the cap: {r['devices_at_cap'] or '-'}" + (f"; MoE: {r['moe_found']}" if r["moe_found"] else ""))
             continue
         if place:
             print(f"{r['case']:<52} p={r['p']:<3} m={r['m']:<3} rep {r['rep']} {r['setting']:<4} makespan "

@@ -28,7 +28,9 @@ Each model is imported as written (no pre-processing; only the `--input-value` a
 rate), planned with HEFT on the bundled `cpu-4.yaml` (4 devices), and run on `RANKS` gloo ranks with the runner's
 `--check` (onnxruntime on the original file).  When HEFT keeps every op on one device, the check runs a round-robin
 plan instead so that tensors do cross ranks (column `run_plan`).  Feeds are the modules' example inputs (token ids
-below the vocabulary size) or, for the other sources, the runner's deterministic defaults.
+below the vocabulary size) or, for the other sources, the runner's deterministic defaults.  Column `moe` holds the
+MoE layers found from each graph's structure (`planner.ir.moe_structure`: layers, experts, top-k, routing kind),
+the line plan-inspect prints; the command prints it under each MoE model's line.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from onnx import numpy_helper
 from planner.cli import solve_main
 from planner.execute.program import prepared_graph
 from planner.execute.runner import run_plan
+from planner.ir.moe_structure import NO_MOE_LINE, find_moe_layers
 from planner.ir.onnx_legacy import default_opset
 from planner.schedule.plan_io import load_plan
 
@@ -73,7 +76,7 @@ ATOL = 1e-6
 RANKS = {"default": 2, "gpt2": 3, "bert": 3, "mixtral_moe": 4, "qwen2_moe": 4, "hf_mixtral": 4, "hf_qwen2_moe": 4,
          "hf_deepseek_v3": 4, "hf_gpt2": 3, "light_inception_v1": 3,
          "light_densenet121": 4}
-COLUMNS = ("model", "kind", "source", "exporter", "export", "ops", "op_types", "import", "makespan_s",
+COLUMNS = ("model", "kind", "source", "exporter", "export", "ops", "op_types", "import", "moe", "makespan_s",
            "lower_bound_s", "run_plan", "ranks", "transfers", "max_abs_error", "max_rel_error", "max_abs_vs_shipped",
            "result")
 
@@ -396,6 +399,8 @@ def evaluate(entry: CorpusEntry, out: str | Path, *, run: bool = True, ranks: in
         row["ops"] = graph.num_ops
         row["op_types"] = " ".join(sorted({op.op_type for op in graph.ops}))
         row["import"] = "ok"
+        # the MoE layers found from the graph's structure, as plan-inspect prints them (experts, top-k, routing)
+        row["moe"] = find_moe_layers(graph).summary_line()
         step = "plan"
         plan_path, warned = _plan(entry, out, "heft")
         plan = load_plan(plan_path)
@@ -492,6 +497,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         row = evaluate(entry, args.out, run=not args.skip_run)
         rows.append(row)
         print(f"{entry.key:28s} {row['ops']!s:>5} ops  {row['result']}", flush=True)
+        if "MoE" in entry.kind or row["moe"] not in ("", NO_MOE_LINE):  # an MoE model, or a router seen
+            print(f"{'':28s} {row['moe']}", flush=True)
     write_table(rows, args.out / "corpus.csv")
     if args.markdown:
         print(markdown_table(rows))

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -170,7 +171,7 @@ def export_hf_model(model: HFModel, path: str | Path, *, seed: int = 0) -> Path:
     import torch  # optional: planning-only uses of the corpus need no torch
 
     torch.manual_seed(seed)
-    lm = model.make()
+    lm: Any = model.make()  # a transformers model (the builders are typed object: transformers is optional)
     lm.eval()
     lm.config.use_cache = False
     lm.config._experts_implementation = EXPERTS_IMPLEMENTATION
@@ -348,9 +349,10 @@ def export_hf_architecture(arch: HFArchitecture, path: str | Path, *, seed: int 
     import torch
 
     torch.manual_seed(seed)
-    model = arch.make()
+    model: Any = arch.make()  # a torch module (see export_hf_model)
     model.eval()
     name, example = arch.example()
+    assert isinstance(example, torch.Tensor)  # every example input is a tensor
 
     class Output(torch.nn.Module):
         """input -> the model's `arch.output` (one forward, no cache)."""

@@ -45,9 +45,9 @@ def test_rows_reach_the_row_bench(monkeypatch, tmp_path) -> None:
 
     def rows(quick, only):
         asked.append((quick, list(only)))
-        return [dict(case="c", p=8, m=16, schedule="opplan", makespan=1, bubble_vs_dualpipe=0.5, bound=1,
-                     memory_bound="", half_bubble_makespan="", half_bubble_unreachable="", half_bubble_answers="",
-                     other_placements_bound="", devices_at_cap="")]
+        return [dict(case="c", moe_found="none", p=8, m=16, schedule="opplan", makespan=1, bubble_vs_dualpipe=0.5,
+                     peak_memory=2, status="feasible", bound=1, memory_bound="", half_bubble_makespan="",
+                     half_bubble_unreachable="", half_bubble_answers="", other_placements_bound="", devices_at_cap="")]
 
     monkeypatch.setattr(bench_pipeline, "bench_pipeline", rows)
     monkeypatch.setattr(bench_pipeline, "REPO", tmp_path)

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from experiments import bench_pipeline
+from planner.ir.moe_structure import MoEStructure
 
 
 def test_the_eight_stage_exports_get_ten_minutes(monkeypatch, tmp_path):
@@ -26,13 +27,16 @@ def test_the_eight_stage_exports_get_ten_minutes(monkeypatch, tmp_path):
 
     monkeypatch.setattr(pipelines, "compare", fake_compare)
     monkeypatch.setattr(hf, "export_hf_model", lambda model, path: path)
+    monkeypatch.setattr(hf, "export_hf_architecture", lambda arch, path: (path, {}))
     monkeypatch.setattr(bench_pipeline, "_model_costs_of",
-                        lambda path, p: SimpleNamespace(name=path.stem, time_unit="us", memory_unit="MiB"))
+                        lambda path, p: SimpleNamespace(name=path.stem, time_unit="us", memory_unit="MiB",
+                                                        moe=MoEStructure(())))
     monkeypatch.setattr(bench_pipeline, "_rows", lambda *a, **k: [])
     bench_pipeline._exported_rows(quick=False, wanted=lambda case, p: True)
     by_stages = {(name, p): s for name, p, s in asked}
-    assert {name for name, _ in by_stages} == {"hf_mixtral", "hf_qwen2_moe", "hf_gpt2"}
-    for name in ("hf_mixtral", "hf_qwen2_moe", "hf_gpt2"):
+    names = {"hf_mixtral", "hf_qwen2_moe", "hf_phimoe", "hf_switch_encoder", "hf_gpt2"}
+    assert {name for name, _ in by_stages} == names
+    for name in names:
         assert by_stages[name, 4] == 60.0
         assert by_stages[name, 8] == 600.0  # planned within the bench's 10 minutes
 
