@@ -148,7 +148,8 @@ def memory_bound_text(note: object, time_unit: str) -> str:
 
 def outcome_line(values: Mapping[str, Mapping[str, float]], time_unit: str) -> str:
     """The table's last line ('result: opplan 25 unit — 3.8 % shorter than DualPipe, ...'): the planned schedule
-    against DualPipe and against the best other schedule, from the rows' figures (schedule name -> {"makespan",
+    against DualPipe and against the best other schedule (the bubble as idle time, bubble ratio x makespan), from
+    the rows' figures (schedule name -> {"makespan",
     "bubble_ratio", "peak_memory"}, the CSV's values).  Empty when there is no planned row; the DualPipe parts are
     left out when DualPipe did not run."""
     opp = values.get("opplan")
@@ -165,7 +166,11 @@ def outcome_line(values: Mapping[str, Mapping[str, float]], time_unit: str) -> s
         versus.append(_versus(opp["makespan"], others[best]["makespan"], f"the best other schedule ({best})",
                               bare=bool(versus) and versus[0].endswith("shorter than DualPipe")))
     if dp is not None:
-        versus.append(_share("bubble", opp["bubble_ratio"], dp["bubble_ratio"], "{:.1%}".format))
+        # the bubble is idle time (a ratio times the makespan, the devices alike): a share of ratios would
+        # overstate a shorter schedule's share
+        idle, dp_idle = opp["bubble_ratio"] * opp["makespan"], dp["bubble_ratio"] * dp["makespan"]
+        versus.append(_share("bubble", idle, dp_idle, "{:.1%}".format) if dp_idle > 0
+                      else _share("bubble", opp["bubble_ratio"], dp["bubble_ratio"], "{:.1%}".format))
         versus.append(_share("peak memory", opp["peak_memory"], dp["peak_memory"], figure_text))
     return parts[0] + (" — " + ", ".join(versus) if versus else "")
 
