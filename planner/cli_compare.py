@@ -25,7 +25,10 @@ memory bound (`formulations.pipeline_memory_bound`: one device at a time, with t
 ``--time-limit`` bounds the whole command: the model's stage cut, the baselines, the solves, the memory bound and
 the pictures share it (`planner.compare.compare_budget`).  With ``--memory-sweep LO:HI:STEP`` the planned schedule is
 planned at each of those memory caps instead, the caps sharing the time limit, and the sweep's CSV and picture are
-written (`planner.cli_compare_sweep`, `planner.compare.memory_sweep`).
+written (`planner.cli_compare_sweep`, `planner.compare.memory_sweep`).  A line after the files says whether
+``opplan.torch.csv`` runs in torch's pipelining runtime; when it does not (DualPipe's two directions), the planned
+schedule on a placement torch runs is written beside it as ``opplan-runnable.torch.csv``
+(`planner.compare.torch_runnable`; its solve gets `ComparePolicy.runnable_share` of the solves' time).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ def _compare(args: argparse.Namespace) -> int:
     check_output_dir(args.out, "--out")
     pause_point("imports")
     from planner.compare.pipelines import compare, write_outputs
+    from planner.compare.torch_runnable import torch_line
     from planner.pipeline.registry import GENERATORS, UnitCosts
 
     costs: UnitCosts | ModelCosts | PresetCosts = UnitCosts(
@@ -95,7 +99,8 @@ def _compare(args: argparse.Namespace) -> int:
                       time_limit_s=max(1.0, args.time_limit - (time.monotonic() - started)),
                       backend=args.backend, granularity=args.granularity, subchunk_a2a=args.subchunk_a2a,
                       lns_mode=args.lns_mode, bound_time_s=args.bound_time, policy=policy,
-                      progress=lambda line: print(line, file=sys.stderr, flush=True), pictures=not args.no_pictures)
+                      progress=lambda line: print(line, file=sys.stderr, flush=True), pictures=not args.no_pictures,
+                      runnable=True)
     print(cmp.table(verbose=args.verbose))
     with staged_dir(args.out) as staging:  # every file or none, even on Ctrl-C while drawing
         written = write_outputs(cmp, staging, pictures=not args.no_pictures,
@@ -103,13 +108,14 @@ def _compare(args: argparse.Namespace) -> int:
         pause_point("writing")
     print(f"wrote {len(written)} files to {args.out} (compare.csv, <schedule>.torch.csv, pictures)")
     for r in cmp.ok_rows():
-        if r.pipeline is not None and len(r.pipeline.chains) > 1:
+        if r.name == "opplan" and r.pipeline is not None:  # which planned file torch runs, and why
+            print(torch_line(r, cmp.runnable, cmp.units()[0], cmp.scales.ticks_per_unit))
+        elif r.pipeline is not None and len(r.pipeline.chains) > 1:
             # torch.distributed.pipelining runs one chain of stages per rank; DualPipe's two model copies (whose
             # gradients must be summed) are refused by its runtime (tests/test_torch_pipelining_run.py)
             print(f"note: {r.name}.torch.csv runs two model copies in two directions (DualPipe's placement), which "
-                  f"torch.distributed.pipelining's runtime cannot run; "
-                  + ("--placement v or fixed gives a planned schedule it can" if r.name == "opplan"
-                     else "the V-shaped schedules (zb-v, dualpipev) run there"))
+                  f"torch.distributed.pipelining's runtime cannot run; the V-shaped schedules (zb-v, dualpipev) "
+                  f"run there")
     return 0
 
 

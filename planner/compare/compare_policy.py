@@ -33,6 +33,10 @@ class ComparePolicy:
     # of each formulation solve's time, what the large-neighbourhood search gets after the full model: the search
     # moves the large pipelines the full model stalls on, and hands its time back where it stalls
     lns_share: float = 0.5
+    # plan-compare: when every placement the planned row solves is one torch's pipelining runtime cannot run
+    # (DualPipe's two directions), the share of the solves' time set aside for a planned schedule on one it can
+    # (`planner.compare.torch_runnable`): a smaller share of a second schedule, the planned row keeps the most
+    runnable_share: float = 0.25
     # plan-compare's default time for the memory bound (`--bound-time`): the preset at p = 8 needed 171 s, loaded
     memory_bound_s: float = 120.0
     # the memory bound's own tuning within that time (each probe's time, where its binary search stops)

@@ -65,6 +65,7 @@ from planner.compare.planned_row import PlacementJob, RowSearch, plan_placement
 from planner.compare.plot import plot_schedule, plot_side_by_side
 from planner.compare.presets import PresetCosts
 from planner.compare.table_text import figure_text, opplan_line, outcome_line
+from planner.compare.torch_runnable import TORCH_PLACEMENTS, runnable_row, torch_runs
 from planner.errors import OpplanError
 from planner.pipeline.registry import GENERATORS, Scales, UnitCosts
 from planner.schedule.atomic import atomic_write_text
@@ -98,6 +99,8 @@ class Comparison:
     rows: list[CompareRow]
     memory_cap_units: float | None = None
     policy: ComparePolicy = DEFAULT_COMPARE_POLICY  # the planned row's tuning (its table line names a knob)
+    # the planned schedule torch's pipelining runtime runs, when the planned row's does not (`compare(runnable=True)`)
+    runnable: CompareRow | None = None
 
     def ok_rows(self) -> list[CompareRow]:
         return [r for r in self.rows if not r.skipped]
@@ -191,6 +194,7 @@ def compare(
     pictures: bool = False,
     budget: CompareBudget = DEFAULT_COMPARE_BUDGET,
     baselines: Sequence[CompareRow] | None = None,
+    runnable: bool = False,
 ) -> Comparison:
     """Simulate every baseline (skipping those whose requirements fail) and, if `opplan`, solve the planned row
     on `opplan_placement` (`PLACEMENTS`; module docstring) within `time_limit_s` (the auto placement choice included).
@@ -211,7 +215,13 @@ def compare(
     (the caller draws them next, `write_outputs`), the estimated time of the drawing (`CompareBudget`) all come out
     of it; the solves get the rest.  A placement whose bound is no lower than a schedule another placement already
     found is not solved (a progress line says so).  `baselines`: the baseline rows already simulated on these
-    costs (a memory sweep simulates them once), taken instead of simulating `schedules` again."""
+    costs (a memory sweep simulates them once), taken instead of simulating `schedules` again.
+
+    `runnable`: when the planned row's schedule is one torch's pipelining runtime cannot run (DualPipe's two
+    directions; `planner.compare.torch_runnable`), also plan one it can, `Comparison.runnable`: the shortest row
+    already solved on the V or the fixed placement, else a solve on the one of them whose baselines run shortest,
+    which gets `policy.runnable_share` of the solves' time when none of the placements solved is runnable (set
+    aside before them) and what the solves left otherwise."""
     t_start = time.monotonic()
     costs = costs or UnitCosts()
     scales = scales_of(costs)
@@ -241,9 +251,16 @@ def compare(
     # for, and the memory bound's and the pictures' shares set aside: the command keeps to `time_limit_s` (unless
     # those alone take longer)
     solve_s = max(budget.min_solve_s, deadline - time.monotonic() - draw_s - bound_reserve_s)
+    # none of the placements solved is one torch runs: the runnable alternative's share is set aside
+    runnable_s = policy.runnable_share * solve_s if runnable and not set(placements) & set(TORCH_PLACEMENTS) else 0.0
     share = policy.lns_share if lns_share is None else lns_share
-    best, failures = _solve_placements(job, placements, solve_s, t0, why, listed,
-                                       RowSearch(share, progress, "", lns_mode == "reorder"), budget.min_solve_s)
+    search = RowSearch(share, progress, "", lns_mode == "reorder")
+    solved: dict[str, CompareRow] = {}
+    best, failures = _solve_placements(job, placements, max(budget.min_solve_s, solve_s - runnable_s), t0, why,
+                                       listed, search, budget.min_solve_s, solved)
+    if runnable and best is not None and not torch_runs(best) and not stop_requested():
+        cmp.runnable = runnable_row(job, solved, max(budget.min_solve_s,
+                                                     deadline - time.monotonic() - draw_s - bound_reserve_s), search)
     if best is None:
         rows.append(CompareRow("opplan", skipped="no placement gave a schedule (" + "; ".join(failures) + ")"))
     else:
@@ -327,13 +344,13 @@ def _placements(opplan_placement: str, job: PlacementJob,
 
 
 def _solve_placements(job: PlacementJob, placements: list[str], time_limit_s: float, t0: float, why: str,
-                      listed: Listed, search: RowSearch,
-                      min_solve_s: float = DEFAULT_COMPARE_BUDGET.min_solve_s) -> tuple[CompareRow | None, list[str]]:
+                      listed: Listed, search: RowSearch, min_solve_s: float = DEFAULT_COMPARE_BUDGET.min_solve_s,
+                      solved: dict[str, CompareRow] | None = None) -> tuple[CompareRow | None, list[str]]:
     """The planned row on each of `placements`, the time left split evenly among the placements left: the
     shortest (None: none gave a schedule), with the placements tried and why auto chose in its notes; and why each
     failed placement gave no schedule.  A placement whose bound is no lower than the shortest schedule found so far
     is not solved (it cannot end shorter; notes["placements_skipped"] and a progress line say so), and its time
-    goes to the placements after it."""
+    goes to the placements after it.  `solved` (when given) receives each placement's row that has a schedule."""
     best: CompareRow | None = None
     # placement -> (makespan, bound) in ticks; makespan None: not solved, its bound cannot beat the incumbent
     tried: dict[str, tuple[int | None, int]] = {}
@@ -367,6 +384,8 @@ def _solve_placements(job: PlacementJob, placements: list[str], time_limit_s: fl
         row.notes["placement_why"] = why
         row.notes["placements_skipped"] = skipped
         tried[placement] = (row.figures.makespan_tick, int(row.notes["bound_tick"]))  # type: ignore[call-overload]
+        if solved is not None:
+            solved[placement] = row
         if best is None or best.figures is None or row.figures.makespan_tick < best.figures.makespan_tick:
             best = row
     return best, failures
@@ -438,9 +457,9 @@ def write_outputs(cmp: Comparison, out_dir: str | os.PathLike[str], *, pictures:
                   progress: Callable[[str], None] | None = None,
                   budget: CompareBudget = DEFAULT_COMPARE_BUDGET) -> list[Path]:
     """compare.csv, one torch pipelining CSV and (if `pictures`) one Gantt PNG per schedule, and a side-by-side
-    picture; returns the paths written.  `progress` gets a line before each picture ("drawing 3/10 pictures: ...")
-    when the drawing is expected to take longer than `budget.progress_after_s` (on a large pipeline each picture
-    takes seconds)."""
+    picture, and ``opplan-runnable.torch.csv`` when `cmp.runnable` holds a schedule; returns the paths written.
+    `progress` gets a line before each picture ("drawing 3/10 pictures: ...") when the drawing is expected to take
+    longer than `budget.progress_after_s` (on a large pipeline each picture takes seconds)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "compare.csv"]
@@ -449,6 +468,10 @@ def write_outputs(cmp: Comparison, out_dir: str | os.PathLike[str], *, pictures:
         assert r.schedule is not None and r.timeline is not None
         path = out / f"{r.name}.torch.csv"
         write_torch_csv(r.schedule, path)
+        written.append(path)
+    if cmp.runnable is not None and cmp.runnable.schedule is not None:  # the planned schedule torch's runtime runs
+        path = out / f"{cmp.runnable.name}.torch.csv"
+        write_torch_csv(cmp.runnable.schedule, path)
         written.append(path)
     if pictures:
         rows = cmp.ok_rows()

@@ -15,7 +15,9 @@ What torch's runtime cannot run, and why (checked against torch 2.13):
   of the model, one per direction, whose gradients must be summed; torch's runtime knows one chain of stages
   ``0 .. S-1``, each stage on one rank.  torch refuses the CSV ("Got m/2 FORWARD microbatches for stage 0,
   expected m" with `n_microbatches` = m; "Malformed compute schedule" with m/2, as the reverse direction's first
-  stage waits for an input no stage sends); the error raised here says so.
+  stage waits for an input no stage sends); the error raised here says so.  When the planned schedule is on that
+  placement, `plan-compare` also writes ``opplan-runnable.torch.csv``, the planned schedule on a placement torch
+  runs (`planner.compare.torch_runnable`).
 
 torch's runtime is private API (underscore names); the helper keeps the use in one place.
 """
