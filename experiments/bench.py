@@ -18,6 +18,9 @@ absolute seconds across runs.  Sections:
 * `runtime-calibration` - plan, calibrate, run and re-plan on 2 traced gloo ranks: measured against predicted
                (`experiments/bench_runtime.py`).
 * `pipeline` - GPipe ... DualPipeV and the planned schedule at DualPipe's memory (unit costs and the MoE).
+* `pipeline-sweep` - the memory what-if: the planned schedule at each memory cap from below the smallest baseline
+               peak to above DualPipe's, beside every baseline, on the bundled MoE and the DeepSeek-V3-like preset
+               (p = 8, m = 20); one picture per case beside the CSV (`experiments/bench_sweep.py`).
 * `engine`   - the search (`plan_instance`) against HEFT, HEFT/CPoP, PEFT on 20 random layered DAGs (300-2,000 tasks,
                4 and 8 devices, comm/compute 0.5-2) and the bundled MoE on a100-4-pcie and cpu-4, 60 s each:
                what each phase reached, the final gap, which part found the plan (`experiments/bench_engine.py`).
@@ -140,6 +143,12 @@ def bench_pipeline(quick: bool) -> list[dict]:
     return run(quick)
 
 
+def bench_pipeline_sweep(quick: bool) -> list[dict]:
+    from experiments.bench_sweep import bench_sweep as run
+
+    return run(quick)
+
+
 def bench_engine(quick: bool) -> list[dict]:
     from experiments.bench_engine import bench_engine as run
 
@@ -154,6 +163,7 @@ SECTIONS: dict[str, Callable[[bool], list[dict]]] = {
     "runtime": bench_runtime,
     "runtime-calibration": bench_runtime_calibration,
     "pipeline": bench_pipeline,
+    "pipeline-sweep": bench_pipeline_sweep,
     "engine": bench_engine,
 }
 

@@ -185,6 +185,15 @@ TABLES: tuple[ResultTable, ...] = (
         "DualPipe's.",
         select=_planned_rows),
     ResultTable(
+        "pipeline-sweep", "pipeline-sweep.csv",
+        ("case", "p", "m", "cap", "memory_unit", "planned_makespan", "time_unit", "planned_peak", "bound", "gap",
+         "best_baseline", "best_baseline_makespan", "planned_not_above_best_baseline", "source"),
+        "The planned training pipeline at each memory cap (section `pipeline-sweep`)",
+        "Per memory cap per device: the planned schedule's makespan and peak memory, its proven bound and gap, the "
+        "shortest baseline whose peak fits the cap, and whether the planned makespan is at most that baseline's "
+        "(computed); makespan against peak memory in `bench/results/pipeline-sweep-<case>.png`.",
+    ),
+    ResultTable(
         "mutation", "mutation_summary.csv",
         ("package", "modules", "mutants", "killed", "kill_pct", "lowest_module"),
         "Mutation testing (`make mutate`)",

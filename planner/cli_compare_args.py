@@ -108,7 +108,8 @@ def _add_planned_arguments(parser: ArgumentParser) -> None:
                         "(unit costs: that of --activation and --param; model and preset: MiB, or a size such as "
                         "2GiB), and write memory_sweep.csv and memory_sweep.png (makespan against peak memory: the "
                         "baselines, computed once, as points; the planned schedule and its bound over the caps); the "
-                        "caps share --time-limit; excludes --memory")
+                        "caps share --time-limit; auto: a few round caps from below the smallest baseline peak to "
+                        "above DualPipe's; excludes --memory")
     parser.add_argument("--placement", choices=PLACEMENTS, default="auto",
                         help="stage placement of the planned schedule: dualpipe (two copies, both directions), v "
                         "(2p half stages), fixed (one stage per device); auto (default) solves the one of dualpipe "

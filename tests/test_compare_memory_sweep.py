@@ -3,6 +3,7 @@ memory cap beside the baselines, the CSV built from one frame and the picture dr
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -91,6 +92,8 @@ def test_the_picture_draws_the_csv(sweep: MemorySweep) -> None:
     np.testing.assert_allclose(np.asarray(lines["planned"].get_ydata(), dtype=float), planned["makespan_unit"])
     np.testing.assert_allclose(np.asarray(lines["bound"].get_ydata(), dtype=float), planned["bound_unit"])
     assert lines["bound"].get_linestyle() == "--"
+    assert ax.get_title(loc="left").startswith("makespan against memory: 4 devices")
+    assert sweep_figure(sweep, what="unit costs").axes[0].get_title(loc="left").startswith("unit costs: makespan")
 
 
 def test_caps_read_in_the_comparisons_memory_unit() -> None:
@@ -178,3 +181,56 @@ def test_the_python_api_sweeps_the_bundled_model(tmp_path) -> None:
     read[["source", "reason"]] = read[["source", "reason"]].fillna("")
     pd.testing.assert_frame_equal(read, frame, check_dtype=False, rtol=1e-9)
     assert sorted(p.name for p in got.write(tmp_path)) == ["memory_sweep.csv", "memory_sweep.png"]
+
+
+@pytest.mark.parametrize("p, m, schedules", [(4, 8, None), (8, 20, None), (4, 8, ("1f1b", "zb-h1", "gpipe"))])
+def test_auto_caps_run_from_below_every_peak_to_above_dualpipes(p: int, m: int, schedules) -> None:
+    from planner.compare.memory_sweep import DEFAULT_MEMORY_SWEEP_POLICY as policy
+    from planner.compare.memory_sweep import auto_caps
+    from planner.compare.pipelines import compare
+
+    base = compare(p, m, UnitCosts(), schedules=schedules, opplan=False)
+    peaks = {r.name: r.figures.max_peak_memory_bytes for r in base.ok_rows()}  # type: ignore[union-attr]
+    top = peaks.get("dualpipe", max(peaks.values())) * policy.auto_high  # the largest peak without DualPipe
+    caps = auto_caps(base)
+    assert caps == sorted(set(caps))
+    assert caps[0] <= min(peaks.values()) * policy.auto_low < caps[1]
+    assert caps[-2] < top <= caps[-1]
+    assert len({b - a for a, b in zip(caps, caps[1:], strict=False)}) == 1  # evenly spaced
+    assert 4 <= len(caps) <= policy.auto_caps + 1
+
+
+def test_auto_caps_on_mib_are_round_and_about_the_policys_count() -> None:
+    from pathlib import Path
+
+    from planner.compare.memory_sweep import MemorySweepPolicy, auto_caps
+    from planner.compare.pipelines import compare
+    from planner.compare.presets import preset_costs
+    from planner.ir.hardware import load_topology
+
+    hw = Path(__file__).resolve().parents[1] / "hardware_profiles" / "h100-2x8-ib.yaml"
+    base = compare(4, 8, preset_costs("deepseek-v3", load_topology(hw), 4, num_layers=8), opplan=False)
+    per = base.scales.bytes_per_unit
+    assert per == MIB
+    policy = MemorySweepPolicy(auto_caps=6)
+    caps = auto_caps(base, policy)
+    assert policy.auto_caps <= len(caps) <= policy.auto_caps + 1
+    # a step of two significant digits in MiB, and every cap a whole multiple of it: round figures
+    step = _cap_units(caps[1] - caps[0], per)
+    assert len(f"{step:e}".split("e")[0].rstrip("0").replace(".", "")) <= 2
+    assert all(math.isclose(_cap_units(c, per) / step, round(_cap_units(c, per) / step)) for c in caps)
+    with pytest.raises(InputError, match="no baseline ran"):
+        auto_caps(dataclasses.replace(base, rows=[]))
+
+
+def test_the_command_takes_the_caps_from_the_baselines_with_auto(tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    status = compare_main(["--stages", "2", "--microbatches", "4", "--memory-sweep", "auto", "--time-limit", "8",
+                           "--out", str(out)])
+    lines = capsys.readouterr().out.splitlines()
+    assert status == 0
+    frame = pd.read_csv(out / "memory_sweep.csv")
+    caps = sorted(set(frame["memory_cap_unit"]))
+    assert [line.split(":")[0] for line in lines[:len(caps)]] == [f"memory cap {c:g} unit" for c in caps]
+    peaks = frame[frame["schedule"] != PLANNED].groupby("schedule")["peak_memory_unit"].first()
+    assert caps[0] < peaks.min() and caps[-1] > peaks["dualpipe"]

@@ -18,12 +18,16 @@ that baseline's schedule and says so (``source``); the planned makespan is never
 same cap.  Its bound at a cap is the solve's there (the table's bound: for the placement and cut that solve took,
 raised by the memory bound where that ran), no higher than the kept makespan.  A cap where no solve at it or at a
 smaller cap gave a schedule and no baseline fits is infeasible, with the solve's reason in one line.
+
+``--memory-sweep auto`` (`auto_caps`; `memory_sweep` with no caps) takes the caps from the baselines' peaks: from
+below the smallest (where only a planned schedule can fit) to above DualPipe's, as round figures of the memory unit.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -38,9 +42,11 @@ from planner.whatif import parse_memory_range, short_reason
 
 REASON_CHARS = 160  # a placement's reason names the placement, the solver and its time: the part a reader needs
 
-__all__ = ["FLAG", "PLANNED", "MemorySweep", "MemorySweepPolicy", "SweepPoint", "memory_sweep", "parse_caps"]
+__all__ = ["AUTO", "FLAG", "PLANNED", "MemorySweep", "MemorySweepPolicy", "SweepPoint", "auto_caps", "memory_sweep",
+           "parse_caps"]
 
 FLAG = "--memory-sweep"
+AUTO = "auto"  # ``--memory-sweep auto``: the caps from the baselines' peaks (`auto_caps`)
 PLANNED = "opplan"  # the planned schedule's name in the sweep's frame, as in compare.csv
 _GRID = 10**6  # steps per byte of `parse_caps`' range (six decimals of the memory unit add up exactly)
 _CAP_DIGITS = 12  # most significant digits `_cap_units` tries before it gives a cap's exact quotient
@@ -58,6 +64,17 @@ class MemorySweepPolicy:
     # shares of the time a cap gets where no baseline fits it: its solve starts from no schedule (a list schedule at
     # best) and spends its time finding one, where a cap that a baseline fits is warm-started and ends early
     cold_weight: float = 3.0
+    # ``auto``'s range (`auto_caps`): from this share of the smallest baseline peak (below it only a planned schedule
+    # can fit: how far down the planner goes is what the sweep shows) ...
+    auto_low: float = 0.8
+    # ... to this multiple of DualPipe's peak (above it the planned schedule has every baseline's memory and more) ...
+    auto_high: float = 1.1
+    # ... in about this many caps (one more where the rounded ends need it): enough for the front's shape, few enough
+    # that each cap's solve gets a useful share of the time
+    auto_caps: int = 7
+    # a step of fewer bytes than this is rounded up to whole bytes: on unit costs a unit is a few bytes, and a round
+    # step in the unit would land between bytes (caps unevenly rounded, or two the same)
+    auto_whole_bytes: int = 1000
 
 
 DEFAULT_MEMORY_SWEEP_POLICY = MemorySweepPolicy()
@@ -82,6 +99,35 @@ def parse_caps(text: str, bytes_per_unit: int, *, sizes: bool) -> list[int]:
 
     on_grid = parse_memory_range(text, flag=FLAG, to_bytes=to_grid, example="1GiB:8GiB:1GiB" if sizes else "2:8:1")
     return sorted({round(Fraction(v, _GRID)) for v in on_grid})
+
+
+def auto_caps(baselines: Comparison, policy: MemorySweepPolicy = DEFAULT_MEMORY_SWEEP_POLICY) -> list[int]:
+    """The caps of ``--memory-sweep auto`` in bytes, ascending, from the peaks of the baselines that ran
+    (`baselines.ok_rows()`): evenly spaced, the first at most `policy.auto_low` x the smallest peak, the last the
+    first at or above `policy.auto_high` x DualPipe's peak (the largest peak where DualPipe did not run), and about
+    `policy.auto_caps` of them (the step is the range over `auto_caps - 1`, rounded up to two significant digits of
+    the memory unit, and every cap is a multiple of it, so that the caps read as round figures: the ends rounded
+    outwards may add one; where a step is under `policy.auto_whole_bytes` bytes, on unit costs, it is rounded up to
+    whole bytes, and there may be fewer).  Raises `InputError` where no baseline ran (nothing to take the range
+    from)."""
+    per_b = baselines.scales.bytes_per_unit
+    peaks = {r.name: r.figures.max_peak_memory_bytes for r in baselines.ok_rows() if r.figures is not None}
+    if not peaks:
+        raise InputError(f"{FLAG} {AUTO}: no baseline ran, so there are no peaks to take the caps from",
+                         fix="give the caps as LO:HI:STEP")
+    if policy.auto_caps < 2 or not 0 < policy.auto_low < policy.auto_high:
+        raise InputError(f"MemorySweepPolicy: auto_caps {policy.auto_caps} (need at least 2), auto_low "
+                         f"{policy.auto_low} and auto_high {policy.auto_high} (need 0 < auto_low < auto_high)")
+    lo = Fraction(min(peaks.values()), per_b) * Fraction(str(policy.auto_low))
+    hi = Fraction(peaks.get("dualpipe", max(peaks.values())), per_b) * Fraction(str(policy.auto_high))
+    raw = (hi - lo) / (policy.auto_caps - 1)
+    digit = Fraction(10) ** (math.floor(math.log10(raw)) - 1)  # the step's second significant digit
+    step = math.ceil(raw / digit) * digit
+    if step * per_b < policy.auto_whole_bytes:  # a unit of few bytes (unit costs): a cap between two bytes is noise
+        step = Fraction(math.ceil(step * per_b), per_b)
+    first = max(math.floor(lo / step), 1)  # a multiple of the step at or below LO, and above 0
+    last = math.ceil(hi / step)
+    return sorted({round(i * step * per_b) for i in range(first, last + 1)})
 
 
 @dataclass(frozen=True)
@@ -198,22 +244,23 @@ class MemorySweep:
                 f"({figure_text(last.row.figures.makespan_tick / per_t)} {t})")  # type: ignore[union-attr]
 
 
-def memory_sweep(p: int, m: int, costs, caps_bytes: list[int], *, time_limit_s: float,
+def memory_sweep(p: int, m: int, costs, caps_bytes: Sequence[int] | None, *, time_limit_s: float,
                  report: Callable[[str], None] | None = None,
                  sweep_policy: MemorySweepPolicy = DEFAULT_MEMORY_SWEEP_POLICY, **compare_args) -> MemorySweep:
-    """The baselines once and the planned row at each of `caps_bytes` (ascending) within `time_limit_s` in all
-    (module docstring; `sweep_policy.draw_s` of it is left for the picture); `report` gets `MemorySweep.point_line` as
-    each cap is done; `compare_args` go to every `compare` (schedules, placement, backend, progress, ...)."""
+    """The baselines once and the planned row at each of `caps_bytes` (None: `auto_caps` from the baselines' peaks)
+    within `time_limit_s` in all (module docstring; `sweep_policy.draw_s` of it is left for the picture); `report`
+    gets `MemorySweep.point_line` as each cap is done; `compare_args` go to every `compare` (schedules, placement,
+    backend, progress, ...)."""
     policy = sweep_policy
     deadline = time.monotonic() + time_limit_s - policy.draw_s
-    caps = sorted(set(caps_bytes))
-    if not caps or caps[0] <= 0:
-        raise InputError(f"memory sweep: need at least one positive cap (got {caps})")
-    if len(caps) * policy.min_share_s > time_limit_s:
-        raise InputError(f"{FLAG}: {len(caps)} caps need at least {len(caps) * policy.min_share_s:g} s, more than "
-                         f"the time limit {time_limit_s:g} s", fix="take a larger STEP or raise --time-limit")
+    caps = None if caps_bytes is None else sorted(set(caps_bytes))
+    if caps is not None:
+        _check_caps(caps, time_limit_s, policy)  # before the baselines: a bad range costs nothing
     schedules = compare_args.pop("schedules", None)
     base = compare(p, m, costs, schedules=schedules, opplan=False)
+    if caps is None:
+        caps = auto_caps(base, policy)
+        _check_caps(caps, time_limit_s, policy)
     per_b = base.scales.bytes_per_unit
     sweep = MemorySweep(base, ())
     points: list[SweepPoint] = []
@@ -245,6 +292,15 @@ def memory_sweep(p: int, m: int, costs, caps_bytes: list[int], *, time_limit_s: 
         if report is not None:
             report(sweep.point_line(point))
     return MemorySweep(base, tuple(points))
+
+
+def _check_caps(caps: list[int], time_limit_s: float, policy: MemorySweepPolicy) -> None:
+    """At least one cap, every one positive, and the time limit gives each its least share (else `InputError`)."""
+    if not caps or caps[0] <= 0:
+        raise InputError(f"memory sweep: need at least one positive cap (got {caps})")
+    if len(caps) * policy.min_share_s > time_limit_s:
+        raise InputError(f"{FLAG}: {len(caps)} caps need at least {len(caps) * policy.min_share_s:g} s, more than "
+                         f"the time limit {time_limit_s:g} s", fix="take a larger STEP or raise --time-limit")
 
 
 def _why_none(skipped: str) -> str:

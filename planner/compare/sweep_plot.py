@@ -26,9 +26,9 @@ __all__ = ["plot_sweep", "sweep_figure", "write_sweep"]
 _FONT = 9
 
 
-def sweep_figure(sweep: MemorySweep) -> Figure:
+def sweep_figure(sweep: MemorySweep, *, what: str = "") -> Figure:
     """Makespan against peak memory: the baselines as labelled points, the planned schedule and its bound as
-    lines over the caps (module docstring)."""
+    lines over the caps (module docstring); `what` (the model or setup swept) heads the title where given."""
     frame = sweep.frame()
     cap, _, makespan, peak, bound, *_ = sweep.columns()
     time_unit, memory_unit = sweep.units()
@@ -47,7 +47,7 @@ def sweep_figure(sweep: MemorySweep) -> Figure:
             label="its proven bound at the cap", gid="bound")
     ax.set_xlabel(f"peak memory per device, or memory cap ({memory_unit})", fontsize=_FONT + 1)
     ax.set_ylabel(f"makespan ({time_unit})", fontsize=_FONT + 1)
-    ax.set_title(f"makespan against memory: {sweep.baselines.num_devices} devices, "
+    ax.set_title(f"{what + ': ' if what else ''}makespan against memory: {sweep.baselines.num_devices} devices, "
                  f"{sweep.baselines.num_microbatches} micro-batches", fontsize=_FONT + 2, loc="left")
     ax.tick_params(labelsize=_FONT)
     ax.grid(linewidth=0.3, alpha=0.5)
@@ -55,9 +55,9 @@ def sweep_figure(sweep: MemorySweep) -> Figure:
     return fig
 
 
-def plot_sweep(sweep: MemorySweep, path: str | os.PathLike[str], *, dpi: int = 120) -> Path:
-    """Save `sweep_figure(sweep)` as the PNG `path`."""
-    sweep_figure(sweep).savefig(path, dpi=dpi, bbox_inches="tight")
+def plot_sweep(sweep: MemorySweep, path: str | os.PathLike[str], *, dpi: int = 120, what: str = "") -> Path:
+    """Save `sweep_figure(sweep, what=what)` as the PNG `path`."""
+    sweep_figure(sweep, what=what).savefig(path, dpi=dpi, bbox_inches="tight")
     return Path(path)
 
 
