@@ -28,7 +28,9 @@ makespan of in-order schedules on the chosen placement), gap, status, placement,
 ``greedy``: `planner.pipeline.greedy`'s list schedule), memory cap; on the model, cut_moves (boundary moves the
 planned row made to its own cut, `planner.compare.cut_search`: its bound is for that cut), bound_any_cut (work /
 devices, a bound for every cut) and bound_every_cut (per device heads + work, minimised over every cut of both
-placements the planned row solves, `planner.compare.cut_bound`: also a bound for every cut), granularity
+placements the planned row solves, `planner.compare.cut_bound`: also a bound for every cut), bound_every_cut_memory
+(the same within the memory cap, `planner.compare.cut_memory_bound`) and half_bubble_unreachable_every_cut (True when
+it lies above the makespan at which any cut's schedule has half DualPipe's bubble), granularity
 (sub-chunks per piece of the planned row, `planner.compare.subchunks`; "1 (k=3 tried)" when the sub-chunk solve did
 not beat the stage level), subchunk_tasks (its compute tasks), stage_level_makespan and stage_level_replayed (the
 stage-level schedule's order replayed as the baselines are); where the row is not proven optimal, the memory
@@ -128,7 +130,8 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str, moe:
                "idle_mid": round(sum(x.mid_tick for x in parts) / sc.ticks_per_unit, 4),
                "idle_drain": round(sum(x.drain_tick for x in parts) / sc.ticks_per_unit, 4),
                "time_to_find_s": "", "bound": "", "gap": "", "status": "", "placement": "", "warm_start": "",
-               "memory_cap": "", "cut_moves": "", "bound_any_cut": "", "bound_every_cut": "", "granularity": "",
+               "memory_cap": "", "cut_moves": "", "bound_any_cut": "", "bound_every_cut": "",
+               "bound_every_cut_memory": "", "half_bubble_unreachable_every_cut": "", "granularity": "",
                "subchunk_tasks": "",
                "stage_level_makespan": "", "stage_level_replayed": "", "memory_bound": "",
                "half_bubble_makespan": "", "half_bubble_unreachable": "", "half_bubble_answers": "",
@@ -148,6 +151,10 @@ def _rows(case: str, p: int, m: int, cmp, time_unit: str, memory_unit: str, moe:
             every = n.get("every_cut")  # on a model or a preset: `planner.compare.cut_bound`, both placements
             if isinstance(every, dict) and every.get("bound_units") is not None:
                 row["bound_every_cut"] = round(float(every["bound_units"]), 4)
+            every_mem = n.get("every_cut_memory")  # `planner.compare.cut_memory_bound`: every cut, with the cap
+            if isinstance(every_mem, dict) and every_mem.get("bound_units") is not None:
+                row.update({"bound_every_cut_memory": round(float(every_mem["bound_units"]), 4),
+                            "half_bubble_unreachable_every_cut": every_mem["half_bubble_unreachable"]})
             mem = n.get("memory_bound")  # `planner.compare.memory_bound_note`: one device at a time, with the cap
             if isinstance(mem, dict) and "bound_units" in mem:
                 half = mem.get("half_bubble_units")

@@ -58,6 +58,7 @@ from planner.compare.compare_budget import DEFAULT_COMPARE_BUDGET, CompareBudget
 from planner.compare.compare_policy import DEFAULT_COMPARE_POLICY, LNS_MODES, PLACEMENTS, ComparePolicy
 from planner.compare.compare_row import CompareRow
 from planner.compare.cut_bound import FAMILIES, every_cut_bound_tick
+from planner.compare.cut_memory_note import note_every_cut_memory_bound
 from planner.compare.memory_bound_note import note_memory_bound
 from planner.compare.model_costs import ModelCosts
 from planner.compare.placement_choice import Listed, dominant, warmest
@@ -276,6 +277,9 @@ def _note_planned_row(best: CompareRow, cmp: Comparison, dualpipe: CompareRow | 
     why it was skipped when no time is left or the user stopped the search) and the other placements' bounds."""
     p, m, costs, scales = cmp.num_devices, cmp.num_microbatches, cmp.costs, cmp.scales
     _note_every_cut_bound(best, p, m, costs, scales, cmp.policy)
+    if not stop_requested():
+        note_every_cut_memory_bound(best, p, m, costs, scales, cap, None if dualpipe is None else dualpipe.figures,
+                                    cmp.policy)
     best.notes["devices_at_cap"] = devices_at_cap(best.figures.peak_memory_bytes, cap,  # type: ignore[union-attr]
                                                   cmp.policy.at_cap_share)
     bound_s = min(bound_time_s, bound_until - time.monotonic())  # what the solves left, up to its own
