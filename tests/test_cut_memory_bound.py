@@ -190,3 +190,23 @@ def test_plan_compare_notes_it_and_the_bench_reports_it():
     planned = [r for r in _rows("moe", p, m, cmp, "us", "MiB") if r["schedule"] == "opplan"]
     assert planned[0]["bound_every_cut_memory"] == round(note["bound_units"], 4)
     assert planned[0]["half_bubble_unreachable_every_cut"] == note["half_bubble_unreachable"]
+
+
+@pytest.mark.parametrize("cap", [16, 22, 40])
+def test_the_search_finds_the_least_over_every_cut(cap):
+    """The nested-pairs search against every cut's max(T_i, M_j), on more pairs than one (V at p = 3: three
+    pairs; DualPipe at p = 4: two), with skipped latency and a cap that binds on some cuts."""
+    from planner.compare.compare_policy import ComparePolicy
+
+    tol = ComparePolicy().cut_bound_rel_tol
+    costs = _costs([1, 1, 6, 6, 2, 6, 6, 1, 1], [10, 3, 5, 7, 9, 2, 4, 6, 8], [0, 1, 0, 2, 0, 1, 0, 0, 1], 4, 1)
+    for family, p, k in (("v", 3, 6), ("dualpipe", 4, 4)):
+        m = 6
+        least = min(max(*family_terms(costs, family, p, m, b), *memory_terms(costs, family, p, m, cap, b))
+                    for b in _cuts(9, k))
+        got = family_cut_memory_bound_tick(costs, family, p, m, cap)
+        assert got is not None
+        if math.isinf(least):
+            assert math.isinf(got)
+        else:
+            assert least * (1 - tol) - 1 <= got <= least

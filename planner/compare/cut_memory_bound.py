@@ -7,7 +7,8 @@ its round trips to take.
 ``v``: K = 2p chunks, c = m): one stage per piece, the pieces i and K-1-i of a cut on one device, every schedule
 whose memory (`planner.pipeline.metrics`: a stage's parameters for the whole step, a piece's activation a from
 its F's start, a_b = `activation_freed_by_b_bytes` of it freed when its B ends, the rest a_w = a - a_b when its W
-ends, or all of it when a fused BW ends) stays within `cap` bytes on every device.  Pieces cut further into
+ends, or all of it when a fused BW ends) stays within `cap` bytes on every device; no overlapped pairs that gain
+(`cut_bound` has no bound there either).  Pieces cut further into
 sub-stages (`planner.compare.subchunks`, granularity k > 1) are outside it: a sub-stage holds only its own share.
 
 **The memory term.**  Fix a cut and a piece j = [x_j, x_{j+1}) of one chain on device D, which also hosts the
@@ -27,21 +28,26 @@ class's first interval starts no earlier than the piece's head h_j (`cut_bound`'
 start), and after the last I_k ends, micro-batch k's input gradient still runs through pieces j-1, ..., 0:
 B[0, x_j) + changes(1..j) hop_min more.  Hence every schedule of the cut within the cap lasts at least
     M_j = max( h_j + q L_j + B[0, x_j) + hops(j) hop_min,  h_j + q_w (L_j + W_j) ),
-with q = ceil(c / A), q_w = ceil(c / A_w) (a term drops out where its bytes are 0).  F, B, W are sums over the
-piece's positions of per-position ticks (`op_arrays`' rule: a preset's units rounded down), at most the piece's.
+with q = ceil(c / A), q_w = ceil(c / A_w) (q = 1 where the bytes are 0: one micro-batch's path alone).  F, B,
+W are sums over the piece's positions of per-position ticks (`op_arrays`' rule: a preset's units rounded down),
+at most the piece's.
 a_j, a_w and P_j are exactly the pipeline's (`ModelCosts.stage_cost`, `PresetCosts.stage_cost`).
 
 **The bound.**  Per cut, max( every `cut_bound` term T_i, every M_j ): a lower bound on every schedule of that
 cut within the cap.  Its minimum over every cut of a family, and the lesser over the families, bounds every
-schedule of those placements under any cut within the cap; it is never below `cut_bound`'s value (its terms are
-a subset).  M_j depends on (x_j, x_{j+1}) only, so the minimum comes from `cut_bound`'s nested-pairs table
+schedule of those placements under any cut within the cap; it is never below `cut_bound`'s value (its terms
+include `cut_bound`'s).  M_j depends on (x_j, x_{j+1}) only, so the minimum comes from `cut_bound`'s nested-pairs table
 (`good_i[l, r]`: pairs i..K/2-1 can meet T given x_i = l, x_{K-i} = r) with each piece's term as a mask on its two
 boundaries: O(n^3) per level per probe, a binary search over T from `cut_bound`'s value.  The search returns the
 least T it could not rule out (within `ComparePolicy.cut_bound_rel_tol`), at most the minimum: still a bound.
 Where no cut fits the cap at all, the bound is infinite.
 
 **What it does not see**: the partner piece's bytes on the device, the work the device does between a class's
-intervals, and the head and work terms beside the memory term of the same piece (each is bounded alone).
+intervals, the head and work terms beside the memory term of the same piece (each is bounded alone), and any
+interaction between devices.  So it rises above `cut_bound`'s value only where every cut that meets the latter
+puts a costly round trip behind a piece whose stash the cap holds to a few micro-batches; the cuts that meet
+`cut_bound` on a large model start with small pieces (little stash, a short head), where the cap is slack, and
+there the two agree.
 """
 
 from __future__ import annotations
@@ -53,7 +59,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.compare.compare_policy import DEFAULT_COMPARE_POLICY, ComparePolicy
-from planner.compare.cut_bound import FAMILIES, _family_shape, _heads, crossing_ticks, family_cut_bound_tick
+from planner.compare.cut_bound import (
+    FAMILIES,
+    _cut_meeting,
+    _family_shape,
+    _heads,
+    _search,
+    crossing_ticks,
+    family_terms,
+)
 from planner.compare.model_costs import ModelCosts
 from planner.compare.presets import PresetCosts
 from planner.cost.training_costs import TrainingCosts
@@ -249,10 +263,11 @@ def family_cut_memory_bound_tick(costs: ModelCosts | PresetCosts, family: str, p
     per-device cap `cap` bytes, within `policy.cut_bound_rel_tol` below (module docstring); inf where no cut fits
     the cap; None where `cut_bound` has no bound (devices that differ, overlapped pairs that gain, too many
     positions)."""
-    plain = family_cut_bound_tick(costs, family, p, m, policy)
+    searched = _search(costs, family, p, m, policy)
     arr = cut_memory_arrays(costs)
-    if plain is None or arr is None:
+    if searched is None or arr is None:
         return None
+    plain, plain_hi, plain_gp, plain_heads, _ = searched
     c, heads, terms = _memory_tables(arr, crossing_ticks(costs), family, p, m, cap)
     gp = np.concatenate([[0], np.cumsum(arr.f + arr.b + arr.w)])
     # `cut_bound`'s G is op_arrays' forward + B + W; on a model the training B and W are the same per-position
@@ -261,14 +276,19 @@ def family_cut_memory_bound_tick(costs: ModelCosts | PresetCosts, family: str, p
     def feasible(t: int) -> bool:
         return _feasible(t, gp, heads, terms, c)
 
-    finite = [x[x < _INF] for x in terms]
-    top = int(max((int(x.max()) for x in finite if x.size), default=0)) + int(plain) + c * int(gp[-1]) + 1
-    if not feasible(top):  # every cut leaves some piece without room for one micro-batch
-        return math.inf
     lo = int(plain) - 1  # ruled out: `cut_bound`'s search could not rule out `plain` only
-    hi = max(int(plain), lo + 1)
-    while not feasible(hi):
-        lo, hi = hi, min(top, lo + 2 * (hi - lo) + 1)
+    # an upper end: the value of the cut that meets `cut_bound`'s (all its terms, the memory ones too), when the
+    # cap lets it run (often near the answer), else one above every finite term (every cut that fits meets it)
+    met = _cut_meeting(plain_hi, plain_gp, plain_heads, c)
+    hi = max(max(int(terms[j][met[j], met[j + 1]]) for j in range(len(met) - 1)),
+             max(family_terms(costs, family, p, m, met)))
+    if hi >= _INF:
+        finite = [x[x < _INF] for x in terms]
+        hi = int(max((int(x.max()) for x in finite if x.size), default=0)) + int(plain) + c * int(gp[-1]) + 1
+        if not feasible(hi):  # every cut leaves some piece without room for one micro-batch
+            return math.inf
+    if feasible(lo + 1):  # the cap binds nowhere it matters: `cut_bound`'s value
+        hi = lo + 1
     while hi - lo > max(1, int(policy.cut_bound_rel_tol * hi)):
         mid = (lo + hi) // 2
         if feasible(mid):
