@@ -89,7 +89,8 @@ def _runtime_by_model(rows: Rows) -> Rows:
         model["effective_parallelism"] = (f"{r.get('effective_parallelism_start', '')} / "
                                           f"{r.get('effective_parallelism_end', '')}")
         if config == "opplan-chosen":
-            model.update(opplan_ms=r.get("median_ms", ""), opplan_runs=r.get("chosen", ""))
+            model.update(opplan_ms=r.get("median_ms", ""), opplan_runs=r.get("chosen", ""),
+                         speedup_ceiling=r.get("speedup_ceiling", ""))
         if config == "opplan-advised":
             model.update(advised_runs=r.get("chosen", ""))
         if config in _PREDICTED:
@@ -166,23 +167,27 @@ TABLES: tuple[ResultTable, ...] = (
         "runtime", "runtime.csv",
         ("model", "ort_1_ms", "ort_2_intra_ms", "ort_parallel_2_ms", "torch_1_ms", "opplan_1_rank_ms",
          "opplan_advised_ms", "advised_runs", "opplan_ms", "opplan_runs", "codegen_torchrun_ms",
-         "speedup_vs_best_single",
+         "speedup_vs_best_single", "speedup_ceiling",
          "vs_ort_2_intra", "measured_vs_predicted", "effective_parallelism"),
         "Running a model on this host: onnxruntime, torch and opplan's run side by side (section `runtime`)",
         "Medians in ms; `opplan_advised_ms` runs the ranks and threads plan-solve advises (`advised_runs`, "
         "plan-run's default), `opplan_ms` the run `plan-run --choose` picks by measuring (`opplan_runs`), "
         "`codegen_torchrun_ms` plan-codegen's code for the plan's ranks under torchrun; "
-        "`speedup_vs_best_single` is the fastest one-process, one-thread run over `opplan_ms`, `vs_ort_2_intra` "
+        "`speedup_vs_best_single` is the fastest one-process, one-thread run over `opplan_ms`, `speedup_ceiling` "
+        "the most any run on the two cores could gain over one thread with the calibrated op times (whatever its "
+        "ranks and threads, transfers free: `planner.cost.core_bound`), `vs_ort_2_intra` "
         "its time over onnxruntime's with two intra-op threads (the same cores); `measured_vs_predicted` for one "
         "rank / advised / chosen; effective parallelism of 2 processes at the section's start / end.",
         select=_runtime_by_model),
     ResultTable(
         "pipeline", "pipeline.csv",
-        ("case", "p", "m", "makespan", "time_unit", "bubble_ratio", "bubble_vs_dualpipe", "peak_memory",
-         "memory_unit"),
+        ("case", "p", "m", "moe_found", "makespan", "time_unit", "bubble_ratio", "bubble_vs_dualpipe", "peak_memory",
+         "memory_unit", "status", "bound_every_cut_memory", "half_bubble_unreachable_every_cut"),
         "The planned training pipeline (section `pipeline`)",
-        "The planned schedule under DualPipe's peak memory per device; `bubble_vs_dualpipe` is its bubble over "
-        "DualPipe's.",
+        "The planned schedule under DualPipe's peak memory per device; `moe_found` the MoE structure found in the "
+        "graph; `bubble_vs_dualpipe` is its bubble (idle time) over DualPipe's; `bound_every_cut_memory` a bound on "
+        "every schedule of every cut of both placements within the cap, and whether it puts half of DualPipe's "
+        "bubble out of reach.",
         select=_planned_rows),
     ResultTable(
         "pipeline-sweep", "pipeline-sweep.csv",
