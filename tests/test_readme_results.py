@@ -82,12 +82,13 @@ def test_the_runtime_table_has_one_row_per_model_with_opplan_against_the_others(
     chosen = {"opplan-chosen": "2 ranks x 1 thread", "opplan-advised": "1 rank x 2 threads"}
     ratio = {"opplan-chosen": "1.1", "opplan-1-rank": "0.9"}
     rows = [{"model": "m", "config": c, "median_ms": ms, "effective_parallelism_start": "1.9",
-             "effective_parallelism_end": "1.8", "chosen": chosen.get(c, ""), "measured_vs_predicted": ratio.get(c, "")}
+             "effective_parallelism_end": "1.8", "chosen": chosen.get(c, ""), "measured_vs_predicted": ratio.get(c, ""),
+             "speedup_ceiling": "1.87" if c == "opplan-chosen" else ""}
             for c, ms in (("ort-1", "10"), ("ort-2-intra", "6"), ("ort-parallel-2", "9"), ("torch-1", "12"),
                           ("torch-2", "8"), ("opplan-1-rank", "11"), ("opplan-advised", "7"), ("opplan-chosen", "5"),
                           ("codegen-torchrun", "13"))]
     text = render_table(runtime, rows, "x.csv")
-    assert ("| m | 10 | 6 | 9 | 12 | 11 | 7 | 1 rank x 2 threads | 5 | 2 ranks x 1 thread | 13 | 2.00 | 0.83 | "
+    assert ("| m | 10 | 6 | 9 | 12 | 11 | 7 | 1 rank x 2 threads | 5 | 2 ranks x 1 thread | 13 | 2.00 | 1.87 | 0.83 | "
             "0.9 / - / 1.1 | 1.9 / 1.8 |") in text
 
 
