@@ -89,7 +89,7 @@ def sweep_rows(case: str, sweep, picture: str) -> list[dict]:
         else:
             not_above = planned is not None and planned.makespan_tick <= best.figures.makespan_tick
         row = {"case": case, "p": sweep.baselines.num_devices, "m": sweep.baselines.num_microbatches,
-               "time_unit": time_unit, "memory_unit": memory_unit, "cap": said[cap_column],
+               "time_unit": time_unit, "memory_unit": memory_unit, "cap": f"{said[cap_column]:.9g}",
                "planned_makespan": "", "planned_peak": "", "bound": "", "gap": "", "source": said["source"],
                "best_baseline": "" if best is None else best.name,
                "best_baseline_makespan": "" if best is None else round(best.figures.makespan_tick / per_t, 4),

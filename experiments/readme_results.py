@@ -196,7 +196,8 @@ TABLES: tuple[ResultTable, ...] = (
         "The planned training pipeline at each memory cap (section `pipeline-sweep`)",
         "Per memory cap per device: the planned schedule's makespan and peak memory, its proven bound and gap, the "
         "shortest baseline whose peak fits the cap, and whether the planned makespan is at most that baseline's "
-        "(computed); makespan against peak memory in `bench/results/pipeline-sweep-<case>.png`.",
+        "(computed; True where no baseline fits); makespan against peak memory in "
+        "`bench/results/pipeline-sweep-<case>.png`.",
     ),
     ResultTable(
         "mutation", "mutation_summary.csv",

@@ -92,6 +92,8 @@ def test_the_picture_draws_the_csv(sweep: MemorySweep) -> None:
     np.testing.assert_allclose(np.asarray(lines["planned"].get_ydata(), dtype=float), planned["makespan_unit"])
     np.testing.assert_allclose(np.asarray(lines["bound"].get_ydata(), dtype=float), planned["bound_unit"])
     assert lines["bound"].get_linestyle() == "--"
+    own = next(c for c in ax.collections if c.get_gid() == "planned_peak").get_offsets()
+    np.testing.assert_allclose(np.asarray(own), planned[["peak_memory_unit", "makespan_unit"]].to_numpy())
     assert ax.get_title(loc="left").startswith("makespan against memory: 4 devices")
     assert sweep_figure(sweep, what="unit costs").axes[0].get_title(loc="left").startswith("unit costs: makespan")
 

@@ -4,10 +4,11 @@ reads to pick a memory budget; `write_sweep` writes it beside ``memory_sweep.csv
 Drawn from `MemorySweep.frame()`, the frame ``memory_sweep.csv`` is written from, so the picture states the CSV's
 figures in its units: each baseline is one labelled point at (its peak memory, its makespan); the planned schedule
 is a line over the caps at (cap, planned makespan), a step that holds from each cap to the next (a budget between
-two caps gets the smaller cap's schedule); its bound a dashed line at (cap, bound), a step that holds from the cap
-before (the bound at a cap covers every smaller budget).  Infeasible caps are left out of both lines.  No pyplot
-(Figure + Agg canvas): `sweep_figure` returns the `Figure` so that tests read what is drawn (the artists' ``gid``:
-``baselines``, ``planned``, ``bound``).
+two caps gets the smaller cap's schedule), and a hollow point at (its own peak, its makespan), where it sits beside
+the baselines (a cap's schedule may use less than the cap); its bound a dashed line at (cap, bound), a step that
+holds from the cap before (the bound at a cap covers every smaller budget), with a tick at each cap.  Infeasible
+caps are left out of the lines and points.  No pyplot (Figure + Agg canvas): `sweep_figure` returns the `Figure` so
+that tests read what is drawn (the artists' ``gid``: ``baselines``, ``planned``, ``planned_peak``, ``bound``).
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ def sweep_figure(sweep: MemorySweep, *, what: str = "") -> Figure:
     planned = frame[(frame["schedule"] == PLANNED) & (frame["feasible"] == 1)]
     ax.plot(planned[cap], planned[makespan], drawstyle="steps-post", marker="o", color="tab:blue", zorder=4,
             label="planned schedule within the cap", gid="planned")
-    ax.plot(planned[cap], planned[bound], drawstyle="steps-pre", linestyle="--", color="tab:blue", alpha=0.7,
-            label="its proven bound at the cap", gid="bound")
+    ax.scatter(planned[peak], planned[makespan], facecolors="none", edgecolors="tab:blue", zorder=5,
+               label="planned schedule at its own peak", gid="planned_peak")
+    ax.plot(planned[cap], planned[bound], drawstyle="steps-pre", linestyle="--", marker="_", markersize=10,
+            markeredgewidth=1.5, color="tab:blue", alpha=0.7, label="its proven bound at the cap", gid="bound")
     ax.set_xlabel(f"peak memory per device, or memory cap ({memory_unit})", fontsize=_FONT + 1)
     ax.set_ylabel(f"makespan ({time_unit})", fontsize=_FONT + 1)
     ax.set_title(f"{what + ': ' if what else ''}makespan against memory: {sweep.baselines.num_devices} devices, "
