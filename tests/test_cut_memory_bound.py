@@ -5,7 +5,6 @@ trips."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from planner.compare.cut_search import with_cut
 from planner.compare.model_costs import ModelCosts
 from planner.errors import InfeasibleError
 from planner.schedule.plan import PlanStatus
+from tests.test_cut_bound import _cuts, _pieces
 
 _PIPELINE = {"dualpipe": ("dualpipe", 1), "v": ("opplan-v", 2)}
 
@@ -40,13 +40,6 @@ def _costs(forward: list[int], acts: list[int], params: list[int], p: int, laten
     return ModelCosts(inst, p, single[:p], single[:2 * p], ticks_per_unit=1)
 
 
-def _cuts(n: int, k: int):
-    for inner in itertools.combinations(range(1, n), k - 1):
-        yield (0, *inner, n)
-
-
-def _pieces(bounds) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(range(bounds[j], bounds[j + 1])) for j in range(len(bounds) - 1))
 
 
 def test_hand_computed_terms_where_the_cap_binds():
