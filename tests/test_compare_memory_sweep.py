@@ -41,7 +41,26 @@ def test_planned_makespan_never_rises_with_the_cap_and_fits_it(sweep: MemorySwee
     assert (planned["bound_unit"] <= planned["makespan_unit"]).all()
     for pt in sweep.points:
         if pt.row is not None:
-            assert pt.found_at_bytes <= pt.cap_bytes
+            assert pt.row.figures.max_peak_memory_bytes <= pt.cap_bytes
+
+
+def test_a_schedule_a_larger_cap_found_serves_a_smaller_cap_it_fits(sweep: MemorySweep) -> None:
+    """A solve at a larger cap can find a schedule whose peak also fits a smaller cap: that cap keeps it where it
+    is shorter than its own, its bound no higher than the makespan; a schedule that does not fit is never taken."""
+    from planner.compare.memory_sweep import SweepPoint, _carried_down
+
+    top = sweep.points[-1]
+    planned = top.row
+    assert planned is not None and planned.figures is not None
+    peak = planned.figures.max_peak_memory_bytes
+    longer = max((r for r in sweep.baselines.ok_rows() if r.figures is not None
+                  and r.figures.makespan_tick > planned.figures.makespan_tick), key=lambda r: r.figures.makespan_tick)
+    held = SweepPoint(peak, longer, peak, bound_tick=10**9)
+    (got,) = _carried_down([held], [(planned, top.cap_bytes)])
+    assert (got.row, got.found_at_bytes, got.baseline) == (planned, top.cap_bytes, "")
+    assert got.bound_tick == planned.figures.makespan_tick  # the held bound, cut to the kept makespan
+    (tight,) = _carried_down([SweepPoint(peak - 1, longer, peak - 1)], [(planned, top.cap_bytes)])
+    assert tight.row is longer  # one byte short: it does not fit
 
 
 def test_planned_never_above_a_baseline_that_fits_the_same_cap(sweep: MemorySweep) -> None:

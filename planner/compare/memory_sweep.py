@@ -11,13 +11,14 @@ handed over) from the smallest cap up; each cap gets its share of the time left 
 caps after it), so the sweep ends near its time limit however many caps it has: a cap no baseline fits gets
 `MemorySweepPolicy.cold_weight` shares, since its solve has no warm start, the others one.  Monotone by construction: a
 schedule that fits a cap fits every larger one, so each cap keeps the shorter of its own schedule and the best one
-found at a smaller cap, and the planned makespan never rises with the cap.  A baseline that fits the cap is a
-schedule the planner may return as it is: where one is shorter than every solve's so far (the solve warm-starts
-from the baselines of its own placement only, so a fixed-placement ZB-H1 under a tight cap can be), the cap keeps
-that baseline's schedule and says so (``source``); the planned makespan is never above a baseline that fits the
-same cap.  Its bound at a cap is the solve's there (the table's bound: for the placement and cut that solve took,
-raised by the memory bound where that ran), no higher than the kept makespan.  A cap where no solve at it or at a
-smaller cap gave a schedule and no baseline fits is infeasible, with the solve's reason in one line.
+found at a smaller cap, and the planned makespan never rises with the cap; once every cap is solved, a cap also
+takes a schedule a larger cap's solve found whose peak fits it, where that one is shorter.  A baseline that fits
+the cap is a schedule the planner may return as it is: where one is shorter than every solve's so far (the solve
+warm-starts from the baselines of its own placement only, so a fixed-placement ZB-H1 under a tight cap can be), the
+cap keeps that baseline's schedule and says so (``source``); the planned makespan is never above a baseline that
+fits the same cap.  Its bound at a cap is the solve's there (the table's bound: for the placement and cut that
+solve took, raised by the memory bound where that ran), no higher than the kept makespan.  A cap where no solve gave
+a schedule that fits it and no baseline fits is infeasible, with the solve's reason in one line.
 
 ``--memory-sweep auto`` (`auto_caps`; `memory_sweep` with no caps) takes the caps from the baselines' peaks: from
 below the smallest (where only a planned schedule can fit) to above DualPipe's, as round figures of the memory unit.
@@ -265,6 +266,7 @@ def memory_sweep(p: int, m: int, costs, caps_bytes: Sequence[int] | None, *, tim
     sweep = MemorySweep(base, ())
     points: list[SweepPoint] = []
     kept: tuple[CompareRow, int] | None = None
+    solved: list[tuple[CompareRow, int]] = []  # every planned schedule found, with the cap it was found at
     peaks = [r.figures.max_peak_memory_bytes for r in base.ok_rows() if r.figures is not None]
     weights = [1.0 if any(peak <= cap for peak in peaks) else policy.cold_weight for cap in caps]
     for i, cap in enumerate(caps):
@@ -276,6 +278,7 @@ def memory_sweep(p: int, m: int, costs, caps_bytes: Sequence[int] | None, *, tim
         if row.figures is not None:
             noted = row.notes.get("bound_tick")
             bound = int(noted) if isinstance(noted, (int, float)) else None
+            solved.append((row, cap))
             if kept is None or row.figures.makespan_tick < kept[0].figures.makespan_tick:  # type: ignore[union-attr]
                 kept = (row, cap)
         fitting = [r for r in base.ok_rows() if r.figures is not None and r.figures.max_peak_memory_bytes <= cap]
@@ -291,7 +294,24 @@ def memory_sweep(p: int, m: int, costs, caps_bytes: Sequence[int] | None, *, tim
         points.append(point)
         if report is not None:
             report(sweep.point_line(point))
-    return MemorySweep(base, tuple(points))
+    return MemorySweep(base, tuple(_carried_down(points, solved)))
+
+
+def _carried_down(points: list[SweepPoint], solved: list[tuple[CompareRow, int]]) -> list[SweepPoint]:
+    """Each point with the shortest schedule any solve found whose peak fits its cap, where that is shorter than
+    the one it keeps: a solve at a larger cap may find a schedule that also fits a smaller one."""
+    out = []
+    for point in points:
+        fits = [(row, at) for row, at in solved
+                if row.figures is not None and row.figures.max_peak_memory_bytes <= point.cap_bytes]
+        best = min(fits, key=lambda ra: ra[0].figures.makespan_tick, default=None)  # type: ignore[union-attr]
+        held = None if point.row is None or point.row.figures is None else point.row.figures.makespan_tick
+        if best is not None and (held is None or best[0].figures.makespan_tick < held):  # type: ignore[union-attr]
+            tick = best[0].figures.makespan_tick  # type: ignore[union-attr]
+            point = SweepPoint(point.cap_bytes, best[0], best[1],
+                               None if point.bound_tick is None else min(point.bound_tick, tick))
+        out.append(point)
+    return out
 
 
 def _check_caps(caps: list[int], time_limit_s: float, policy: MemorySweepPolicy) -> None:
