@@ -70,6 +70,21 @@ def test_notes_that_are_absent_or_empty_add_nothing():
     assert _verbose(placements_skipped={}, devices_at_cap=[], cut="none", lns=None, placement_why="") == BARE
 
 
+def test_the_bound_over_every_cut_within_the_cap_says_what_it_proves():
+    where = "placement None,"
+    proves = {"bound_units": 30.0, "half_bubble_units": 28.0, "half_bubble_unreachable": True, "no_cut_fits": False}
+    assert _verbose(every_cut_memory=proves) == BARE.replace(
+        where, "placement None, within the cap 30 u (half of DualPipe's bubble out of reach on every cut),")
+    open_ = dict(proves, bound_units=25.0, half_bubble_unreachable=False)
+    assert _verbose(every_cut_memory=open_) == BARE.replace(
+        where, "placement None, within the cap 25 u (half of DualPipe's bubble needs 28 u: not ruled out),")
+    assert _verbose(every_cut_memory=dict(proves, half_bubble_units=None)) == BARE.replace(
+        where, "placement None, within the cap 30 u,")
+    assert _verbose(every_cut_memory=dict(proves, bound_units=float("inf"), no_cut_fits=True)) == BARE.replace(
+        where, "placement None, no cut of either placement fits the memory cap,")
+    assert _verbose(every_cut_memory={"bound_units": None}) == BARE
+
+
 def test_a_kept_cut_and_a_granularity_of_one():
     assert _verbose(cut={"moves": 0, "simulations": 5}) == BARE.replace(
         "placement None,", "placement None, cut kept (5 simulations),")
@@ -131,17 +146,18 @@ def test_outcome_when_dualpipe_has_no_bubble_or_no_memory():
         "DualPipe's")
     assert outcome_line({"dualpipe": _v(40, 0.2, 0), "opplan": _v(30, 0.1, 6), "gpipe": _v(50, 0.1, 5),
                          "1f1b": _v(45, 0.1, 5)}, "u") == (
-        "result: opplan 30 u — 25.0 % shorter than DualPipe, 33.3 % than the best other schedule (1f1b), bubble 50 % "
-        "of DualPipe's, peak memory 6, DualPipe's 0")
+        "result: opplan 30 u — 25.0 % shorter than DualPipe, 33.3 % than the best other schedule (1f1b), bubble 38 % "
+        "of DualPipe's, peak memory 6, DualPipe's 0")  # idle time 30 x 0.1 = 3 against 40 x 0.2 = 8
 
 
 def test_outcome_when_longer_than_the_best_other_but_shorter_than_dualpipe():
     assert outcome_line({"dualpipe": _v(40, 0.2, 5), "opplan": _v(30, 0.1, 6), "zb-v": _v(25, 0.1, 5)}, "u") == (
         "result: opplan 30 u — 25.0 % shorter than DualPipe, 20.0 % longer than the best other schedule (zb-v), "
-        "bubble 50 % of DualPipe's, peak memory 120 % of DualPipe's")
+        "bubble 38 % of DualPipe's, peak memory 120 % of DualPipe's")
 
 
 def test_outcome_against_a_dualpipe_of_no_length_and_alone():
+    # DualPipe idles no time at all (a makespan of 0): the bubbles are compared as ratios
     assert outcome_line({"dualpipe": _v(0, 0.2, 5), "opplan": _v(30, 0.1, 6)}, "u") == (
         "result: opplan 30 u — as long as DualPipe, bubble 50 % of DualPipe's, peak memory 120 % of DualPipe's")
     assert outcome_line({"opplan": _v(30, 0.1, 6)}, "u") == "result: opplan 30 u"

@@ -30,6 +30,7 @@ def opplan_line(opp: CompareRow, time_unit: str, memory_unit: str, cap_units: fl
                 f"{opp.notes.get('solve_time_s', 0):.1f} s (--verbose: how the search went)")
     told = _cut_text(opp.notes.get("cut"), time_unit, bound_round_gap)
     told += _every_cut_text(opp.notes.get("every_cut"), time_unit)
+    told += _every_cut_memory_text(opp.notes.get("every_cut_memory"), time_unit)
     told += memory_bound_text(opp.notes.get("memory_bound"), time_unit)
     told += _granularity_text(opp.notes.get("granularity"), time_unit)
     told += _lns_text(opp.notes.get("lns"), time_unit)
@@ -72,6 +73,21 @@ def _every_cut_text(every: object, time_unit: str) -> str:
     told = ", ".join(f"{fam} {figure_text(v)}" for fam, v in fams.items())
     return (f", bound over every cut of the {' and '.join(fams)} placements "
             f"{figure_text(float(every['bound_units']))} {time_unit} (heads + work per device; {told})")
+
+
+def _every_cut_memory_text(every: object, time_unit: str) -> str:
+    """notes["every_cut_memory"]: the bound over every cut of both placements within the memory cap
+    (`planner.compare.cut_memory_bound`), and whether it puts half of DualPipe's bubble out of reach."""
+    if not isinstance(every, dict) or not isinstance(every.get("bound_units"), (int, float)):
+        return ""
+    if every.get("no_cut_fits"):
+        return ", no cut of either placement fits the memory cap"
+    text = f", within the cap {figure_text(float(every['bound_units']))} {time_unit}"
+    half = every.get("half_bubble_units")
+    if isinstance(half, (int, float)):
+        text += (" (half of DualPipe's bubble out of reach on every cut)" if every.get("half_bubble_unreachable")
+                 else f" (half of DualPipe's bubble needs {figure_text(float(half))} {time_unit}: not ruled out)")
+    return text
 
 
 def _granularity_text(gran: object, time_unit: str) -> str:
