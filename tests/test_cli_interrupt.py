@@ -51,10 +51,20 @@ def _told(err: str) -> list[str]:
     return [line for line in err.splitlines() if not PROGRESS.match(line)]
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _started(argv: list[str], **kwargs) -> subprocess.Popen:
+    """`subprocess.Popen` of a console script, output captured as text, with SIGINT at its default in the child: a
+    shell's background job starts with SIGINT ignored, and a Python started so never sees a Ctrl-C."""
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_default, **kwargs)
+
+
 def _interrupted_at(point: str, argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """Run a console script until it says ``paused at <point>``, send it SIGINT, and return how it ended."""
-    proc = subprocess.Popen([str(BIN / argv[0]), *argv[1:]], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, PAUSE_ENV: point})
+    proc = _started([str(BIN / argv[0]), *argv[1:]], cwd=cwd, env={**os.environ, PAUSE_ENV: point})
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -95,8 +105,7 @@ def test_ctrl_c_while_loading_is_one_line_and_writes_nothing(tmp_path, graph):
 
 def _solving(argv: list[str], cwd: Path, progress: str) -> subprocess.Popen:
     """Start plan-solve and return once its stderr shows `progress` (a CP-SAT solve is then running)."""
-    proc = subprocess.Popen([str(BIN / "plan-solve"), *argv], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = _started([str(BIN / "plan-solve"), *argv], cwd=cwd)
     assert proc.stderr is not None
     for line in proc.stderr:
         if progress in line:
@@ -131,8 +140,7 @@ def test_second_ctrl_c_in_a_search_aborts_and_writes_nothing(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     env_pause = {**os.environ, PAUSE_ENV: "writing"}  # the plan waits in its temporary folder for the second press
-    proc = subprocess.Popen([str(BIN / "plan-solve"), *SEARCH, "--out", str(work / "p.json")], cwd=work,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_pause)
+    proc = _started([str(BIN / "plan-solve"), *SEARCH, "--out", str(work / "p.json")], cwd=work, env=env_pause)
     try:
         assert proc.stderr is not None and proc.stdout is not None
         for line in proc.stderr:
@@ -160,8 +168,7 @@ IN_COMPARE_SOLVE = "planned row (dualpipe): starts from"  # the full model's sol
 
 def _comparing(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start plan-compare and return once its stderr says the planned row's solve starts."""
-    proc = subprocess.Popen([str(BIN / "plan-compare"), *COMPARE_SEARCH, *argv], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = _started([str(BIN / "plan-compare"), *COMPARE_SEARCH, *argv], cwd=cwd, env=env)
     assert proc.stderr is not None
     for line in proc.stderr:
         if IN_COMPARE_SOLVE in line:
