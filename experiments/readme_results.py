@@ -106,6 +106,25 @@ def _runtime_by_model(rows: Rows) -> Rows:
     return list(out.values())
 
 
+def _sweep_per_case(rows: Rows) -> Rows:
+    """One row per case from the memory sweep's one row per cap: the caps, how many fit no baseline, at how many
+    the planned makespan is at most the best baseline that fits (computed per cap), the gaps and the picture."""
+    out = []
+    for case in dict.fromkeys(r.get("case", "") for r in rows):
+        mine = [r for r in rows if r.get("case", "") == case]
+        gaps = [100 * float(r["gap"]) for r in mine if r.get("gap")]
+        first = mine[0]
+        out.append({"case": case, "p": first.get("p", ""), "m": first.get("m", ""),
+                    "caps": f"{len(mine)}: {mine[0].get('cap', '')} to {mine[-1].get('cap', '')}",
+                    "memory_unit": first.get("memory_unit", ""),
+                    "fit_no_baseline": str(sum(not r.get("best_baseline") for r in mine)),
+                    "planned_not_above_best_baseline": (
+                        f"{sum(r.get('planned_not_above_best_baseline') == 'True' for r in mine)} of {len(mine)}"),
+                    "gap_pct": f"{min(gaps):.1f} to {max(gaps):.1f}" if gaps else "",
+                    "picture": first.get("picture", "")})
+    return out
+
+
 def _mutation_per_package(rows: Rows) -> Rows:
     """One row per package (the folder of the module's file): modules, mutants run (sampled; equivalent ones are
     not run),
@@ -191,14 +210,14 @@ TABLES: tuple[ResultTable, ...] = (
         select=_planned_rows),
     ResultTable(
         "pipeline-sweep", "pipeline-sweep.csv",
-        ("case", "p", "m", "cap", "memory_unit", "planned_makespan", "time_unit", "planned_peak", "bound", "gap",
-         "best_baseline", "best_baseline_makespan", "planned_not_above_best_baseline", "source"),
+        ("case", "p", "m", "caps", "memory_unit", "fit_no_baseline", "planned_not_above_best_baseline", "gap_pct",
+         "picture"),
         "The planned training pipeline at each memory cap (section `pipeline-sweep`)",
-        "Per memory cap per device: the planned schedule's makespan and peak memory, its proven bound and gap, the "
-        "shortest baseline whose peak fits the cap, and whether the planned makespan is at most that baseline's "
-        "(computed; True where no baseline fits); makespan against peak memory in "
-        "`bench/results/pipeline-sweep-<case>.png`.",
-    ),
+        "Per case: the per-device memory caps swept, how many of them no baseline fits, at how many the planned "
+        "makespan is at most that of the shortest baseline whose peak fits the cap (computed per cap; counted where "
+        "none fits), and the gap to the proven bound; per cap in the CSV, makespan against peak memory in "
+        "`bench/results/<picture>`.",
+        select=_sweep_per_case),
     ResultTable(
         "mutation", "mutation_summary.csv",
         ("package", "modules", "mutants", "killed", "kill_pct", "lowest_module"),

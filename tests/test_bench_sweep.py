@@ -70,6 +70,15 @@ def test_the_check_says_false_where_a_baseline_that_fits_is_shorter() -> None:
 def test_the_section_and_its_readme_table_are_registered() -> None:
     assert "pipeline-sweep" in SECTIONS
     table = next(t for t in TABLES if t.name == "pipeline-sweep")
-    assert set(table.columns) <= set(COLUMNS)
+    assert table.csv_name == "pipeline-sweep.csv" and table.select is not None
+    # one row per case from the CSV's one row per cap, every shown column filled
+    caps = [dict.fromkeys(COLUMNS, "") | {"case": "c", "p": "4", "m": "8", "memory_unit": "MiB", "cap": cap,
+                                            "gap": gap, "best_baseline": base, "picture": "c.png",
+                                            "planned_not_above_best_baseline": ok}
+            for cap, gap, base, ok in (("1", "0.25", "", "True"), ("2", "0.05", "1f1b", "True"),
+                                       ("3", "0.1", "zb-v", "False"))]
+    (shown,) = table.select(caps)
+    assert [shown[c] for c in table.columns] == ["c", "4", "8", "3: 1 to 3", "MiB", "1", "2 of 3", "5.0 to 25.0",
+                                                 "c.png"]
     with pytest.raises(ValueError, match="unknown case"):
         bench_sweep(True, only=("nosuch",))

@@ -125,14 +125,20 @@ def test_the_lns_note_in_units():
     assert _lns_note(None, Scales(4, 1)) is None
 
 
-def test_the_kept_sub_chunk_row_counts_its_time_to_best_from_the_placements_start(monkeypatch):
-    # the sub-chunk solve finds its best 0.25 s in; it started 100 s into the placement
+def _stage_level_v_row():
+    """The bundled MoE's job on the v placement, its costs, reference schedules and stage-level planned row."""
     job = _model_job("v")
     mc = job.costs
     assert not isinstance(mc, UnitCosts)
     refs = planned_row.reference_schedules(job)
     coarse = _solve_opplan(job, mc, refs, 2)
     assert coarse.figures is not None
+    return job, mc, refs, coarse
+
+
+def test_the_kept_sub_chunk_row_counts_its_time_to_best_from_the_placements_start(monkeypatch):
+    # the sub-chunk solve finds its best 0.25 s in; it started 100 s into the placement
+    job, mc, refs, coarse = _stage_level_v_row()
     # a stage-level row far longer than any sub-chunk schedule: the sub-chunk row is kept
     coarse.figures = dataclasses.replace(coarse.figures, makespan_tick=10**6)
 
@@ -144,12 +150,7 @@ def test_the_kept_sub_chunk_row_counts_its_time_to_best_from_the_placements_star
 
 
 def test_a_stage_level_row_kept_over_the_sub_chunks_keeps_its_time_to_best():
-    job = _model_job("v")
-    mc = job.costs
-    assert not isinstance(mc, UnitCosts)
-    refs = planned_row.reference_schedules(job)
-    coarse = _solve_opplan(job, mc, refs, 2)
-    assert coarse.figures is not None
+    job, mc, refs, coarse = _stage_level_v_row()
     coarse.figures = dataclasses.replace(coarse.figures, makespan_tick=1)  # nothing is shorter
     assert coarse.pipeline is not None and coarse.schedule is not None
     _inst, replay = simulate_pipeline(coarse.pipeline, coarse.schedule)
