@@ -30,6 +30,7 @@ from planner.compare.pipelines import Comparison as PlannerComparison
 from planner.compare.pipelines import compare as compare_pipelines
 from planner.compare.pipelines import write_outputs
 from planner.compare.sweep_plot import write_sweep
+from planner.compare.torch_runnable import torch_line
 from planner.cost.training_costs import training_costs
 from planner.ir.moe_structure import find_moe_layers
 
@@ -78,9 +79,29 @@ class Comparison:
         return self.result.table(verbose=verbose)
 
     def write(self, out_dir: str | Path, *, pictures: bool = True) -> list[Path]:
-        """``compare.csv``, one ``<schedule>.torch.csv`` per schedule and (`pictures`) the Gantt pictures, as
-        ``plan-compare --out``; returns the paths written."""
+        """``compare.csv``, one ``<schedule>.torch.csv`` per schedule, ``opplan-runnable.torch.csv`` when the
+        comparison planned one (`runnable`) and (`pictures`) the Gantt pictures, as ``plan-compare --out``; returns
+        the paths written."""
         return write_outputs(self.result, out_dir, pictures=pictures)
+
+    @property
+    def runnable(self) -> pd.Series | None:
+        """The planned schedule torch's pipelining runtime runs, when the planned row's own cannot (DualPipe's two
+        directions) and `compare(runnable=True)` planned one: its ``csv_frame()`` row (``schedule`` is
+        ``opplan-runnable``; `write` writes it as ``opplan-runnable.torch.csv``); None otherwise."""
+        row = self.result.runnable
+        if row is None or row.figures is None:
+            return None
+        return pd.Series(self.result.values(row))
+
+    def torch_line(self) -> str | None:
+        """The line ``plan-compare`` prints about torch: whether ``opplan.torch.csv`` runs in
+        torch.distributed.pipelining's runtime and, when it does not, which file does and why; None without a
+        planned row."""
+        planned = next((r for r in self.result.ok_rows() if r.name == PLANNED and r.pipeline is not None), None)
+        if planned is None:
+            return None
+        return torch_line(planned, self.result.runnable, self.time_unit, self.result.scales.ticks_per_unit)
 
 
 def pipeline_costs(model: Model, hw: Hardware, stages: int, *, stage_time_limit_s: float = 20.0,
@@ -103,7 +124,8 @@ def compare(model: Model, hw: Hardware, *, stages: int, microbatches: int, time_
             placement: str = "auto", stage_time_limit_s: float = 20.0, granularity: int | None = 1,
             fb_overlap: float = 1.0, a2a: bool = True, comm_stream: bool = True, uniform_backward: bool = False,
             expert_parallel: int | None = None, backend: str = "cpsat", lns_share: float | None = None,
-            bound_time_s: float | None = None, progress: Progress | None = None) -> Comparison:
+            bound_time_s: float | None = None, runnable: bool = True,
+            progress: Progress | None = None) -> Comparison:
     """Compare the pipeline schedules of `model` on `stages` devices of `hw` with `microbatches` micro-batches
     per step, as ``plan-compare --model``: `time_limit_s` seconds in all (the stage cut of at most
     `stage_time_limit_s` included).
@@ -113,8 +135,10 @@ def compare(model: Model, hw: Hardware, *, stages: int, microbatches: int, time_
     ``dualpipe``, ``v``, ``fixed``), splitting every piece into `granularity` sub-chunks (None: chosen by the task
     count); `fb_overlap`: an overlapped F&B pair lasts this fraction of its halves; `a2a`: MoE all-to-all tasks;
     `lns_share`: each solve's share for the neighbourhood search (None: the policy's); `bound_time_s`: at most this
-    long for the memory bound after the solves (None: the comparison's default).  `progress` gets the solves'
-    lines (default: the ``opplan`` logger)."""
+    long for the memory bound after the solves (None: the comparison's default); `runnable`: when the planned
+    schedule is one torch's pipelining runtime cannot run (DualPipe's two directions), also plan one it can, as
+    ``plan-compare`` does (`Comparison.runnable`, `Comparison.torch_line`).  `progress` gets the solves' lines
+    (default: the ``opplan`` logger)."""
     started = time.monotonic()
     costs = pipeline_costs(model, hw, stages, stage_time_limit_s=stage_time_limit_s, backend=backend,
                            comm_stream=comm_stream, uniform_backward=uniform_backward,
@@ -126,7 +150,7 @@ def compare(model: Model, hw: Hardware, *, stages: int, microbatches: int, time_
                                opplan=planned, memory_cap_units=memory_cap_mib, opplan_placement=placement,
                                time_limit_s=max(1.0, time_limit_s - (time.monotonic() - started)),
                                backend=backend, granularity=granularity, policy=policy,
-                               progress=progress_or_log(progress), **bound)
+                               progress=progress_or_log(progress), runnable=runnable, **bound)
     return Comparison(model, hw, result)
 
 

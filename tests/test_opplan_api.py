@@ -156,6 +156,25 @@ def test_compare_against_dualpipe(moe, h100) -> None:
     assert "dualpipe" in cmp.table()
 
 
+def test_compare_plans_a_schedule_torch_runs_beside_dualpipes_placement(moe, h100, tmp_path) -> None:
+    # the planned row on DualPipe's two directions is one torch's pipelining runtime refuses: the comparison also
+    # plans one on a placement it runs, as plan-compare does, and says so
+    cmp = opplan.compare(moe, h100, stages=2, microbatches=4, time_limit_s=6, stage_time_limit_s=5,
+                         placement="dualpipe", bound_time_s=0)
+    alt = cmp.runnable
+    assert alt is not None and alt["schedule"] == "opplan-runnable"
+    assert alt["peak_memory"] <= cmp.csv_frame().set_index("schedule").loc["dualpipe", "peak_memory"] + 1e-9
+    line = cmp.torch_line()
+    assert line is not None and "opplan-runnable.torch.csv runs" in line and "two directions" in line
+    written = {p.name for p in cmp.write(tmp_path, pictures=False)}
+    assert {"opplan.torch.csv", "opplan-runnable.torch.csv"} <= written
+    # asked not to, it plans none and the line names the placements that run
+    plain = opplan.compare(moe, h100, stages=2, microbatches=4, time_limit_s=4, stage_time_limit_s=5,
+                           placement="dualpipe", bound_time_s=0, runnable=False)
+    assert plain.runnable is None
+    assert "--placement v or fixed" in (plain.torch_line() or "")
+
+
 def test_the_compare_frame_is_plan_compares_csv(moe, h100, tmp_path) -> None:
     from planner.cli_compare import compare_main
 
