@@ -200,13 +200,15 @@ TABLES: tuple[ResultTable, ...] = (
         select=_runtime_by_model),
     ResultTable(
         "pipeline", "pipeline.csv",
-        ("case", "p", "m", "moe_found", "makespan", "time_unit", "bubble_ratio", "bubble_vs_dualpipe", "peak_memory",
-         "memory_unit", "status", "bound_every_cut_memory", "half_bubble_unreachable_every_cut"),
+        ("case", "p", "m", "moe_found", "makespan", "time_unit", "bubble_vs_dualpipe", "peak_memory", "memory_unit",
+         "gap", "half_bubble_unreachable", "bound_every_cut_memory", "half_bubble_unreachable_every_cut"),
         "The planned training pipeline (section `pipeline`)",
         "The planned schedule under DualPipe's peak memory per device; `moe_found` the MoE structure found in the "
-        "graph; `bubble_vs_dualpipe` is its bubble (idle time) over DualPipe's; `bound_every_cut_memory` a bound on "
-        "every schedule of every cut of both placements within the cap, and whether it puts half of DualPipe's "
-        "bubble out of reach.",
+        "graph; `bubble_vs_dualpipe` is its bubble (idle time) over DualPipe's; `gap` to the proven bound on the "
+        "row's own cut and placement, and whether that bound puts half of DualPipe's bubble out of reach there "
+        "(`half_bubble_unreachable`, empty where the row is optimal); `bound_every_cut_memory` a bound on every "
+        "schedule of every cut of both placements within the cap, and whether it puts half of DualPipe's bubble out "
+        "of reach.",
         select=_planned_rows),
     ResultTable(
         "pipeline-sweep", "pipeline-sweep.csv",
