@@ -116,3 +116,20 @@ def test_a_closed_gap_is_reported_optimal_whatever_stopped_the_solver() -> None:
     assert closed_gap_is_optimal(open_gap, rel_gap=0.0).status is SolveStatus.FEASIBLE
     assert closed_gap_is_optimal(open_gap, rel_gap=0.25).status is SolveStatus.OPTIMAL
     assert closed_gap_is_optimal(MilpOutcome(SolveStatus.FEASIBLE, 2.0, None, {}), 0.0).status is SolveStatus.FEASIBLE
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_cpsat_interleaved_search_runs_at_most_two_workers(capfd, deterministic: bool) -> None:
+    # CP-SAT 9.13-9.15 corrupt their heap under interleaved (deterministic) search with more workers
+    # (google/or-tools#5048); the free portfolio keeps the threads asked for.  Read from CP-SAT's own log.
+    b = get_backend("cpsat").new_builder()
+    s = [b.int_var(0, 10, f"s{i}") for i in range(3)]
+    b.no_overlap([interval(x, 2, x + 2, None, f"j{i}") for i, x in enumerate(s)], "noover[d=0]")
+    c = b.int_var(0, 10, "C")
+    for i, x in enumerate(s):
+        b.add(c - x >= 2, f"mk[i={i}]")
+    b.minimize(c)
+    res = b.solve(SolveParams(time_limit_s=30, threads=8, deterministic=deterministic, log=True))
+    assert res.status is SolveStatus.OPTIMAL and res.objective == pytest.approx(6)
+    log = capfd.readouterr().out
+    assert f"num_workers: {2 if deterministic else 8}" in log, log[:2000]

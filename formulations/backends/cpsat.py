@@ -12,7 +12,11 @@
   by its proof (or its gap) returns the same plan run after run; one cut by a time limit can differ, because the
   wall clock usually binds first (interleaved search accrues deterministic time slower than wall time).  With
   ``deterministic=False`` the portfolio runs its workers freely in parallel (often faster, not reproducible).
-* ``interleave_batch_size = min(threads, 4)``: a batch ends when its slowest subsolver chunk does, and with 8
+* ``num_workers = min(threads, INTERLEAVED_WORKERS_MAX)`` (2) in the deterministic mode: CP-SAT 9.13 to 9.15
+  corrupt their heap under interleaved search with more workers (google/or-tools#5048: ``free(): invalid next
+  size`` and the process aborted, in about 2 minutes of the 8-stage MoE pipeline's solve at 8 workers, twice out of
+  two; the upstream reports see none at 1 or 2 workers, and neither did that solve).
+* ``interleave_batch_size = min(workers, 4)``: a batch ends when its slowest subsolver chunk does, and with 8
   chunks sharing 2 cores a solve that had already met its bound waited seconds for the batch to end.  (Stopping
   from the solution callback instead crashes CP-SAT 9.15 when presolve alone solves the model.)
 * Progress: a solution callback reports each incumbent with the bound at that moment; ``best_bound_callback``
@@ -82,6 +86,11 @@ class _Progress(cp_model.CpSolverSolutionCallback):
         if self._params.progress is not None:
             self._params.progress(time.monotonic() - self._t0, self.incumbent, bound, _gap(self.incumbent, bound))
 
+
+# CP-SAT 9.13 to 9.15 corrupt their heap under interleaved (deterministic) search with more than 2 workers
+# (google/or-tools#5048): the deterministic mode runs at most this many.  Not a knob: a safety limit around the
+# solver's crash, as the one below
+INTERLEAVED_WORKERS_MAX = 2
 
 # CP-SAT 9.15 aborts the process (a failed check in its postsolve) when stop_search reaches a solve in its first
 # moments, while the hint is repaired and presolve runs; a stop that comes then waits until the solve is this old.
@@ -222,6 +231,7 @@ class CpSatBuilder(ModelBuilder):
         p.expand_reservoir_constraints = self._largest_reservoir <= params.policy.reservoir_expand_max_events
         if params.deterministic:
             p.interleave_search = True
+            p.num_workers = min(p.num_workers, INTERLEAVED_WORKERS_MAX)
             p.interleave_batch_size = min(p.num_workers, 4)
             p.max_deterministic_time = float(params.time_limit_s)
         t0 = time.monotonic()
