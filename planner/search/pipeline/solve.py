@@ -55,7 +55,8 @@ class _Call:
         """The full model, warm-started from `known`, its bound at least `bound_tick`."""
         return solve_formulation(self.setup.formulation(), backend=get_backend(self.backend), time_limit_s=limit_s,
                                  threads=self.threads, seed=run_seed, known=known, lower_bound_tick=bound_tick,
-                                 started_s=started_s, progress=self.full_progress, policy=self.policy.solve)
+                                 started_s=started_s, progress=self.full_progress, policy=self.policy.solve,
+                                 deterministic=self.policy.deterministic)
 
 
 def solve_pipeline_lns(
@@ -91,6 +92,8 @@ def solve_pipeline_lns(
     as they improve)."""
     t0 = time.monotonic()
     setup = prepare_pipeline(pipeline, memory_cap_bytes, warm_start=warm_start, fifo=fifo, pair_window=pair_window)
+    if not policy.deterministic and setup.tasks.instance.num_tasks <= policy.deterministic_max_tasks:
+        policy = dataclasses.replace(policy, deterministic=True)  # small: solved to proof, the same answer each run
     call = _Call(setup, t0, time_limit_s, backend, threads, seed, policy, progress, full_progress)
     skip_full = lns_share > 0 and setup.known is not None and \
         setup.tasks.instance.num_tasks > policy.full_solve_max_tasks
@@ -141,7 +144,7 @@ def _search(call: _Call, mirror: Fold | None, times: PipelineTimes, bound: int, 
     search = functools.partial(improve_pipeline, time_limit_s=left, bound_tick=bound, backend=call.backend,
                                fifo_inside=fifo_inside, threads=call.threads, seed=call.seed,
                                progress=call.progress, stall_steps=policy.stall_steps, fix_untouched=fix_untouched,
-                               policy=policy.lns)
+                               deterministic=policy.deterministic, policy=policy.lns)
     lns = None
     if mirror is not None:
         lns = improve_folded(setup, mirror, times,
