@@ -236,7 +236,7 @@ def test_the_full_solves_and_the_steps_run_in_the_policys_mode(monkeypatch, dete
     assert lns is not None and lns.steps and lns.resolve is not None
     assert len(asked) > len(lns.steps) and set(asked) == {deterministic}
     assert sol.lower_bound_tick <= sol.plan.makespan_tick
-    assert PipelineSearchPolicy().deterministic and not ComparePolicy().search.deterministic
+    assert PipelineSearchPolicy().deterministic and ComparePolicy().search.deterministic
     # a pipeline of at most `deterministic_max_tasks` tasks is solved in the deterministic mode whatever is asked
     asked.clear()
     small = dataclasses.replace(policy, deterministic_max_tasks=10**6)

@@ -59,10 +59,9 @@ class ComparePolicy:
     # a further cut round starts only with more than this many seconds of the placement's budget left (its replays
     # and the solve after it need them)
     cut_round_min_left_s: float = 1.0
-    # the search's own tuning; in CP-SAT's free portfolio: the planned row is cut by its time limit, where the
-    # deterministic mode repeats nothing, and on 8-stage exports (Qwen2-MoE, 300 s) the free portfolio's 8 workers
-    # left 0.43 of DualPipe's bubble against 0.56 for the deterministic mode's 2 (`PipelineSearchPolicy.deterministic`)
-    search: PipelineSearchPolicy = field(default_factory=lambda: PipelineSearchPolicy(deterministic=False))
+    # the search's own tuning (deterministic mode: `PipelineSearchPolicy.deterministic` False gives the free
+    # portfolio above its `deterministic_max_tasks`; side by side it was better once and worse twice at 8 stages)
+    search: PipelineSearchPolicy = field(default_factory=PipelineSearchPolicy)
 
 
 DEFAULT_COMPARE_POLICY = ComparePolicy()  # for argument defaults

@@ -86,9 +86,8 @@ class PipelineSearchPolicy:
     # the formulations' knobs (the least solve time) in the full model's solves
     solve: SolvePolicy = field(default_factory=SolvePolicy)
     # CP-SAT's deterministic (interleaved) mode in the full model's solves and the search's steps (the mirror half's
-    # steps follow `HalfSearchPolicy.deterministic`): repeatable where a solve ends by its proof.  plan-compare's
-    # planned row, cut by the wall clock anyway, runs the free portfolio (`ComparePolicy.search`): the interleaved
-    # mode runs at most 2 workers (`formulations.backends.cpsat.INTERLEAVED_WORKERS_MAX`), the free one all 8
+    # steps follow `HalfSearchPolicy.deterministic`): repeatable where a solve ends by its proof.  False: the free
+    # portfolio (all 8 workers; the interleaved mode runs at most 2, `formulations.backends.cpsat`)
     deterministic: bool = True
     # pipelines of at most this many tasks run in the deterministic mode whatever `deterministic` says: their solves
     # end by proof within seconds, where the deterministic mode returns the same schedule on every run (4 stages of
