@@ -64,7 +64,7 @@ REPO = Path(__file__).resolve().parents[1]
 # The bundled MoE's planned rows: 240 s, not 120: under load the search still gains between 120 s and 240 s there,
 # and the bench allows up to 10 minutes a row
 MOE_LIMIT_S = 240.0
-# The whole section runs in one `make bench` run of about 100 minutes on two cores, so the rows where the search
+# The whole section runs in one `make bench` run of about an hour on two cores, so the rows where the search
 # keeps improving with time get 300 s each and the memory bound 120 s: the transformers exports' planned rows 60 s
 # at 4 stages (they end optimal or nearly so there), 300 s at 8
 EXPORT_LIMIT_S = {4: 60.0, 8: 300.0}

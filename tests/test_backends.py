@@ -120,8 +120,8 @@ def test_a_closed_gap_is_reported_optimal_whatever_stopped_the_solver() -> None:
 
 @pytest.mark.parametrize("deterministic", [True, False])
 def test_cpsat_interleaved_search_runs_at_most_two_workers(capfd, deterministic: bool) -> None:
-    # CP-SAT 9.13-9.15 corrupt their heap under interleaved (deterministic) search with more workers
-    # (google/or-tools#5048); the free portfolio keeps the threads asked for.  Read from CP-SAT's own log.
+    # CP-SAT 9.13-9.15 corrupt their heap under interleaved (deterministic) search with more workers; the free
+    # portfolio keeps the threads asked for.  Read from CP-SAT's own log.
     b = get_backend("cpsat").new_builder()
     s = [b.int_var(0, 10, f"s{i}") for i in range(3)]
     b.no_overlap([interval(x, 2, x + 2, None, f"j{i}") for i, x in enumerate(s)], "noover[d=0]")

@@ -214,7 +214,7 @@ def test_each_step_solves_in_the_mode_asked(monkeypatch, deterministic):
 @pytest.mark.parametrize("deterministic", [True, False])
 def test_the_full_solves_and_the_steps_run_in_the_policys_mode(monkeypatch, deterministic):
     # `PipelineSearchPolicy.deterministic` reaches every CP-SAT solve of the call: the full model's and each step's
-    # (plan-compare's planned row asks for the free portfolio: `ComparePolicy.search`)
+    # (plan-compare's planned row keeps the default, the deterministic mode: `ComparePolicy.search`)
     import formulations.backends.cpsat as cpsat
     from planner.compare.compare_policy import ComparePolicy
     from planner.search.pipeline.policy import PipelineSearchPolicy
@@ -230,18 +230,12 @@ def test_the_full_solves_and_the_steps_run_in_the_policys_mode(monkeypatch, dete
     pipe = uneven_pipeline(3, 4, "fixed", 3)
     # the search from the warm start at once (a size limit lowered below the pipeline's), then the stalled search's
     # hand-back to the full model
-    policy = PipelineSearchPolicy(stall_steps=1, full_solve_max_tasks=10, deterministic=deterministic,
-                                  deterministic_max_tasks=0)
+    policy = PipelineSearchPolicy(stall_steps=1, full_solve_max_tasks=10, deterministic=deterministic)
     sol, lns = solve_pipeline_lns(pipe, time_limit_s=30, lns_share=0.5, threads=1, policy=policy)
     assert lns is not None and lns.steps and lns.resolve is not None
     assert len(asked) > len(lns.steps) and set(asked) == {deterministic}
     assert sol.lower_bound_tick <= sol.plan.makespan_tick
     assert PipelineSearchPolicy().deterministic and ComparePolicy().search.deterministic
-    # a pipeline of at most `deterministic_max_tasks` tasks is solved in the deterministic mode whatever is asked
-    asked.clear()
-    small = dataclasses.replace(policy, deterministic_max_tasks=10**6)
-    solve_pipeline_lns(pipe, time_limit_s=30, lns_share=0.5, threads=1, policy=small)
-    assert asked and set(asked) == {True}
 
 
 @pytest.mark.parametrize("fifo_inside", [True, False])

@@ -13,9 +13,8 @@
   wall clock usually binds first (interleaved search accrues deterministic time slower than wall time).  With
   ``deterministic=False`` the portfolio runs its workers freely in parallel (often faster, not reproducible).
 * ``num_workers = min(threads, INTERLEAVED_WORKERS_MAX)`` (2) in the deterministic mode: CP-SAT 9.13 to 9.15
-  corrupt their heap under interleaved search with more workers (google/or-tools#5048: ``free(): invalid next
-  size`` and the process aborted, in about 2 minutes of the 8-stage MoE pipeline's solve at 8 workers, twice out of
-  two; the upstream reports see none at 1 or 2 workers, and neither did that solve).
+  corrupt their heap under interleaved search with more workers (``free(): invalid next size``, the process
+  aborted, within minutes on an 8-stage pipeline at 8 workers); at 1 or 2 workers it does not happen.
 * ``interleave_batch_size = min(workers, 4)``: a batch ends when its slowest subsolver chunk does, and with 8
   chunks sharing 2 cores a solve that had already met its bound waited seconds for the batch to end.  (Stopping
   from the solution callback instead crashes CP-SAT 9.15 when presolve alone solves the model.)
@@ -87,8 +86,8 @@ class _Progress(cp_model.CpSolverSolutionCallback):
             self._params.progress(time.monotonic() - self._t0, self.incumbent, bound, _gap(self.incumbent, bound))
 
 
-# CP-SAT 9.13 to 9.15 corrupt their heap under interleaved (deterministic) search with more than 2 workers
-# (google/or-tools#5048): the deterministic mode runs at most this many.  Not a knob: a safety limit around the
+# CP-SAT 9.13 to 9.15 corrupt their heap under interleaved (deterministic) search with more than 2 workers: the
+# deterministic mode runs at most this many.  Not a knob: a safety limit around the
 # solver's crash, as the one below
 INTERLEAVED_WORKERS_MAX = 2
 

@@ -59,9 +59,7 @@ class ComparePolicy:
     # a further cut round starts only with more than this many seconds of the placement's budget left (its replays
     # and the solve after it need them)
     cut_round_min_left_s: float = 1.0
-    # the search's own tuning (deterministic mode: `PipelineSearchPolicy.deterministic` False gives the free
-    # portfolio above its `deterministic_max_tasks`; side by side it was better once and worse twice at 8 stages)
-    search: PipelineSearchPolicy = field(default_factory=PipelineSearchPolicy)
+    search: PipelineSearchPolicy = field(default_factory=PipelineSearchPolicy)  # the search's own tuning
 
 
 DEFAULT_COMPARE_POLICY = ComparePolicy()  # for argument defaults

@@ -89,10 +89,6 @@ class PipelineSearchPolicy:
     # steps follow `HalfSearchPolicy.deterministic`): repeatable where a solve ends by its proof.  False: the free
     # portfolio (all 8 workers; the interleaved mode runs at most 2, `formulations.backends.cpsat`)
     deterministic: bool = True
-    # pipelines of at most this many tasks run in the deterministic mode whatever `deterministic` says: their solves
-    # end by proof within seconds, where the deterministic mode returns the same schedule on every run (4 stages of
-    # an export, m = 8: about 200 tasks; 8 stages, m = 16: 736 and more)
-    deterministic_max_tasks: int = 500
 
 
 # the defaults, one instance each, for argument defaults

@@ -92,8 +92,6 @@ def solve_pipeline_lns(
     as they improve)."""
     t0 = time.monotonic()
     setup = prepare_pipeline(pipeline, memory_cap_bytes, warm_start=warm_start, fifo=fifo, pair_window=pair_window)
-    if not policy.deterministic and setup.tasks.instance.num_tasks <= policy.deterministic_max_tasks:
-        policy = dataclasses.replace(policy, deterministic=True)  # small: solved to proof, the same answer each run
     call = _Call(setup, t0, time_limit_s, backend, threads, seed, policy, progress, full_progress)
     skip_full = lns_share > 0 and setup.known is not None and \
         setup.tasks.instance.num_tasks > policy.full_solve_max_tasks
