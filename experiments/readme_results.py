@@ -59,8 +59,26 @@ def _coarsen_sizes(rows: Rows) -> Rows:
     return [r for r in rows if r.get("critical_path_before_tick") and r.get("cp_tolerance")]
 
 
-def _planned_rows(rows: Rows) -> Rows:
-    return [r for r in rows if r.get("schedule") == "opplan"]
+def _planned_per_case(rows: Rows) -> Rows:
+    """The planned rows (schedule ``opplan``), one per case: the values of its stage counts joined by `` / `` in
+    their order (``4 / 8``), those every row of the case shares (the schedule, the MoE finding, the units) once, a
+    column empty in every row empty."""
+    planned = [r for r in rows if r.get("schedule") == "opplan"]
+    out = []
+    for case in dict.fromkeys(r.get("case", "") for r in planned):
+        mine = [r for r in planned if r.get("case", "") == case]
+        out.append({k: _joined([r.get(k, "") for r in mine], k in _SHARED) for k in mine[0]})
+    return out
+
+
+def _joined(values: list[str], shared: bool) -> str:
+    """`values` joined by `` / `` (each distinct one once when `shared`); empty when all are."""
+    if not any(values):
+        return ""
+    return " / ".join(dict.fromkeys(values) if shared else values)
+
+
+_SHARED = ("case", "schedule", "moe_found", "time_unit", "memory_unit")  # one value per case in `_planned_per_case`
 
 
 def _stg_per_set(rows: Rows) -> Rows:
@@ -203,13 +221,14 @@ TABLES: tuple[ResultTable, ...] = (
         ("case", "p", "m", "moe_found", "makespan", "time_unit", "bubble_vs_dualpipe", "peak_memory", "memory_unit",
          "gap", "half_bubble_unreachable", "bound_every_cut_memory", "half_bubble_unreachable_every_cut"),
         "The planned training pipeline (section `pipeline`)",
-        "The planned schedule under DualPipe's peak memory per device; `moe_found` the MoE structure found in the "
+        "The planned schedule under DualPipe's peak memory per device, one row per case (its stage counts `p` joined "
+        "by ` / `, each column in that order); `moe_found` the MoE structure found in the "
         "graph; `bubble_vs_dualpipe` is its bubble (idle time) over DualPipe's; `gap` to the proven bound on the "
         "row's own cut and placement, and whether that bound puts half of DualPipe's bubble out of reach there "
         "(`half_bubble_unreachable`, empty where the row is optimal); `bound_every_cut_memory` a bound on every "
         "schedule of every cut of both placements within the cap, and whether it puts half of DualPipe's bubble out "
         "of reach.",
-        select=_planned_rows),
+        select=_planned_per_case),
     ResultTable(
         "pipeline-sweep", "pipeline-sweep.csv",
         ("case", "p", "m", "caps", "memory_unit", "fit_no_baseline", "planned_not_above_best_baseline", "gap_pct",

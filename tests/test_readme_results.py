@@ -104,3 +104,15 @@ def test_the_mutation_table_sums_each_package_and_names_its_weakest_module() -> 
     text = render_table(mutation, rows, "x.csv")
     assert "| planner/pipeline | 1 | 4 | 2 | 50.0 | c 50% |" in text
     assert "| planner/search | 2 | 15 | 14 | 93.3 | a 90% |" in text
+
+
+def test_the_pipeline_table_has_one_row_per_case_with_its_stage_counts_joined() -> None:
+    table = next(t for t in TABLES if t.name == "pipeline")
+    assert table.select is not None
+    rows = [{"case": "x", "p": "4", "schedule": "dualpipe", "makespan": "9", "time_unit": "us", "gap": ""},
+            {"case": "x", "p": "4", "schedule": "opplan", "makespan": "7", "time_unit": "us", "gap": ""},
+            {"case": "x", "p": "8", "schedule": "opplan", "makespan": "8", "time_unit": "us", "gap": ""},
+            {"case": "y", "p": "8", "schedule": "opplan", "makespan": "5", "time_unit": "ms", "gap": "0.1"}]
+    assert table.select(rows) == [
+        {"case": "x", "p": "4 / 8", "schedule": "opplan", "makespan": "7 / 8", "time_unit": "us", "gap": ""},
+        {"case": "y", "p": "8", "schedule": "opplan", "makespan": "5", "time_unit": "ms", "gap": "0.1"}]
